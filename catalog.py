@@ -1,0 +1,172 @@
+"""Function catalogs: read the exercise's format and OpenAI's tool format into one plain form.
+
+A catalog is a JSON list of functions. Three spellings of a function are accepted:
+
+* the exercise's format: ``{"name", "description", "parameters": {param: schema}, "returns"}``, where
+  ``parameters`` maps each parameter name to its JSON schema and every parameter is required;
+* OpenAI's tool format: ``{"type": "function", "function": {"name", "description", "parameters"}}``;
+* the same function object without that wrapper.
+
+In the last two, ``parameters`` is an object schema with ``properties`` and ``required`` (a missing
+``required`` means none is required). Each function becomes a :class:`Function` whose ``parameters`` is a
+normalized object schema. Imports neither torch nor interegular.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .errors import CatalogError, InputError
+
+
+@dataclass(frozen=True)
+class Function:
+    """One callable function of a catalog.
+
+    ``parameters`` is an object schema ``{"type": "object", "properties": {...}, "required": [...],
+    "additionalProperties": False}`` plus whatever other top-level keywords the source gave (``$defs``,
+    ``allOf`` ...). Property order is the declaration order and is the order the grammar emits.
+    """
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+    returns: Any = None
+    source_format: str = "native"
+    extra: dict[str, Any] = field(default_factory=dict, compare=False)
+
+
+def _is_object_schema(parameters: Any) -> bool:
+    # In the exercise's format every value of ``parameters`` is a schema (a dict), so a string "object"
+    # under the key "type" can only mean an OpenAI-style object schema.
+    return isinstance(parameters, dict) and (
+        parameters.get("type") == "object" and not isinstance(parameters.get("properties", {}), str)
+    )
+
+
+def parse_function(entry: Any, where: str) -> Function:
+    """Turn one catalog entry into a :class:`Function`.
+
+    ``where`` names the entry in error messages (``"file.json: function 3"``). Raises CatalogError for a
+    missing or non-string name, a non-object ``parameters`` or malformed ``properties``/``required``.
+    """
+    if not isinstance(entry, dict):
+        raise CatalogError(f"{where}: expected a JSON object, got {type(entry).__name__}")
+    fmt = "native"
+    if entry.get("type") == "function" and "function" in entry:
+        entry = entry["function"]
+        fmt = "openai"
+        if not isinstance(entry, dict):
+            raise CatalogError(f"{where}: 'function' must be a JSON object")
+    name = entry.get("name")
+    if not isinstance(name, str) or not name:
+        raise CatalogError(f"{where}: missing or empty 'name'")
+    where = f"{where} ({name})"
+    description = entry.get("description", "")
+    if not isinstance(description, str):
+        raise CatalogError(f"{where}: 'description' must be a string")
+    raw = entry.get("parameters", {})
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise CatalogError(f"{where}: 'parameters' must be a JSON object")
+    if _is_object_schema(raw) or (fmt == "openai" and not raw):
+        if fmt == "native":
+            fmt = "function"
+        params = dict(raw)
+        params.setdefault("type", "object")
+        props = params.get("properties", {})
+        if not isinstance(props, dict):
+            raise CatalogError(f"{where}: 'properties' must be a JSON object")
+        required = params.get("required", [])
+        if not isinstance(required, list) or not all(isinstance(r, str) for r in required):
+            raise CatalogError(f"{where}: 'required' must be a list of property names")
+        unknown = [r for r in required if r not in props]
+        if unknown:
+            raise CatalogError(f"{where}: 'required' names unknown properties {unknown}")
+        params["properties"] = props
+        params["required"] = required
+    else:
+        for pname, pschema in raw.items():
+            if not isinstance(pschema, (dict, bool)):
+                raise CatalogError(f"{where}: parameter '{pname}' must be a JSON schema object")
+        params = {"type": "object", "properties": dict(raw), "required": list(raw)}
+    # Parameters are always closed: the grammar emits exactly the declared properties.
+    params["additionalProperties"] = False
+    return Function(
+        name=name,
+        description=description,
+        parameters=params,
+        returns=entry.get("returns"),
+        source_format=fmt,
+    )
+
+
+def parse_catalog(data: Any, source: str) -> list[Function]:
+    """Parse a decoded catalog (a list of functions, or one function object) from ``source``.
+
+    Raises CatalogError for a malformed entry, an empty catalog or a function name given twice.
+    """
+    if isinstance(data, dict):
+        data = [data]
+    if not isinstance(data, list):
+        raise CatalogError(f"{source}: a catalog must be a JSON list of functions")
+    functions = [parse_function(entry, f"{source}: function {i}") for i, entry in enumerate(data)]
+    seen: set[str] = set()
+    for fn in functions:
+        if fn.name in seen:
+            raise CatalogError(f"{source}: function name '{fn.name}' is defined twice")
+        seen.add(fn.name)
+    return functions
+
+
+def read_json(path: Path) -> Any:
+    """Read a JSON file; raises InputError naming the file for a missing file or malformed JSON."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError(f"{path}: file not found") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"{path}: cannot read: {exc}") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{path}: malformed JSON: {exc}") from None
+
+
+def load_catalog(path: str | Path) -> list[Function]:
+    """Load a catalog from a JSON file or a folder of ``*.json`` files (sorted by name, concatenated).
+
+    Raises InputError for a missing path or malformed JSON, CatalogError for a malformed catalog.
+    """
+    path = Path(path)
+    if path.is_dir():
+        files = sorted(p for p in path.glob("*.json") if p.is_file())
+        if not files:
+            raise InputError(f"{path}: folder holds no *.json catalog")
+        functions: list[Function] = []
+        for f in files:
+            functions.extend(parse_catalog(read_json(f), str(f)))
+        names = [fn.name for fn in functions]
+        dup = sorted({n for n in names if names.count(n) > 1})
+        if dup:
+            raise CatalogError(f"{path}: function name '{dup[0]}' is defined twice")
+        return functions
+    if not path.exists():
+        raise InputError(f"{path}: file not found")
+    return parse_catalog(read_json(path), str(path))
+
+
+def catalog_fingerprint(functions: list[Function]) -> str:
+    """SHA-256 (hex) of what an index depends on: each function's name and parameters schema, in order.
+
+    Descriptions are left out: they change the prompt, not the grammar. Key order is kept (property order
+    is the order the grammar emits).
+    """
+    payload = [[fn.name, fn.parameters] for fn in functions]
+    text = json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()

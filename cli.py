@@ -1,0 +1,98 @@
+"""The ``callmaybe`` command line: parses flags and calls one function per command."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from .errors import CallmaybeError
+
+DEFAULT_FUNCTIONS = Path("schemas/functions_definition.json")
+DEFAULT_INPUT = Path("data/input/function_calling_tests.json")
+DEFAULT_OUTPUT = Path("data/output/function_calling_results.json")
+
+
+def fail(exc: CallmaybeError) -> None:
+    click.echo(f"error: {exc}", err=True)
+    sys.exit(exc.exit_code)
+
+
+@click.group()
+@click.version_option(package_name="callmaybe")
+def main() -> None:
+    """Function calling with small language models whose output is valid by construction."""
+
+
+@main.command("compile")
+@click.argument("schemas", type=click.Path(path_type=Path))
+@click.option("--tokenizer", "tokenizer", default="Qwen/Qwen3-0.6B", show_default=True,
+              help="Built-in name (Qwen/Qwen3-0.6B, qwen2.5-coder-0.5b-instruct, smollm2-135m-instruct), "
+                   "local tokenizer path or .gguf file, or hub id.")
+@click.option("-o", "--output", "out_dir", type=click.Path(path_type=Path), default=Path("indexes"),
+              show_default=True, help="Folder to write the index into.")
+@click.option("--vocab-width", type=int, default=None, help="Logits width when the tokenizer does not say.")
+def compile_cmd(schemas: Path, tokenizer: str, out_dir: Path, vocab_width: int | None) -> None:
+    """Compile a catalog (a file or a folder of them) into an index for a tokenizer."""
+    import time
+
+    from .catalog import load_catalog
+    from .commands import compile_catalog, log, slug
+    from .vocabulary import load_vocabulary
+
+    try:
+        functions = load_catalog(schemas)
+        t = time.perf_counter()
+        vocabulary = load_vocabulary(tokenizer, vocab_width)
+        log(f"vocabulary {tokenizer}: {len(vocabulary.token_bytes):,} tokens, width {vocabulary.width:,}, "
+            f"prepared in {time.perf_counter() - t:.2f} s")
+        name = schemas.stem if schemas.is_file() else schemas.resolve().name
+        path = out_dir / f"{slug(name)}.{slug(tokenizer)}.safetensors"
+        compile_catalog(functions, vocabulary, path)
+    except CallmaybeError as exc:
+        fail(exc)
+
+
+@main.command("run")
+@click.argument("input_pos", required=False, type=click.Path(path_type=Path))
+@click.option("--functions_definition", "--functions-definition", "functions", type=click.Path(path_type=Path),
+              default=DEFAULT_FUNCTIONS, show_default=True, help="Catalog of functions.")
+@click.option("--input", "input_opt", type=click.Path(path_type=Path), default=None,
+              help=f"Requests file (default {DEFAULT_INPUT}); same as the positional INPUT.")
+@click.option("--output", type=click.Path(path_type=Path), default=DEFAULT_OUTPUT, show_default=True,
+              help="Results file, written atomically.")
+@click.option("--model", default="qwen2.5-coder-0.5b-instruct", show_default=True,
+              help="Registry name (qwen2.5-coder-0.5b-instruct, smollm2-135m-instruct), local dir or hub id.")
+@click.option("--index", "index_path", type=click.Path(path_type=Path), default=None,
+              help="Compiled index to use (default: a matching one from indexes/ or the cache, else compile).")
+@click.option("--max-tokens", type=int, default=256, show_default=True, help="Token budget per call.")
+@click.option("--threads", type=int, default=None, help="torch threads (default: torch's choice).")
+@click.option("--trace", is_flag=True, help="Print every generated token: forced or chosen, allowed, top 3.")
+def run_cmd(input_pos, functions, input_opt, output, model, index_path, max_tokens, threads, trace) -> None:
+    """Answer a file of requests with one schema-valid call each."""
+    from .commands import log, run
+
+    if input_pos is not None and input_opt is not None and input_pos != input_opt:
+        fail(CallmaybeError("give the input file once: as INPUT or as --input"))
+    input_path = input_pos or input_opt or DEFAULT_INPUT
+    try:
+        outcome = run(functions, input_path, output, model, index_path, max_tokens, threads, trace)
+    except CallmaybeError as exc:
+        fail(exc)
+        return
+    s = outcome.stats
+    if trace:
+        for req in s.per_request:
+            log(f"# {req['prompt']}")
+            for step in req["trace"]:
+                log("  " + json.dumps(step, ensure_ascii=False))
+    tps = s.tokens / s.seconds if s.seconds else 0.0
+    log(f"wrote {len(outcome.results)} results to {output} ({s.failed} failed) in {outcome.seconds:.1f} s; "
+        f"{s.tokens} tokens ({s.chosen} chosen, {s.forced} forced), {s.forward_passes} forward passes, "
+        f"{tps:.1f} tokens/s while decoding")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,376 @@
+"""Byte-level DFAs: regex -> interegular character FSM -> DFA over UTF-8 bytes, plus joins and minimization.
+
+interegular (https://github.com/MegaIng/interegular) builds a DFA over *characters*; a tokenizer's tokens
+are *bytes* and may end inside a character, so each character transition is expanded into UTF-8 byte
+transitions. Code points are handled as sorted intervals: for every lead byte, the block of code points it
+starts is intersected with the state's intervals and the remainder is expanded one continuation byte at a
+time; intermediate states are memoized on (continuation bytes left, relative interval map), so all
+states that accept "any character" share the same few intermediate states (the classic UTF-8 range
+construction of RE2 / Rust's regex-syntax ``Utf8Sequences``, written here from the UTF-8 definition in
+RFC 3629: no overlong forms, no surrogates U+D800-U+DFFF, nothing above U+10FFFF).
+
+A call's DFA is joined from per-function parts (:func:`literal`, :func:`concat`, :func:`branch`) rather than
+determinized from one giant regex, then trimmed (unreachable and dead states removed) and minimized with
+Moore's partition refinement, vectorized with numpy over byte classes.
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass
+
+import interegular
+import numpy as np
+from interegular.fsm import anything_else
+
+from ..errors import SchemaError
+
+MAX_CODE_POINT = 0x10FFFF
+SURROGATES = (0xD800, 0xDFFF)
+
+
+@dataclass
+class ByteDFA:
+    """A deterministic automaton over bytes.
+
+    ``transitions``: int32 array of shape (states, 256); entry ``[s, b]`` is the state after byte ``b``
+    from state ``s``, or -1 (dead). ``accepting``: bool array of shape (states,). ``start``: the initial state.
+    """
+
+    transitions: np.ndarray
+    accepting: np.ndarray
+    start: int = 0
+
+    @property
+    def num_states(self) -> int:
+        return int(self.transitions.shape[0])
+
+    def walk(self, data: bytes, state: int | None = None) -> int:
+        """The state after reading ``data`` from ``state`` (default: start), or -1 once dead."""
+        s = self.start if state is None else state
+        for b in data:
+            s = int(self.transitions[s, b])
+            if s < 0:
+                return -1
+        return s
+
+    def accepts(self, data: bytes) -> bool:
+        """True when ``data`` (UTF-8 bytes) is in the language."""
+        s = self.walk(data)
+        return s >= 0 and bool(self.accepting[s])
+
+
+# ---------------------------------------------------------------------------------------------------------
+# regex -> byte DFA
+
+
+def _intervals_of_symbols(fsm: interegular.FSM) -> dict[object, list[tuple[int, int]]]:
+    """Map each symbol of ``fsm``'s alphabet to its sorted code-point intervals (surrogates excluded)."""
+    explicit: dict[object, list[int]] = {}
+    else_symbol = None
+    for char, symbol in fsm.alphabet._symbol_mapping.items():
+        if char is anything_else:
+            else_symbol = symbol
+        else:
+            explicit.setdefault(symbol, []).append(ord(char))
+    result: dict[object, list[tuple[int, int]]] = {}
+    for symbol, cps in explicit.items():
+        cps.sort()
+        runs: list[tuple[int, int]] = []
+        for cp in cps:
+            if runs and runs[-1][1] == cp - 1:
+                runs[-1] = (runs[-1][0], cp)
+            else:
+                runs.append((cp, cp))
+        result[symbol] = runs
+    if else_symbol is not None:
+        taken = sorted(cp for cps in explicit.values() for cp in cps)
+        gaps: list[tuple[int, int]] = []
+        prev = -1
+        for cp in taken + [MAX_CODE_POINT + 1]:
+            if cp > prev + 1:
+                gaps.append((prev + 1, cp - 1))
+            prev = cp
+        result.setdefault(else_symbol, []).extend(gaps)
+        result[else_symbol].sort()
+    lo_s, hi_s = SURROGATES
+    for symbol, runs in result.items():
+        clipped = []
+        for lo, hi in runs:
+            if hi < lo_s or lo > hi_s:
+                clipped.append((lo, hi))
+            else:
+                if lo < lo_s:
+                    clipped.append((lo, lo_s - 1))
+                if hi > hi_s:
+                    clipped.append((hi_s + 1, hi))
+        result[symbol] = clipped
+    return result
+
+
+def _restrict(intervals: list[tuple[int, int, int]], starts: list[int], lo: int, hi: int):
+    """The part of ``intervals`` (sorted ``(lo, hi, target)``) inside [lo, hi], shifted to start at 0."""
+    out = []
+    i = max(bisect.bisect_right(starts, lo) - 1, 0)
+    while i < len(intervals) and intervals[i][0] <= hi:
+        a, b, t = intervals[i]
+        if b >= lo:
+            out.append((max(a, lo) - lo, min(b, hi) - lo, t))
+        i += 1
+    return tuple(out)
+
+
+class _ByteBuilder:
+    """Accumulates byte transitions; states 0..n-1 are the character FSM's, later ones are intermediate."""
+
+    def __init__(self, num_states: int):
+        self.rows: list[dict[int, int]] = [dict() for _ in range(num_states)]
+        self.memo: dict[tuple, int] = {}
+
+    def continuation(self, remaining: int, relmap: tuple) -> int:
+        """The state that reads ``remaining`` continuation bytes (0x80-0xBF) according to ``relmap``."""
+        if remaining == 0:
+            assert len(relmap) == 1 and relmap[0][0] == 0 and relmap[0][1] == 0
+            return relmap[0][2]
+        key = (remaining, relmap)
+        if key in self.memo:
+            return self.memo[key]
+        state = len(self.rows)
+        self.rows.append({})
+        self.memo[key] = state
+        size = 64 ** (remaining - 1)
+        starts = [r[0] for r in relmap]
+        for j in range(64):
+            sub = _restrict(list(relmap), starts, j * size, (j + 1) * size - 1)
+            if sub:
+                self.rows[state][0x80 + j] = self.continuation(remaining - 1, sub)
+        return state
+
+    def add_state(self, state: int, intervals: list[tuple[int, int, int]]) -> None:
+        """Add the byte transitions of character-FSM ``state`` whose code points go to targets by ``intervals``."""
+        row = self.rows[state]
+        starts = [r[0] for r in intervals]
+        for lo, hi, target in intervals:
+            for cp in range(lo, min(hi, 0x7F) + 1):
+                row[cp] = target
+        # (lead byte range, bits of the lead byte kept, continuation bytes, valid code points)
+        for leads, mask, cont, valid_lo, valid_hi in (
+            (range(0xC2, 0xE0), 0x1F, 1, 0x80, 0x7FF),
+            (range(0xE0, 0xF0), 0x0F, 2, 0x800, 0xFFFF),
+            (range(0xF0, 0xF5), 0x07, 3, 0x10000, MAX_CODE_POINT),
+        ):
+            if not intervals or intervals[-1][1] < valid_lo or intervals[0][0] > valid_hi:
+                continue
+            size = 64**cont
+            for lead in leads:
+                base = (lead & mask) * size
+                lo, hi = max(base, valid_lo), min(base + size - 1, valid_hi)
+                if lo > hi:
+                    continue
+                sub = _restrict(intervals, starts, lo, hi)
+                if sub:
+                    shift = lo - base
+                    sub = tuple((a + shift, b + shift, t) for a, b, t in sub)
+                    row[lead] = self.continuation(cont, sub)
+
+    def to_dfa(self, finals: set[int], start: int) -> ByteDFA:
+        trans = np.full((len(self.rows), 256), -1, dtype=np.int32)
+        for s, row in enumerate(self.rows):
+            if row:
+                trans[s, list(row.keys())] = list(row.values())
+        accepting = np.zeros(len(self.rows), dtype=bool)
+        accepting[list(finals)] = True
+        return ByteDFA(trans, accepting, start)
+
+
+def char_fsm(regex: str) -> interegular.FSM:
+    """interegular's character-level DFA of ``regex``; raises SchemaError when it cannot be parsed."""
+    try:
+        return interegular.parse_pattern(regex).to_fsm()
+    except Exception as exc:  # interegular raises several unrelated types
+        raise SchemaError(f"cannot compile regex: {type(exc).__name__}: {exc}") from None
+
+
+def from_regex(regex: str) -> ByteDFA:
+    """Compile ``regex`` (interegular's dialect) into a trimmed, minimal byte-level DFA.
+
+    Raises SchemaError when interegular cannot parse the regex.
+    """
+    return from_char_fsm(char_fsm(regex))
+
+
+def from_char_fsm(fsm: interegular.FSM) -> ByteDFA:
+    """Expand interegular's character DFA into a trimmed, minimal DFA over UTF-8 bytes."""
+    states = sorted(fsm.states)
+    index = {s: i for i, s in enumerate(states)}
+    symbol_intervals = _intervals_of_symbols(fsm)
+    builder = _ByteBuilder(len(states))
+    for s in states:
+        merged: list[tuple[int, int, int]] = []
+        for symbol, target in fsm.map.get(s, {}).items():
+            for lo, hi in symbol_intervals.get(symbol, ()):
+                merged.append((lo, hi, index[target]))
+        merged.sort()
+        builder.add_state(index[s], merged)
+    dfa = builder.to_dfa({index[f] for f in fsm.finals}, index[fsm.initial])
+    return minimize(dfa)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# joins
+
+
+def literal(data: bytes) -> ByteDFA:
+    """The DFA of exactly ``data``: a chain of len(data) + 1 states."""
+    n = len(data)
+    trans = np.full((n + 1, 256), -1, dtype=np.int32)
+    for i, b in enumerate(data):
+        trans[i, b] = i + 1
+    accepting = np.zeros(n + 1, dtype=bool)
+    accepting[n] = True
+    return ByteDFA(trans, accepting, 0)
+
+
+def concat(first: ByteDFA, second: ByteDFA) -> ByteDFA:
+    """The DFA of ``first`` followed by ``second``.
+
+    Requires that ``first``'s accepting states have no outgoing transitions (true of any JSON object,
+    array or string); raises ValueError otherwise.
+    """
+    acc = np.flatnonzero(first.accepting)
+    if (first.transitions[acc] >= 0).any():
+        raise ValueError("concat: accepting states of the first DFA must be terminal")
+    offset = first.num_states
+    second_t = np.where(second.transitions >= 0, second.transitions + offset, -1)
+    trans = np.concatenate([first.transitions, second_t])
+    trans[acc] = second_t[second.start]
+    accepting = np.concatenate([np.zeros(offset, dtype=bool), second.accepting])
+    accepting[acc] = second.accepting[second.start]
+    return ByteDFA(trans.astype(np.int32), accepting, first.start)
+
+
+def branch(alternatives: list[tuple[bytes, ByteDFA]]) -> ByteDFA:
+    """The DFA of ``prefix_i`` followed by ``dfa_i`` for one of the alternatives.
+
+    The prefixes must be prefix-free (no prefix starts another), e.g. JSON-encoded distinct names followed
+    by a closing quote; the trie over the prefixes then decides the branch deterministically.
+    Raises ValueError for prefixes that are not prefix-free.
+    """
+    rows: list[dict[int, int]] = [{}]
+    leaves: list[tuple[int, int, int]] = []  # (trie state, last byte, alternative)
+    for k, (prefix, _) in enumerate(alternatives):
+        if not prefix:
+            raise ValueError("branch: empty prefix")
+        s = 0
+        for b in prefix[:-1]:
+            nxt = rows[s].get(b)
+            if nxt is None or nxt < 0:
+                if nxt is not None:
+                    raise ValueError("branch: prefixes are not prefix-free")
+                nxt = len(rows)
+                rows.append({})
+                rows[s][b] = nxt
+            s = nxt
+        if prefix[-1] in rows[s]:
+            raise ValueError("branch: prefixes are not prefix-free")
+        rows[s][prefix[-1]] = -1
+        leaves.append((s, prefix[-1], k))
+    n_trie = len(rows)
+    offsets = np.cumsum([n_trie] + [d.num_states for _, d in alternatives])
+    trans = np.full((int(offsets[-1]), 256), -1, dtype=np.int32)
+    for s, row in enumerate(rows):
+        for b, t in row.items():
+            if t >= 0:
+                trans[s, b] = t
+    accepting = np.zeros(int(offsets[-1]), dtype=bool)
+    for k, (_, d) in enumerate(alternatives):
+        off = int(offsets[k])
+        trans[off : off + d.num_states] = np.where(d.transitions >= 0, d.transitions + off, -1)
+        accepting[off : off + d.num_states] = d.accepting
+    for s, b, k in leaves:
+        trans[s, b] = int(offsets[k]) + alternatives[k][1].start
+    return ByteDFA(trans, accepting, 0)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# trim and minimize
+
+
+def byte_classes(transitions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Group bytes that every state treats alike.
+
+    Returns ``(byte_class, class_transitions)``: uint8 array of shape (256,) giving each byte's class, and
+    int32 array of shape (states, classes) with one column per class (the first byte of each class).
+    """
+    columns, first, inverse = np.unique(transitions.T, axis=0, return_index=True, return_inverse=True)
+    # Number classes in order of their first byte so the result is canonical.
+    order = np.argsort(first)
+    rank = np.empty_like(order)
+    rank[order] = np.arange(len(order))
+    byte_class = rank[inverse.reshape(-1)].astype(np.uint8)
+    class_trans = np.ascontiguousarray(columns[order].T).astype(np.int32)
+    return byte_class, class_trans
+
+
+def trim(dfa: ByteDFA) -> ByteDFA:
+    """Remove states unreachable from the start and states that cannot reach an accepting state.
+
+    States are renumbered breadth-first from the start in byte order, so equal languages give equal
+    arrays after :func:`minimize`. Raises SchemaError when the language is empty.
+    """
+    t = dfa.transitions
+    # co-reachable: backwards fixpoint from accepting states
+    alive = dfa.accepting.copy()
+    while True:
+        nxt = alive | (np.where(t >= 0, alive[np.maximum(t, 0)], False).any(axis=1))
+        if (nxt == alive).all():
+            break
+        alive = nxt
+    if not alive[dfa.start]:
+        raise SchemaError("the schema accepts no value (empty language)")
+    t = np.where((t >= 0) & alive[np.maximum(t, 0)], t, -1)
+    order = [dfa.start]
+    seen = {dfa.start: 0}
+    i = 0
+    while i < len(order):
+        row = t[order[i]]
+        for nxt in row[row >= 0]:
+            nxt = int(nxt)
+            if nxt not in seen:
+                seen[nxt] = len(order)
+                order.append(nxt)
+        i += 1
+    old = np.array(order)
+    remap = np.full(dfa.num_states + 1, -1, dtype=np.int32)
+    remap[old] = np.arange(len(old), dtype=np.int32)
+    new_t = remap[t[old]]  # -1 indexes the extra last slot, which holds -1
+    return ByteDFA(new_t.astype(np.int32), dfa.accepting[old].copy(), 0)
+
+
+def minimize(dfa: ByteDFA) -> ByteDFA:
+    """Trim, then merge equivalent states (Moore's partition refinement), then trim again to renumber.
+
+    Cost: O(rounds x states x byte classes), rounds <= the longest distinguishing suffix.
+    """
+    dfa = trim(dfa)
+    _, ct = byte_classes(dfa.transitions)
+    block = dfa.accepting.astype(np.int64)
+    n_blocks = len(np.unique(block))
+    while True:
+        nxt = np.where(ct >= 0, block[np.maximum(ct, 0)], -1)
+        sig = np.concatenate([block[:, None], nxt], axis=1)
+        _, new_block = np.unique(sig, axis=0, return_inverse=True)
+        new_block = new_block.reshape(-1)
+        n_new = int(new_block.max()) + 1
+        block = new_block
+        if n_new == n_blocks:
+            break
+        n_blocks = n_new
+    reps = np.full(n_blocks, -1, dtype=np.int64)
+    # representative of each block: its lowest state
+    for s in range(dfa.num_states - 1, -1, -1):
+        reps[block[s]] = s
+    t = dfa.transitions[reps]
+    merged = np.where(t >= 0, block[np.maximum(t, 0)], -1).astype(np.int32)
+    out = ByteDFA(merged, dfa.accepting[reps].copy(), int(block[dfa.start]))
+    return trim(out)

@@ -1,0 +1,61 @@
+"""A catalog -> the regex and the byte-level DFA of one call ``{"name": "<fn>", "parameters": {...}}``.
+
+Technique: per-function automata joined after the literal name. Each function's parameters regex is
+determinized on its own (interegular), expanded to bytes and minimized; the call automaton is then the
+literal ``{"name": `` followed by a trie of ``"<fn>", "parameters": `` prefixes, each leading into its
+function's automaton, followed by ``}``. This never determinizes the whole-catalog regex, whose subset
+construction dominates compile time for large catalogs; the whole regex is still built and recorded.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+
+from ..catalog import Function
+from . import dfa as dfa_mod
+from .schema import SchemaCompiler, call_regex
+
+
+@dataclass
+class Grammar:
+    """The compiled grammar of a catalog: the whole-call ``regex`` (str) and its minimal byte ``dfa``."""
+
+    regex: str
+    dfa: ByteDFA
+    parameter_regexes: dict[str, str]
+
+
+def parameters_regex(fn: Function) -> str:
+    """The regex of ``fn``'s parameters object; raises SchemaError naming the function and parameter."""
+    return SchemaCompiler(fn.name).parameters(fn.parameters)
+
+
+def compile_grammar(
+    functions: list[Function], parameters_key: str = "parameters", timings: dict[str, float] | None = None
+) -> Grammar:
+    """Compile a catalog into its call regex and byte DFA.
+
+    ``parameters_key`` is the key holding the arguments. ``timings`` (if given) receives the seconds spent
+    in "automaton" (regexes and interegular) and "byte expansion" (UTF-8 bytes, joins, minimization).
+    Raises SchemaError for an uncompilable schema.
+    """
+    timings = {} if timings is None else timings
+    t0 = time.perf_counter()
+    regexes = {fn.name: parameters_regex(fn) for fn in functions}
+    fsms = {regex: dfa_mod.char_fsm(regex) for regex in dict.fromkeys(regexes.values())}
+    t1 = time.perf_counter()
+    parts = {regex: dfa_mod.from_char_fsm(fsm) for regex, fsm in fsms.items()}
+    key = json.dumps(parameters_key, ensure_ascii=False).encode("utf-8")
+    alternatives = []
+    for fn in functions:
+        prefix = json.dumps(fn.name, ensure_ascii=False).encode("utf-8") + b", " + key + b": "
+        alternatives.append((prefix, parts[regexes[fn.name]]))
+    body = dfa_mod.branch(alternatives)
+    call = dfa_mod.concat(dfa_mod.concat(dfa_mod.literal(b'{"name": '), body), dfa_mod.literal(b"}"))
+    call = dfa_mod.minimize(call)
+    timings["automaton"] = t1 - t0
+    timings["byte expansion"] = time.perf_counter() - t1
+    regex = call_regex([(fn.name, regexes[fn.name]) for fn in functions], parameters_key)
+    return Grammar(regex=regex, dfa=call, parameter_regexes=regexes)

@@ -1,0 +1,72 @@
+"""The allowed-token table of an index: per-state rows, identical rows stored once, each row as a sorted
+token-id list or a packed bitmask (whichever is smaller), and the fewest tokens to completion per state."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..indexfile import ROW_BITS, ROW_IDS
+from .walk import WalkResult
+
+
+def build_rows(result: WalkResult, num_states: int, width: int) -> dict[str, np.ndarray]:
+    """Group the walk's allowed (state, token) pairs into deduplicated rows.
+
+    Returns the arrays ``state_row``, ``row_kind``, ``row_offset``, ``row_count``, ``row_ids``,
+    ``row_bits`` of the index file format (see :mod:`callmaybe.indexfile`). A bitmask costs ceil(W / 8)
+    bytes and an id list 4 bytes per token, so rows of more than W / 32 tokens are stored as bitmasks.
+    """
+    bounds = np.searchsorted(result.state, np.arange(num_states + 1))
+    rows: dict[bytes, int] = {}
+    state_row = np.zeros(num_states, dtype=np.int32)
+    kinds, offsets, counts, id_parts, bit_parts = [], [], [], [], []
+    n_ids = n_bits = 0
+    nbytes = (width + 7) // 8
+    for s in range(num_states):
+        ids = result.token[bounds[s] : bounds[s + 1]]
+        key = ids.tobytes()
+        row = rows.get(key)
+        if row is None:
+            row = len(kinds)
+            rows[key] = row
+            counts.append(len(ids))
+            if len(ids) * 4 > nbytes:
+                mask = np.zeros(nbytes * 8, dtype=bool)
+                mask[ids] = True
+                kinds.append(ROW_BITS)
+                offsets.append(n_bits)
+                bit_parts.append(np.packbits(mask, bitorder="little"))
+                n_bits += nbytes
+            else:
+                kinds.append(ROW_IDS)
+                offsets.append(n_ids)
+                id_parts.append(ids.astype(np.int32))
+                n_ids += len(ids)
+        state_row[s] = row
+    return {
+        "state_row": state_row,
+        "row_kind": np.asarray(kinds, dtype=np.uint8),
+        "row_offset": np.asarray(offsets, dtype=np.int64),
+        "row_count": np.asarray(counts, dtype=np.int32),
+        "row_ids": np.concatenate(id_parts).astype(np.int32) if id_parts else np.zeros(0, np.int32),
+        "row_bits": np.concatenate(bit_parts).astype(np.uint8) if bit_parts else np.zeros(0, np.uint8),
+    }
+
+
+def min_tokens(result: WalkResult, accepting: np.ndarray) -> np.ndarray:
+    """The fewest tokens from each state to an accepting state (int32, shape (S,); large if unreachable).
+
+    Bellman-Ford style relaxation over the distinct (state, next state) token edges, vectorized.
+    """
+    num_states = len(accepting)
+    edge = np.unique(result.state.astype(np.int64) * num_states + result.next_state)
+    src, dst = edge // num_states, edge % num_states
+    inf = np.iinfo(np.int32).max // 2
+    dist = np.where(accepting, 0, inf).astype(np.int64)
+    while True:
+        cand = dist.copy()
+        np.minimum.at(cand, src, dist[dst] + 1)
+        if (cand == dist).all():
+            break
+        dist = cand
+    return np.minimum(dist, inf).astype(np.int32)

@@ -1,0 +1,31 @@
+"""The error types of callmaybe: one base class, one subclass per kind of bad input."""
+
+
+class CallmaybeError(Exception):
+    """Base class of every error callmaybe raises on bad input; its message is one line a user can act on."""
+
+    exit_code = 2
+
+
+class CatalogError(CallmaybeError):
+    """A function catalog is malformed or uses a schema keyword the compiler does not support."""
+
+
+class SchemaError(CatalogError):
+    """A JSON schema cannot be compiled (unsupported keyword, unsatisfiable constraint)."""
+
+
+class VocabularyError(CallmaybeError):
+    """A tokenizer cannot be found, loaded or turned into token bytes."""
+
+
+class IndexFileError(CallmaybeError):
+    """An index file is missing, corrupt, of another format version, or fingerprinted to another tokenizer/catalog."""
+
+
+class ModelError(CallmaybeError):
+    """A model cannot be fetched, verified, converted or loaded."""
+
+
+class InputError(CallmaybeError):
+    """An input file (prompts, catalog path) is missing or malformed."""

