@@ -34,7 +34,8 @@ def main() -> None:
 @click.option("-o", "--output", "out_dir", type=click.Path(path_type=Path), default=Path("indexes"),
               show_default=True, help="Folder to write the index into.")
 @click.option("--vocab-width", type=int, default=None, help="Logits width when the tokenizer does not say.")
-def compile_cmd(schemas: Path, tokenizer: str, out_dir: Path, vocab_width: int | None) -> None:
+@click.option("--strict", is_flag=True, help="Fail when some keyword is not enforced by the grammar.")
+def compile_cmd(schemas: Path, tokenizer: str, out_dir: Path, vocab_width: int | None, strict: bool) -> None:
     """Compile a catalog (a file or a folder of them) into an index for a tokenizer."""
     import time
 
@@ -50,7 +51,36 @@ def compile_cmd(schemas: Path, tokenizer: str, out_dir: Path, vocab_width: int |
             f"prepared in {time.perf_counter() - t:.2f} s")
         name = schemas.stem if schemas.is_file() else schemas.resolve().name
         path = out_dir / f"{slug(name)}.{slug(tokenizer)}.safetensors"
-        compile_catalog(functions, vocabulary, path)
+        compile_catalog(functions, vocabulary, path, strict=strict)
+    except CallmaybeError as exc:
+        fail(exc)
+
+
+@main.command("match")
+@click.option("--schema", "schema_path", type=click.Path(path_type=Path), default=None,
+              help="A JSON schema (e.g. a function's parameters): texts are values.")
+@click.option("--functions", "functions_path", type=click.Path(path_type=Path), default=None,
+              help="A catalog (either format): texts are whole calls {\"name\": ..., \"parameters\": ...}.")
+@click.option("--jsonl", "jsonl", type=click.Path(path_type=Path), default=None,
+              help="A file with one text per line.")
+@click.option("--strict", is_flag=True, help="Fail when some keyword is not enforced by the grammar.")
+@click.argument("texts", nargs=-1)
+def match_cmd(schema_path, functions_path, jsonl, strict, texts) -> None:
+    """Say which texts (canonical layout) the compiled grammar accepts, one JSON line each."""
+    from .commands import match
+    from .errors import InputError
+
+    try:
+        if (schema_path is None) == (functions_path is None):
+            raise InputError("give exactly one of --schema FILE or --functions FILE")
+        items = list(texts)
+        if jsonl is not None:
+            try:
+                items += jsonl.read_text(encoding="utf-8").splitlines()
+            except OSError as exc:
+                raise InputError(f"{jsonl}: cannot read: {exc.strerror or exc}") from None
+        for line in match(schema_path, functions_path, items, strict):
+            click.echo(json.dumps(line, ensure_ascii=False))
     except CallmaybeError as exc:
         fail(exc)
 

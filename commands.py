@@ -40,11 +40,18 @@ def human_size(n: int) -> str:
     return f"{n} B"
 
 
-def compile_catalog(functions: list[Function], vocabulary: Vocabulary, path: Path, quiet: bool = False):
-    """Compile ``functions`` for ``vocabulary`` into the index file ``path``; prints the phase times."""
+def compile_catalog(functions: list[Function], vocabulary: Vocabulary, path: Path, quiet: bool = False,
+                    strict: bool = False):
+    """Compile ``functions`` for ``vocabulary`` into the index file ``path``; prints the phase times and
+    what the grammar does not enforce (an error with ``strict``, before anything is written)."""
     from .compiler.compile import compile_to_file
+    from .compiler.grammar import compile_grammar
 
+    if strict:
+        report_notes(compile_grammar(functions).notes, strict=True)
     index, report = compile_to_file(functions, vocabulary, path)
+    if not quiet:
+        report_notes(report.notes, strict=False)
     if not quiet:
         phases = ", ".join(f"{k} {v * 1000:.0f} ms" for k, v in report.timings.items())
         log(f"compiled {len(functions)} functions for {vocabulary.name}: {report.states} states "
@@ -139,3 +146,37 @@ def run(functions_path: Path, input_path: Path, output_path: Path, model: str, i
     results, stats = run_requests(loaded.model, loaded.tokenizer, index, functions, requests, max_tokens, trace)
     atomic_write_text(output_path, json.dumps(results, indent=2, ensure_ascii=False) + "\n")
     return RunOutcome(results, stats, time.perf_counter() - t0)
+
+
+def match(schema_path: Path | None, functions_path: Path | None, texts: list[str], strict: bool = False):
+    """Yield ``{"text", "accepted"}`` for each text against a schema's values or a catalog's whole calls.
+
+    Raises InputError / SchemaError (one line) when the schema or catalog cannot be read or compiled.
+    """
+    from .compiler.grammar import compile_grammar, schema_dfa
+
+    if schema_path is not None:
+        dfa, notes = schema_dfa(read_json(schema_path), name=str(schema_path))
+    else:
+        grammar = compile_grammar(load_catalog(functions_path))
+        dfa, notes = grammar.dfa, grammar.notes
+    report_notes(notes, strict)
+    for text in texts:
+        yield {"text": text, "accepted": dfa.accepts(text.encode("utf-8"))}
+
+
+def report_notes(notes, strict: bool) -> None:
+    """Print what the grammar does not enforce (checked after generation); with ``strict``, raise instead."""
+    from .errors import SchemaError
+
+    missing = [n for n in notes if n.kind == "not enforced"]
+    if strict and missing:
+        raise SchemaError(f"not enforced by the grammar (--strict): {missing[0]}" +
+                          (f" and {len(missing) - 1} more" if len(missing) > 1 else ""))
+    if missing:
+        log("not enforced by the grammar (checked after generation):")
+        for n in missing:
+            log(f"  {n}")
+    for n in notes:
+        if n.kind != "not enforced":
+            log(f"{n.kind}: {n}")

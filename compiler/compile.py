@@ -39,6 +39,7 @@ class CompileReport:
     entries: int = 0
     rows: int = 0
     size_bytes: int = 0
+    notes: list = field(default_factory=list)
 
     @property
     def compile_seconds(self) -> float:
@@ -72,6 +73,7 @@ def compile_index(
     report.timings["vocabulary"] = t1 - t0
     grammar = compile_grammar(functions, parameters_key=options.parameters_key, timings=report.timings)
     dfa = grammar.dfa
+    report.notes = grammar.notes
     t2 = time.perf_counter()
     result = walk(dfa.transitions, trie)
     t3 = time.perf_counter()
@@ -99,6 +101,7 @@ def compile_index(
         "start": int(dfa.start),
         "compiler_version": __version__,
         "stats": {"states": report.states, "entries": report.entries, "rows": report.rows},
+        "not_enforced": [str(n) for n in grammar.not_enforced],
     }
     return IndexData(header=header, arrays=arrays), report
 

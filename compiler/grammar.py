@@ -12,10 +12,12 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass
+from typing import Any
 
 from ..catalog import Function
 from . import dfa as dfa_mod
-from .schema import SchemaCompiler, call_regex
+from .dfa import ByteDFA
+from .schema import Note, SchemaCompiler, call_regex
 
 
 @dataclass
@@ -25,25 +27,43 @@ class Grammar:
     regex: str
     dfa: ByteDFA
     parameter_regexes: dict[str, str]
+    notes: list[Note]
+
+    @property
+    def not_enforced(self) -> list[Note]:
+        """Notes of kind "not enforced": what is left to the check after generation."""
+        return [n for n in self.notes if n.kind == "not enforced"]
 
 
-def parameters_regex(fn: Function) -> str:
-    """The regex of ``fn``'s parameters object; raises SchemaError naming the function and parameter."""
-    return SchemaCompiler(fn.name).parameters(fn.parameters)
+def parameters_regex(fn: Function, notes: list[Note] | None = None, max_recursion: int = 3) -> str:
+    """The regex of ``fn``'s parameters object; raises SchemaError naming the function and parameter.
+
+    What the grammar does not enforce is appended to ``notes``.
+    """
+    compiler = SchemaCompiler(fn.name, max_recursion=max_recursion)
+    regex = compiler.parameters(fn.parameters)
+    if notes is not None:
+        notes.extend(compiler.notes)
+    return regex
 
 
 def compile_grammar(
-    functions: list[Function], parameters_key: str = "parameters", timings: dict[str, float] | None = None
+    functions: list[Function],
+    parameters_key: str = "parameters",
+    timings: dict[str, float] | None = None,
+    max_recursion: int = 3,
 ) -> Grammar:
     """Compile a catalog into its call regex and byte DFA.
 
-    ``parameters_key`` is the key holding the arguments. ``timings`` (if given) receives the seconds spent
+    ``parameters_key`` is the key holding the arguments; ``max_recursion`` bounds how often one ``$ref`` is
+    unrolled on a path. ``timings`` (if given) receives the seconds spent
     in "automaton" (regexes and interegular) and "byte expansion" (UTF-8 bytes, joins, minimization).
     Raises SchemaError for an uncompilable schema.
     """
     timings = {} if timings is None else timings
     t0 = time.perf_counter()
-    regexes = {fn.name: parameters_regex(fn) for fn in functions}
+    notes: list[Note] = []
+    regexes = {fn.name: parameters_regex(fn, notes, max_recursion) for fn in functions}
     fsms = {regex: dfa_mod.char_fsm(regex) for regex in dict.fromkeys(regexes.values())}
     t1 = time.perf_counter()
     parts = {regex: dfa_mod.from_char_fsm(fsm) for regex, fsm in fsms.items()}
@@ -58,4 +78,16 @@ def compile_grammar(
     timings["automaton"] = t1 - t0
     timings["byte expansion"] = time.perf_counter() - t1
     regex = call_regex([(fn.name, regexes[fn.name]) for fn in functions], parameters_key)
-    return Grammar(regex=regex, dfa=call, parameter_regexes=regexes)
+    return Grammar(regex=regex, dfa=call, parameter_regexes=regexes, notes=notes)
+
+
+def schema_dfa(schema: Any, max_recursion: int = 3, name: str = "schema") -> tuple[ByteDFA, list[Note]]:
+    """The byte DFA of the values of one JSON schema (a parameters schema or any other), with its notes.
+
+    Raises SchemaError when the schema cannot be compiled or admits no value.
+    """
+    compiler = SchemaCompiler(name, root=schema, max_recursion=max_recursion, label="schema")
+    regex = compiler.value(schema, [], ())
+    if regex is None:
+        raise compiler.error([], "the schema admits no value (unsatisfiable)")
+    return dfa_mod.from_regex(regex), compiler.notes

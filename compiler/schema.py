@@ -1,67 +1,91 @@
 """JSON schema -> regular expression in the canonical layout (one space after ``:`` and ``,``, nothing else).
 
-The regex dialect is the subset interegular parses: ``(?:...)``, ``[...]``, ``{m,n}``, ``\\xNN``.
-Scalars follow RFC 8259 exactly:
+Coverage: ``type`` (also lists), ``enum``/``const`` of any JSON value (each value checked against the rest of
+the schema with jsonschema, so enums are exact), ``properties``/``required`` (optional properties: every
+subset, in declaration order), ``additionalProperties`` (objects are always closed to their declared
+properties; an object without properties is a map of string keys), nested objects, ``items``,
+``prefixItems`` (and draft-4 tuple ``items``/``additionalItems``), ``minItems``/``maxItems``, ``anyOf``,
+``oneOf`` (compiled as anyOf: exclusivity is not enforced), ``allOf`` (merged), ``$ref`` to any local JSON
+pointer (``$defs``/``definitions``; recursion unrolled to a configurable depth), string
+``minLength``/``maxLength`` (in decoded code points), ``pattern`` (see :mod:`.pattern`), ``format``
+(see :mod:`.formats`), integer ``minimum``/``maximum``/``exclusiveMinimum``/``exclusiveMaximum`` (exact digit
+ranges, see :mod:`.ranges`). Annotations (``description``, ``title``, ``default``, ``examples`` ...) are read
+and not enforced.
 
-* strings: any code point except ``"``, ``\\`` and U+0000-U+001F, or the escapes ``\\" \\\\ \\/ \\b \\f \\n \\r
-  \\t \\uXXXX`` (:data:`STRING`);
-* numbers: no leading zeros, optional fraction and exponent; the integer and fraction parts are capped at 15
-  digits and the exponent at 2, so every number is a finite double and a model cannot run away
-  (:data:`NUMBER`); integers have no fraction or exponent (:data:`INTEGER`).
+What the grammar cannot enforce (number bounds on fractions, ``multipleOf``, ``uniqueItems``, ``not``,
+``dependencies`` ...) is recorded as a :class:`Note` of kind ``"not enforced"``; outputs are checked against
+the full schema with jsonschema after generation. A sub-schema that admits no value compiles to ``None``
+and is dropped where it is optional; where it is required the whole schema is unsatisfiable (SchemaError).
 
-Literal keys and enum/const values are JSON-encoded (``json.dumps``, non-ASCII kept as UTF-8), then
-regex-escaped (:func:`escape`). Objects emit their declared properties in declaration order; optional ones
-may be left out (every subset, see :func:`object_regex`).
+Size: literal sets (names, enum values) become alternations of literals, which interegular determinizes
+into a literal trie, and each function is determinized on its own and joined after its name
+(:mod:`.grammar`), so a 1,000-value enum or a 30-function catalog does not explode.
 """
 
 from __future__ import annotations
 
 import json
+import math
+from dataclasses import dataclass
 from typing import Any
 
+import jsonschema
+
 from ..errors import SchemaError
+from .formats import FORMATS
+from .lexical import (
+    BOOLEAN, COUNTED_CHAR, INTEGER, NONNEGATIVE_NUMBER, NULL, NUMBER, STRING, STRING_CHAR, alternation,
+    canonical, escape, literal, string_of,
+)
+from .pattern import PatternError, pattern_regex
+from .ranges import integer_range
 
-STRING_CHAR = r'(?:[^"\\\x00-\x1f]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})'
-STRING = '"' + STRING_CHAR + '*"'
-INTEGER = r"-?(?:0|[1-9][0-9]{0,14})"
-NUMBER = INTEGER + r"(?:\.[0-9]{1,15})?(?:[eE][+\-]?[0-9]{1,2})?"
-BOOLEAN = "(?:true|false)"
-NULL = "null"
+__all__ = [
+    "BOOLEAN", "INTEGER", "NULL", "NUMBER", "STRING", "Note", "SchemaCompiler", "call_regex", "escape",
+    "literal", "object_regex",
+]
 
-#: Keywords that are read and never enforced.
-ANNOTATIONS = frozenset({"description", "title", "default", "examples", "$comment", "$schema", "$id"})
+#: Keywords read and never enforced.
+ANNOTATIONS = frozenset({
+    "description", "title", "default", "examples", "$comment", "$schema", "$id", "id", "readOnly",
+    "writeOnly", "deprecated", "contentMediaType", "contentEncoding", "$anchor", "$dynamicAnchor",
+    "nullable", "$defs", "definitions", "discriminator", "example", "xml", "externalDocs",
+})
+#: Keywords that restrict values in ways the grammar does not follow (checked after generation).
+NOT_ENFORCEABLE = frozenset({
+    "multipleOf", "uniqueItems", "contains", "minContains", "maxContains", "minProperties", "maxProperties",
+    "dependencies", "dependentRequired", "dependentSchemas", "not", "if", "then", "else", "propertyNames",
+    "unevaluatedProperties", "unevaluatedItems",
+})
+#: Keywords the grammar handles.
+STRUCTURAL = frozenset({
+    "type", "enum", "const", "properties", "required", "additionalProperties", "patternProperties", "items",
+    "prefixItems", "additionalItems", "minItems", "maxItems", "anyOf", "oneOf", "allOf", "$ref",
+    "minLength", "maxLength", "pattern", "format", "minimum", "maximum", "exclusiveMinimum",
+    "exclusiveMaximum",
+})
+TYPES = ("null", "boolean", "object", "array", "number", "string")
+STRING_KEYWORDS = {"minLength", "maxLength", "pattern", "format"}
+NUMBER_KEYWORDS = {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"}
+ARRAY_KEYWORDS = {"items", "prefixItems", "additionalItems", "minItems", "maxItems", "uniqueItems", "contains"}
+OBJECT_KEYWORDS = {"properties", "required", "additionalProperties", "patternProperties", "minProperties",
+                   "maxProperties", "dependencies", "dependentRequired", "propertyNames"}
+#: Counted repetitions above this many units are not enforced (they would blow up the automaton).
+MAX_COUNT = 64
 
-_META = set("\\.^$|?*+()[]{}-/")
 
+@dataclass(frozen=True)
+class Note:
+    """Something the compiler did not enforce or changed: ``kind`` is "not enforced", "ignored" (unknown
+    keyword) or "unrolled" (recursion cut); ``where`` names the function and parameter path."""
 
-def escape(text: str) -> str:
-    """Escape ``text`` so that interegular matches it literally.
+    kind: str
+    where: str
+    keyword: str
+    detail: str = ""
 
-    Regex metacharacters get a backslash; control characters become ``\\xNN``; anything else (including
-    non-ASCII) stays as it is.
-    """
-    out = []
-    for ch in text:
-        if ch in _META:
-            out.append("\\" + ch)
-        elif ord(ch) < 0x20 or ord(ch) == 0x7F:
-            out.append(f"\\x{ord(ch):02x}")
-        else:
-            out.append(ch)
-    return "".join(out)
-
-
-def literal(value: Any) -> str:
-    """The regex of one JSON value written canonically (``json.dumps`` with ``", "`` and ``": "``)."""
-    return escape(json.dumps(value, ensure_ascii=False, separators=(", ", ": ")))
-
-
-def alternation(parts: list[str]) -> str:
-    """``(?:a|b|...)`` of distinct parts in first-seen order; a single part is returned as it is."""
-    unique = list(dict.fromkeys(parts))
-    if len(unique) == 1:
-        return unique[0]
-    return "(?:" + "|".join(unique) + ")"
+    def __str__(self) -> str:
+        return f"{self.where}: {self.keyword}" + (f" ({self.detail})" if self.detail else "")
 
 
 def object_regex(members: list[tuple[str, str, bool]]) -> str:
@@ -78,133 +102,474 @@ def object_regex(members: list[tuple[str, str, bool]]) -> str:
     required = [r for _, _, r in members]
 
     def rest(i: int) -> str:
-        parts = []
-        for j in range(i, len(members)):
-            parts.append(f", {texts[j]}" if required[j] else f"(?:, {texts[j]})?")
-        return "".join(parts)
+        return "".join(f", {texts[j]}" if required[j] else f"(?:, {texts[j]})?" for j in range(i, len(members)))
 
     first_required = required.index(True) if any(required) else len(members) - 1
     options = [texts[i] + rest(i + 1) for i in range(first_required + 1)]
-    body = alternation(options) if len(options) > 1 else options[0]
+    body = alternation(options)
     if not any(required):
         body = f"(?:{body})?"
     return r"\{" + body + r"\}"
 
 
+def _repeat(unit: str, lo: int, hi: int | None) -> str:
+    if hi is None:
+        return f"(?:{unit})" + ("*" if lo == 0 else "+" if lo == 1 else f"{{{lo},}}")
+    if lo == hi:
+        return f"(?:{unit}){{{lo}}}"
+    return f"(?:{unit}){{{lo},{hi}}}"
+
+
+def _unescape_pointer(token: str) -> str:
+    return token.replace("~1", "/").replace("~0", "~")
+
+
 class SchemaCompiler:
     """Compile the JSON schemas of one function into regexes.
 
-    ``function`` names the function in error messages. Raises SchemaError naming the function, the
-    parameter path and the keyword for anything it cannot compile.
+    ``function`` names the function in messages; ``root`` is the schema ``$ref`` pointers resolve against;
+    ``max_recursion`` is how many times one ``$ref`` may be entered on a path (3 by default).
+    ``notes`` collects what was not enforced, ignored or unrolled. Raises SchemaError naming the function,
+    the parameter path and the keyword for anything it cannot compile.
     """
 
-    SUPPORTED = ANNOTATIONS | {
-        "type", "enum", "const", "properties", "required", "additionalProperties", "items",
-        "minItems", "maxItems", "anyOf", "oneOf",
-    }
-
-    def __init__(self, function: str):
+    def __init__(self, function: str, root: Any = None, max_recursion: int = 3, any_depth: int = 2,
+                 label: str = "function"):
         self.function = function
+        self.label = label
+        self.root = root if root is not None else {}
+        self.max_recursion = max_recursion
+        self.any_depth = any_depth
+        self.notes: list[Note] = []
 
-    def error(self, path: list[str], message: str) -> SchemaError:
-        where = f"function '{self.function}'"
+    # -- messages ----------------------------------------------------------------------------------------
+
+    def where(self, path: list[str]) -> str:
+        where = f"{self.label} '{self.function}'"
         if path:
             where += f", parameter '{'.'.join(path)}'"
-        return SchemaError(f"{where}: {message}")
+        return where
+
+    def error(self, path: list[str], message: str) -> SchemaError:
+        return SchemaError(f"{self.where(path)}: {message}")
+
+    def note(self, kind: str, path: list[str], keyword: str, detail: str = "") -> None:
+        n = Note(kind, self.where(path), keyword, detail)
+        if n not in self.notes:
+            self.notes.append(n)
+
+    # -- entry points ------------------------------------------------------------------------------------
 
     def parameters(self, schema: dict[str, Any]) -> str:
-        """The regex of a function's whole ``parameters`` object schema."""
-        return self.object(schema, [])
+        """The regex of a function's whole ``parameters`` object schema; raises SchemaError if unsatisfiable."""
+        self.root = schema
+        regex = self.value(schema, [], ())
+        if regex is None:
+            raise self.error([], "the parameters schema admits no value (unsatisfiable)")
+        return regex
 
-    def value(self, schema: Any, path: list[str]) -> str:
-        """The regex of any value that ``schema`` accepts."""
+    def value(self, schema: Any, path: list[str], refs: tuple[str, ...] = ()) -> str | None:
+        """The regex of any value ``schema`` accepts, or None when it accepts none."""
         if schema is True or schema == {}:
-            raise self.error(path, "a schema without 'type' (any JSON value) is not supported")
+            return self.any_value(self.any_depth)
         if schema is False:
-            raise self.error(path, "schema 'false' accepts nothing")
+            return None
         if not isinstance(schema, dict):
             raise self.error(path, f"schema must be a JSON object, got {type(schema).__name__}")
+        schema, refs = self.expand(schema, path, refs)
+        if schema is None:
+            return None
         for key in schema:
-            if key not in self.SUPPORTED:
-                raise self.error(path, f"unsupported keyword '{key}'")
-        if "const" in schema:
-            return literal(schema["const"])
-        if "enum" in schema:
-            values = schema["enum"]
-            if not isinstance(values, list) or not values:
-                raise self.error(path, "'enum' must be a non-empty list")
-            return alternation([literal(v) for v in values])
+            if key in NOT_ENFORCEABLE:
+                self.note("not enforced", path, key)
+            elif key not in STRUCTURAL and key not in ANNOTATIONS:
+                self.note("ignored", path, key, "unknown keyword")
         if "anyOf" in schema or "oneOf" in schema:
-            key = "anyOf" if "anyOf" in schema else "oneOf"
-            branches = schema[key]
-            if not isinstance(branches, list) or not branches:
-                raise self.error(path, f"'{key}' must be a non-empty list")
-            return alternation([self.value(b, path) for b in branches])
-        types = schema.get("type")
-        if types is None:
-            if "properties" in schema:
-                types = "object"
-            elif "items" in schema:
-                types = "array"
-            else:
-                raise self.error(path, "missing 'type'")
-        if isinstance(types, str):
-            types = [types]
-        if not isinstance(types, list) or not types:
-            raise self.error(path, "'type' must be a string or a non-empty list")
-        return alternation([self.typed(t, schema, path) for t in types])
+            return self.branches(schema, path, refs)
+        if "const" in schema or "enum" in schema:
+            return self.enum(schema, path)
+        types = self.types(schema, path)
+        parts = [self.typed(t, schema, path, refs) for t in types]
+        parts = [p for p in parts if p is not None]
+        return alternation(parts) if parts else None
 
-    def typed(self, type_: Any, schema: dict[str, Any], path: list[str]) -> str:
+    # -- references and combinators ----------------------------------------------------------------------
+
+    def resolve(self, ref: str, path: list[str]) -> Any:
+        if not isinstance(ref, str) or not ref.startswith("#"):
+            raise self.error(path, f"unsupported $ref {ref!r} (only local references '#/...' are supported)")
+        node = self.root
+        for token in filter(None, ref[1:].split("/")):
+            token = _unescape_pointer(token)
+            if isinstance(node, dict) and token in node:
+                node = node[token]
+            elif isinstance(node, list) and token.isdigit() and int(token) < len(node):
+                node = node[int(token)]
+            else:
+                raise self.error(path, f"$ref {ref!r} does not resolve")
+        return node
+
+    def expand(self, schema: dict[str, Any], path: list[str], refs: tuple[str, ...]):
+        """Inline ``$ref`` and merge ``allOf``; returns (schema, refs) or (None, refs) once recursion is cut."""
+        while "$ref" in schema or "allOf" in schema:
+            if "$ref" in schema:
+                ref = schema["$ref"]
+                if refs.count(ref) >= self.max_recursion:
+                    self.note("unrolled", path, "$ref", f"recursion through {ref} cut at depth {self.max_recursion}")
+                    return None, refs
+                target = self.resolve(ref, path)
+                refs = refs + (ref,)
+                rest = {k: v for k, v in schema.items() if k != "$ref"}
+                if target is True or target == {}:
+                    schema = rest or {}
+                    if not schema:
+                        return {}, refs
+                    continue
+                if target is False:
+                    return None, refs
+                schema = self.merge(target, rest, path) if rest else dict(target)
+            else:
+                subs = schema["allOf"]
+                if not isinstance(subs, list) or not subs:
+                    raise self.error(path, "'allOf' must be a non-empty list")
+                merged = {k: v for k, v in schema.items() if k != "allOf"}
+                for sub in subs:
+                    if sub is False:
+                        return None, refs
+                    if sub is True:
+                        continue
+                    if not isinstance(sub, dict):
+                        raise self.error(path, "'allOf' entries must be schemas")
+                    if "$ref" in sub:
+                        sub, refs = self.expand(sub, path, refs)
+                        if sub is None:
+                            return None, refs
+                    merged = self.merge(merged, sub, path)
+                schema = merged
+        return schema, refs
+
+    def merge(self, a: dict[str, Any], b: dict[str, Any], path: list[str]) -> dict[str, Any]:
+        """The conjunction of two schemas as one schema (``allOf`` of both), as far as the grammar needs."""
+        out = dict(a)
+        for key, value in b.items():
+            if key not in out:
+                out[key] = value
+                continue
+            mine = out[key]
+            if mine == value:
+                continue
+            if key == "properties":
+                props = dict(mine)
+                for name, sub in value.items():
+                    props[name] = {"allOf": [props[name], sub]} if name in props else sub
+                out[key] = props
+            elif key == "required":
+                out[key] = list(dict.fromkeys([*mine, *value]))
+            elif key == "type":
+                ta = {mine} if isinstance(mine, str) else set(mine)
+                tb = {value} if isinstance(value, str) else set(value)
+                both = (ta & tb) | ({"integer"} if ("integer" in ta and "number" in tb) or
+                                    ("number" in ta and "integer" in tb) else set())
+                out[key] = sorted(both)
+            elif key == "enum":
+                out[key] = [v for v in mine if v in value]
+            elif key in ("minimum", "minLength", "minItems", "exclusiveMinimum") and _num(mine) and _num(value):
+                out[key] = max(mine, value)
+            elif key in ("maximum", "maxLength", "maxItems", "exclusiveMaximum") and _num(mine) and _num(value):
+                out[key] = min(mine, value)
+            elif key in ("items", "additionalProperties") and isinstance(mine, (dict, bool)) and isinstance(value, (dict, bool)):
+                if mine is False or value is False:
+                    out[key] = False
+                elif mine is True:
+                    out[key] = value
+                elif value is not True:
+                    out[key] = {"allOf": [mine, value]}
+            elif key in ("anyOf", "oneOf"):
+                out[key] = [self.merge(x, y, path) if isinstance(x, dict) and isinstance(y, dict) else x
+                            for x in mine for y in value]
+            elif key in ANNOTATIONS:
+                continue
+            else:
+                self.note("not enforced", path, key, "conflicting values in allOf; the first is used")
+        return out
+
+    def branches(self, schema: dict[str, Any], path: list[str], refs: tuple[str, ...]) -> str | None:
+        base = {k: v for k, v in schema.items() if k not in ("anyOf", "oneOf")}
+        options: list[dict[str, Any]] = [base]
+        for key in ("anyOf", "oneOf"):
+            if key not in schema:
+                continue
+            subs = schema[key]
+            if not isinstance(subs, list) or not subs:
+                raise self.error(path, f"'{key}' must be a non-empty list")
+            if key == "oneOf" and len(subs) > 1:
+                self.note("not enforced", path, "oneOf", "compiled as anyOf: exclusivity is not enforced")
+            nxt = []
+            for opt in options:
+                for sub in subs:
+                    if sub is False:
+                        continue
+                    if sub is True:
+                        nxt.append(opt)
+                        continue
+                    sub, sub_refs = self.expand(sub, path, refs) if isinstance(sub, dict) else (sub, refs)
+                    if sub is None:
+                        continue
+                    nxt.append(self.merge(opt, sub, path) if opt else sub)
+            options = nxt
+        parts = [self.value(opt, path, refs) for opt in options]
+        parts = [p for p in parts if p is not None]
+        return alternation(parts) if parts else None
+
+    # -- literals ----------------------------------------------------------------------------------------
+
+    def enum(self, schema: dict[str, Any], path: list[str]) -> str | None:
+        if "const" in schema:
+            values = [schema["const"]]
+        else:
+            values = schema["enum"]
+            if not isinstance(values, list):
+                raise self.error(path, "'enum' must be a list")
+        rest = {k: v for k, v in schema.items() if k not in ("enum", "const") and k not in ANNOTATIONS}
+        if "enum" in schema and "const" in schema:
+            values = [v for v in values if v in schema["enum"]]
+        if rest:
+            try:
+                validator = jsonschema.validators.validator_for(self.root)({**self.root, **rest})
+                values = [v for v in values if validator.is_valid(v)]
+            except (jsonschema.SchemaError, jsonschema.exceptions.RefResolutionError, Exception):
+                pass
+        if not values:
+            return None
+        return alternation([literal(v) for v in values])
+
+    # -- types -------------------------------------------------------------------------------------------
+
+    def types(self, schema: dict[str, Any], path: list[str]) -> list[str]:
+        t = schema.get("type")
+        if t is None:
+            keys = set(schema)
+            inferred = []
+            if keys & OBJECT_KEYWORDS:
+                inferred.append("object")
+            if keys & ARRAY_KEYWORDS:
+                inferred.append("array")
+            if keys & STRING_KEYWORDS:
+                inferred.append("string")
+            if keys & NUMBER_KEYWORDS:
+                inferred.append("number")
+            if not inferred:
+                return ["any"]
+            return inferred
+        if isinstance(t, str):
+            t = [t]
+        if not isinstance(t, list) or not t:
+            raise self.error(path, "'type' must be a string or a non-empty list")
+        for x in t:
+            if x not in TYPES and x != "integer":
+                raise self.error(path, f"unknown type {json.dumps(x)}")
+        if "number" in t and "integer" in t:
+            t = [x for x in t if x != "integer"]
+        return list(dict.fromkeys(t))
+
+    def typed(self, type_: str, schema: dict[str, Any], path: list[str], refs: tuple[str, ...]) -> str | None:
         """The regex of ``schema`` restricted to one JSON type."""
+        if type_ == "any":
+            return self.any_value(self.any_depth)
         if type_ == "string":
-            return STRING
-        if type_ == "number":
-            return NUMBER
+            return self.string(schema, path)
         if type_ == "integer":
-            return INTEGER
+            return self.integer(schema, path)
+        if type_ == "number":
+            return self.number(schema, path)
         if type_ == "boolean":
             return BOOLEAN
         if type_ == "null":
             return NULL
         if type_ == "array":
-            return self.array(schema, path)
-        if type_ == "object":
-            return self.object(schema, path)
-        raise self.error(path, f"unknown type {json.dumps(type_)}")
+            return self.array(schema, path, refs)
+        return self.object(schema, path, refs)
 
-    def array(self, schema: dict[str, Any], path: list[str]) -> str:
-        items = schema.get("items")
-        if items is None:
-            raise self.error(path, "an array needs 'items'")
-        item = self.value(items, path + ["[]"])
+    def string(self, schema: dict[str, Any], path: list[str]) -> str | None:
+        lo = schema.get("minLength", 0)
+        hi = schema.get("maxLength")
+        if not isinstance(lo, int) or lo < 0 or (hi is not None and (not isinstance(hi, int) or hi < 0)):
+            raise self.error(path, f"malformed minLength/maxLength ({lo}, {hi})")
+        if hi is not None and hi < lo:
+            return None
+        fmt = schema.get("format")
+        content = None
+        if isinstance(fmt, str) and fmt in FORMATS:
+            content = FORMATS[fmt]
+            for k in ("pattern", "minLength", "maxLength"):
+                if k in schema:
+                    self.note("not enforced", path, k, f"with format {fmt}")
+        elif fmt is not None:
+            self.note("not enforced", path, "format", f"unknown format {fmt!r}")
+        if content is None and "pattern" in schema:
+            try:
+                content = pattern_regex(schema["pattern"])
+            except PatternError as exc:
+                self.note("not enforced", path, "pattern", str(exc))
+            else:
+                for k in ("minLength", "maxLength"):
+                    if k in schema:
+                        self.note("not enforced", path, k, "with pattern")
+        if content is None:
+            if lo == 0 and hi is None:
+                return STRING
+            if lo > MAX_COUNT:
+                self.note("not enforced", path, "minLength", f"above {MAX_COUNT}")
+                lo = 0
+            if hi is not None and hi > MAX_COUNT:
+                self.note("not enforced", path, "maxLength", f"above {MAX_COUNT}")
+                hi = None
+            content = _repeat(COUNTED_CHAR if (lo or hi is not None) else STRING_CHAR, lo, hi)
+        return string_of(content)
+
+    def bounds(self, schema: dict[str, Any]) -> tuple[Any, bool, Any, bool]:
+        """(lower, exclusive, upper, exclusive) across draft 4 (boolean) and draft 6+ (number) spellings."""
+        lo, hi = schema.get("minimum"), schema.get("maximum")
+        lo_x = hi_x = False
+        emin, emax = schema.get("exclusiveMinimum"), schema.get("exclusiveMaximum")
+        if emin is True:
+            lo_x = True
+        elif _num(emin) and (lo is None or emin >= lo):
+            lo, lo_x = emin, True
+        if emax is True:
+            hi_x = True
+        elif _num(emax) and (hi is None or emax <= hi):
+            hi, hi_x = emax, True
+        if lo is not None and not _num(lo):
+            lo = None
+        if hi is not None and not _num(hi):
+            hi = None
+        return lo, lo_x, hi, hi_x
+
+    def integer(self, schema: dict[str, Any], path: list[str]) -> str | None:
+        lo, lo_x, hi, hi_x = self.bounds(schema)
+        if lo is None and hi is None:
+            return INTEGER
+        ilo = None if lo is None else (math.floor(lo) + 1 if lo_x else math.ceil(lo))
+        ihi = None if hi is None else (math.ceil(hi) - 1 if hi_x else math.floor(hi))
+        return integer_range(ilo, ihi)
+
+    def number(self, schema: dict[str, Any], path: list[str]) -> str | None:
+        lo, lo_x, hi, hi_x = self.bounds(schema)
+        if lo is None and hi is None:
+            return NUMBER
+        if lo is not None and hi is not None and (hi < lo or (hi == lo and (lo_x or hi_x))):
+            return None
+        for k in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
+            if k in schema:
+                self.note("not enforced", path, k, "bounds on a number are checked after generation" +
+                          ("; the sign is enforced" if lo is not None and lo >= 0 else ""))
+        if lo is not None and lo >= 0:
+            return NONNEGATIVE_NUMBER
+        return NUMBER
+
+    def array(self, schema: dict[str, Any], path: list[str], refs: tuple[str, ...]) -> str | None:
         lo = schema.get("minItems", 0)
         hi = schema.get("maxItems")
-        if not isinstance(lo, int) or lo < 0 or (hi is not None and (not isinstance(hi, int) or hi < lo)):
-            raise self.error(path, f"unsatisfiable or malformed minItems/maxItems ({lo}, {hi})")
-        if hi == 0:
-            return r"\[\]"
-        more_lo = max(lo - 1, 0)
-        more = f"{{{more_lo},{hi - 1}}}" if hi is not None else (f"{{{more_lo},}}" if more_lo else "*")
-        body = f"{item}(?:, {item}){more}"
-        if lo == 0:
-            body = f"(?:{body})?"
+        if not isinstance(lo, int) or lo < 0 or (hi is not None and (not isinstance(hi, int) or hi < 0)):
+            raise self.error(path, f"malformed minItems/maxItems ({lo}, {hi})")
+        if hi is not None and hi < lo:
+            return None
+        if lo > MAX_COUNT:
+            self.note("not enforced", path, "minItems", f"above {MAX_COUNT}")
+            lo = 0
+        if hi is not None and hi > MAX_COUNT:
+            self.note("not enforced", path, "maxItems", f"above {MAX_COUNT}")
+            hi = None
+        items = schema.get("items", True)
+        prefix: list[Any] = []
+        rest: Any = items
+        if "prefixItems" in schema:
+            prefix = list(schema["prefixItems"])
+        elif isinstance(items, list):  # draft 4-7 tuple form
+            prefix = items
+            rest = schema.get("additionalItems", True)
+        sub = path + ["[]"]
+        prefix_rx = [self.value(p, sub, refs) for p in prefix]
+        rest_rx = self.value(rest, sub, refs) if rest is not False else None
+        # the longest possible array: up to the first impossible prefix item, or the prefix if no rest
+        usable = len(prefix_rx)
+        for i, rx in enumerate(prefix_rx):
+            if rx is None:
+                usable = i
+                break
+        cap = usable if (usable < len(prefix_rx) or rest_rx is None) else None
+        if hi is not None:
+            cap = hi if cap is None else min(cap, hi)
+        if cap is not None and cap < lo:
+            return None
+        if not prefix_rx and rest_rx is not None:  # homogeneous: R(?:, R){lo-1,cap-1}
+            if cap == 0:
+                return r"\[\]"
+            body = rest_rx + _repeat(f", {rest_rx}", max(lo - 1, 0), None if cap is None else cap - 1)
+            return r"\[" + (body if lo > 0 else f"(?:{body})?") + r"\]"
+        # element i is prefix_rx[i], then rest_rx; nested from the back so that an element is only
+        # present when all before it are, and the first ``lo`` are mandatory
+        count = cap if cap is not None else max(len(prefix_rx), lo)
+        body = f"(?:, {rest_rx})*" if cap is None else ""
+        for i in range(count - 1, -1, -1):
+            element = prefix_rx[i] if i < len(prefix_rx) else rest_rx
+            piece = ("" if i == 0 else ", ") + element + body
+            body = piece if i < lo else f"(?:{piece})?"
         return r"\[" + body + r"\]"
 
-    def object(self, schema: dict[str, Any], path: list[str]) -> str:
-        for key in schema:
-            if key not in self.SUPPORTED:
-                raise self.error(path, f"unsupported keyword '{key}'")
+    def object(self, schema: dict[str, Any], path: list[str], refs: tuple[str, ...]) -> str | None:
         props = schema.get("properties", {})
         if not isinstance(props, dict):
             raise self.error(path, "'properties' must be a JSON object")
-        extra = schema.get("additionalProperties", True)
-        if not props and extra not in (False,):
-            raise self.error(path, "an object without 'properties' (a free-form map) is not supported")
         required = schema.get("required", [])
-        members = [
-            (name, self.value(sub, path + [name]), name in required) for name, sub in props.items()
-        ]
+        if not isinstance(required, list):
+            raise self.error(path, "'required' must be a list")
+        extra = schema.get("additionalProperties", True)
+        if not props and not [r for r in required if isinstance(r, str)]:
+            if extra is False:
+                return r"\{\}"
+            return self.map(extra, schema, path, refs)
+        members = []
+        for name, sub in props.items():
+            rx = self.value(sub, path + [name], refs)
+            if rx is None:
+                if name in required:
+                    return None
+                continue
+            members.append((name, rx, name in required))
+        for name in required:
+            if isinstance(name, str) and name not in props:
+                rx = self.value(extra if isinstance(extra, dict) else True, path + [name], refs)
+                if rx is None:
+                    return None
+                members.append((name, rx, True))
         return object_regex(members)
+
+    def map(self, extra: Any, schema: dict[str, Any], path: list[str], refs: tuple[str, ...]) -> str:
+        """An object with string keys and values of ``additionalProperties`` (any value if absent/true)."""
+        if "patternProperties" in schema:
+            self.note("not enforced", path, "patternProperties", "keys are any string")
+        value = self.value(extra if isinstance(extra, dict) else True, path + ["*"], refs)
+        if value is None:
+            return r"\{\}"
+        pair = f"{STRING}: {value}"
+        return r"\{(?:" + pair + "(?:, " + pair + r")*)?\}"
+
+    def any_value(self, depth: int) -> str:
+        """Any JSON value, nested at most ``depth`` arrays/objects deep."""
+        scalars = [STRING, NUMBER, BOOLEAN, NULL]
+        if depth <= 0:
+            return alternation(scalars)
+        inner = self.any_value(depth - 1)
+        array = r"\[(?:" + inner + "(?:, " + inner + r")*)?\]"
+        pair = f"{STRING}: {inner}"
+        obj = r"\{(?:" + pair + "(?:, " + pair + r")*)?\}"
+        return alternation(scalars + [array, obj])
+
+
+def _num(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
 
 
 def call_regex(functions: list[tuple[str, str]], parameters_key: str = "parameters") -> str:

@@ -36,9 +36,11 @@ def test_bfcl_per_case_catalogs_compile_in_both_formats():
             assert compile_grammar(fns).dfa.num_states > 0
 
 
-def test_bfcl_free_form_map_is_refused_with_a_reason():
+def test_bfcl_free_form_map_compiles_as_a_string_keyed_map():
     path = shared_path("data", "bfcl_simple", "cases.jsonl")
     case = next(json.loads(l) for l in open(path) if '"simple_python_337"' in l)
-    with pytest.raises(SchemaError) as err:
-        compile_grammar(parse_catalog(case["functions"], case["id"]))
-    assert "an object without 'properties' (a free-form map) is not supported" in str(err.value)
+    fns = parse_catalog(case["functions"], case["id"])
+    dfa = compile_grammar(fns).dfa
+    name = fns[0].name
+    params = {"players": ["Alice", "Bob"], "cards": {"Alice": ["Ace"], "Bob": 2}, "type": "holdem"}
+    assert dfa.accepts(json.dumps({"name": name, "parameters": params}).encode())

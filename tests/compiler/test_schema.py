@@ -8,7 +8,8 @@ from callmaybe.errors import SchemaError
 
 
 def value(schema):
-    return SchemaCompiler("f").value(schema, ["p"])
+    c = SchemaCompiler("f", root={"properties": {"p": schema}})
+    return c.value(schema, ["p"])
 
 
 def test_scalar_regexes_are_exact():
@@ -56,15 +57,30 @@ def test_call_regex():
 @pytest.mark.parametrize(
     "schema, message",
     [
-        ({"type": "string", "pattern": "a+"}, "function 'f', parameter 'p': unsupported keyword 'pattern'"),
         ({"type": "date"}, "function 'f', parameter 'p': unknown type \"date\""),
-        ({"enum": []}, "function 'f', parameter 'p': 'enum' must be a non-empty list"),
-        ({"type": "object"}, "function 'f', parameter 'p': an object without 'properties' (a free-form map) is not supported"),
-        ({"type": "array", "items": {"type": "string"}, "minItems": 3, "maxItems": 2},
-         "function 'f', parameter 'p': unsatisfiable or malformed minItems/maxItems (3, 2)"),
+        ({"type": "string", "minLength": -1}, "function 'f', parameter 'p': malformed minLength/maxLength (-1, None)"),
+        ({"$ref": "http://example.com/s.json"},
+         "function 'f', parameter 'p': unsupported $ref 'http://example.com/s.json' (only local references '#/...' are supported)"),
+        ({"$ref": "#/$defs/missing"}, "function 'f', parameter 'p': $ref '#/$defs/missing' does not resolve"),
     ],
 )
-def test_unsupported_schemas_name_function_parameter_keyword(schema, message):
+def test_uncompilable_schemas_name_function_parameter_keyword(schema, message):
     with pytest.raises(SchemaError) as err:
         value(schema)
     assert str(err.value) == message
+
+
+@pytest.mark.parametrize("schema", [
+    {"enum": []},
+    {"type": "array", "items": {"type": "string"}, "minItems": 3, "maxItems": 2},
+    {"type": "integer", "minimum": 5, "maximum": 4},
+    {"type": "string", "minLength": 3, "maxLength": 2},
+    {"enum": ["a", "b"], "type": "integer"},
+])
+def test_unsatisfiable_schemas_are_errors(schema):
+    from callmaybe.catalog import parse_catalog
+    from callmaybe.compiler.grammar import compile_grammar
+    fns = parse_catalog([{"name": "f", "parameters": {"p": schema}}], "t")
+    with pytest.raises(SchemaError) as err:
+        compile_grammar(fns)
+    assert str(err.value) == "function 'f': the parameters schema admits no value (unsatisfiable)"
