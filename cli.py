@@ -40,18 +40,20 @@ def compile_cmd(schemas: Path, tokenizer: str, out_dir: Path, vocab_width: int |
     import time
 
     from .catalog import load_catalog
-    from .commands import compile_catalog, log, slug
+    from .commands import check_strict, compile_catalog, log, slug
     from .vocabulary import load_vocabulary
 
     try:
         functions = load_catalog(schemas)
+        if strict:
+            check_strict(functions)
         t = time.perf_counter()
         vocabulary = load_vocabulary(tokenizer, vocab_width)
         log(f"vocabulary {tokenizer}: {len(vocabulary.token_bytes):,} tokens, width {vocabulary.width:,}, "
             f"prepared in {time.perf_counter() - t:.2f} s")
         name = schemas.stem if schemas.is_file() else schemas.resolve().name
         path = out_dir / f"{slug(name)}.{slug(tokenizer)}.safetensors"
-        compile_catalog(functions, vocabulary, path, strict=strict)
+        compile_catalog(functions, vocabulary, path)
     except CallmaybeError as exc:
         fail(exc)
 

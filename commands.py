@@ -40,15 +40,18 @@ def human_size(n: int) -> str:
     return f"{n} B"
 
 
-def compile_catalog(functions: list[Function], vocabulary: Vocabulary, path: Path, quiet: bool = False,
-                    strict: bool = False):
-    """Compile ``functions`` for ``vocabulary`` into the index file ``path``; prints the phase times and
-    what the grammar does not enforce (an error with ``strict``, before anything is written)."""
-    from .compiler.compile import compile_to_file
+def check_strict(functions: list[Function]) -> None:
+    """Raise SchemaError when some keyword of ``functions`` is not enforced by the grammar (``--strict``)."""
     from .compiler.grammar import compile_grammar
 
-    if strict:
-        report_notes(compile_grammar(functions).notes, strict=True)
+    report_notes(compile_grammar(functions).notes, strict=True)
+
+
+def compile_catalog(functions: list[Function], vocabulary: Vocabulary, path: Path, quiet: bool = False):
+    """Compile ``functions`` for ``vocabulary`` into the index file ``path``; prints the phase times and
+    what the grammar does not enforce."""
+    from .compiler.compile import compile_to_file
+
     index, report = compile_to_file(functions, vocabulary, path)
     if not quiet:
         report_notes(report.notes, strict=False)

@@ -31,13 +31,43 @@ def test_missing_input_file(tmp_path, public_catalog_path):
     assert not out.exists()
 
 
-def test_unsupported_keyword_in_catalog(tmp_path):
+def test_unknown_type_in_catalog(tmp_path):
     cat = tmp_path / "cat.json"
-    cat.write_text(json.dumps([{"name": "f", "parameters": {"p": {"type": "string", "format": "email"}}}]))
+    cat.write_text(json.dumps([{"name": "f", "parameters": {"p": {"type": "date"}}}]))
     r = invoke("compile", str(cat), "--tokenizer", "smollm2-135m-instruct", "-o", str(tmp_path / "out"))
     assert r.exit_code == 2
-    assert r.stderr.strip().splitlines()[-1] == "error: function 'f', parameter 'p': unsupported keyword 'format'"
+    assert r.stderr.strip().splitlines()[-1] == 'error: function \'f\', parameter \'p\': unknown type "date"'
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
+
+
+def test_strict_turns_not_enforced_into_an_error(tmp_path):
+    cat = tmp_path / "cat.json"
+    cat.write_text(json.dumps([{"name": "f", "parameters": {"p": {"type": "integer", "multipleOf": 5}}}]))
+    r = invoke("compile", str(cat), "--tokenizer", "smollm2-135m-instruct", "-o", str(tmp_path / "out"))
+    assert r.exit_code == 0
+    assert "not enforced by the grammar (checked after generation):\n  function 'f', parameter 'p': multipleOf\n" in r.stderr
+    r = invoke("compile", str(cat), "--tokenizer", "smollm2-135m-instruct", "-o", str(tmp_path / "out2"), "--strict")
+    assert r.exit_code == 2
+    assert r.stderr == "error: not enforced by the grammar (--strict): function 'f', parameter 'p': multipleOf\n"
+    assert not (tmp_path / "out2").exists()
+
+
+def test_match_command(tmp_path):
+    schema = tmp_path / "s.json"
+    schema.write_text(json.dumps({"type": "object", "properties": {"n": {"type": "integer", "minimum": 1,
+                                  "maximum": 12}}, "required": ["n"]}))
+    r = invoke("match", "--schema", str(schema), '{"n": 12}', '{"n": 13}', '{"n":1}')
+    assert r.exit_code == 0
+    assert r.stdout.splitlines() == [
+        '{"text": "{\\"n\\": 12}", "accepted": true}',
+        '{"text": "{\\"n\\": 13}", "accepted": false}',
+        '{"text": "{\\"n\\":1}", "accepted": false}',
+    ]
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"type": "integer", "minimum": 3, "maximum": 1}')
+    r = invoke("match", "--schema", str(bad), "1")
+    assert r.exit_code == 2
+    assert r.stderr == f"error: schema '{bad}': the schema admits no value (unsatisfiable)\n"
 
 
 def test_compile_prints_figures(tmp_path, public_catalog_path):
