@@ -17,6 +17,7 @@ Moore's partition refinement, vectorized with numpy over byte classes.
 from __future__ import annotations
 
 import bisect
+import time
 from dataclasses import dataclass
 
 import interegular
@@ -26,6 +27,8 @@ from interegular.fsm import anything_else
 from ..errors import SchemaError
 
 MAX_CODE_POINT = 0x10FFFF
+#: Seconds spent in interegular ("automaton") and in UTF-8 expansion ("byte expansion"), accumulated.
+TIMINGS = {"automaton": 0.0, "byte expansion": 0.0}
 SURROGATES = (0xD800, 0xDFFF)
 
 
@@ -185,10 +188,13 @@ class _ByteBuilder:
 
 def char_fsm(regex: str) -> interegular.FSM:
     """interegular's character-level DFA of ``regex``; raises SchemaError when it cannot be parsed."""
+    t = time.perf_counter()
     try:
         return interegular.parse_pattern(regex).to_fsm()
     except Exception as exc:  # interegular raises several unrelated types
         raise SchemaError(f"cannot compile regex: {type(exc).__name__}: {exc}") from None
+    finally:
+        TIMINGS["automaton"] += time.perf_counter() - t
 
 
 def from_regex(regex: str) -> ByteDFA:
@@ -201,6 +207,14 @@ def from_regex(regex: str) -> ByteDFA:
 
 def from_char_fsm(fsm: interegular.FSM) -> ByteDFA:
     """Expand interegular's character DFA into a trimmed, minimal DFA over UTF-8 bytes."""
+    t = time.perf_counter()
+    try:
+        return _expand(fsm)
+    finally:
+        TIMINGS["byte expansion"] += time.perf_counter() - t
+
+
+def _expand(fsm: interegular.FSM) -> ByteDFA:
     states = sorted(fsm.states)
     index = {s: i for i, s in enumerate(states)}
     symbol_intervals = _intervals_of_symbols(fsm)
@@ -312,6 +326,44 @@ def byte_classes(transitions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return byte_class, class_trans
 
 
+def coreachable(transitions: np.ndarray, accepting: np.ndarray) -> np.ndarray:
+    """Bool (states,): the states from which an accepting state can be reached (reverse BFS)."""
+    from scipy.sparse import csr_matrix
+    from scipy.sparse.csgraph import breadth_first_order
+
+    n = transitions.shape[0]
+    src, byte = np.nonzero(transitions >= 0)
+    dst = transitions[src, byte]
+    # reversed edges dst -> src, plus a virtual node n -> every accepting state
+    acc = np.flatnonzero(accepting)
+    rows = np.concatenate([dst, np.full(len(acc), n)])
+    cols = np.concatenate([src, acc])
+    graph = csr_matrix((np.ones(len(rows), dtype=np.int8), (rows, cols)), shape=(n + 1, n + 1))
+    order = breadth_first_order(graph, n, directed=True, return_predecessors=False)
+    alive = np.zeros(n + 1, dtype=bool)
+    alive[order] = True
+    return alive[:n]
+
+
+def bfs_order(transitions: np.ndarray, start: int) -> np.ndarray:
+    """States reachable from ``start`` in breadth-first order, each level in (parent order, byte) order."""
+    seen = np.zeros(transitions.shape[0], dtype=bool)
+    seen[start] = True
+    order = [np.array([start])]
+    frontier = order[0]
+    while len(frontier):
+        targets = transitions[frontier].reshape(-1)
+        targets = targets[targets >= 0]
+        targets = targets[~seen[targets]]
+        if not len(targets):
+            break
+        _, first = np.unique(targets, return_index=True)
+        frontier = targets[np.sort(first)]
+        seen[frontier] = True
+        order.append(frontier)
+    return np.concatenate(order)
+
+
 def trim(dfa: ByteDFA) -> ByteDFA:
     """Remove states unreachable from the start and states that cannot reach an accepting state.
 
@@ -319,32 +371,38 @@ def trim(dfa: ByteDFA) -> ByteDFA:
     arrays after :func:`minimize`. Raises SchemaError when the language is empty.
     """
     t = dfa.transitions
-    # co-reachable: backwards fixpoint from accepting states
-    alive = dfa.accepting.copy()
-    while True:
-        nxt = alive | (np.where(t >= 0, alive[np.maximum(t, 0)], False).any(axis=1))
-        if (nxt == alive).all():
-            break
-        alive = nxt
+    alive = coreachable(t, dfa.accepting)
     if not alive[dfa.start]:
         raise SchemaError("the schema accepts no value (empty language)")
     t = np.where((t >= 0) & alive[np.maximum(t, 0)], t, -1)
-    order = [dfa.start]
-    seen = {dfa.start: 0}
-    i = 0
-    while i < len(order):
-        row = t[order[i]]
-        for nxt in row[row >= 0]:
-            nxt = int(nxt)
-            if nxt not in seen:
-                seen[nxt] = len(order)
-                order.append(nxt)
-        i += 1
-    old = np.array(order)
+    old = bfs_order(t, dfa.start)
     remap = np.full(dfa.num_states + 1, -1, dtype=np.int32)
     remap[old] = np.arange(len(old), dtype=np.int32)
     new_t = remap[t[old]]  # -1 indexes the extra last slot, which holds -1
     return ByteDFA(new_t.astype(np.int32), dfa.accepting[old].copy(), 0)
+
+
+def _consistent(ct: np.ndarray, block: np.ndarray) -> bool:
+    """True when all states of each block have the same transitions up to blocks (a stable partition)."""
+    nxt = np.where(ct >= 0, block[np.maximum(ct, 0)], -1)
+    order = np.argsort(block, kind="stable")
+    b, rows = block[order], nxt[order]
+    same_block = b[1:] == b[:-1]
+    return bool((rows[1:][same_block] == rows[:-1][same_block]).all())
+
+
+def _refine_exact(ct: np.ndarray, accepting: np.ndarray) -> np.ndarray:
+    block = accepting.astype(np.int64)
+    n_blocks = len(np.unique(block))
+    while True:
+        nxt = np.where(ct >= 0, block[np.maximum(ct, 0)], -1)
+        sig = np.concatenate([block[:, None], nxt], axis=1)
+        _, block = np.unique(sig, axis=0, return_inverse=True)
+        block = block.reshape(-1)
+        n_new = int(block.max()) + 1
+        if n_new == n_blocks:
+            return block
+        n_blocks = n_new
 
 
 def minimize(dfa: ByteDFA) -> ByteDFA:
@@ -356,16 +414,24 @@ def minimize(dfa: ByteDFA) -> ByteDFA:
     _, ct = byte_classes(dfa.transitions)
     block = dfa.accepting.astype(np.int64)
     n_blocks = len(np.unique(block))
+    rng = np.random.default_rng(0x5EED)
+    mult = rng.integers(1, 2**63, size=ct.shape[1] + 1, dtype=np.uint64) | np.uint64(1)
     while True:
         nxt = np.where(ct >= 0, block[np.maximum(ct, 0)], -1)
         sig = np.concatenate([block[:, None], nxt], axis=1)
-        _, new_block = np.unique(sig, axis=0, return_inverse=True)
+        # a 64-bit multiplicative hash of each row stands in for the row (a collision would merge two
+        # states wrongly; the exact check below catches it and falls back to exact row comparison)
+        h = (sig.astype(np.uint64) + np.uint64(1)) @ mult
+        _, new_block = np.unique(h, return_inverse=True)
         new_block = new_block.reshape(-1)
         n_new = int(new_block.max()) + 1
         block = new_block
         if n_new == n_blocks:
             break
         n_blocks = n_new
+    if not _consistent(ct, block):
+        block = _refine_exact(ct, dfa.accepting)
+        n_blocks = int(block.max()) + 1
     reps = np.full(n_blocks, -1, dtype=np.int64)
     # representative of each block: its lowest state
     for s in range(dfa.num_states - 1, -1, -1):

@@ -17,6 +17,7 @@ from typing import Any
 from ..catalog import Function
 from . import dfa as dfa_mod
 from .dfa import ByteDFA
+from .compose import Node
 from .schema import Note, SchemaCompiler, call_regex
 
 
@@ -35,16 +36,21 @@ class Grammar:
         return [n for n in self.notes if n.kind == "not enforced"]
 
 
-def parameters_regex(fn: Function, notes: list[Note] | None = None, max_recursion: int = 3) -> str:
-    """The regex of ``fn``'s parameters object; raises SchemaError naming the function and parameter.
+def parameters_node(fn: Function, notes: list[Note] | None = None, max_recursion: int = 3) -> Node:
+    """The grammar node of ``fn``'s parameters object; raises SchemaError naming the function and parameter.
 
     What the grammar does not enforce is appended to ``notes``.
     """
     compiler = SchemaCompiler(fn.name, max_recursion=max_recursion)
-    regex = compiler.parameters(fn.parameters)
+    node = compiler.parameters(fn.parameters)
     if notes is not None:
         notes.extend(compiler.notes)
-    return regex
+    return node
+
+
+def parameters_regex(fn: Function) -> str:
+    """The regex of ``fn``'s parameters object (what the grammar accepts after ``"parameters": ``)."""
+    return parameters_node(fn).regex
 
 
 def compile_grammar(
@@ -56,27 +62,31 @@ def compile_grammar(
     """Compile a catalog into its call regex and byte DFA.
 
     ``parameters_key`` is the key holding the arguments; ``max_recursion`` bounds how often one ``$ref`` is
-    unrolled on a path. ``timings`` (if given) receives the seconds spent
-    in "automaton" (regexes and interegular) and "byte expansion" (UTF-8 bytes, joins, minimization).
-    Raises SchemaError for an uncompilable schema.
+    unrolled on a path. ``timings`` (if given) receives seconds spent in "automaton" (interegular on the
+    leaf regexes), "byte expansion" (their UTF-8 byte DFAs) and "join" (composing objects, arrays and the
+    call, and minimizing). Raises SchemaError for an uncompilable schema.
     """
     timings = {} if timings is None else timings
+    dfa_mod.TIMINGS.update({"automaton": 0.0, "byte expansion": 0.0})
     t0 = time.perf_counter()
     notes: list[Note] = []
-    regexes = {fn.name: parameters_regex(fn, notes, max_recursion) for fn in functions}
-    fsms = {regex: dfa_mod.char_fsm(regex) for regex in dict.fromkeys(regexes.values())}
-    t1 = time.perf_counter()
-    parts = {regex: dfa_mod.from_char_fsm(fsm) for regex, fsm in fsms.items()}
+    nodes = {fn.name: parameters_node(fn, notes, max_recursion) for fn in functions}
+    regexes = {name: node.regex for name, node in nodes.items()}
+    parts: dict[str, ByteDFA] = {}
     key = json.dumps(parameters_key, ensure_ascii=False).encode("utf-8")
     alternatives = []
     for fn in functions:
+        regex = regexes[fn.name]
+        if regex not in parts:
+            parts[regex] = dfa_mod.minimize(nodes[fn.name].dfa())
         prefix = json.dumps(fn.name, ensure_ascii=False).encode("utf-8") + b", " + key + b": "
-        alternatives.append((prefix, parts[regexes[fn.name]]))
+        alternatives.append((prefix, parts[regex]))
     body = dfa_mod.branch(alternatives)
     call = dfa_mod.concat(dfa_mod.concat(dfa_mod.literal(b'{"name": '), body), dfa_mod.literal(b"}"))
     call = dfa_mod.minimize(call)
-    timings["automaton"] = t1 - t0
-    timings["byte expansion"] = time.perf_counter() - t1
+    timings["automaton"] = dfa_mod.TIMINGS["automaton"]
+    timings["byte expansion"] = dfa_mod.TIMINGS["byte expansion"]
+    timings["join"] = time.perf_counter() - t0 - timings["automaton"] - timings["byte expansion"]
     regex = call_regex([(fn.name, regexes[fn.name]) for fn in functions], parameters_key)
     return Grammar(regex=regex, dfa=call, parameter_regexes=regexes, notes=notes)
 
@@ -87,7 +97,7 @@ def schema_dfa(schema: Any, max_recursion: int = 3, name: str = "schema") -> tup
     Raises SchemaError when the schema cannot be compiled or admits no value.
     """
     compiler = SchemaCompiler(name, root=schema, max_recursion=max_recursion, label="schema")
-    regex = compiler.value(schema, [], ())
-    if regex is None:
+    node = compiler.value(schema, [], ())
+    if node is None:
         raise compiler.error([], "the schema admits no value (unsatisfiable)")
-    return dfa_mod.from_regex(regex), compiler.notes
+    return dfa_mod.minimize(node.dfa()), compiler.notes

@@ -37,6 +37,7 @@ from .lexical import (
     BOOLEAN, COUNTED_CHAR, INTEGER, NONNEGATIVE_NUMBER, NULL, NUMBER, STRING, STRING_CHAR, alternation,
     canonical, escape, literal, string_of,
 )
+from .compose import Alt, ArrayNode, Leaf, Literals, MapNode, Node, ObjectNode
 from .pattern import PatternError, pattern_regex
 from .ranges import integer_range
 
@@ -89,7 +90,12 @@ class Note:
 
 
 def object_regex(members: list[tuple[str, str, bool]]) -> str:
-    """The regex of an object whose members are ``(key, value regex, required)`` in emission order.
+    """The regex of an object whose members are ``(key, value regex, required)`` in emission order."""
+    return object_regex_texts([(json.dumps(k, ensure_ascii=False), v, r) for k, v, r in members])
+
+
+def object_regex_texts(members: list[tuple[str, str, bool]]) -> str:
+    """The regex of an object whose members are ``(JSON-encoded key, value regex, required)``.
 
     Every subset of the optional members that keeps all required ones is allowed, in the given order, with
     ``", "`` between members. The first emitted member can only be one at or before the first required one;
@@ -98,7 +104,7 @@ def object_regex(members: list[tuple[str, str, bool]]) -> str:
     """
     if not members:
         return r"\{\}"
-    texts = [f"{escape(json.dumps(k, ensure_ascii=False))}: {v}" for k, v, _ in members]
+    texts = [f"{escape(k)}: {v}" for k, v, _ in members]
     required = [r for _, _, r in members]
 
     def rest(i: int) -> str:
@@ -118,6 +124,25 @@ def _repeat(unit: str, lo: int, hi: int | None) -> str:
     if lo == hi:
         return f"(?:{unit}){{{lo}}}"
     return f"(?:{unit}){{{lo},{hi}}}"
+
+
+def array_regex(prefix: list[str], rest: str | None, lo: int, hi: int | None) -> str:
+    """The regex of an array of ``prefix`` items by position then ``rest`` items, ``lo``..``hi`` in all."""
+    cap = hi
+    if rest is None:
+        cap = len(prefix) if cap is None else min(cap, len(prefix))
+    if not prefix and rest is not None:  # homogeneous: R(?:, R){lo-1,cap-1}
+        if cap == 0:
+            return r"\[\]"
+        body = rest + _repeat(f", {rest}", max(lo - 1, 0), None if cap is None else cap - 1)
+        return r"\[" + (body if lo > 0 else f"(?:{body})?") + r"\]"
+    count = cap if cap is not None else max(len(prefix), lo)
+    body = f"(?:, {rest})*" if cap is None else ""
+    for i in range(count - 1, -1, -1):
+        element = prefix[i] if i < len(prefix) else rest
+        piece = ("" if i == 0 else ", ") + element + body
+        body = piece if i < lo else f"(?:{piece})?"
+    return r"\[" + body + r"\]"
 
 
 def _unescape_pointer(token: str) -> str:
@@ -160,16 +185,16 @@ class SchemaCompiler:
 
     # -- entry points ------------------------------------------------------------------------------------
 
-    def parameters(self, schema: dict[str, Any]) -> str:
-        """The regex of a function's whole ``parameters`` object schema; raises SchemaError if unsatisfiable."""
+    def parameters(self, schema: dict[str, Any]) -> Node:
+        """The node of a function's whole ``parameters`` object schema; raises SchemaError if unsatisfiable."""
         self.root = schema
-        regex = self.value(schema, [], ())
-        if regex is None:
+        node = self.value(schema, [], ())
+        if node is None:
             raise self.error([], "the parameters schema admits no value (unsatisfiable)")
-        return regex
+        return node
 
-    def value(self, schema: Any, path: list[str], refs: tuple[str, ...] = ()) -> str | None:
-        """The regex of any value ``schema`` accepts, or None when it accepts none."""
+    def value(self, schema: Any, path: list[str], refs: tuple[str, ...] = ()) -> Node | None:
+        """The node of any value ``schema`` accepts (``.regex`` is its regex), or None when it accepts none."""
         if schema is True or schema == {}:
             return self.any_value(self.any_depth)
         if schema is False:
@@ -190,8 +215,7 @@ class SchemaCompiler:
             return self.enum(schema, path)
         types = self.types(schema, path)
         parts = [self.typed(t, schema, path, refs) for t in types]
-        parts = [p for p in parts if p is not None]
-        return alternation(parts) if parts else None
+        return _alt([p for p in parts if p is not None])
 
     # -- references and combinators ----------------------------------------------------------------------
 
@@ -293,7 +317,7 @@ class SchemaCompiler:
                 self.note("not enforced", path, key, "conflicting values in allOf; the first is used")
         return out
 
-    def branches(self, schema: dict[str, Any], path: list[str], refs: tuple[str, ...]) -> str | None:
+    def branches(self, schema: dict[str, Any], path: list[str], refs: tuple[str, ...]) -> Node | None:
         base = {k: v for k, v in schema.items() if k not in ("anyOf", "oneOf")}
         options: list[dict[str, Any]] = [base]
         for key in ("anyOf", "oneOf"):
@@ -318,12 +342,11 @@ class SchemaCompiler:
                     nxt.append(self.merge(opt, sub, path) if opt else sub)
             options = nxt
         parts = [self.value(opt, path, refs) for opt in options]
-        parts = [p for p in parts if p is not None]
-        return alternation(parts) if parts else None
+        return _alt([p for p in parts if p is not None])
 
     # -- literals ----------------------------------------------------------------------------------------
 
-    def enum(self, schema: dict[str, Any], path: list[str]) -> str | None:
+    def enum(self, schema: dict[str, Any], path: list[str]) -> Node | None:
         if "const" in schema:
             values = [schema["const"]]
         else:
@@ -341,7 +364,7 @@ class SchemaCompiler:
                 pass
         if not values:
             return None
-        return alternation([literal(v) for v in values])
+        return Literals(list(dict.fromkeys(canonical(v) for v in values)))
 
     # -- types -------------------------------------------------------------------------------------------
 
@@ -372,8 +395,8 @@ class SchemaCompiler:
             t = [x for x in t if x != "integer"]
         return list(dict.fromkeys(t))
 
-    def typed(self, type_: str, schema: dict[str, Any], path: list[str], refs: tuple[str, ...]) -> str | None:
-        """The regex of ``schema`` restricted to one JSON type."""
+    def typed(self, type_: str, schema: dict[str, Any], path: list[str], refs: tuple[str, ...]) -> Node | None:
+        """The node of ``schema`` restricted to one JSON type."""
         if type_ == "any":
             return self.any_value(self.any_depth)
         if type_ == "string":
@@ -383,14 +406,14 @@ class SchemaCompiler:
         if type_ == "number":
             return self.number(schema, path)
         if type_ == "boolean":
-            return BOOLEAN
+            return Literals(["true", "false"])
         if type_ == "null":
-            return NULL
+            return Literals(["null"])
         if type_ == "array":
             return self.array(schema, path, refs)
         return self.object(schema, path, refs)
 
-    def string(self, schema: dict[str, Any], path: list[str]) -> str | None:
+    def string(self, schema: dict[str, Any], path: list[str]) -> Node | None:
         lo = schema.get("minLength", 0)
         hi = schema.get("maxLength")
         if not isinstance(lo, int) or lo < 0 or (hi is not None and (not isinstance(hi, int) or hi < 0)):
@@ -417,7 +440,7 @@ class SchemaCompiler:
                         self.note("not enforced", path, k, "with pattern")
         if content is None:
             if lo == 0 and hi is None:
-                return STRING
+                return Leaf(STRING)
             if lo > MAX_COUNT:
                 self.note("not enforced", path, "minLength", f"above {MAX_COUNT}")
                 lo = 0
@@ -425,7 +448,7 @@ class SchemaCompiler:
                 self.note("not enforced", path, "maxLength", f"above {MAX_COUNT}")
                 hi = None
             content = _repeat(COUNTED_CHAR if (lo or hi is not None) else STRING_CHAR, lo, hi)
-        return string_of(content)
+        return Leaf(string_of(content))
 
     def bounds(self, schema: dict[str, Any]) -> tuple[Any, bool, Any, bool]:
         """(lower, exclusive, upper, exclusive) across draft 4 (boolean) and draft 6+ (number) spellings."""
@@ -446,18 +469,19 @@ class SchemaCompiler:
             hi = None
         return lo, lo_x, hi, hi_x
 
-    def integer(self, schema: dict[str, Any], path: list[str]) -> str | None:
+    def integer(self, schema: dict[str, Any], path: list[str]) -> Node | None:
         lo, lo_x, hi, hi_x = self.bounds(schema)
         if lo is None and hi is None:
-            return INTEGER
+            return Leaf(INTEGER)
         ilo = None if lo is None else (math.floor(lo) + 1 if lo_x else math.ceil(lo))
         ihi = None if hi is None else (math.ceil(hi) - 1 if hi_x else math.floor(hi))
-        return integer_range(ilo, ihi)
+        regex = integer_range(ilo, ihi)
+        return None if regex is None else Leaf(regex)
 
-    def number(self, schema: dict[str, Any], path: list[str]) -> str | None:
+    def number(self, schema: dict[str, Any], path: list[str]) -> Node | None:
         lo, lo_x, hi, hi_x = self.bounds(schema)
         if lo is None and hi is None:
-            return NUMBER
+            return Leaf(NUMBER)
         if lo is not None and hi is not None and (hi < lo or (hi == lo and (lo_x or hi_x))):
             return None
         for k in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
@@ -465,10 +489,10 @@ class SchemaCompiler:
                 self.note("not enforced", path, k, "bounds on a number are checked after generation" +
                           ("; the sign is enforced" if lo is not None and lo >= 0 else ""))
         if lo is not None and lo >= 0:
-            return NONNEGATIVE_NUMBER
-        return NUMBER
+            return Leaf(NONNEGATIVE_NUMBER)
+        return Leaf(NUMBER)
 
-    def array(self, schema: dict[str, Any], path: list[str], refs: tuple[str, ...]) -> str | None:
+    def array(self, schema: dict[str, Any], path: list[str], refs: tuple[str, ...]) -> Node | None:
         lo = schema.get("minItems", 0)
         hi = schema.get("maxItems")
         if not isinstance(lo, int) or lo < 0 or (hi is not None and (not isinstance(hi, int) or hi < 0)):
@@ -503,22 +527,9 @@ class SchemaCompiler:
             cap = hi if cap is None else min(cap, hi)
         if cap is not None and cap < lo:
             return None
-        if not prefix_rx and rest_rx is not None:  # homogeneous: R(?:, R){lo-1,cap-1}
-            if cap == 0:
-                return r"\[\]"
-            body = rest_rx + _repeat(f", {rest_rx}", max(lo - 1, 0), None if cap is None else cap - 1)
-            return r"\[" + (body if lo > 0 else f"(?:{body})?") + r"\]"
-        # element i is prefix_rx[i], then rest_rx; nested from the back so that an element is only
-        # present when all before it are, and the first ``lo`` are mandatory
-        count = cap if cap is not None else max(len(prefix_rx), lo)
-        body = f"(?:, {rest_rx})*" if cap is None else ""
-        for i in range(count - 1, -1, -1):
-            element = prefix_rx[i] if i < len(prefix_rx) else rest_rx
-            piece = ("" if i == 0 else ", ") + element + body
-            body = piece if i < lo else f"(?:{piece})?"
-        return r"\[" + body + r"\]"
+        return ArrayNode(prefix_rx[:usable], rest_rx if usable == len(prefix_rx) else None, lo, cap)
 
-    def object(self, schema: dict[str, Any], path: list[str], refs: tuple[str, ...]) -> str | None:
+    def object(self, schema: dict[str, Any], path: list[str], refs: tuple[str, ...]) -> Node | None:
         props = schema.get("properties", {})
         if not isinstance(props, dict):
             raise self.error(path, "'properties' must be a JSON object")
@@ -528,7 +539,7 @@ class SchemaCompiler:
         extra = schema.get("additionalProperties", True)
         if not props and not [r for r in required if isinstance(r, str)]:
             if extra is False:
-                return r"\{\}"
+                return ObjectNode([])
             return self.map(extra, schema, path, refs)
         members = []
         for name, sub in props.items():
@@ -537,35 +548,37 @@ class SchemaCompiler:
                 if name in required:
                     return None
                 continue
-            members.append((name, rx, name in required))
+            members.append((json.dumps(name, ensure_ascii=False), rx, name in required))
         for name in required:
             if isinstance(name, str) and name not in props:
                 rx = self.value(extra if isinstance(extra, dict) else True, path + [name], refs)
                 if rx is None:
                     return None
-                members.append((name, rx, True))
-        return object_regex(members)
+                members.append((json.dumps(name, ensure_ascii=False), rx, True))
+        return ObjectNode(members)
 
-    def map(self, extra: Any, schema: dict[str, Any], path: list[str], refs: tuple[str, ...]) -> str:
+    def map(self, extra: Any, schema: dict[str, Any], path: list[str], refs: tuple[str, ...]) -> Node:
         """An object with string keys and values of ``additionalProperties`` (any value if absent/true)."""
         if "patternProperties" in schema:
             self.note("not enforced", path, "patternProperties", "keys are any string")
         value = self.value(extra if isinstance(extra, dict) else True, path + ["*"], refs)
         if value is None:
-            return r"\{\}"
-        pair = f"{STRING}: {value}"
-        return r"\{(?:" + pair + "(?:, " + pair + r")*)?\}"
+            return ObjectNode([])
+        return MapNode(Leaf(STRING), value)
 
-    def any_value(self, depth: int) -> str:
+    def any_value(self, depth: int) -> Node:
         """Any JSON value, nested at most ``depth`` arrays/objects deep."""
-        scalars = [STRING, NUMBER, BOOLEAN, NULL]
+        scalars = [Leaf(STRING), Leaf(NUMBER), Literals(["true", "false", "null"])]
         if depth <= 0:
-            return alternation(scalars)
+            return Alt(scalars)
         inner = self.any_value(depth - 1)
-        array = r"\[(?:" + inner + "(?:, " + inner + r")*)?\]"
-        pair = f"{STRING}: {inner}"
-        obj = r"\{(?:" + pair + "(?:, " + pair + r")*)?\}"
-        return alternation(scalars + [array, obj])
+        return Alt(scalars + [ArrayNode([], inner, 0, None), MapNode(Leaf(STRING), inner)])
+
+
+def _alt(parts: list[Node]) -> Node | None:
+    if not parts:
+        return None
+    return parts[0] if len(parts) == 1 else Alt(parts)
 
 
 def _num(x: Any) -> bool:

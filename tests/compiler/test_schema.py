@@ -9,7 +9,8 @@ from callmaybe.errors import SchemaError
 
 def value(schema):
     c = SchemaCompiler("f", root={"properties": {"p": schema}})
-    return c.value(schema, ["p"])
+    node = c.value(schema, ["p"])
+    return node.regex
 
 
 def test_scalar_regexes_are_exact():
@@ -50,7 +51,7 @@ def test_optional_properties_every_subset_in_order():
 
 def test_call_regex():
     fns = parse_catalog([{"name": "f", "parameters": {"x": {"type": "null"}}}], "t")
-    regex = SchemaCompiler("f").parameters(fns[0].parameters)
+    regex = SchemaCompiler("f").parameters(fns[0].parameters).regex
     assert call_regex([("f", regex)]) == r'\{"name": "f", "parameters": \{"x": null\}\}'
 
 

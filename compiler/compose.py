@@ -1,0 +1,405 @@
+"""Grammar nodes built straight into byte DFAs, without determinizing one big regex.
+
+The schema compiler produces a tree of nodes; each node knows its regex text (recorded in the index header,
+and what interegular would parse) and builds its byte DFA by composing its children's DFAs:
+
+* leaves (:class:`Leaf`: strings, numbers, formats, patterns) go through interegular once per distinct
+  regex and are cached; literal sets (:class:`Literals`: enum values, keys) become a byte trie directly;
+* sequences merge the next part's start transitions into the previous part's accepting states. JSON
+  values never continue with the byte that follows them (``,``, ``}``, ``]``, ``:``), so the merge is
+  deterministic; a clash raises :class:`Clash` and the node falls back to interegular on its regex;
+* alternatives are joined by the product construction (pairs of states);
+* an object is one copy of each member's value automaton plus, at the start and after each member, a trie
+  of the keys that may come next (every subset of optional members, in declaration order), so its size is
+  linear in the members instead of the quadratic regex; arrays and maps loop back into their item.
+
+The result is trimmed and minimized (:func:`~callmaybe.compiler.dfa.minimize`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+
+from . import dfa as D
+from .dfa import ByteDFA
+from .lexical import alternation, escape
+
+
+class Clash(Exception):
+    """Two transitions on the same byte to different states met in a sequence."""
+
+
+# ---------------------------------------------------------------------------------------------------------
+# DFA operations
+
+
+def _empty(n: int) -> np.ndarray:
+    return np.full((n, 256), -1, dtype=np.int32)
+
+
+def _shift(t: np.ndarray, off: int) -> np.ndarray:
+    return np.where(t >= 0, t + off, -1).astype(np.int32)
+
+
+def merge_rows(trans: np.ndarray, states: np.ndarray, row: np.ndarray) -> None:
+    """Add the transitions ``row`` (int32 (256,), -1 = none) to each of ``states``; raises Clash on conflict."""
+    if len(states) == 0:
+        return
+    cur = trans[states]
+    clash = (cur >= 0) & (row >= 0) & (cur != row)
+    if clash.any():
+        raise Clash()
+    trans[states] = np.where(row >= 0, row, cur)
+
+
+def seq(parts: list[ByteDFA]) -> ByteDFA:
+    """The DFA of ``parts`` one after another (see the module docstring); raises Clash."""
+    sizes = [p.num_states for p in parts]
+    offs = np.cumsum([0] + sizes)
+    trans = np.concatenate([_shift(p.transitions, int(o)) for p, o in zip(parts, offs)])
+    acc = np.zeros(int(offs[-1]), dtype=bool)
+    # walk backwards: a part's accepting states take the next part's start transitions
+    final = parts[-1]
+    acc[int(offs[-1]) - final.num_states:] = final.accepting
+    for k in range(len(parts) - 2, -1, -1):
+        p, o = parts[k], int(offs[k])
+        nxt_start = int(offs[k + 1]) + parts[k + 1].start
+        states = np.flatnonzero(p.accepting) + o
+        merge_rows(trans, states, trans[nxt_start].copy())
+        acc[states] = acc[nxt_start]
+    return ByteDFA(trans, acc, int(offs[0]) + parts[0].start)
+
+
+def union(a: ByteDFA, b: ByteDFA) -> ByteDFA:
+    """The DFA of L(a) | L(b) by the product construction over reachable pairs of states."""
+    index: dict[tuple[int, int], int] = {}
+    order: list[tuple[int, int]] = []
+
+    def state(pair):
+        s = index.get(pair)
+        if s is None:
+            s = len(order)
+            index[pair] = s
+            order.append(pair)
+        return s
+
+    state((a.start, b.start))
+    rows = []
+    i = 0
+    none = np.full(256, -1, dtype=np.int64)
+    while i < len(order):
+        sa, sb = order[i]
+        ta = a.transitions[sa].astype(np.int64) if sa >= 0 else none
+        tb = b.transitions[sb].astype(np.int64) if sb >= 0 else none
+        live = (ta >= 0) | (tb >= 0)
+        key = ta * (b.num_states + 1) + (tb + 1)
+        row = np.full(256, -1, dtype=np.int32)
+        if live.any():
+            uniq, inv = np.unique(key[live], return_inverse=True)
+            targets = []
+            for k in uniq.tolist():
+                targets.append(state((k // (b.num_states + 1), k % (b.num_states + 1) - 1)))
+            row[live] = np.asarray(targets, dtype=np.int32)[inv]
+        rows.append(row)
+        i += 1
+    trans = np.stack(rows)
+    acc = np.array([(sa >= 0 and a.accepting[sa]) or (sb >= 0 and b.accepting[sb]) for sa, sb in order])
+    return ByteDFA(trans, acc, 0)
+
+
+def union_all(parts: list[ByteDFA]) -> ByteDFA:
+    """The union of several DFAs, minimized along the way to keep the pairs few."""
+    out = D.minimize(parts[0])
+    for p in parts[1:]:
+        out = D.minimize(union(out, D.minimize(p)))
+    return out
+
+
+def literals(texts: list[bytes]) -> ByteDFA:
+    """The DFA of a finite set of byte strings (a trie; a string may be a prefix of another)."""
+    rows: list[dict[int, int]] = [{}]
+    acc = {0: False}
+    for t in texts:
+        s = 0
+        for byte in t:
+            nxt = rows[s].get(byte)
+            if nxt is None:
+                nxt = len(rows)
+                rows.append({})
+                rows[s][byte] = nxt
+            s = nxt
+        acc[s] = True
+    trans = _empty(len(rows))
+    for s, row in enumerate(rows):
+        for byte, t in row.items():
+            trans[s, byte] = t
+    accepting = np.zeros(len(rows), dtype=bool)
+    accepting[[s for s, a in acc.items() if a]] = True
+    return ByteDFA(trans, accepting, 0)
+
+
+class _Builder:
+    """Grows one transition table from copies of sub-DFAs and fresh states."""
+
+    def __init__(self):
+        self.blocks: list[np.ndarray] = []
+        self.acc: list[np.ndarray] = []
+        self.n = 0
+
+    def add(self, d: ByteDFA) -> tuple[int, np.ndarray]:
+        """Copy ``d`` in; returns (its start state, its accepting states)."""
+        off = self.n
+        self.blocks.append(_shift(d.transitions, off))
+        self.acc.append(np.zeros(d.num_states, dtype=bool))
+        self.n += d.num_states
+        return off + d.start, np.flatnonzero(d.accepting) + off
+
+    def fresh(self) -> int:
+        self.blocks.append(_empty(1))
+        self.acc.append(np.zeros(1, dtype=bool))
+        self.n += 1
+        return self.n - 1
+
+    def table(self) -> tuple[np.ndarray, np.ndarray]:
+        if not self.blocks:
+            return _empty(0), np.zeros(0, dtype=bool)
+        return np.concatenate(self.blocks), np.concatenate(self.acc)
+
+
+def structure(prefix: bytes, items: list[ByteDFA], boundaries: list[list[tuple[bytes, int | None]]],
+              entry: list[tuple[bytes, int | None]]) -> ByteDFA:
+    """A DFA made of one copy of each item and literal tries between them.
+
+    After ``prefix``, the ``entry`` choices apply; after item ``i`` completes, ``boundaries[i]`` apply. A
+    choice ``(bytes, j)`` reads the bytes then continues as item ``j``; ``(bytes, None)`` reads them and
+    accepts (nothing may follow). Raises Clash when choices collide with each other or with an item's own
+    continuation.
+    """
+    b = _Builder()
+    starts, accs = [], []
+    for d in items:
+        s, a = b.add(d)
+        starts.append(s)
+        accs.append(a)
+    trans, acc = b.table()
+    rows: list[dict[int, int]] = []  # new trie rows, indexed from len(trans)
+    base = len(trans)
+    merges: list[tuple[int, int | None]] = []  # (trie row, item to continue as / None = accept)
+
+    def trie(choices, lead: bytes = b"") -> int:
+        root = len(rows)
+        rows.append({})
+        for data, j in choices:
+            s = root
+            for byte in lead + data:
+                nxt = rows[s].get(byte)
+                if nxt is None:
+                    nxt = len(rows)
+                    rows.append({})
+                    rows[s][byte] = nxt
+                s = nxt
+            merges.append((s, j))
+        return root
+
+    start_row = trie(entry, prefix)
+    boundary_rows = [trie(ch) if ch else None for ch in boundaries]
+    more = _empty(len(rows))
+    for r, row in enumerate(rows):
+        for byte, t in row.items():
+            more[r, byte] = base + t
+    trans = np.concatenate([trans, more])
+    acc = np.concatenate([acc, np.zeros(len(rows), dtype=bool)])
+    original_starts = {j: trans[starts[j]].copy() for _, j in merges if j is not None}
+    for r, j in merges:
+        if j is None:
+            if (trans[base + r] >= 0).any():
+                raise Clash()
+            acc[base + r] = True
+        else:
+            merge_rows(trans, np.array([base + r]), original_starts[j])
+    for i, r in enumerate(boundary_rows):
+        if len(accs[i]):
+            if r is not None:
+                merge_rows(trans, accs[i], trans[base + r].copy())
+            acc[accs[i]] = False
+    return ByteDFA(trans, acc, base + start_row)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# nodes
+
+
+@lru_cache(maxsize=4096)
+def _leaf_dfa(regex: str) -> ByteDFA:
+    return D.from_regex(regex)
+
+
+class Node:
+    """A grammar node: ``regex`` (interegular dialect) and :meth:`dfa` (a minimal byte DFA)."""
+
+    regex: str
+
+    def build(self) -> ByteDFA:
+        raise NotImplementedError
+
+    def dfa(self) -> ByteDFA:
+        """This node's byte DFA; composed from its children, or from its regex if composition clashes."""
+        try:
+            return self.build()
+        except Clash:
+            return _leaf_dfa(self.regex)
+
+
+@dataclass(eq=False)
+class Leaf(Node):
+    """A scalar compiled from its regex by interegular (cached per regex)."""
+
+    regex: str
+
+    def build(self) -> ByteDFA:
+        return _leaf_dfa(self.regex)
+
+
+@dataclass(eq=False)
+class Literals(Node):
+    """A finite set of literal texts (canonical JSON of enum/const values)."""
+
+    texts: list[str]
+
+    @property
+    def regex(self) -> str:
+        return alternation([escape(t) for t in self.texts])
+
+    def build(self) -> ByteDFA:
+        return D.minimize(literals([t.encode("utf-8") for t in self.texts]))
+
+
+@dataclass(eq=False)
+class Alt(Node):
+    """Any one of several nodes."""
+
+    parts: list[Node]
+
+    @property
+    def regex(self) -> str:
+        return alternation([p.regex for p in self.parts])
+
+    def build(self) -> ByteDFA:
+        return union_all([p.dfa() for p in self.parts])
+
+
+@dataclass(eq=False)
+class Seq(Node):
+    """Nodes one after another."""
+
+    parts: list[Node]
+
+    @property
+    def regex(self) -> str:
+        return "".join(p.regex for p in self.parts)
+
+    def build(self) -> ByteDFA:
+        return seq([p.dfa() for p in self.parts])
+
+
+def literal_node(text: str) -> Literals:
+    return Literals([text])
+
+
+@dataclass(eq=False)
+class ObjectNode(Node):
+    """An object whose members ``(key text, value node, required)`` appear in order, optional ones may be
+    left out. ``key text`` is the JSON-encoded key (with its quotes)."""
+
+    members: list[tuple[str, Node, bool]]
+
+    @property
+    def regex(self) -> str:
+        from .schema import object_regex_texts
+
+        return object_regex_texts([(k, v.regex, r) for k, v, r in self.members])
+
+    def build(self) -> ByteDFA:
+        n = len(self.members)
+        req = [r for _, _, r in self.members]
+        keys = [f"{k}: ".encode("utf-8") for k, _, _ in self.members]
+
+        def choices(after: int, sep: bytes):
+            out = []
+            for j in range(after + 1, n):
+                out.append((sep + keys[j], j))
+                if req[j]:
+                    break
+            else:
+                out.append((b"}", None))
+            return out
+
+        entry = choices(-1, b"")
+        boundaries = [choices(i, b", ") for i in range(n)]
+        items = [v.dfa() for _, v, _ in self.members]
+        return structure(b"{", items, boundaries, entry)
+
+
+@dataclass(eq=False)
+class ArrayNode(Node):
+    """An array: ``prefix`` items by position, then ``rest`` items (None: no more), ``lo``..``hi`` items."""
+
+    prefix: list[Node]
+    rest: Node | None
+    lo: int
+    hi: int | None
+
+    @property
+    def regex(self) -> str:
+        from .schema import array_regex
+
+        return array_regex([p.regex for p in self.prefix], None if self.rest is None else self.rest.regex,
+                           self.lo, self.hi)
+
+    def build(self) -> ByteDFA:
+        cap = self.hi
+        if self.rest is None:
+            cap = len(self.prefix) if cap is None else min(cap, len(self.prefix))
+        count = cap if cap is not None else max(len(self.prefix), self.lo)
+        nodes = [self.prefix[i] if i < len(self.prefix) else self.rest for i in range(count)]
+        loop = cap is None  # a tail item that repeats after the explicit positions
+        if loop:
+            nodes.append(self.rest)
+        tail = count if loop else None
+
+        def after(i: int):  # choices once i + 1 items are written (i = -1: none yet)
+            sep = b", " if i >= 0 else b""
+            out = []
+            if i + 1 < count:
+                out.append((sep, i + 1))
+            elif loop:
+                out.append((sep, tail))
+            if i + 1 >= self.lo:
+                out.append((b"]", None))
+            return out
+
+        entry = after(-1)
+        boundaries = [after(i) for i in range(count)]
+        if loop:
+            boundaries.append([(b", ", tail), (b"]", None)])
+        return structure(b"[", [n.dfa() for n in nodes], boundaries, entry)
+
+
+@dataclass(eq=False)
+class MapNode(Node):
+    """An object of any string keys with values of ``value``: ``{}`` or ``{K: V, ...}``."""
+
+    key: Node
+    value: Node
+
+    @property
+    def regex(self) -> str:
+        pair = f"{self.key.regex}: {self.value.regex}"
+        return r"\{(?:" + pair + "(?:, " + pair + r")*)?\}"
+
+    def build(self) -> ByteDFA:
+        pair = seq([self.key.dfa(), literals([b": "]), self.value.dfa()])
+        return structure(b"{", [pair], [[(b", ", 0), (b"}", None)]], [(b"", 0), (b"}", None)])
