@@ -2,8 +2,8 @@
 
 Each is stricter than or equal to its definition, so every accepted value is valid:
 
-* ``date``: RFC 3339 full-date ``YYYY-MM-DD`` with the days of each month (Feb 29 always allowed; leap
-  years are left to the post-generation check).
+* ``date``: RFC 3339 full-date ``YYYY-MM-DD`` with the days of each month; February 29 is never
+  produced (it is valid only in leap years, which a regular language of this size cannot tell apart).
 * ``time``: RFC 3339 full-time ``HH:MM:SS[.frac](Z|+HH:MM|-HH:MM)`` (second 60 allowed for leap seconds).
 * ``date-time``: ``date`` ``T`` ``time`` (upper-case T and Z only).
 * ``uuid``: RFC 4122 ``8-4-4-4-12`` hex digits.
@@ -16,9 +16,9 @@ from __future__ import annotations
 
 _DAY31 = "(?:0[1-9]|[12][0-9]|3[01])"
 _DAY30 = "(?:0[1-9]|[12][0-9]|30)"
-_DAY29 = "(?:0[1-9]|1[0-9]|2[0-9])"
+_DAY28 = "(?:0[1-9]|1[0-9]|2[0-8])"
 DATE = (
-    "[0-9]{4}-(?:(?:0[13578]|1[02])-" + _DAY31 + "|(?:0[469]|11)-" + _DAY30 + "|02-" + _DAY29 + ")"
+    "[0-9]{4}-(?:(?:0[13578]|1[02])-" + _DAY31 + "|(?:0[469]|11)-" + _DAY30 + "|02-" + _DAY28 + ")"
 )
 TIME = r"(?:[01][0-9]|2[0-3]):[0-5][0-9]:(?:[0-5][0-9]|60)(?:\.[0-9]{1,9})?(?:Z|[+\-](?:[01][0-9]|2[0-3]):[0-5][0-9])"
 DATE_TIME = DATE + "T" + TIME

@@ -112,8 +112,16 @@ def _chars(ranges) -> str:
         plain.extend((x, y) for x, y in cps if not (0xD800 <= x and y <= 0xDFFF))
     parts = []
     if plain:
-        body = "".join(_class_item(x, y) for x, y in plain)
-        parts.append(f"[{body}]")
+        plain = _normalize(plain)
+        # a class is written as its complement when that is shorter: interegular expands a positive class
+        # one character at a time, but a negated one stays a single "anything else" symbol
+        outside = [(x, y) for x, y in _complement(plain) if not (0xD800 <= x and y <= 0xDFFF)]
+        if sum(y - x + 1 for x, y in outside) < sum(y - x + 1 for x, y in plain):
+            body = "".join(_class_item(x, y) for x, y in outside)
+            parts.append(f"[^{body}]" if body else "[\\s\\S]")
+        else:
+            body = "".join(_class_item(x, y) for x, y in plain)
+            parts.append(f"[{body}]")
     for s in escaped:
         parts.append(escape(json.dumps(chr(s))[1:-1]))
     if not parts:

@@ -196,6 +196,7 @@ class SchemaCompiler:
     def value(self, schema: Any, path: list[str], refs: tuple[str, ...] = ()) -> Node | None:
         """The node of any value ``schema`` accepts (``.regex`` is its regex), or None when it accepts none."""
         if schema is True or schema == {}:
+            self.note("limited", path, "any value", f"nested at most {self.any_depth} deep")
             return self.any_value(self.any_depth)
         if schema is False:
             return None
@@ -357,14 +358,24 @@ class SchemaCompiler:
         if "enum" in schema and "const" in schema:
             values = [v for v in values if v in schema["enum"]]
         if rest:
+            # check each value against its sibling keywords (with the root's definitions for $ref)
+            defs = {k: self.root[k] for k in ("$defs", "definitions") if isinstance(self.root, dict) and k in self.root}
             try:
-                validator = jsonschema.validators.validator_for(self.root)({**self.root, **rest})
+                validator = jsonschema.validators.validator_for(self.root)({**defs, **rest})
                 values = [v for v in values if validator.is_valid(v)]
-            except (jsonschema.SchemaError, jsonschema.exceptions.RefResolutionError, Exception):
-                pass
+            except Exception:  # a sibling keyword jsonschema cannot evaluate: keep every value
+                self.note("not enforced", path, "enum", "sibling keywords not checked")
         if not values:
             return None
-        return Literals(list(dict.fromkeys(canonical(v) for v in values)))
+        texts = []
+        for v in values:
+            texts.append(canonical(v))
+            # JSON Schema compares numbers by value: 1 and 1.0 are the same enum value
+            if isinstance(v, float) and v.is_integer() and abs(v) < 1e15:
+                texts.append(canonical(int(v)))
+            elif isinstance(v, int) and not isinstance(v, bool) and abs(v) < 10**15:
+                texts.append(canonical(float(v)))
+        return Literals(list(dict.fromkeys(texts)))
 
     # -- types -------------------------------------------------------------------------------------------
 
@@ -386,8 +397,10 @@ class SchemaCompiler:
             return inferred
         if isinstance(t, str):
             t = [t]
-        if not isinstance(t, list) or not t:
-            raise self.error(path, "'type' must be a string or a non-empty list")
+        if not isinstance(t, list):
+            raise self.error(path, "'type' must be a string or a list")
+        if not t:  # e.g. an allOf/anyOf branch whose types do not meet: no value
+            return []
         for x in t:
             if x not in TYPES and x != "integer":
                 raise self.error(path, f"unknown type {json.dumps(x)}")
@@ -398,6 +411,7 @@ class SchemaCompiler:
     def typed(self, type_: str, schema: dict[str, Any], path: list[str], refs: tuple[str, ...]) -> Node | None:
         """The node of ``schema`` restricted to one JSON type."""
         if type_ == "any":
+            self.note("limited", path, "any value", f"nested at most {self.any_depth} deep")
             return self.any_value(self.any_depth)
         if type_ == "string":
             return self.string(schema, path)

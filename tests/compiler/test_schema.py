@@ -25,7 +25,7 @@ def test_scalar_regexes_are_exact():
 
 
 def test_enum_and_const_are_json_encoded_then_escaped():
-    assert value({"enum": ["a.b", 'q"x', 1, None]}) == r'(?:"a\.b"|"q\\"x"|1|null)'
+    assert value({"enum": ["a.b", 'q"x', 1, None]}) == r'(?:"a\.b"|"q\\"x"|1|1\.0|null)'
     assert value({"const": "C++ (x)"}) == r'"C\+\+ \(x\)"'
     assert value({"enum": ["é"]}) == '"é"'
     assert escape("a\nb") == r"a\x0ab"
