@@ -35,7 +35,11 @@ def main() -> None:
               show_default=True, help="Folder to write the index into.")
 @click.option("--vocab-width", type=int, default=None, help="Logits width when the tokenizer does not say.")
 @click.option("--strict", is_flag=True, help="Fail when some keyword is not enforced by the grammar.")
-def compile_cmd(schemas: Path, tokenizer: str, out_dir: Path, vocab_width: int | None, strict: bool) -> None:
+@click.option("--prompt-format", type=click.Choice(["plain", "tools"]), default="plain", show_default=True,
+              help="The call format the index is for: plain {\"name\", \"parameters\"} or the tools format "
+                   "(<tool_call> then {\"name\", \"arguments\"}).")
+def compile_cmd(schemas: Path, tokenizer: str, out_dir: Path, vocab_width: int | None, strict: bool,
+                prompt_format: str) -> None:
     """Compile a catalog (a file or a folder of them) into an index for a tokenizer."""
     import time
 
@@ -52,8 +56,11 @@ def compile_cmd(schemas: Path, tokenizer: str, out_dir: Path, vocab_width: int |
         log(f"vocabulary {tokenizer}: {len(vocabulary.token_bytes):,} tokens, width {vocabulary.width:,}, "
             f"prepared in {time.perf_counter() - t:.2f} s")
         name = schemas.stem if schemas.is_file() else schemas.resolve().name
-        path = out_dir / f"{slug(name)}.{slug(tokenizer)}.safetensors"
-        compile_catalog(functions, vocabulary, path)
+        from .callformat import grammar_options
+
+        suffix = "" if prompt_format == "plain" else f".{prompt_format}"
+        path = out_dir / f"{slug(name)}.{slug(tokenizer)}{suffix}.safetensors"
+        compile_catalog(functions, vocabulary, path, options=grammar_options(prompt_format))
     except CallmaybeError as exc:
         fail(exc)
 
@@ -87,6 +94,32 @@ def match_cmd(schema_path, functions_path, jsonl, strict, texts) -> None:
         fail(exc)
 
 
+@main.command("eval")
+@click.argument("data", type=click.Path(path_type=Path))
+@click.option("--model", default="qwen2.5-coder-0.5b-instruct", show_default=True, help="Model to evaluate.")
+@click.option("--limit", type=int, default=None, help="Only the first N cases.")
+@click.option("--output", type=click.Path(path_type=Path), default=None,
+              help="Write every case's call {id, prompt, name, parameters} (or error) here.")
+@click.option("--max-tokens", type=int, default=256, show_default=True, help="Token budget per call.")
+@click.option("--threads", type=int, default=None, help="torch threads.")
+@click.option("--prompt-format", type=click.Choice(["auto", "plain", "tools"]), default="plain", show_default=True)
+def eval_cmd(data, model, limit, output, max_tokens, threads, prompt_format) -> None:
+    """Score a data set with expected answers (a public-style folder or a BFCL cases.jsonl)."""
+    from .commands import evaluate
+
+    try:
+        t = evaluate(data, model, limit, output, max_tokens, threads, prompt_format)
+    except CallmaybeError as exc:
+        fail(exc)
+        return
+    n = max(t["cases"], 1)
+    click.echo(f"cases {t['cases']}: parsed {t['parsed']}, schema-valid {t['schema_valid']}, "
+               f"right function {t['right_function']} ({100 * t['right_function'] / n:.1f}%), "
+               f"right arguments {t['right_arguments']} ({100 * t['right_arguments'] / n:.1f}%); "
+               f"{t['seconds'] / n:.2f} s and {t['forward_passes'] / n:.1f} forward passes per request "
+               f"({t['tokens'] / n:.1f} tokens)")
+
+
 @main.command("run")
 @click.argument("input_pos", required=False, type=click.Path(path_type=Path))
 @click.option("--functions_definition", "--functions-definition", "functions", type=click.Path(path_type=Path),
@@ -102,7 +135,12 @@ def match_cmd(schema_path, functions_path, jsonl, strict, texts) -> None:
 @click.option("--max-tokens", type=int, default=256, show_default=True, help="Token budget per call.")
 @click.option("--threads", type=int, default=None, help="torch threads (default: torch's choice).")
 @click.option("--trace", is_flag=True, help="Print every generated token: forced or chosen, allowed, top 3.")
-def run_cmd(input_pos, functions, input_opt, output, model, index_path, max_tokens, threads, trace) -> None:
+@click.option("--prompt-format", type=click.Choice(["auto", "plain", "tools"]), default="plain", show_default=True,
+              help="tools: the chat template's tools= support and the model's own call format; plain: a system "
+                   "message listing the catalog; auto: tools where the template supports it.")
+@click.option("--no-prefix-cache", is_flag=True, help="Recompute the catalog prompt for every request.")
+def run_cmd(input_pos, functions, input_opt, output, model, index_path, max_tokens, threads, trace,
+            prompt_format, no_prefix_cache) -> None:
     """Answer a file of requests with one schema-valid call each."""
     from .commands import log, run
 
@@ -110,7 +148,8 @@ def run_cmd(input_pos, functions, input_opt, output, model, index_path, max_toke
         fail(CallmaybeError("give the input file once: as INPUT or as --input"))
     input_path = input_pos or input_opt or DEFAULT_INPUT
     try:
-        outcome = run(functions, input_path, output, model, index_path, max_tokens, threads, trace)
+        outcome = run(functions, input_path, output, model, index_path, max_tokens, threads, trace,
+                      prompt_format, not no_prefix_cache)
     except CallmaybeError as exc:
         fail(exc)
         return

@@ -3,6 +3,7 @@ answer a file of requests."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import sys
@@ -47,12 +48,13 @@ def check_strict(functions: list[Function]) -> None:
     report_notes(compile_grammar(functions).notes, strict=True)
 
 
-def compile_catalog(functions: list[Function], vocabulary: Vocabulary, path: Path, quiet: bool = False):
+def compile_catalog(functions: list[Function], vocabulary: Vocabulary, path: Path, quiet: bool = False,
+                    options: dict | None = None):
     """Compile ``functions`` for ``vocabulary`` into the index file ``path``; prints the phase times and
-    what the grammar does not enforce."""
-    from .compiler.compile import compile_to_file
+    what the grammar does not enforce. ``options``: :class:`~callmaybe.compiler.compile.CompileOptions` fields."""
+    from .compiler.compile import CompileOptions, compile_to_file
 
-    index, report = compile_to_file(functions, vocabulary, path)
+    index, report = compile_to_file(functions, vocabulary, path, CompileOptions(**(options or {})))
     if not quiet:
         report_notes(report.notes, strict=False)
     if not quiet:
@@ -74,28 +76,42 @@ def index_candidates(extra_dirs: list[Path] = ()) -> list[Path]:
     return out
 
 
-def find_index(vocabulary: Vocabulary, functions: list[Function], explicit: Path | None = None) -> IndexData:
-    """The index for this vocabulary and catalog: ``explicit`` (must match), else a matching shipped or
-    cached one, else compiled now into the cache (said on stderr).
+def _options_match(header: dict, options: dict) -> bool:
+    have = header.get("options", {})
+    return all(have.get(k, "") == v for k, v in options.items())
 
-    Raises IndexFileError when ``explicit`` is corrupt or fingerprinted to another tokenizer/catalog.
+
+def find_index(vocabulary: Vocabulary, functions: list[Function], explicit: Path | None = None,
+               options: dict | None = None) -> IndexData:
+    """The index for this vocabulary, catalog and compile ``options``: ``explicit`` (must match), else a
+    matching shipped or cached one, else compiled now into the cache (said on stderr).
+
+    Raises IndexFileError when ``explicit`` is corrupt, fingerprinted to another tokenizer/catalog, or
+    compiled with other options.
     """
+    options = options or {}
     vfp, cfp = vocabulary.fingerprint(), catalog_fingerprint(functions)
     if explicit is not None:
-        return load_index(explicit, vfp, cfp)
+        index = load_index(explicit, vfp, cfp)
+        if not _options_match(index.header, options):
+            raise IndexFileError(f"{explicit}: index was compiled with options {index.header.get('options')}, "
+                                 f"this run needs {options}")
+        return index
     for path in index_candidates():
         try:
             header = read_header(path)
         except IndexFileError:
             continue
-        if header.get("vocabulary_fingerprint") == vfp and header.get("catalog_fingerprint") == cfp:
+        if (header.get("vocabulary_fingerprint") == vfp and header.get("catalog_fingerprint") == cfp
+                and _options_match(header, options)):
             try:
                 return load_index(path, vfp, cfp)
             except IndexFileError as exc:
                 log(f"skipping {exc}")
-    path = cache_dir("indexes") / f"{cfp[:16]}-{vfp[:16]}.safetensors"
-    log(f"no compiled index matches this catalog and tokenizer; compiling one into {path}")
-    index, _ = compile_catalog(functions, vocabulary, path)
+    tag = hashlib.sha256(json.dumps(options, sort_keys=True).encode()).hexdigest()[:8]
+    path = cache_dir("indexes") / f"{cfp[:16]}-{vfp[:16]}-{tag}.safetensors"
+    log(f"no compiled index matches this catalog, tokenizer and prompt format; compiling one into {path}")
+    compile_catalog(functions, vocabulary, path, options=options)
     return load_index(path, vfp, cfp)
 
 
@@ -129,7 +145,8 @@ class RunOutcome:
 
 
 def run(functions_path: Path, input_path: Path, output_path: Path, model: str, index_path: Path | None,
-        max_tokens: int, threads: int | None = None, trace: bool = False) -> RunOutcome:
+        max_tokens: int, threads: int | None = None, trace: bool = False, prompt_format: str = "plain",
+        prefix_cache: bool = True) -> RunOutcome:
     """Answer ``input_path`` with ``model`` under the catalog's index and write ``output_path`` atomically.
 
     Input problems raise before anything is loaded or written.
@@ -142,11 +159,15 @@ def run(functions_path: Path, input_path: Path, output_path: Path, model: str, i
     from .runtime.runner import run_requests
     from .vocabulary import vocabulary_from_tokenizer
 
+    from .runtime.prompt import choose_format, grammar_options
+
     loaded = load_model(model, threads=threads)
     vocabulary = model_vocabulary(model, loaded)
-    data = find_index(vocabulary, functions, index_path)
+    fmt = choose_format(loaded.tokenizer, prompt_format)
+    data = find_index(vocabulary, functions, index_path, grammar_options(fmt))
     index = TokenIndex(data, vocabulary.token_bytes)
-    results, stats = run_requests(loaded.model, loaded.tokenizer, index, functions, requests, max_tokens, trace)
+    results, stats = run_requests(loaded.model, loaded.tokenizer, index, functions, requests, max_tokens, trace,
+                                  prefix_cache=prefix_cache)
     atomic_write_text(output_path, json.dumps(results, indent=2, ensure_ascii=False) + "\n")
     return RunOutcome(results, stats, time.perf_counter() - t0)
 
@@ -183,3 +204,96 @@ def report_notes(notes, strict: bool) -> None:
     for n in notes:
         if n.kind != "not enforced":
             log(f"{n.kind}: {n}")
+
+
+def evaluation_cases(data: Path, limit: int | None) -> list[dict]:
+    """The cases of a data set with expected answers: a folder like ``../shared/data/public`` (catalog,
+    tests, ``expected.json``) or a BFCL ``cases.jsonl`` (each case with its own catalog).
+
+    Each case: ``{"id", "prompt", "functions", "expected", "rules"}`` with rules "public" or "bfcl".
+    Raises InputError for a data set it cannot read.
+    """
+    from .catalog import parse_catalog
+
+    cases = []
+    if data.is_dir():
+        functions = load_catalog(data / "functions_definition.json")
+        tests = read_requests(data / "function_calling_tests.json")
+        expected = read_json(data / "expected.json")
+        if not isinstance(expected, list) or len(expected) != len(tests):
+            raise InputError(f"{data / 'expected.json'}: expected one answer per test ({len(tests)})")
+        for i, (t, e) in enumerate(zip(tests, expected)):
+            cases.append({"id": t.get("id", i), "prompt": t.get("prompt"), "functions": functions,
+                          "expected": e, "rules": "public"})
+    elif data.suffix == ".jsonl":
+        try:
+            lines = data.read_text(encoding="utf-8").splitlines()
+        except OSError as exc:
+            raise InputError(f"{data}: cannot read: {exc.strerror or exc}") from None
+        for n, line in enumerate(lines, 1):
+            if not line.strip():
+                continue
+            try:
+                case = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise InputError(f"{data}:{n}: malformed JSON: {exc}") from None
+            catalog = case.get("tools") or case.get("functions")
+            cases.append({"id": case.get("id", n), "prompt": case.get("prompt"),
+                          "functions": parse_catalog(catalog, f"{data}:{n}"), "expected": case["expected"],
+                          "rules": "bfcl"})
+    else:
+        raise InputError(f"{data}: expected a folder with expected.json or a cases .jsonl file")
+    return cases[:limit] if limit else cases
+
+
+def evaluate(data: Path, model: str, limit: int | None, output: Path | None, max_tokens: int,
+             threads: int | None, prompt_format: str = "plain") -> dict:
+    """Run a data set with expected answers and return the summary (counts, seconds and forward passes
+    per request); ``output`` gets every case's call ``{"id", "prompt", "name", "parameters"}`` or error."""
+    from .callformat import grammar_options
+    from .compiler.compile import CompileOptions, compile_index
+    from .runtime.masks import TokenIndex
+    from .runtime.model import load_model
+    from .runtime.prompt import choose_format
+    from .runtime.runner import Answerer
+    from .scoring import bfcl_match, public_match
+    from tqdm import tqdm
+
+    cases = evaluation_cases(data, limit)
+    loaded = load_model(model, threads=threads)
+    vocabulary = model_vocabulary(model, loaded)
+    options = grammar_options(choose_format(loaded.tokenizer, prompt_format))
+    answerers: dict[str, Answerer] = {}
+    rows, totals = [], {"cases": 0, "parsed": 0, "schema_valid": 0, "right_function": 0, "right_arguments": 0,
+                        "seconds": 0.0, "forward_passes": 0, "tokens": 0}
+    for case in tqdm(cases, desc="eval", unit="case", file=sys.stderr):
+        key = catalog_fingerprint(case["functions"])
+        if key not in answerers:
+            if len(answerers) > 8:
+                answerers.clear()
+            data_ = find_index(vocabulary, case["functions"], None, options) if case["rules"] == "public" else \
+                compile_index(case["functions"], vocabulary, CompileOptions(**options))[0]
+            answerers[key] = Answerer(loaded.model, loaded.tokenizer, TokenIndex(data_, vocabulary.token_bytes),
+                                      case["functions"], max_tokens, prefix_cache=case["rules"] == "public")
+        t = time.perf_counter()
+        entry, gen = answerers[key].answer({"prompt": case["prompt"]})
+        totals["seconds"] += time.perf_counter() - t
+        totals["cases"] += 1
+        row = {"id": case["id"], **entry}
+        rows.append(row)
+        if gen is not None:
+            totals["forward_passes"] += gen.forward_passes
+            totals["tokens"] += len(gen.tokens)
+        if "error" in entry:
+            if "not JSON" not in entry["error"]:
+                totals["parsed"] += 1 if gen is not None else 0
+            continue
+        totals["parsed"] += 1
+        totals["schema_valid"] += 1
+        match = public_match if case["rules"] == "public" else bfcl_match
+        fn_ok, args_ok = match(entry, case["expected"])
+        totals["right_function"] += fn_ok
+        totals["right_arguments"] += args_ok
+    if output is not None:
+        atomic_write_text(output, json.dumps(rows, indent=2, ensure_ascii=False) + "\n")
+    return totals

@@ -23,10 +23,12 @@ class CompileOptions:
     """Options that change the grammar (recorded in the index header).
 
     ``parameters_key``: the key that holds the arguments (``"parameters"``; Qwen's own format says
-    ``"arguments"``).
+    ``"arguments"``). ``opening``: text the model writes before the call (Qwen: ``<tool_call>\\n``), which
+    the runtime appends to the prompt; it is recorded, not part of the grammar.
     """
 
     parameters_key: str = "parameters"
+    opening: str = ""
 
 
 @dataclass

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from ..callformat import TOOLS_OPENING, grammar_options  # noqa: F401  (re-exported for callers)
 from ..catalog import Function
 
 
@@ -57,13 +58,53 @@ def system_message(functions: list[Function], parameters_key: str = "parameters"
     )
 
 
-def prompt_ids(tokenizer, functions: list[Function], request: str, parameters_key: str = "parameters") -> list[int]:
-    """Token ids of the chat (system listing + user request) up to the start of the assistant's turn."""
-    messages = [
-        {"role": "system", "content": system_message(functions, parameters_key)},
-        {"role": "user", "content": request},
-    ]
-    ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
-    if isinstance(ids, dict) or hasattr(ids, "keys"):
-        ids = ids["input_ids"]
-    return list(ids)
+
+
+def supports_tools(tokenizer) -> bool:
+    """True when the tokenizer's chat template renders a ``tools=`` argument (e.g. Qwen2.5's)."""
+    template = getattr(tokenizer, "chat_template", None) or ""
+    return "tools" in template
+
+
+def choose_format(tokenizer, requested: str = "auto") -> str:
+    """``requested`` if given, else "tools" where the chat template supports it, else "plain"."""
+    if requested != "auto":
+        return requested
+    return "tools" if supports_tools(tokenizer) else "plain"
+
+
+def tool_spec(fn: Function) -> dict:
+    """``fn`` in OpenAI tool format, for ``apply_chat_template(tools=...)``."""
+    return {"type": "function", "function": {"name": fn.name, "description": fn.description,
+                                             "parameters": fn.parameters}}
+
+
+def prompt_ids(tokenizer, functions: list[Function], request: str, fmt: str = "plain") -> list[int]:
+    """Token ids of the chat (catalog + user request) up to where the call starts.
+
+    "plain": a system message listing the catalog; "tools": the chat template's ``tools=`` rendering, with
+    the model's opening text (``<tool_call>\\n``) already appended after the assistant turn starts.
+    """
+    if fmt == "tools":
+        messages = [{"role": "user", "content": request}]
+        text = tokenizer.apply_chat_template(messages, tools=[tool_spec(fn) for fn in functions],
+                                             add_generation_prompt=True, tokenize=False)
+        text += TOOLS_OPENING
+    else:
+        messages = [
+            {"role": "system", "content": system_message(functions)},
+            {"role": "user", "content": request},
+        ]
+        text = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+    return list(tokenizer.encode(text, add_special_tokens=False))
+
+
+def shared_prefix_length(tokenizer, functions: list[Function], fmt: str) -> int:
+    """How many leading prompt tokens every request shares (the catalog part), found by comparing the
+    prompts of two different requests."""
+    a = prompt_ids(tokenizer, functions, "Request one?", fmt)
+    b = prompt_ids(tokenizer, functions, "Another request entirely.", fmt)
+    n = 0
+    while n < min(len(a), len(b)) and a[n] == b[n]:
+        n += 1
+    return n

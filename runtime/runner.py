@@ -11,9 +11,9 @@ from tqdm import tqdm
 from ..catalog import Function
 from ..errors import CallmaybeError
 from .calls import to_call
-from .decoder import generate
+from .decoder import Generation, PrefixCache, generate
 from .masks import TokenIndex
-from .prompt import prompt_ids
+from .prompt import TOOLS_OPENING, prompt_ids, shared_prefix_length
 
 
 @dataclass
@@ -29,45 +29,65 @@ class RunStats:
     seconds: float = 0.0
     per_request: list[dict] = field(default_factory=list)
 
+    def add(self, entry: dict, gen: Generation | None) -> None:
+        self.requests += 1
+        if "error" in entry:
+            self.failed += 1
+        if gen is not None:
+            self.tokens += len(gen.tokens)
+            self.chosen += gen.chosen_tokens
+            self.forced += gen.forced_tokens
+            self.forward_passes += gen.forward_passes
+            self.seconds += gen.seconds
+            self.per_request.append({"prompt": entry["prompt"], "tokens": len(gen.tokens),
+                                     "forward_passes": gen.forward_passes, "seconds": gen.seconds,
+                                     "loop_closed": gen.loop_closed, "trace": gen.trace})
 
-def answer(model, tokenizer, index: TokenIndex, functions: list[Function], request: Any,
-           max_tokens: int = 256, trace: bool = False) -> tuple[dict[str, Any], Any]:
-    """Answer one request entry ``{"prompt": ...}``: returns (result entry, Generation or None).
 
-    A bad request (missing or empty prompt) or a failed decode gives ``{"prompt", "error"}``.
+class Answerer:
+    """Answers requests against one loaded model, index and catalog, reusing the catalog prompt's KV cache.
+
+    ``prefix_cache=False`` recomputes the whole prompt for every request (for measuring the difference).
     """
-    prompt = request.get("prompt") if isinstance(request, dict) else None
-    if not isinstance(prompt, str) or not prompt.strip():
-        return {"prompt": prompt if isinstance(prompt, str) else None, "error": "empty or missing prompt"}, None
-    key = index.data.header.get("options", {}).get("parameters_key", "parameters")
-    by_name = {fn.name: fn for fn in functions}
-    try:
-        gen = generate(model, tokenizer, index, prompt_ids(tokenizer, functions, prompt, key), max_tokens, trace)
-        call = to_call(gen.text, by_name, key)
-    except CallmaybeError as exc:
-        return {"prompt": prompt, "error": str(exc)}, None
-    return {"prompt": prompt, **call}, gen
+
+    def __init__(self, model, tokenizer, index: TokenIndex, functions: list[Function], max_tokens: int = 256,
+                 prefix_cache: bool = True):
+        self.model, self.tokenizer, self.index, self.functions = model, tokenizer, index, functions
+        self.max_tokens = max_tokens
+        options = index.data.header.get("options", {})
+        self.key = options.get("parameters_key", "parameters")
+        self.format = "tools" if options.get("opening") == TOOLS_OPENING else "plain"
+        self.by_name = {fn.name: fn for fn in functions}
+        self.prefix = PrefixCache(model, enabled=prefix_cache)
+        self.prefix_len = shared_prefix_length(tokenizer, functions, self.format) if prefix_cache else 0
+
+    def answer(self, request: Any, trace: bool = False) -> tuple[dict[str, Any], Generation | None]:
+        """Answer one request entry ``{"prompt": ...}``: returns (result entry, Generation or None).
+
+        A bad request (missing or empty prompt) or a failed decode gives ``{"prompt", "error"}``.
+        """
+        prompt = request.get("prompt") if isinstance(request, dict) else None
+        if not isinstance(prompt, str) or not prompt.strip():
+            return {"prompt": prompt if isinstance(prompt, str) else None, "error": "empty or missing prompt"}, None
+        try:
+            ids = prompt_ids(self.tokenizer, self.functions, prompt, self.format)
+            gen = generate(self.model, self.tokenizer, self.index, ids, self.max_tokens, trace,
+                           self.prefix, self.prefix_len)
+            call = to_call(gen.text, self.by_name, self.key)
+        except CallmaybeError as exc:
+            return {"prompt": prompt, "error": str(exc)}, None
+        return {"prompt": prompt, **call}, gen
 
 
 def run_requests(model, tokenizer, index: TokenIndex, functions: list[Function], requests: list[Any],
-                 max_tokens: int = 256, trace: bool = False, progress: bool = True) -> tuple[list[dict], RunStats]:
+                 max_tokens: int = 256, trace: bool = False, progress: bool = True,
+                 prefix_cache: bool = True) -> tuple[list[dict], RunStats]:
     """Answer every request in order; one failure never stops the others."""
+    answerer = Answerer(model, tokenizer, index, functions, max_tokens, prefix_cache)
     stats = RunStats()
     results = []
-    bar = tqdm(requests, desc="requests", unit="req", file=sys.stderr, disable=not progress)
-    for request in bar:
-        entry, gen = answer(model, tokenizer, index, functions, request, max_tokens, trace)
+    for request in tqdm(requests, desc="requests", unit="req", file=sys.stderr, disable=not progress):
+        entry, gen = answerer.answer(request, trace)
         results.append(entry)
-        stats.requests += 1
-        if "error" in entry:
-            stats.failed += 1
-        if gen is not None:
-            stats.tokens += len(gen.tokens)
-            stats.chosen += gen.chosen_tokens
-            stats.forced += gen.forced_tokens
-            stats.forward_passes += gen.forward_passes
-            stats.seconds += gen.seconds
-            stats.per_request.append({"prompt": entry["prompt"], "tokens": len(gen.tokens),
-                                      "forward_passes": gen.forward_passes, "seconds": gen.seconds,
-                                      "trace": gen.trace})
+        stats.add(entry, gen)
     return results, stats
