@@ -94,6 +94,19 @@ def match_cmd(schema_path, functions_path, jsonl, strict, texts) -> None:
         fail(exc)
 
 
+@main.command("inspect")
+@click.argument("index_path", type=click.Path(path_type=Path))
+def inspect_cmd(index_path: Path) -> None:
+    """Show what an index file holds: states, rows, sizes, fingerprints."""
+    from .commands import inspect_index
+
+    try:
+        for line in inspect_index(index_path):
+            click.echo(line)
+    except CallmaybeError as exc:
+        fail(exc)
+
+
 @main.command("eval")
 @click.argument("data", type=click.Path(path_type=Path))
 @click.option("--model", default="qwen2.5-coder-0.5b-instruct", show_default=True, help="Model to evaluate.")
@@ -139,10 +152,18 @@ def eval_cmd(data, model, limit, output, max_tokens, threads, prompt_format) -> 
               help="tools: the chat template's tools= support and the model's own call format; plain: a system "
                    "message listing the catalog; auto: tools where the template supports it.")
 @click.option("--no-prefix-cache", is_flag=True, help="Recompute the catalog prompt for every request.")
+@click.option("--interactive", is_flag=True, help="Type requests at a prompt and get calls back.")
 def run_cmd(input_pos, functions, input_opt, output, model, index_path, max_tokens, threads, trace,
-            prompt_format, no_prefix_cache) -> None:
+            prompt_format, no_prefix_cache, interactive) -> None:
     """Answer a file of requests with one schema-valid call each."""
-    from .commands import log, run
+    from .commands import interactive_session, log, run
+
+    if interactive:
+        try:
+            interactive_session(functions, model, index_path, max_tokens, threads, trace, prompt_format)
+        except CallmaybeError as exc:
+            fail(exc)
+        return
 
     if input_pos is not None and input_opt is not None and input_pos != input_opt:
         fail(CallmaybeError("give the input file once: as INPUT or as --input"))

@@ -297,3 +297,64 @@ def evaluate(data: Path, model: str, limit: int | None, output: Path | None, max
     if output is not None:
         atomic_write_text(output, json.dumps(rows, indent=2, ensure_ascii=False) + "\n")
     return totals
+
+
+def inspect_index(path: Path) -> list[str]:
+    """Lines describing an index file; raises IndexFileError for a corrupt one."""
+    import numpy as np
+
+    from .indexfile import ROW_BITS, read_index
+
+    t = time.perf_counter()
+    index = read_index(path)
+    load_ms = 1000 * (time.perf_counter() - t)
+    h, a = index.header, index.arrays
+    kinds = a["row_kind"]
+    entries = int(sum(int(a["row_count"][r]) for r in a["state_row"]))
+    return [
+        f"file: {path} ({human_size(Path(path).stat().st_size)}, read and checked in {load_ms:.1f} ms)",
+        f"format version: {h.get('format_version')}, compiler {h.get('compiler_version')}",
+        f"functions: {len(h.get('functions', []))} ({', '.join(h.get('functions', [])[:8])}"
+        + (", ..." if len(h.get("functions", [])) > 8 else "") + ")",
+        f"states: {index.num_states} ({int(a['accepting'].sum())} accepting), byte classes: {a['transitions'].shape[1]}",
+        f"allowed-token entries: {entries:,}; distinct rows: {len(kinds)} "
+        f"({int((kinds == ROW_BITS).sum())} bitmasks, {int((kinds != ROW_BITS).sum())} id lists)",
+        f"fewest tokens to complete a call: {int(a['min_tokens'][h['start']])}",
+        f"vocabulary: {h.get('vocabulary_name')} width {h.get('width'):,}, EOS {h.get('eos_ids')}",
+        f"vocabulary fingerprint: {h.get('vocabulary_fingerprint')}",
+        f"catalog fingerprint: {h.get('catalog_fingerprint')}",
+        f"options: {json.dumps(h.get('options'))}",
+        f"not enforced by the grammar: {len(h.get('not_enforced', []))}"
+        + "".join(f"\n  {n}" for n in h.get("not_enforced", [])),
+    ]
+
+
+def interactive_session(functions_path: Path, model: str, index_path: Path | None, max_tokens: int,
+                        threads: int | None, trace: bool, prompt_format: str = "plain") -> None:
+    """Read requests from stdin (one per line, empty line or EOF to stop) and print one call per line."""
+    from .callformat import grammar_options
+    from .runtime.masks import TokenIndex
+    from .runtime.model import load_model
+    from .runtime.prompt import choose_format
+    from .runtime.runner import Answerer
+
+    functions = load_catalog(functions_path)
+    loaded = load_model(model, threads=threads)
+    vocabulary = model_vocabulary(model, loaded)
+    fmt = choose_format(loaded.tokenizer, prompt_format)
+    data = find_index(vocabulary, functions, index_path, grammar_options(fmt))
+    answerer = Answerer(loaded.model, loaded.tokenizer, TokenIndex(data, vocabulary.token_bytes), functions,
+                        max_tokens)
+    log(f"{len(functions)} functions, model {loaded.name}; type a request (empty line to quit)")
+    while True:
+        try:
+            line = input("> ")
+        except EOFError:
+            break
+        if not line.strip():
+            break
+        entry, gen = answerer.answer({"prompt": line}, trace)
+        if trace and gen is not None:
+            for step in gen.trace:
+                log("  " + json.dumps(step, ensure_ascii=False))
+        print(json.dumps({k: v for k, v in entry.items() if k != "prompt"}, ensure_ascii=False), flush=True)

@@ -1,0 +1,103 @@
+"""The decoding loop with a scripted model on a tiny vocabulary: forced text, budget, loops, processor."""
+
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from callmaybe.catalog import parse_catalog
+from callmaybe.compiler.compile import compile_index
+from callmaybe.runtime.decoder import BudgetExhausted, generate, repeating
+from callmaybe.runtime.masks import TokenIndex
+from callmaybe.vocabulary import Vocabulary
+
+TOKENS = [b'{"', b"name", b'":', b" ", b'"', b"f", b", ", b"parameters", b"{", b"}", b"}}", b"a", b"ab",
+          b'"}}', b'{"name": "f", "parameters": {"s": "', b"s", b"1", None]
+EOS = 17
+VOCAB = Vocabulary(name="tiny", token_bytes=tuple(TOKENS), eos_ids=(EOS,), width=20)
+ID = {t: i for i, t in enumerate(TOKENS) if t is not None}
+
+
+class Tokenizer:
+    """Greedy longest-match encoding over the tiny vocabulary."""
+
+    def encode(self, text, add_special_tokens=False):
+        data, ids = text.encode(), []
+        while data:
+            best = max((t for t in ID if data.startswith(t)), key=len)
+            ids.append(ID[best])
+            data = data[len(best):]
+        return ids
+
+    def decode(self, ids):
+        return b"".join(TOKENS[i] or b"" for i in ids).decode()
+
+
+class ScriptedModel:
+    """Prefers the tokens of ``preference`` (most preferred first) at every step; counts calls."""
+
+    def __init__(self, preference):
+        self.preference = [ID[t] for t in preference]
+        self.calls = []
+
+    def __call__(self, input_ids, cache=None, use_cache=True):
+        self.calls.append(input_ids.shape[1])
+        logits = torch.zeros(1, input_ids.shape[1], VOCAB.width)
+        for rank, tok in enumerate(self.preference):
+            logits[0, -1, tok] = 100.0 - rank
+        return SimpleNamespace(logits=logits, cache=cache)
+
+
+@pytest.fixture(scope="module")
+def index():
+    fns = parse_catalog([{"name": "f", "parameters": {"s": {"type": "string"}}}], "t")
+    data, _ = compile_index(fns, VOCAB)
+    return TokenIndex(data, VOCAB.token_bytes)
+
+
+def test_forced_text_is_one_pass_and_model_chooses_the_rest(index):
+    model = ScriptedModel([b"ab", b'"}}'])
+    gen = generate(model, Tokenizer(), index, [ID[b"1"]], max_tokens=10)
+    # the whole prefix is forced (one token here), then the model writes "ab" until the loop rule stops it
+    assert gen.text.startswith('{"name": "f", "parameters": {"s": "ab')
+    assert gen.text.endswith('"}}')
+    assert gen.forward_passes == gen.chosen_tokens
+    assert model.calls[0] == 2  # prompt token + the forced token in one pass
+
+
+def test_budget_closes_the_call_instead_of_truncating(index):
+    model = ScriptedModel([b"a", b'"}}'])  # would write "a" forever
+    gen = generate(model, Tokenizer(), index, [ID[b"1"]], max_tokens=4)
+    assert gen.text == '{"name": "f", "parameters": {"s": "aa"}}'
+    assert len(gen.tokens) == 4
+
+
+def test_repeated_ngram_is_closed_early(index):
+    model = ScriptedModel([b"ab", b'"}}'])
+    gen = generate(model, Tokenizer(), index, [ID[b"1"]], max_tokens=100)
+    assert gen.loop_closed
+    assert gen.text == '{"name": "f", "parameters": {"s": "' + "ab" * 4 + '"}}'
+
+
+def test_budget_below_the_shortest_call_is_an_error(index):
+    with pytest.raises(BudgetExhausted) as err:
+        generate(ScriptedModel([b"a"]), Tokenizer(), index, [ID[b"1"]], max_tokens=1)
+    assert str(err.value) == "a call needs at least 2 tokens; --max-tokens is 1"
+
+
+def test_repeating():
+    assert repeating([1, 2, 1, 2, 1, 2, 1, 2])
+    assert repeating([5, 7, 7, 7, 7])
+    assert not repeating([1, 2, 1, 2, 1, 2, 3])
+
+
+def test_logits_processor_matches_the_mask(index):
+    from callmaybe.runtime.processor import IndexLogitsProcessor
+
+    proc = IndexLogitsProcessor(index, prompt_length=1)
+    scores = torch.zeros(1, VOCAB.width)
+    out = proc(torch.tensor([[ID[b"1"]]]), scores)
+    allowed = torch.isfinite(out[0]).nonzero().flatten().tolist()
+    assert allowed == sorted([ID[b'{"'], ID[b"{"], ID[b'{"name": "f", "parameters": {"s": "']])
+    out = proc(torch.tensor([[ID[b"1"], ID[b'{"name": "f", "parameters": {"s": "']]]), scores)
+    assert torch.isfinite(out[0, ID[b"ab"]]) and not torch.isfinite(out[0, ID[b'":']])

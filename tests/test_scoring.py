@@ -1,0 +1,27 @@
+from callmaybe.scoring import bfcl_match, bfcl_normalize, public_match
+
+
+def test_public_rules():
+    exp = {"name": "fn_substitute_string_with_regex",
+           "parameters": {"source_string": "The cat sat", "regex": "\\bcat\\b", "replacement": "dog"}}
+    same = {"name": exp["name"], "parameters": {**exp["parameters"], "regex": "cat"}}
+    other = {"name": exp["name"], "parameters": {**exp["parameters"], "regex": "a"}}
+    assert public_match(same, exp) == (True, True)
+    assert public_match(other, exp) == (True, False)
+    assert public_match({"name": "fn_greet", "parameters": {"name": "Shrek"}},
+                        {"name": "fn_greet", "parameters": {"name": "shrek"}}) == (True, True)
+    assert public_match({"name": "f", "parameters": {"a": 2}}, {"name": "f", "parameters": {"a": 2.0}}) == (True, True)
+    assert public_match({"name": "g", "parameters": {}}, {"name": "f", "parameters": {}}) == (False, False)
+
+
+def test_bfcl_rules():
+    exp = {"name": "f", "parameters": {"city": ["New York, NY"], "unit": ["", "celsius"], "n": [5.0],
+                                       "xs": [[1, 2]], "d": [{"a": ["x", "X"], "b": [""]}]}}
+    ok = {"name": "f", "parameters": {"city": "new york ny", "n": 5, "xs": [1, 2], "d": {"a": "x"}}}
+    assert bfcl_match(ok, exp) == (True, True)
+    assert bfcl_match({**ok, "parameters": {**ok["parameters"], "xs": [2, 1]}}, exp) == (True, False)
+    assert bfcl_match({**ok, "parameters": {**ok["parameters"], "zz": 1}}, exp) == (True, False)
+    missing = dict(ok["parameters"])
+    del missing["n"]
+    assert bfcl_match({"name": "f", "parameters": missing}, exp) == (True, False)
+    assert bfcl_normalize("New York, NY") == "newyorkny"
