@@ -11,14 +11,17 @@ What is measured, per engine x vocabulary x workload (each in its own single-thr
 * vocabulary preparation (s): ``load_vocabulary`` (shared by every engine: it gives the token bytes all
   engines are fed) plus the engine's own per-tokenizer structure: callmaybe's token trie, outlines-core's
   ``Vocabulary``, xgrammar's ``TokenizerInfo`` + ``GrammarCompiler``, llguidance's ``LLTokenizer``;
-* compile (s): median of ``--repeat`` builds of the grammar for that vocabulary (wall clock; callmaybe:
-  ``compile_index``; outlines-core: ``Index``; xgrammar: ``compile_regex``; llguidance: ``grammar_from`` +
-  ``LLMatcher``, which defers most of its work to decoding);
+* compile (s): median of ``--repeat`` cold builds of the grammar for that vocabulary (wall clock; imports
+  done before; callmaybe: ``compile_index``, its per-process cache of scalar automata cleared before each
+  build; outlines-core: ``Index``; xgrammar: ``compile_regex`` with its cache off; llguidance:
+  ``grammar_from`` + ``LLMatcher``, which defers most of its work to decoding);
 * index size (bytes): what the engine serializes (callmaybe: the index file; outlines-core: the pickled
   ``Index``; xgrammar: ``CompiledGrammar.serialize_json``; llguidance: the grammar text);
 * load (ms): from the serialized file to the first mask;
 * mask per token, median and p99 (us): computing the mask of the current state plus advancing by the
-  replayed token, over ``--repeat`` passes of every replayed call (the garbage collector is off meanwhile);
+  replayed token, over ``--repeat`` passes of every replayed call on one loaded index (the garbage
+  collector is off meanwhile); "p99 warm": the passes after the first (callmaybe builds a row's mask
+  tensor on its first use, so its cold steps are in the first pass);
 * apply (us): masking a float32 logits tensor of the vocabulary width with that mask, in each engine's own
   CPU way (callmaybe: ``torch.where`` as its decoder does; xgrammar: ``apply_token_bitmask_inplace``;
   llguidance: its numpy kernel; outlines-core ships only torch.compile/numba kernels, so an eager torch
@@ -213,8 +216,9 @@ class CallmaybeEngine:
     """callmaybe: index compiled ahead of time; a step is a cached row lookup plus a memoized DFA walk."""
 
     grammar = "callmaybe catalog"
+    # scipy.sparse: imported lazily by the DFA minimization (~0.2 s, once per process)
     modules = ("callmaybe.compiler.compile", "callmaybe.compiler.compose", "callmaybe.indexfile",
-               "callmaybe.runtime.masks", "interegular")
+               "callmaybe.runtime.masks", "interegular", "scipy.sparse")
 
     @staticmethod
     def clear_caches() -> None:
@@ -267,6 +271,8 @@ class CallmaybeEngine:
 
 
 class CallmaybeSession:
+    """One call decoded under a callmaybe TokenIndex: the state, and the bool mask tensor of the last fill."""
+
     def __init__(self, index):
         self.index, self.state, self.m = index, index.start, None
 
@@ -727,9 +733,10 @@ def run(workloads: list[str], vocabs: list[str], repeat: int) -> list[dict]:
 def compare_masks(ours: dict, theirs: dict, calls: list[dict], vocabulary, show: int = 10) -> dict:
     """Compare the allowed regular tokens of callmaybe and a peer at every replayed step.
 
-    Returns counts per kind (``equal``; ``peer_forced``: the peer allows one token only, as llguidance does for
-    the canonical tokenization of forced text; ``peer_subset``: the peer allows fewer otherwise; ``peer_superset``; ``crossed``),
-    up to ``show`` examples per kind (2 for ``peer_forced``), and EOS / special-token handling.
+    Returns counts per kind (``equal``; ``peer_forced``: the peer allows one token only, as llguidance does
+    for the canonical tokenization of forced text; ``peer_subset``: the peer allows fewer otherwise;
+    ``peer_superset``; ``crossed``), up to ``show`` examples per kind (2 for ``peer_forced``), and EOS /
+    special-token handling.
     """
     width = vocabulary.width
     regular = np.zeros(width, dtype=bool)
@@ -742,7 +749,7 @@ def compare_masks(ours: dict, theirs: dict, calls: list[dict], vocabulary, show:
     limits = {"peer_forced": min(show, 2)}
     examples: dict[str, list] = {k: [] for k in counts if k != "equal"}
     eos_steps = {"callmaybe": [], "peer": []}
-    special = []
+    special = {"steps": 0, "ids": set(), "first": None}
     for ci, call in enumerate(calls):
         a_rows, b_rows = a_all[f"c{ci}"], b_all[f"c{ci}"]
         for step in range(min(len(a_rows), len(b_rows))):
@@ -754,7 +761,11 @@ def compare_masks(ours: dict, theirs: dict, calls: list[dict], vocabulary, show:
                     eos_steps[who].append((call["label"], step, final,
                                            [int(i) for i in np.flatnonzero(m & eos)]))
             if (b & other).any():
-                special.append((call["label"], step, [int(i) for i in np.flatnonzero(b & other)[:10]]))
+                ids = np.flatnonzero(b & other)
+                special["steps"] += 1
+                special["ids"].update(int(i) for i in ids)
+                if special["first"] is None:
+                    special["first"] = (call["label"], step, _context(call, step, vocabulary.token_bytes))
             only_a = np.flatnonzero(a & ~b & regular)
             only_b = np.flatnonzero(b & ~a & regular)
             kind = ("equal" if not len(only_a) and not len(only_b) else
@@ -765,15 +776,20 @@ def compare_masks(ours: dict, theirs: dict, calls: list[dict], vocabulary, show:
             if kind != "equal" and len(examples[kind]) < limits.get(kind, show):
                 examples[kind].append(_example(call, step, a & regular, b & regular, only_a, only_b,
                                                vocabulary.token_bytes))
+    special["ids"] = sorted(special["ids"])
     return {"counts": counts, "examples": examples, "eos_steps": eos_steps, "special": special,
             "compared_calls": len(calls)}
 
 
+def _context(call: dict, step: int, token_bytes, chars: int = 40) -> str:
+    """The last ``chars`` characters of the text before ``step`` of a replayed call."""
+    return b"".join(token_bytes[i] for i in call["ids"][:step]).decode("utf-8", "replace")[-chars:]
+
+
 def _example(call, step, a, b, only_a, only_b, token_bytes) -> dict:
-    done = b"".join(token_bytes[i] for i in call["ids"][:step]).decode("utf-8", "replace")
     nxt = call["ids"][step] if step < len(call["ids"]) else None
     return {
-        "call": call["label"], "step": step, "context": done[-40:],
+        "call": call["label"], "step": step, "context": _context(call, step, token_bytes),
         "next": None if nxt is None else f"{nxt} {token_bytes[nxt]!r}",
         "n_callmaybe": int(a.sum()), "n_peer": int(b.sum()),
         "only_callmaybe": [f"{int(i)} {token_bytes[i]!r}" for i in only_a[:10]], "n_only_callmaybe": len(only_a),
@@ -794,8 +810,8 @@ COLUMNS = [
     ("apply us", "apply_us", "{:.1f}"), ("RSS base MB", "rss_base_mb", "{:.0f}"),
     ("RSS peak MB", "rss_peak_mb", "{:.0f}"),
     ("x compile", "x_compile", "{:.2f}"), ("x load", "x_load", "{:.2f}"), ("x mask med", "x_mask_med", "{:.2f}"),
-    ("x mask p99", "x_mask_p99", "{:.2f}"), ("x p99 warm", "x_p99_warm", "{:.2f}"), ("x apply", "x_apply", "{:.2f}"),
-    ("x size", "x_size", "{:.2f}"),
+    ("x mask p99", "x_mask_p99", "{:.2f}"), ("x p99 warm", "x_p99_warm", "{:.2f}"),
+    ("x apply", "x_apply", "{:.2f}"), ("x size", "x_size", "{:.2f}"),
 ]
 
 
@@ -865,9 +881,12 @@ def _eos_lines(ag: dict) -> list[str]:
         lines.append(f"EOS {who}: allowed at {len(steps) - len(early)}/{ag['compared_calls']} final states, "
                      f"{len(early)} earlier steps; ids {ids}"
                      + (f"; early: {early[:5]}" if early else ""))
-    if ag["special"]:
-        lines.append(f"special/padding ids allowed by the peer at {len(ag['special'])} steps, e.g. "
-                     f"{ag['special'][:3]}")
+    sp = ag["special"]
+    if sp["steps"]:
+        ids = sp["ids"]
+        label, step, context = sp["first"]
+        lines.append(f"SPECIAL/PADDING ids (no token bytes, not EOS) allowed by the peer at {sp['steps']} steps: "
+                     f"{len(ids)} ids in {ids[0]}..{ids[-1]}; first at {label} step {step} after ...{context!r}")
     return lines
 
 
@@ -875,7 +894,8 @@ def format_notes(rows: list[dict]) -> str:
     out = ["Notes:"]
     versions = {r["engine"]: r["version"] or "not installed" for r in rows}
     out.append("  versions: " + ", ".join(f"{k} {v}" for k, v in versions.items()))
-    grammars = {(r["engine"], r.get("grammar")) for r in rows if r.get("status") == "ok" and r["engine"] != "callmaybe"}
+    grammars = {(r["engine"], r.get("grammar")) for r in rows
+                if r.get("status") == "ok" and r["engine"] != "callmaybe"}
     out.append("  peer grammar input: " + "; ".join(f"{e}: {g}" for e, g in sorted(grammars)))
     for r in rows:
         if r["engine"] == "callmaybe" and r.get("phases"):

@@ -382,19 +382,19 @@ class SchemaCompiler:
     def types(self, schema: dict[str, Any], path: list[str]) -> list[str]:
         t = schema.get("type")
         if t is None:
+            # Without "type" every type is allowed and type-specific keywords constrain only their own type.
+            # Scalars are always included; objects and arrays only when their keywords say so (an
+            # unconstrained structure would be any JSON value), which narrows the language (noted).
             keys = set(schema)
             inferred = []
             if keys & OBJECT_KEYWORDS:
                 inferred.append("object")
             if keys & ARRAY_KEYWORDS:
                 inferred.append("array")
-            if keys & STRING_KEYWORDS:
-                inferred.append("string")
-            if keys & NUMBER_KEYWORDS:
-                inferred.append("number")
-            if not inferred:
+            if not inferred and not keys & (STRING_KEYWORDS | NUMBER_KEYWORDS):
                 return ["any"]
-            return inferred
+            self.note("limited", path, "type", "no 'type': " + ", ".join(inferred + ["scalars"]))
+            return inferred + ["string", "number", "boolean", "null"]
         if isinstance(t, str):
             t = [t]
         if not isinstance(t, list):
@@ -573,8 +573,13 @@ class SchemaCompiler:
 
     def map(self, extra: Any, schema: dict[str, Any], path: list[str], refs: tuple[str, ...]) -> Node:
         """An object with string keys and values of ``additionalProperties`` (any value if absent/true)."""
-        if "patternProperties" in schema:
-            self.note("not enforced", path, "patternProperties", "keys are any string")
+        pattern_props = schema.get("patternProperties")
+        if isinstance(pattern_props, dict) and pattern_props:
+            catch_all = [v for k, v in pattern_props.items() if k in ("", ".*", "^.*$", ".+", "^.+$")]
+            if len(pattern_props) == 1 and catch_all and extra is not False:
+                extra = catch_all[0]  # every key matches: values follow that schema
+            else:
+                self.note("not enforced", path, "patternProperties", "keys are any string")
         value = self.value(extra if isinstance(extra, dict) else True, path + ["*"], refs)
         if value is None:
             return ObjectNode([])
