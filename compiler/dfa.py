@@ -327,22 +327,25 @@ def byte_classes(transitions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def coreachable(transitions: np.ndarray, accepting: np.ndarray) -> np.ndarray:
-    """Bool (states,): the states from which an accepting state can be reached (reverse BFS)."""
-    from scipy.sparse import csr_matrix
-    from scipy.sparse.csgraph import breadth_first_order
-
+    """Bool (states,): the states from which an accepting state can be reached (reverse BFS, numpy only)."""
     n = transitions.shape[0]
     src, byte = np.nonzero(transitions >= 0)
-    dst = transitions[src, byte]
-    # reversed edges dst -> src, plus a virtual node n -> every accepting state
-    acc = np.flatnonzero(accepting)
-    rows = np.concatenate([dst, np.full(len(acc), n)])
-    cols = np.concatenate([src, acc])
-    graph = csr_matrix((np.ones(len(rows), dtype=np.int8), (rows, cols)), shape=(n + 1, n + 1))
-    order = breadth_first_order(graph, n, directed=True, return_predecessors=False)
-    alive = np.zeros(n + 1, dtype=bool)
-    alive[order] = True
-    return alive[:n]
+    dst = transitions[src, byte].astype(np.int64)
+    order = np.argsort(dst, kind="stable")
+    src_by_dst = src[order]
+    starts = np.searchsorted(dst[order], np.arange(n + 1))
+    alive = accepting.copy()
+    frontier = np.flatnonzero(alive)
+    while len(frontier):
+        lo, hi = starts[frontier], starts[frontier + 1]
+        counts = hi - lo
+        if not counts.sum():
+            break
+        idx = np.repeat(lo - np.concatenate([[0], np.cumsum(counts)[:-1]]), counts) + np.arange(counts.sum())
+        preds = np.unique(src_by_dst[idx])
+        frontier = preds[~alive[preds]]
+        alive[frontier] = True
+    return alive
 
 
 def bfs_order(transitions: np.ndarray, start: int) -> np.ndarray:
