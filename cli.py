@@ -94,6 +94,21 @@ def match_cmd(schema_path, functions_path, jsonl, strict, texts) -> None:
         fail(exc)
 
 
+@main.command("bench", context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
+@click.pass_context
+def bench_cmd(ctx) -> None:
+    """Compile, load and mask benchmark against the peers (bench/compile_bench.py; its flags pass through)."""
+    import runpy
+
+    from .commands import PACKAGE_DIR
+
+    script = PACKAGE_DIR / "bench" / "compile_bench.py"
+    if not script.exists():
+        fail(CallmaybeError(f"{script}: benchmark script not found (run from a source checkout)"))
+    sys.argv = [str(script), *ctx.args]
+    runpy.run_path(str(script), run_name="__main__")
+
+
 @main.command("inspect")
 @click.argument("index_path", type=click.Path(path_type=Path))
 def inspect_cmd(index_path: Path) -> None:

@@ -3,7 +3,8 @@
 Masks are looked up, never computed by scanning the vocabulary: each distinct row becomes a torch bool
 tensor of the logits width on first use and is cached, so a step costs one dict lookup. EOS ids are added
 to a row only for accepting states. The next state after a token is the byte DFA walked over the token's
-byte classes (bounded by the longest token), memoized per (state, token).
+bytes (bounded by the longest token), memoized per (state, token). Loading does no per-token work, so the
+first mask is ready within milliseconds.
 """
 
 from __future__ import annotations
@@ -36,10 +37,6 @@ class TokenIndex:
         self._accepting = data.arrays["accepting"].astype(bool).tolist()
         self._state_row = data.arrays["state_row"].tolist()
         self._min_tokens = data.arrays["min_tokens"].tolist()
-        # token id -> its bytes as byte classes (a tuple), None for special tokens
-        self._token_classes = [
-            None if t is None else tuple(int(byte_class[b]) for b in t) for t in token_bytes
-        ]
         self._class_of_byte = byte_class.tolist()
         self._masks: dict[tuple[int, bool], torch.Tensor] = {}
         self._next: dict[tuple[int, int], int] = {}
@@ -147,24 +144,20 @@ class TokenIndex:
         key = (state, token)
         s = self._next.get(key)
         if s is None:
-            s = self.walk_classes(state, self._token_classes[token] if token < len(self._token_classes) else None)
+            data = self.token_bytes[token] if token < len(self.token_bytes) else None
+            s = self.walk_bytes(state, data) if data else -1
             self._next[key] = s
-        return s
-
-    def walk_classes(self, state: int, classes) -> int:
-        if classes is None or not classes:
-            return -1
-        trans = self._trans
-        s = state
-        for c in classes:
-            s = trans[s][c]
-            if s < 0:
-                return -1
         return s
 
     def walk_bytes(self, state: int, data: bytes) -> int:
         """The state after ``data`` from ``state``, or -1 once dead."""
-        return self.walk_classes(state, tuple(self._class_of_byte[b] for b in data)) if data else state
+        trans, cls = self._trans, self._class_of_byte
+        s = state
+        for b in data:
+            s = trans[s][cls[b]]
+            if s < 0:
+                return -1
+        return s
 
     def forced_bytes(self, state: int) -> bytes:
         """The longest byte string forced from ``state``: every state on it has exactly one outgoing byte
