@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import math
+from urllib.parse import unquote
 from dataclasses import dataclass
 from typing import Any
 
@@ -224,7 +225,7 @@ class SchemaCompiler:
         if not isinstance(ref, str) or not ref.startswith("#"):
             raise self.error(path, f"unsupported $ref {ref!r} (only local references '#/...' are supported)")
         node = self.root
-        for token in filter(None, ref[1:].split("/")):
+        for token in filter(None, unquote(ref[1:]).split("/")):  # a URI fragment: percent-decoded first
             token = _unescape_pointer(token)
             if isinstance(node, dict) and token in node:
                 node = node[token]

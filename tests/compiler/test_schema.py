@@ -85,3 +85,13 @@ def test_unsatisfiable_schemas_are_errors(schema):
     with pytest.raises(SchemaError) as err:
         compile_grammar(fns)
     assert str(err.value) == "function 'f': the parameters schema admits no value (unsatisfiable)"
+
+
+def test_ref_fragment_is_percent_decoded_and_pointer_unescaped():
+    from callmaybe.compiler.grammar import schema_dfa
+    schema = {"definitions": {"a:b": {"type": "integer"}, "c/d": {"const": "x"}}, "type": "object",
+              "properties": {"p": {"$ref": "#/definitions/a%3Ab"}, "q": {"$ref": "#/definitions/c~1d"}},
+              "required": ["p", "q"]}
+    dfa, _ = schema_dfa(schema)
+    assert dfa.accepts(b'{"p": 3, "q": "x"}')
+    assert not dfa.accepts(b'{"p": "3", "q": "x"}')
