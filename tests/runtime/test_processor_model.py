@@ -1,0 +1,28 @@
+"""The LogitsProcessor gives model.generate the same call as our decoding loop (SmolLM2, greedy)."""
+
+import torch
+from transformers import LogitsProcessorList
+
+from callmaybe.catalog import load_catalog
+from callmaybe.commands import find_index, model_vocabulary
+from callmaybe.runtime.decoder import generate
+from callmaybe.runtime.masks import TokenIndex
+from callmaybe.runtime.model import load_model
+from callmaybe.runtime.processor import IndexLogitsProcessor
+from callmaybe.runtime.prompt import prompt_ids
+
+
+def test_generate_with_processor_matches_our_loop(public_catalog_path):
+    torch.set_num_threads(1)
+    loaded = load_model("smollm2-135m-instruct")
+    vocabulary = model_vocabulary("smollm2-135m-instruct", loaded)
+    functions = load_catalog(public_catalog_path)
+    index = TokenIndex(find_index(vocabulary, functions), vocabulary.token_bytes)
+    for request in ["What is the sum of 2 and 3?", "Reverse the string 'hello'"]:
+        ids = prompt_ids(loaded.tokenizer, functions, request)
+        ours = generate(loaded.model, loaded.tokenizer, index, ids, max_tokens=64)
+        proc = IndexLogitsProcessor(index, prompt_length=len(ids), tokenizer=loaded.tokenizer, max_tokens=64)
+        out = loaded.model.generate(torch.tensor([ids]), logits_processor=LogitsProcessorList([proc]),
+                                    max_new_tokens=64, do_sample=False, pad_token_id=index.eos_ids[0])
+        text = b"".join(vocabulary.token_bytes[t] or b"" for t in out[0, len(ids):].tolist()).decode()
+        assert text == ours.text
