@@ -97,6 +97,7 @@ def parse_function(entry: Any, where: str) -> Function:
         params = {"type": "object", "properties": dict(raw), "required": list(raw)}
     # Parameters are always closed: the grammar emits exactly the declared properties.
     params["additionalProperties"] = False
+    check_schema(params, where)
     return Function(
         name=name,
         description=description,
@@ -104,6 +105,20 @@ def parse_function(entry: Any, where: str) -> Function:
         returns=entry.get("returns"),
         source_format=fmt,
     )
+
+
+def check_schema(schema: dict[str, Any], where: str) -> None:
+    """Raise CatalogError when ``schema`` is not a valid JSON Schema (bad keyword values, bad patterns)."""
+    import jsonschema
+
+    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    try:
+        cls.check_schema(schema)
+    except jsonschema.SchemaError as exc:
+        at = "/".join(str(p) for p in exc.absolute_path) or "parameters"
+        raise CatalogError(f"{where}: invalid JSON Schema at '{at}': {exc.message}") from None
+    except RecursionError:
+        raise CatalogError(f"{where}: schema nested too deeply") from None
 
 
 def parse_catalog(data: Any, source: str) -> list[Function]:
@@ -116,6 +131,8 @@ def parse_catalog(data: Any, source: str) -> list[Function]:
     if not isinstance(data, list):
         raise CatalogError(f"{source}: a catalog must be a JSON list of functions")
     functions = [parse_function(entry, f"{source}: function {i}") for i, entry in enumerate(data)]
+    if not functions:
+        raise CatalogError(f"{source}: catalog holds no functions")
     seen: set[str] = set()
     for fn in functions:
         if fn.name in seen:
@@ -127,15 +144,24 @@ def parse_catalog(data: Any, source: str) -> list[Function]:
 def read_json(path: Path) -> Any:
     """Read a JSON file; raises InputError naming the file for a missing file or malformed JSON."""
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        text = Path(path).read_text(encoding="utf-8-sig")
     except FileNotFoundError:
         raise InputError(f"{path}: file not found") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(f"{path}: cannot read: {exc}") from None
     try:
-        return json.loads(text)
+        data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise InputError(f"{path}: malformed JSON: {exc}") from None
+    except RecursionError:
+        raise InputError(f"{path}: JSON nested too deeply") from None
+    try:
+        json.dumps(data, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        raise InputError(f"{path}: contains a lone surrogate escape (not valid Unicode text)") from None
+    except RecursionError:
+        raise InputError(f"{path}: JSON nested too deeply") from None
+    return data
 
 
 def load_catalog(path: str | Path) -> list[Function]:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from .errors import CallmaybeError
+from .errors import CallmaybeError, InputError, SchemaError
 
 DEFAULT_FUNCTIONS = Path("schemas/functions_definition.json")
 DEFAULT_INPUT = Path("data/input/function_calling_tests.json")
@@ -60,7 +60,14 @@ def compile_cmd(schemas: Path, tokenizer: str, out_dir: Path, vocab_width: int |
 
         suffix = "" if prompt_format == "plain" else f".{prompt_format}"
         path = out_dir / f"{slug(name)}.{slug(tokenizer)}{suffix}.safetensors"
-        compile_catalog(functions, vocabulary, path, options=grammar_options(prompt_format))
+        try:
+            compile_catalog(functions, vocabulary, path, options=grammar_options(prompt_format))
+        except SchemaError as exc:
+            raise SchemaError(f"{schemas}: {exc}") from None
+        except RecursionError:
+            raise SchemaError(f"{schemas}: schema nested too deeply") from None
+        except OSError as exc:
+            raise InputError(f"{out_dir}: cannot write the index: {exc.strerror or exc}") from None
     except CallmaybeError as exc:
         fail(exc)
 
@@ -77,17 +84,17 @@ def compile_cmd(schemas: Path, tokenizer: str, out_dir: Path, vocab_width: int |
 def match_cmd(schema_path, functions_path, jsonl, strict, texts) -> None:
     """Say which texts (canonical layout) the compiled grammar accepts, one JSON line each."""
     from .commands import match
-    from .errors import InputError
-
     try:
         if (schema_path is None) == (functions_path is None):
             raise InputError("give exactly one of --schema FILE or --functions FILE")
         items = list(texts)
         if jsonl is not None:
             try:
-                items += jsonl.read_text(encoding="utf-8").splitlines()
+                items += jsonl.read_text(encoding="utf-8").rstrip("\n").split("\n")
             except OSError as exc:
                 raise InputError(f"{jsonl}: cannot read: {exc.strerror or exc}") from None
+            except UnicodeDecodeError as exc:
+                raise InputError(f"{jsonl}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
         for line in match(schema_path, functions_path, items, strict):
             click.echo(json.dumps(line, ensure_ascii=False))
     except CallmaybeError as exc:
@@ -125,11 +132,12 @@ def inspect_cmd(index_path: Path) -> None:
 @main.command("eval")
 @click.argument("data", type=click.Path(path_type=Path))
 @click.option("--model", default="qwen2.5-coder-0.5b-instruct", show_default=True, help="Model to evaluate.")
-@click.option("--limit", type=int, default=None, help="Only the first N cases.")
+@click.option("--limit", type=click.IntRange(min=1), default=None, help="Only the first N cases.")
 @click.option("--output", type=click.Path(path_type=Path), default=None,
               help="Write every case's call {id, prompt, name, parameters} (or error) here.")
-@click.option("--max-tokens", type=int, default=256, show_default=True, help="Token budget per call.")
-@click.option("--threads", type=int, default=None, help="torch threads.")
+@click.option("--max-tokens", type=click.IntRange(min=1), default=256, show_default=True,
+              help="Token budget per call.")
+@click.option("--threads", type=click.IntRange(min=1), default=None, help="torch threads.")
 @click.option("--prompt-format", type=click.Choice(["auto", "plain", "tools"]), default="plain", show_default=True)
 def eval_cmd(data, model, limit, output, max_tokens, threads, prompt_format) -> None:
     """Score a data set with expected answers (a public-style folder or a BFCL cases.jsonl)."""
@@ -160,8 +168,9 @@ def eval_cmd(data, model, limit, output, max_tokens, threads, prompt_format) -> 
               help="Registry name (qwen2.5-coder-0.5b-instruct, smollm2-135m-instruct), local dir or hub id.")
 @click.option("--index", "index_path", type=click.Path(path_type=Path), default=None,
               help="Compiled index to use (default: a matching one from indexes/ or the cache, else compile).")
-@click.option("--max-tokens", type=int, default=256, show_default=True, help="Token budget per call.")
-@click.option("--threads", type=int, default=None, help="torch threads (default: torch's choice).")
+@click.option("--max-tokens", type=click.IntRange(min=1), default=256, show_default=True,
+              help="Token budget per call.")
+@click.option("--threads", type=click.IntRange(min=1), default=None, help="torch threads (default: torch's choice).")
 @click.option("--trace", is_flag=True, help="Print every generated token: forced or chosen, allowed, top 3.")
 @click.option("--prompt-format", type=click.Choice(["auto", "plain", "tools"]), default="plain", show_default=True,
               help="tools: the chat template's tools= support and the model's own call format; plain: a system "

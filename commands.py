@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import sys
 import time
@@ -115,6 +116,28 @@ def find_index(vocabulary: Vocabulary, functions: list[Function], explicit: Path
     return load_index(path, vfp, cfp)
 
 
+def check_output_path(path: Path) -> None:
+    """Raise InputError now (before any model is loaded) when ``path`` cannot be written as a file."""
+    path = Path(path)
+    if path.is_dir():
+        raise InputError(f"{path}: output path is a folder")
+    parent = path.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        raise InputError(f"{path}: cannot create the output file ({parent} is not a folder)")
+    if not os.access(parent, os.W_OK):
+        raise InputError(f"{path}: the folder {parent} is not writable")
+
+
+def write_output(path: Path, data: Any) -> None:
+    """Write ``data`` as JSON to ``path`` atomically; raises InputError when it cannot be written."""
+    try:
+        atomic_write_text(path, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+    except OSError as exc:
+        raise InputError(f"{path}: cannot write: {exc.strerror or exc}") from None
+
+
 def read_requests(path: Path) -> list[Any]:
     """Read a requests file (a JSON list of ``{"prompt": ...}``); raises InputError for a bad file."""
     data = read_json(path)
@@ -154,6 +177,7 @@ def run(functions_path: Path, input_path: Path, output_path: Path, model: str, i
     t0 = time.perf_counter()
     functions = load_catalog(functions_path)
     requests = read_requests(input_path)
+    check_output_path(output_path)
     from .runtime.masks import TokenIndex
     from .runtime.model import load_model
     from .runtime.runner import run_requests
@@ -168,7 +192,7 @@ def run(functions_path: Path, input_path: Path, output_path: Path, model: str, i
     index = TokenIndex(data, vocabulary.token_bytes)
     results, stats = run_requests(loaded.model, loaded.tokenizer, index, functions, requests, max_tokens, trace,
                                   prefix_cache=prefix_cache)
-    atomic_write_text(output_path, json.dumps(results, indent=2, ensure_ascii=False) + "\n")
+    write_output(output_path, results)
     return RunOutcome(results, stats, time.perf_counter() - t0)
 
 
@@ -186,7 +210,8 @@ def match(schema_path: Path | None, functions_path: Path | None, texts: list[str
         dfa, notes = grammar.dfa, grammar.notes
     report_notes(notes, strict)
     for text in texts:
-        yield {"text": text, "accepted": dfa.accepts(text.encode("utf-8"))}
+        data = text.encode("utf-8", "surrogateescape")  # a command-line byte that is not UTF-8 stays a byte
+        yield {"text": text.encode("utf-8", "replace").decode("utf-8"), "accepted": dfa.accepts(data)}
 
 
 def report_notes(notes, strict: bool) -> None:
@@ -227,9 +252,11 @@ def evaluation_cases(data: Path, limit: int | None) -> list[dict]:
                           "expected": e, "rules": "public"})
     elif data.suffix == ".jsonl":
         try:
-            lines = data.read_text(encoding="utf-8").splitlines()
+            lines = data.read_text(encoding="utf-8").split("\n")
         except OSError as exc:
             raise InputError(f"{data}: cannot read: {exc.strerror or exc}") from None
+        except UnicodeDecodeError as exc:
+            raise InputError(f"{data}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
         for n, line in enumerate(lines, 1):
             if not line.strip():
                 continue
@@ -237,10 +264,17 @@ def evaluation_cases(data: Path, limit: int | None) -> list[dict]:
                 case = json.loads(line)
             except json.JSONDecodeError as exc:
                 raise InputError(f"{data}:{n}: malformed JSON: {exc}") from None
+            expected = case.get("expected") if isinstance(case, dict) else None
+            if not (isinstance(expected, dict) and isinstance(expected.get("name"), str)
+                    and isinstance(expected.get("parameters"), dict)):
+                raise InputError(f"{data}:{n}: a case needs \"prompt\", \"tools\" or \"functions\", and "
+                                 "\"expected\": {\"name\", \"parameters\"}")
             catalog = case.get("tools") or case.get("functions")
             cases.append({"id": case.get("id", n), "prompt": case.get("prompt"),
                           "functions": parse_catalog(catalog, f"{data}:{n}"), "expected": case["expected"],
                           "rules": "bfcl"})
+    elif not data.exists():
+        raise InputError(f"{data}: not found")
     else:
         raise InputError(f"{data}: expected a folder with expected.json or a cases .jsonl file")
     return cases[:limit] if limit else cases
@@ -260,6 +294,8 @@ def evaluate(data: Path, model: str, limit: int | None, output: Path | None, max
     from tqdm import tqdm
 
     cases = evaluation_cases(data, limit)
+    if output is not None:
+        check_output_path(output)
     loaded = load_model(model, threads=threads)
     vocabulary = model_vocabulary(model, loaded)
     options = grammar_options(choose_format(loaded.tokenizer, prompt_format))
@@ -295,7 +331,7 @@ def evaluate(data: Path, model: str, limit: int | None, output: Path | None, max
         totals["right_function"] += fn_ok
         totals["right_arguments"] += args_ok
     if output is not None:
-        atomic_write_text(output, json.dumps(rows, indent=2, ensure_ascii=False) + "\n")
+        write_output(output, rows)
     return totals
 
 

@@ -25,6 +25,8 @@ except ImportError:  # pragma: no cover - Python 3.10
 from .lexical import STRING_CHAR, escape
 
 MAX_CODE_POINT = 0x10FFFF
+#: Counted repeats above this are not enforced (the automaton would grow with the count).
+MAX_REPEAT = 64
 
 
 class PatternError(ValueError):
@@ -157,6 +159,8 @@ def _translate(items) -> str:
             out.append("(?:" + _translate(av[-1]) + ")")
         elif op in (C.MAX_REPEAT, C.MIN_REPEAT, getattr(C, "POSSESSIVE_REPEAT", None)):
             lo, hi, body = av
+            if lo > MAX_REPEAT or (hi is not C.MAXREPEAT and hi > MAX_REPEAT):
+                raise PatternError(f"a repeat count above {MAX_REPEAT}")
             inner = "(?:" + _translate(body) + ")"
             if hi is C.MAXREPEAT:
                 out.append(inner + ("*" if lo == 0 else "+" if lo == 1 else f"{{{lo},}}"))

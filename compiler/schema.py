@@ -490,6 +490,12 @@ class SchemaCompiler:
             return Leaf(INTEGER)
         ilo = None if lo is None else (math.floor(lo) + 1 if lo_x else math.ceil(lo))
         ihi = None if hi is None else (math.ceil(hi) - 1 if hi_x else math.floor(hi))
+        from .ranges import LIMIT
+
+        if (ilo is not None and ilo > LIMIT) or (ihi is not None and ihi < -LIMIT):
+            raise self.error(path, f"integer bounds ({lo}, {hi}) lie beyond the grammar's 15-digit integers")
+        if (ilo is not None and ilo < -LIMIT) or (ihi is not None and ihi > LIMIT):
+            self.note("limited", path, "integer", "15 digits at most")
         regex = integer_range(ilo, ihi)
         return None if regex is None else Leaf(regex)
 

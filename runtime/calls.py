@@ -57,4 +57,6 @@ def to_call(text: str, functions: dict[str, Function], parameters_key: str = "pa
         jsonschema.validate(params, fn.parameters)
     except jsonschema.ValidationError as exc:
         raise InvalidCall(f"arguments do not match {name}'s schema: {exc.message}") from None
+    except jsonschema.SchemaError as exc:
+        raise InvalidCall(f"{name}'s schema is not valid JSON Schema: {exc.message}") from None
     return {"name": name, "parameters": type_numbers(params, fn.parameters)}

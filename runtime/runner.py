@@ -67,8 +67,16 @@ class Answerer:
         A bad request (missing or empty prompt) or a failed decode gives ``{"prompt", "error"}``.
         """
         prompt = request.get("prompt") if isinstance(request, dict) else None
-        if not isinstance(prompt, str) or not prompt.strip():
-            return {"prompt": prompt if isinstance(prompt, str) else None, "error": "empty or missing prompt"}, None
+        if not isinstance(request, dict) or "prompt" not in request:
+            return {"prompt": None, "error": "missing prompt (expected {\"prompt\": ...})"}, None
+        if not isinstance(prompt, str):
+            return {"prompt": prompt, "error": f"prompt must be a string, got {type(prompt).__name__}"}, None
+        if not prompt.strip():
+            return {"prompt": prompt, "error": "empty or missing prompt"}, None
+        try:
+            prompt.encode("utf-8")
+        except UnicodeEncodeError:
+            return {"prompt": prompt.encode("utf-8", "replace").decode(), "error": "prompt is not valid Unicode"}, None
         try:
             ids = prompt_ids(self.tokenizer, self.functions, prompt, self.format)
             gen = generate(self.model, self.tokenizer, self.index, ids, self.max_tokens, trace,
@@ -76,6 +84,8 @@ class Answerer:
             call = to_call(gen.text, self.by_name, self.key)
         except CallmaybeError as exc:
             return {"prompt": prompt, "error": str(exc)}, None
+        except (RuntimeError, ValueError, TypeError) as exc:  # one bad request never stops the others
+            return {"prompt": prompt, "error": f"{type(exc).__name__}: {exc}"}, None
         return {"prompt": prompt, **call}, gen
 
 

@@ -36,7 +36,9 @@ def test_unknown_type_in_catalog(tmp_path):
     cat.write_text(json.dumps([{"name": "f", "parameters": {"p": {"type": "date"}}}]))
     r = invoke("compile", str(cat), "--tokenizer", "smollm2-135m-instruct", "-o", str(tmp_path / "out"))
     assert r.exit_code == 2
-    assert r.stderr.strip().splitlines()[-1] == 'error: function \'f\', parameter \'p\': unknown type "date"'
+    assert r.stderr.strip().splitlines()[-1] == (
+        f"error: {cat}: function 0 (f): invalid JSON Schema at 'properties/p/type': "
+        "'date' is not valid under any of the given schemas")
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
 
 
@@ -86,3 +88,27 @@ def test_missing_model(tmp_path, public_catalog_path):
     assert r.exit_code == 2
     assert len(r.stderr.strip().splitlines()) == 1 and "no-model-here" in r.stderr
     assert not out.exists()
+
+
+def test_unsatisfiable_schema_names_the_file(tmp_path):
+    cat = tmp_path / "cat.json"
+    cat.write_text(json.dumps([{"name": "f", "parameters": {"p": {"type": "integer", "minimum": 3, "maximum": 1}}}]))
+    r = invoke("compile", str(cat), "--tokenizer", "smollm2-135m-instruct", "-o", str(tmp_path / "out"))
+    assert r.exit_code == 2
+    assert r.stderr.strip().splitlines()[-1] == f"error: {cat}: function 'f': the parameters schema admits no value (unsatisfiable)"
+
+
+def test_output_path_that_is_a_folder_fails_before_loading(tmp_path, public_catalog_path):
+    inp = tmp_path / "in.json"
+    inp.write_text('[{"prompt": "hi"}]')
+    r = invoke("run", str(inp), "--functions_definition", str(public_catalog_path), "--output", str(tmp_path))
+    assert r.exit_code == 2
+    assert r.stderr == f"error: {tmp_path}: output path is a folder\n"
+
+
+def test_empty_catalog(tmp_path):
+    cat = tmp_path / "cat.json"
+    cat.write_text("[]")
+    r = invoke("match", "--functions", str(cat), "x")
+    assert r.exit_code == 2
+    assert r.stderr == f"error: {cat}: catalog holds no functions\n"
