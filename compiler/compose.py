@@ -118,20 +118,25 @@ def union_all(parts: list[ByteDFA]) -> ByteDFA:
     return out
 
 
+def _insert(rows: list[dict[int, int]], start: int, data: bytes) -> int:
+    """Walk ``data`` from trie node ``start``, adding nodes as needed; returns the node at its end."""
+    s = start
+    for byte in data:
+        nxt = rows[s].get(byte)
+        if nxt is None:
+            nxt = len(rows)
+            rows.append({})
+            rows[s][byte] = nxt
+        s = nxt
+    return s
+
+
 def literals(texts: list[bytes]) -> ByteDFA:
     """The DFA of a finite set of byte strings (a trie; a string may be a prefix of another)."""
     rows: list[dict[int, int]] = [{}]
     acc = {0: False}
     for t in texts:
-        s = 0
-        for byte in t:
-            nxt = rows[s].get(byte)
-            if nxt is None:
-                nxt = len(rows)
-                rows.append({})
-                rows[s][byte] = nxt
-            s = nxt
-        acc[s] = True
+        acc[_insert(rows, 0, t)] = True
     trans = _empty(len(rows))
     for s, row in enumerate(rows):
         for byte, t in row.items():
@@ -193,15 +198,7 @@ def structure(prefix: bytes, items: list[ByteDFA], boundaries: list[list[tuple[b
         root = len(rows)
         rows.append({})
         for data, j in choices:
-            s = root
-            for byte in lead + data:
-                nxt = rows[s].get(byte)
-                if nxt is None:
-                    nxt = len(rows)
-                    rows.append({})
-                    rows[s][byte] = nxt
-                s = nxt
-            merges.append((s, j))
+            merges.append((_insert(rows, root, lead + data), j))
         return root
 
     start_row = trie(entry, prefix)

@@ -428,11 +428,15 @@ class SchemaCompiler:
             return self.array(schema, path, refs)
         return self.object(schema, path, refs)
 
-    def string(self, schema: dict[str, Any], path: list[str]) -> Node | None:
-        lo = schema.get("minLength", 0)
-        hi = schema.get("maxLength")
+    def counts(self, schema: dict[str, Any], path: list[str], min_key: str, max_key: str):
+        """(lo, hi) of a minX/maxX pair; raises SchemaError when malformed; hi < lo means no value."""
+        lo, hi = schema.get(min_key, 0), schema.get(max_key)
         if not isinstance(lo, int) or lo < 0 or (hi is not None and (not isinstance(hi, int) or hi < 0)):
-            raise self.error(path, f"malformed minLength/maxLength ({lo}, {hi})")
+            raise self.error(path, f"malformed {min_key}/{max_key} ({lo}, {hi})")
+        return lo, hi
+
+    def string(self, schema: dict[str, Any], path: list[str]) -> Node | None:
+        lo, hi = self.counts(schema, path, "minLength", "maxLength")
         if hi is not None and hi < lo:
             return None
         fmt = schema.get("format")
@@ -514,10 +518,7 @@ class SchemaCompiler:
         return Leaf(NUMBER)
 
     def array(self, schema: dict[str, Any], path: list[str], refs: tuple[str, ...]) -> Node | None:
-        lo = schema.get("minItems", 0)
-        hi = schema.get("maxItems")
-        if not isinstance(lo, int) or lo < 0 or (hi is not None and (not isinstance(hi, int) or hi < 0)):
-            raise self.error(path, f"malformed minItems/maxItems ({lo}, {hi})")
+        lo, hi = self.counts(schema, path, "minItems", "maxItems")
         if hi is not None and hi < lo:
             return None
         if lo > MAX_COUNT:
