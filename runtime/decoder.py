@@ -143,8 +143,12 @@ def generate(
                 break
             logits, past = forward(model, pending, past)
             passes += 1
-            mask = index.budget_mask(state, left)
-            masked = torch.where(mask[: logits.shape[0]], logits, torch.tensor(float("-inf")))
+            if index.budget_is_loose(left):
+                mask = index.mask(state)
+                masked = logits + index.bias(state)[: logits.shape[0]]
+            else:
+                mask = index.budget_mask(state, left)
+                masked = torch.where(mask[: logits.shape[0]], logits, torch.tensor(float("-inf")))
             tok = int(torch.argmax(masked))
             if trace:
                 probs = torch.softmax(logits.float(), dim=-1)

@@ -46,6 +46,7 @@ class TokenIndex:
         self._min_tokens_arr = data.arrays["min_tokens"].astype(np.int64)
         self._trans_arr = data.arrays["transitions"]
         self._longest: dict[int, int] = {}
+        self._biases: dict[tuple[int, bool], torch.Tensor] = {}
         self._lengths: np.ndarray | None = None
 
     @property
@@ -85,10 +86,28 @@ class TokenIndex:
         nbytes = (self.width + 7) // 8
         return np.unpackbits(d.row_bits[off : off + nbytes], bitorder="little")[: self.width].astype(bool)
 
+    def bias(self, state: int) -> torch.Tensor:
+        """Float32 tensor of shape (width,): 0 where :meth:`mask` allows, -inf elsewhere.
+
+        Adding it to the logits applies the mask in one vectorized add (about 15-20 us for 151,936 logits
+        here, against 90-140 us for ``torch.where``). Cached per row; at most 128 rows are kept (600 KB each
+        at Qwen's width).
+        """
+        row = self._state_row[state]
+        key = (row, self._accepting[state])
+        b = self._biases.get(key)
+        if b is None:
+            if len(self._biases) >= 128:
+                self._biases.clear()
+            b = torch.zeros(self.width, dtype=torch.float32)
+            b.masked_fill_(~self.mask(state), float("-inf"))
+            self._biases[key] = b
+        return b
+
     def budget_mask(self, state: int, left: int) -> torch.Tensor:
         """The mask of ``state`` keeping only tokens after which the call can still be completed within
         ``left`` tokens in all (this one included). Equal to :meth:`mask` unless the budget is tight."""
-        if left - 1 >= self._max_min_tokens:
+        if self.budget_is_loose(left):
             return self.mask(state)
         succ = self.successors(state)
         ok = succ >= 0
@@ -98,6 +117,10 @@ class TokenIndex:
         if self._accepting[state]:
             m[self.eos_ids] = True
         return m
+
+    def budget_is_loose(self, left: int) -> bool:
+        """True when ``left`` tokens complete the call from any state, so the plain mask suffices."""
+        return left - 1 >= self._max_min_tokens
 
     def successors(self, state: int) -> np.ndarray:
         """int32 (vocabulary size,): the next state after each token from ``state``, -1 where not allowed.
