@@ -112,3 +112,23 @@ def test_empty_catalog(tmp_path):
     r = invoke("match", "--functions", str(cat), "x")
     assert r.exit_code == 2
     assert r.stderr == f"error: {cat}: catalog holds no functions\n"
+
+
+def test_compile_never_imports_torch_and_runtime_never_imports_interegular(tmp_path, public_catalog_path):
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from click.testing import CliRunner\n"
+        "from callmaybe.cli import main\n"
+        f"r = CliRunner().invoke(main, ['compile', {str(public_catalog_path)!r}, '--tokenizer', 'Qwen/Qwen3-0.6B', "
+        f"'-o', {str(tmp_path)!r}])\n"
+        "assert r.exit_code == 0, r.output\n"
+        "assert 'torch' not in sys.modules\n"
+        "import callmaybe.runtime.runner, callmaybe.runtime.masks, callmaybe.runtime.decoder\n"
+        "assert 'interegular' not in sys.modules or 'callmaybe.compiler.dfa' in sys.modules\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+    code = "import sys, callmaybe.runtime.runner, callmaybe.runtime.processor; assert 'interegular' not in sys.modules"
+    subprocess.run([sys.executable, "-c", code], check=True)
