@@ -141,7 +141,7 @@ def inspect_cmd(index_path: Path) -> None:
 @click.option("--prompt-format", type=click.Choice(["auto", "plain", "tools"]), default="plain", show_default=True)
 def eval_cmd(data, model, limit, output, max_tokens, threads, prompt_format) -> None:
     """Score a data set with expected answers (a public-style folder or a BFCL cases.jsonl)."""
-    from .commands import evaluate
+    from .evaluation import evaluate
 
     try:
         t = evaluate(data, model, limit, output, max_tokens, threads, prompt_format)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..callformat import TOOLS_OPENING, grammar_options  # noqa: F401  (re-exported for callers)
+from ..callformat import TOOLS_OPENING
 from ..catalog import Function
 
 

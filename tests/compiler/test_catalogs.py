@@ -2,11 +2,9 @@
 
 import json
 
-import pytest
 
 from callmaybe.catalog import load_catalog, parse_catalog
 from callmaybe.compiler.grammar import compile_grammar
-from callmaybe.errors import SchemaError
 
 from ..conftest import shared_path
 

@@ -1,12 +1,10 @@
 """Exact allowed-token sets on a small hand-made vocabulary."""
 
-import numpy as np
 
 from callmaybe.catalog import parse_catalog
 from callmaybe.compiler.compile import compile_index
 from callmaybe.compiler.walk import build_trie, walk
 from callmaybe.compiler import dfa as D
-from callmaybe.indexfile import IndexData
 from callmaybe.vocabulary import Vocabulary
 
 TOKENS = [b'{"', b"name", b'":', b" ", b'"', b"f", b"g", b"fg", b", ", b"parameters", b"{", b"}", b"}}",

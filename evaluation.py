@@ -1,0 +1,116 @@
+"""``callmaybe eval``: run a data set with expected answers and score every call (rules in :mod:`.scoring`)."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+from .catalog import catalog_fingerprint, load_catalog, read_json
+from .commands import check_output_path, find_index, model_vocabulary, read_requests, write_output
+from .errors import InputError
+
+
+def evaluation_cases(data: Path, limit: int | None) -> list[dict]:
+    """The cases of a data set with expected answers: a folder like ``../shared/data/public`` (catalog,
+    tests, ``expected.json``) or a BFCL ``cases.jsonl`` (each case with its own catalog).
+
+    Each case: ``{"id", "prompt", "functions", "expected", "rules"}`` with rules "public" or "bfcl".
+    Raises InputError for a data set it cannot read.
+    """
+    from .catalog import parse_catalog
+
+    cases = []
+    if data.is_dir():
+        functions = load_catalog(data / "functions_definition.json")
+        tests = read_requests(data / "function_calling_tests.json")
+        expected = read_json(data / "expected.json")
+        if not isinstance(expected, list) or len(expected) != len(tests):
+            raise InputError(f"{data / 'expected.json'}: expected one answer per test ({len(tests)})")
+        for i, (t, e) in enumerate(zip(tests, expected)):
+            cases.append({"id": t.get("id", i), "prompt": t.get("prompt"), "functions": functions,
+                          "expected": e, "rules": "public"})
+    elif data.suffix == ".jsonl":
+        try:
+            lines = data.read_text(encoding="utf-8").split("\n")
+        except OSError as exc:
+            raise InputError(f"{data}: cannot read: {exc.strerror or exc}") from None
+        except UnicodeDecodeError as exc:
+            raise InputError(f"{data}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+        for n, line in enumerate(lines, 1):
+            if not line.strip():
+                continue
+            try:
+                case = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise InputError(f"{data}:{n}: malformed JSON: {exc}") from None
+            expected = case.get("expected") if isinstance(case, dict) else None
+            if not (isinstance(expected, dict) and isinstance(expected.get("name"), str)
+                    and isinstance(expected.get("parameters"), dict)):
+                raise InputError(f"{data}:{n}: a case needs \"prompt\", \"tools\" or \"functions\", and "
+                                 "\"expected\": {\"name\", \"parameters\"}")
+            catalog = case.get("tools") or case.get("functions")
+            cases.append({"id": case.get("id", n), "prompt": case.get("prompt"),
+                          "functions": parse_catalog(catalog, f"{data}:{n}"), "expected": case["expected"],
+                          "rules": "bfcl"})
+    elif not data.exists():
+        raise InputError(f"{data}: not found")
+    else:
+        raise InputError(f"{data}: expected a folder with expected.json or a cases .jsonl file")
+    return cases[:limit] if limit else cases
+
+
+def evaluate(data: Path, model: str, limit: int | None, output: Path | None, max_tokens: int,
+             threads: int | None, prompt_format: str = "plain") -> dict:
+    """Run a data set with expected answers and return the summary (counts, seconds and forward passes
+    per request); ``output`` gets every case's call ``{"id", "prompt", "name", "parameters"}`` or error."""
+    from .callformat import grammar_options
+    from .compiler.compile import CompileOptions, compile_index
+    from .runtime.masks import TokenIndex
+    from .runtime.model import load_model
+    from .runtime.prompt import choose_format
+    from .runtime.runner import Answerer
+    from .scoring import bfcl_match, public_match
+    from tqdm import tqdm
+
+    cases = evaluation_cases(data, limit)
+    if output is not None:
+        check_output_path(output)
+    loaded = load_model(model, threads=threads)
+    vocabulary = model_vocabulary(model, loaded)
+    options = grammar_options(choose_format(loaded.tokenizer, prompt_format))
+    answerers: dict[str, Answerer] = {}
+    rows, totals = [], {"cases": 0, "parsed": 0, "schema_valid": 0, "right_function": 0, "right_arguments": 0,
+                        "seconds": 0.0, "forward_passes": 0, "tokens": 0}
+    for case in tqdm(cases, desc="eval", unit="case", file=sys.stderr):
+        key = catalog_fingerprint(case["functions"])
+        if key not in answerers:
+            if len(answerers) > 8:
+                answerers.clear()
+            data_ = find_index(vocabulary, case["functions"], None, options) if case["rules"] == "public" else \
+                compile_index(case["functions"], vocabulary, CompileOptions(**options))[0]
+            answerers[key] = Answerer(loaded.model, loaded.tokenizer, TokenIndex(data_, vocabulary.token_bytes),
+                                      case["functions"], max_tokens, prefix_cache=case["rules"] == "public")
+        t = time.perf_counter()
+        entry, gen = answerers[key].answer({"prompt": case["prompt"]})
+        totals["seconds"] += time.perf_counter() - t
+        totals["cases"] += 1
+        row = {"id": case["id"], **entry}
+        rows.append(row)
+        if gen is not None:
+            totals["forward_passes"] += gen.forward_passes
+            totals["tokens"] += len(gen.tokens)
+        if "error" in entry:
+            if "not JSON" not in entry["error"]:
+                totals["parsed"] += 1 if gen is not None else 0
+            continue
+        totals["parsed"] += 1
+        totals["schema_valid"] += 1
+        match = public_match if case["rules"] == "public" else bfcl_match
+        fn_ok, args_ok = match(entry, case["expected"])
+        totals["right_function"] += fn_ok
+        totals["right_arguments"] += args_ok
+    if output is not None:
+        write_output(output, rows)
+    return totals
