@@ -435,6 +435,16 @@ class SchemaCompiler:
             raise self.error(path, f"malformed {min_key}/{max_key} ({lo}, {hi})")
         return lo, hi
 
+    def capped(self, lo: int, hi: int | None, path: list[str], min_key: str, max_key: str):
+        """Counts above MAX_COUNT are left to the check after generation (noted): (0 or lo, None or hi)."""
+        if lo > MAX_COUNT:
+            self.note("not enforced", path, min_key, f"above {MAX_COUNT}")
+            lo = 0
+        if hi is not None and hi > MAX_COUNT:
+            self.note("not enforced", path, max_key, f"above {MAX_COUNT}")
+            hi = None
+        return lo, hi
+
     def string(self, schema: dict[str, Any], path: list[str]) -> Node | None:
         lo, hi = self.counts(schema, path, "minLength", "maxLength")
         if hi is not None and hi < lo:
@@ -460,12 +470,7 @@ class SchemaCompiler:
         if content is None:
             if lo == 0 and hi is None:
                 return Leaf(STRING)
-            if lo > MAX_COUNT:
-                self.note("not enforced", path, "minLength", f"above {MAX_COUNT}")
-                lo = 0
-            if hi is not None and hi > MAX_COUNT:
-                self.note("not enforced", path, "maxLength", f"above {MAX_COUNT}")
-                hi = None
+            lo, hi = self.capped(lo, hi, path, "minLength", "maxLength")
             content = _repeat(COUNTED_CHAR if (lo or hi is not None) else STRING_CHAR, lo, hi)
         return Leaf(string_of(content))
 
@@ -521,12 +526,7 @@ class SchemaCompiler:
         lo, hi = self.counts(schema, path, "minItems", "maxItems")
         if hi is not None and hi < lo:
             return None
-        if lo > MAX_COUNT:
-            self.note("not enforced", path, "minItems", f"above {MAX_COUNT}")
-            lo = 0
-        if hi is not None and hi > MAX_COUNT:
-            self.note("not enforced", path, "maxItems", f"above {MAX_COUNT}")
-            hi = None
+        lo, hi = self.capped(lo, hi, path, "minItems", "maxItems")
         items = schema.get("items", True)
         prefix: list[Any] = []
         rest: Any = items
