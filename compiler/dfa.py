@@ -9,9 +9,9 @@ states that accept "any character" share the same few intermediate states (the c
 construction of RE2 / Rust's regex-syntax ``Utf8Sequences``, written here from the UTF-8 definition in
 RFC 3629: no overlong forms, no surrogates U+D800-U+DFFF, nothing above U+10FFFF).
 
-A call's DFA is joined from per-function parts (:func:`literal`, :func:`concat`, :func:`branch`) rather than
-determinized from one giant regex, then trimmed (unreachable and dead states removed) and minimized with
-Moore's partition refinement, vectorized with numpy over byte classes.
+Larger automata are composed from these in :mod:`.compose` rather than determinized from one giant regex,
+then trimmed (unreachable and dead states removed) and minimized with Moore's partition refinement,
+vectorized with numpy over byte classes.
 """
 
 from __future__ import annotations
@@ -228,82 +228,6 @@ def _expand(fsm: interegular.FSM) -> ByteDFA:
         builder.add_state(index[s], merged)
     dfa = builder.to_dfa({index[f] for f in fsm.finals}, index[fsm.initial])
     return minimize(dfa)
-
-
-# ---------------------------------------------------------------------------------------------------------
-# joins
-
-
-def literal(data: bytes) -> ByteDFA:
-    """The DFA of exactly ``data``: a chain of len(data) + 1 states."""
-    n = len(data)
-    trans = np.full((n + 1, 256), -1, dtype=np.int32)
-    for i, b in enumerate(data):
-        trans[i, b] = i + 1
-    accepting = np.zeros(n + 1, dtype=bool)
-    accepting[n] = True
-    return ByteDFA(trans, accepting, 0)
-
-
-def concat(first: ByteDFA, second: ByteDFA) -> ByteDFA:
-    """The DFA of ``first`` followed by ``second``.
-
-    Requires that ``first``'s accepting states have no outgoing transitions (true of any JSON object,
-    array or string); raises ValueError otherwise.
-    """
-    acc = np.flatnonzero(first.accepting)
-    if (first.transitions[acc] >= 0).any():
-        raise ValueError("concat: accepting states of the first DFA must be terminal")
-    offset = first.num_states
-    second_t = np.where(second.transitions >= 0, second.transitions + offset, -1)
-    trans = np.concatenate([first.transitions, second_t])
-    trans[acc] = second_t[second.start]
-    accepting = np.concatenate([np.zeros(offset, dtype=bool), second.accepting])
-    accepting[acc] = second.accepting[second.start]
-    return ByteDFA(trans.astype(np.int32), accepting, first.start)
-
-
-def branch(alternatives: list[tuple[bytes, ByteDFA]]) -> ByteDFA:
-    """The DFA of ``prefix_i`` followed by ``dfa_i`` for one of the alternatives.
-
-    The prefixes must be prefix-free (no prefix starts another), e.g. JSON-encoded distinct names followed
-    by a closing quote; the trie over the prefixes then decides the branch deterministically.
-    Raises ValueError for prefixes that are not prefix-free.
-    """
-    rows: list[dict[int, int]] = [{}]
-    leaves: list[tuple[int, int, int]] = []  # (trie state, last byte, alternative)
-    for k, (prefix, _) in enumerate(alternatives):
-        if not prefix:
-            raise ValueError("branch: empty prefix")
-        s = 0
-        for b in prefix[:-1]:
-            nxt = rows[s].get(b)
-            if nxt is None or nxt < 0:
-                if nxt is not None:
-                    raise ValueError("branch: prefixes are not prefix-free")
-                nxt = len(rows)
-                rows.append({})
-                rows[s][b] = nxt
-            s = nxt
-        if prefix[-1] in rows[s]:
-            raise ValueError("branch: prefixes are not prefix-free")
-        rows[s][prefix[-1]] = -1
-        leaves.append((s, prefix[-1], k))
-    n_trie = len(rows)
-    offsets = np.cumsum([n_trie] + [d.num_states for _, d in alternatives])
-    trans = np.full((int(offsets[-1]), 256), -1, dtype=np.int32)
-    for s, row in enumerate(rows):
-        for b, t in row.items():
-            if t >= 0:
-                trans[s, b] = t
-    accepting = np.zeros(int(offsets[-1]), dtype=bool)
-    for k, (_, d) in enumerate(alternatives):
-        off = int(offsets[k])
-        trans[off : off + d.num_states] = np.where(d.transitions >= 0, d.transitions + off, -1)
-        accepting[off : off + d.num_states] = d.accepting
-    for s, b, k in leaves:
-        trans[s, b] = int(offsets[k]) + alternatives[k][1].start
-    return ByteDFA(trans, accepting, 0)
 
 
 # ---------------------------------------------------------------------------------------------------------

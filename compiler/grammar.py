@@ -1,7 +1,7 @@
 """A catalog -> the regex and the byte-level DFA of one call ``{"name": "<fn>", "parameters": {...}}``.
 
-Technique: per-function automata joined after the literal name. Each function's parameters regex is
-determinized on its own (interegular), expanded to bytes and minimized; the call automaton is then the
+Technique: per-function automata joined after the literal name. Each function's parameters automaton is
+composed on its own (:mod:`.compose`) and minimized; the call automaton is then the
 literal ``{"name": `` followed by a trie of ``"<fn>", "parameters": `` prefixes, each leading into its
 function's automaton, followed by ``}``. This never determinizes the whole-catalog regex, whose subset
 construction dominates compile time for large catalogs; the whole regex is still built and recorded.
@@ -17,7 +17,7 @@ from typing import Any
 from ..catalog import Function
 from . import dfa as dfa_mod
 from .dfa import ByteDFA
-from .compose import Node
+from .compose import Node, structure
 from .schema import Note, SchemaCompiler, call_regex
 
 
@@ -81,8 +81,11 @@ def compile_grammar(
             parts[regex] = dfa_mod.minimize(nodes[fn.name].dfa())
         prefix = json.dumps(fn.name, ensure_ascii=False).encode("utf-8") + b", " + key + b": "
         alternatives.append((prefix, parts[regex]))
-    body = dfa_mod.branch(alternatives)
-    call = dfa_mod.concat(dfa_mod.concat(dfa_mod.literal(b'{"name": '), body), dfa_mod.literal(b"}"))
+    # `{"name": ` then a trie of `"<fn>", "parameters": ` prefixes, each entering its function's automaton,
+    # whose completion is followed by the closing `}`
+    entry = [(prefix, i) for i, (prefix, _) in enumerate(alternatives)]
+    items = [part for _, part in alternatives]
+    call = structure(b'{"name": ', items, [[(b"}", None)]] * len(items), entry)
     call = dfa_mod.minimize(call)
     timings["automaton"] = dfa_mod.TIMINGS["automaton"]
     timings["byte expansion"] = dfa_mod.TIMINGS["byte expansion"]
