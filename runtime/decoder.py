@@ -194,14 +194,11 @@ def _forced_ids(index: TokenIndex, tokenizer, state: int, left: int) -> list[int
     if not text:
         return []
     ids = tokenizer.encode(text.decode("utf-8"), add_special_tokens=False)
-    s = state
+    s = before_last = state
     for tok in ids:
-        s = index.next_state(s, tok)
+        before_last, s = s, index.next_state(s, tok)
         if s < 0:  # the tokenizer's encoding left the grammar: let the model choose instead
             return []
-    before_last = state
-    for tok in ids[:-1]:
-        before_last = index.next_state(before_last, tok)
     if ids and index.extends_past(before_last, len(index.token_bytes[ids[-1]])):
         ids = ids[:-1]
         s = before_last
