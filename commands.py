@@ -160,6 +160,20 @@ def model_vocabulary(spec: str, loaded) -> Vocabulary:
     return vocabulary_from_tokenizer(loaded.tokenizer, loaded.logits_width, name=loaded.name)
 
 
+def load_runtime(model: str, threads: int | None, prompt_format: str):
+    """Load ``model`` and return (LoadedModel, its Vocabulary, the compile options of the call format).
+
+    Raises ModelError / VocabularyError with one line.
+    """
+    from .callformat import grammar_options
+    from .runtime.model import load_model
+    from .runtime.prompt import choose_format
+
+    loaded = load_model(model, threads=threads)
+    vocabulary = model_vocabulary(model, loaded)
+    return loaded, vocabulary, grammar_options(choose_format(loaded.tokenizer, prompt_format))
+
+
 @dataclass
 class RunOutcome:
     results: list[dict]
@@ -179,17 +193,10 @@ def run(functions_path: Path, input_path: Path, output_path: Path, model: str, i
     requests = read_requests(input_path)
     check_output_path(output_path)
     from .runtime.masks import TokenIndex
-    from .runtime.model import load_model
-    from .callformat import grammar_options
-    from .runtime.prompt import choose_format
     from .runtime.runner import run_requests
 
-
-    loaded = load_model(model, threads=threads)
-    vocabulary = model_vocabulary(model, loaded)
-    fmt = choose_format(loaded.tokenizer, prompt_format)
-    data = find_index(vocabulary, functions, index_path, grammar_options(fmt))
-    index = TokenIndex(data, vocabulary.token_bytes)
+    loaded, vocabulary, options = load_runtime(model, threads, prompt_format)
+    index = TokenIndex(find_index(vocabulary, functions, index_path, options), vocabulary.token_bytes)
     results, stats = run_requests(loaded.model, loaded.tokenizer, index, functions, requests, max_tokens, trace,
                                   prefix_cache=prefix_cache)
     write_output(output_path, results)
@@ -262,17 +269,12 @@ def inspect_index(path: Path) -> list[str]:
 def interactive_session(functions_path: Path, model: str, index_path: Path | None, max_tokens: int,
                         threads: int | None, trace: bool, prompt_format: str = "plain") -> None:
     """Read requests from stdin (one per line, empty line or EOF to stop) and print one call per line."""
-    from .callformat import grammar_options
     from .runtime.masks import TokenIndex
-    from .runtime.model import load_model
-    from .runtime.prompt import choose_format
     from .runtime.runner import Answerer
 
     functions = load_catalog(functions_path)
-    loaded = load_model(model, threads=threads)
-    vocabulary = model_vocabulary(model, loaded)
-    fmt = choose_format(loaded.tokenizer, prompt_format)
-    data = find_index(vocabulary, functions, index_path, grammar_options(fmt))
+    loaded, vocabulary, options = load_runtime(model, threads, prompt_format)
+    data = find_index(vocabulary, functions, index_path, options)
     answerer = Answerer(loaded.model, loaded.tokenizer, TokenIndex(data, vocabulary.token_bytes), functions,
                         max_tokens)
     log(f"{len(functions)} functions, model {loaded.name}; type a request (empty line to quit)")

@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 from .catalog import catalog_fingerprint, load_catalog, read_json
-from .commands import check_output_path, find_index, model_vocabulary, read_requests, write_output
+from .commands import check_output_path, find_index, load_runtime, read_requests, write_output
 from .errors import InputError
 
 
@@ -65,11 +65,8 @@ def evaluate(data: Path, model: str, limit: int | None, output: Path | None, max
              threads: int | None, prompt_format: str = "plain") -> dict:
     """Run a data set with expected answers and return the summary (counts, seconds and forward passes
     per request); ``output`` gets every case's call ``{"id", "prompt", "name", "parameters"}`` or error."""
-    from .callformat import grammar_options
     from .compiler.compile import CompileOptions, compile_index
     from .runtime.masks import TokenIndex
-    from .runtime.model import load_model
-    from .runtime.prompt import choose_format
     from .runtime.runner import Answerer
     from .scoring import bfcl_match, public_match
     from tqdm import tqdm
@@ -77,9 +74,7 @@ def evaluate(data: Path, model: str, limit: int | None, output: Path | None, max
     cases = evaluation_cases(data, limit)
     if output is not None:
         check_output_path(output)
-    loaded = load_model(model, threads=threads)
-    vocabulary = model_vocabulary(model, loaded)
-    options = grammar_options(choose_format(loaded.tokenizer, prompt_format))
+    loaded, vocabulary, options = load_runtime(model, threads, prompt_format)
     answerers: dict[str, Answerer] = {}
     rows, totals = [], {"cases": 0, "parsed": 0, "schema_valid": 0, "right_function": 0, "right_arguments": 0,
                         "seconds": 0.0, "forward_passes": 0, "tokens": 0}
