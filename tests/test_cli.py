@@ -11,6 +11,13 @@ def invoke(*args):
     return CliRunner().invoke(main, list(args))
 
 
+def compile_one(tmp_path, parameter, *flags, out="out"):
+    """Write a one-function catalog ``f(p: parameter)`` and compile it for SmolLM2 into ``tmp_path/out``."""
+    cat = tmp_path / "cat.json"
+    cat.write_text(json.dumps([{"name": "f", "parameters": {"p": parameter}}]))
+    return cat, invoke("compile", str(cat), "--tokenizer", "smollm2-135m-instruct", "-o", str(tmp_path / out), *flags)
+
+
 def test_malformed_input_file(tmp_path, public_catalog_path):
     inp = tmp_path / "in.json"
     inp.write_text('[{"prompt": "x"')
@@ -32,9 +39,7 @@ def test_missing_input_file(tmp_path, public_catalog_path):
 
 
 def test_unknown_type_in_catalog(tmp_path):
-    cat = tmp_path / "cat.json"
-    cat.write_text(json.dumps([{"name": "f", "parameters": {"p": {"type": "date"}}}]))
-    r = invoke("compile", str(cat), "--tokenizer", "smollm2-135m-instruct", "-o", str(tmp_path / "out"))
+    cat, r = compile_one(tmp_path, {"type": "date"})
     assert r.exit_code == 2
     assert r.stderr.strip().splitlines()[-1] == (
         f"error: {cat}: function 0 (f): invalid JSON Schema at 'properties/p/type': "
@@ -43,12 +48,10 @@ def test_unknown_type_in_catalog(tmp_path):
 
 
 def test_strict_turns_not_enforced_into_an_error(tmp_path):
-    cat = tmp_path / "cat.json"
-    cat.write_text(json.dumps([{"name": "f", "parameters": {"p": {"type": "integer", "multipleOf": 5}}}]))
-    r = invoke("compile", str(cat), "--tokenizer", "smollm2-135m-instruct", "-o", str(tmp_path / "out"))
+    _, r = compile_one(tmp_path, {"type": "integer", "multipleOf": 5})
     assert r.exit_code == 0
     assert "not enforced by the grammar (checked after generation):\n  function 'f', parameter 'p': multipleOf\n" in r.stderr
-    r = invoke("compile", str(cat), "--tokenizer", "smollm2-135m-instruct", "-o", str(tmp_path / "out2"), "--strict")
+    _, r = compile_one(tmp_path, {"type": "integer", "multipleOf": 5}, "--strict", out="out2")
     assert r.exit_code == 2
     assert r.stderr == "error: not enforced by the grammar (--strict): function 'f', parameter 'p': multipleOf\n"
     assert not (tmp_path / "out2").exists()
@@ -91,9 +94,7 @@ def test_missing_model(tmp_path, public_catalog_path):
 
 
 def test_unsatisfiable_schema_names_the_file(tmp_path):
-    cat = tmp_path / "cat.json"
-    cat.write_text(json.dumps([{"name": "f", "parameters": {"p": {"type": "integer", "minimum": 3, "maximum": 1}}}]))
-    r = invoke("compile", str(cat), "--tokenizer", "smollm2-135m-instruct", "-o", str(tmp_path / "out"))
+    cat, r = compile_one(tmp_path, {"type": "integer", "minimum": 3, "maximum": 1})
     assert r.exit_code == 2
     assert r.stderr.strip().splitlines()[-1] == f"error: {cat}: function 'f': the parameters schema admits no value (unsatisfiable)"
 
