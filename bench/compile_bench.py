@@ -20,10 +20,12 @@ What is measured, per engine x vocabulary x workload (each in its own single-thr
 * load (ms): from the serialized file to the first mask;
 * mask per token, median and p99 (us): computing the mask of the current state plus advancing by the
   replayed token, over ``--repeat`` passes of every replayed call on one loaded index (the garbage
-  collector is off meanwhile); "p99 warm": the passes after the first (callmaybe builds a row's mask
-  tensor on its first use, so its cold steps are in the first pass);
+  collector is off meanwhile); "p99 warm": the passes after the first (callmaybe's mask is a view of the
+  stored row, made on the row's first use, and its next state is memoized, so cold steps are in the first
+  pass);
 * apply (us): masking a float32 logits tensor of the vocabulary width with that mask, in each engine's own
-  CPU way (callmaybe: adding the cached float bias of the row, as its decoder does; xgrammar: ``apply_token_bitmask_inplace``;
+  CPU way (callmaybe: ``TokenIndex.apply`` as its decoder does: short id rows scattered, others by adding
+  the row's cached float bias; xgrammar: ``apply_token_bitmask_inplace``;
   llguidance: its numpy kernel; outlines-core ships only torch.compile/numba kernels, so an eager torch
   unpack of its bitmask is used);
 * peak RSS (MB) of the subprocess (``os.wait4``), and its RSS after imports and vocabulary loading;
@@ -259,26 +261,15 @@ class CallmaybeEngine:
         return CallmaybeSession(loaded)
 
     def apply(self, logits, snapshot) -> None:
-        """As runtime/decoder.py does: add the row's cached 0/-inf float bias (TokenIndex.bias) to the logits.
-
-        The bias is built once per row (like the bool mask itself) and not timed here."""
-        import torch
-
-        cache = self.__dict__.setdefault("_bias", {})
-        bias = cache.get(snapshot.data_ptr())
-        if bias is None:
-            bias = torch.zeros(snapshot.shape[0], dtype=torch.float32).masked_fill_(~snapshot, float("-inf"))
-            cache[snapshot.data_ptr()] = bias
-        logits.add_(bias[: logits.shape[0]])
-
-    def _neg_inf(self, torch):
-        if not hasattr(self, "_ninf"):
-            self._ninf = torch.tensor(float("-inf"))
-        return self._ninf
+        """As runtime/decoder.py does: ``TokenIndex.apply`` (a short id row scatters the allowed logits into
+        a -inf tensor; a longer row adds its cached 0/-inf float bias, built on the untimed first call)."""
+        index, state = snapshot
+        index.apply(state, logits)
 
 
 class CallmaybeSession:
-    """One call decoded under a callmaybe TokenIndex: the state, and the bool mask tensor of the last fill."""
+    """One call decoded under a callmaybe TokenIndex: the state, and the Mask of the last fill (a view of the
+    stored row: sorted ids or packed bits, plus EOS when accepting)."""
 
     def __init__(self, index):
         self.index, self.state, self.m = index, index.start, None
@@ -291,10 +282,10 @@ class CallmaybeSession:
         return self.state >= 0
 
     def bits(self, width: int) -> np.ndarray:
-        return self.m.numpy()[:width].copy()
+        return self.m.tensor().numpy()[:width].copy()
 
     def snapshot(self):
-        return self.m  # rows are cached, immutable tensors
+        return (self.index, self.state)
 
 
 class BitmaskSession:

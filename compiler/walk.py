@@ -6,6 +6,15 @@ d-byte prefixes). The walk is breadth-first over depths and carries a frontier o
 one byte, and a prefix that dies prunes every token below it at once (the prefix-sharing idea of the
 outlines "use a trie" pull request and llguidance's token trie, done here level-wise with numpy so Python
 never loops over tokens). Work is proportional to the live (prefix, state) pairs, not states x vocabulary.
+
+States that look alike share one walk (:func:`state_groups`): the content states of a catalog's many
+string values each allow ~150k tokens and lead to isomorphic automata until the closing quote. The trie is
+walked once from a representative through the part where every member corresponds (its "core"), the
+result is mapped to each member through the correspondence, and only the subtrees below a non-core state
+(tokens that close the string and go on) are walked per member. On the 30-function catalog with Qwen's
+vocabulary this cut the token walk from 2.2 s to 0.3 s with an identical result. (The observation that
+most of a string's tokens are context-independent is XGrammar's, Dong et al. 2024, "adaptive token mask
+cache"; the correspondence-and-core construction here is ours.)
 """
 
 from __future__ import annotations
@@ -113,47 +122,231 @@ def _expand(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarra
     return owner, pos
 
 
-def walk(transitions: np.ndarray, trie: TokenTrie, states: np.ndarray | None = None) -> WalkResult:
-    """Walk all tokens of ``trie`` from each of ``states`` (default: all) through ``transitions``.
-
-    ``transitions``: int32 (num_states, 256), -1 = dead. Returns the allowed (state, token, next state)
-    triples: a token is allowed from a state when all its bytes have live transitions.
-    """
-    num_states = transitions.shape[0]
-    if states is None:
-        states = np.arange(num_states, dtype=np.int32)
-    flat_t = transitions.reshape(-1)
+def _descend(
+    flat_t: np.ndarray, trie: TokenTrie, frontier: tuple[np.ndarray, np.ndarray, np.ndarray],
+    seeds: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] | None = None,
+) -> tuple[list[np.ndarray], list[np.ndarray], list[np.ndarray]]:
+    """The level-wise walk. ``frontier``: int64 arrays (start state, node, current state) of live depth-1
+    nodes. ``seeds``: per depth index d, more (start, node, current) triples whose node (at depth d + 1)
+    was already reported: they only descend. Returns lists of (start, token, next state) int32 pieces."""
+    start, node, cur = frontier
+    seeds = seeds or {}
     out_s, out_t, out_n = [], [], []
-    if not trie.byte:
-        empty = np.zeros(0, dtype=np.int32)
-        return WalkResult(empty, empty, empty)
-    # depth 1: every start state x every first byte
-    n1 = len(trie.byte[0])
-    start = np.repeat(states.astype(np.int64), n1)
-    node = np.tile(np.arange(n1), len(states))
-    cur = flat_t[start * 256 + trie.byte[0][node]]
-    live = cur >= 0
-    start, node, cur = start[live], node[live], cur[live].astype(np.int64)
     for d in range(len(trie.byte)):
-        if len(node) == 0:
-            break
-        es, ee = trie.end_start[d][node], trie.end_end[d][node]
-        owner, pos = _expand(es, ee)
-        if len(owner):
-            out_s.append(start[owner].astype(np.int32))
-            out_t.append(trie.end_tokens[d][pos])
-            out_n.append(cur[owner].astype(np.int32))
-        if d + 1 >= len(trie.byte):
+        if len(node):
+            owner, pos = _expand(trie.end_start[d][node], trie.end_end[d][node])
+            if len(owner):
+                out_s.append(start[owner].astype(np.int32))
+                out_t.append(trie.end_tokens[d][pos])
+                out_n.append(cur[owner].astype(np.int32))
+        if d in seeds:
+            s2, n2, c2 = seeds[d]
+            start, node, cur = np.concatenate([start, s2]), np.concatenate([node, n2]), np.concatenate([cur, c2])
+        if d + 1 >= len(trie.byte) or (len(node) == 0 and not any(k > d for k in seeds)):
             break
         owner, child = _expand(trie.child_start[d][node], trie.child_end[d][node])
         nxt = flat_t[cur[owner] * 256 + trie.byte[d + 1][child]]
         live = nxt >= 0
         start, node, cur = start[owner][live], child[live], nxt[live].astype(np.int64)
-    if not out_s:
-        empty = np.zeros(0, dtype=np.int32)
+    return out_s, out_t, out_n
+
+
+def _first_level(flat_t: np.ndarray, trie: TokenTrie, states: np.ndarray):
+    """The depth-1 frontier (start, node, current) of every state in ``states`` x every first byte."""
+    n1 = len(trie.byte[0])
+    start = np.repeat(states.astype(np.int64), n1)
+    node = np.tile(np.arange(n1), len(states))
+    cur = flat_t[start * 256 + trie.byte[0][node]]
+    live = cur >= 0
+    return start[live], node[live], cur[live].astype(np.int64)
+
+
+# A state is worth grouping when at least this many bytes have live transitions from it (string contents
+# allow ~200 bytes; keys, numbers and punctuation a handful).
+GROUP_MIN_LIVE_BYTES = 64
+# The most state pairs matched per group member before the rest counts as not shared.
+GROUP_MAX_PAIRS = 256
+
+
+@dataclass
+class StateGroup:
+    """States whose walks share one: ``rep`` and ``members`` (int64 (k,), rep included) and ``phi``: int64
+    (k, num_states), phi[i][q] = the state of member i that corresponds to the rep's state q (-1: none).
+    ``core``: bool (num_states,), the rep states whose every transition corresponds in every member:
+    a token whose walk from ``rep`` passes only core states (its last state aside) leads member i to
+    phi[i][rep's end state]."""
+
+    rep: int
+    members: np.ndarray
+    phi: np.ndarray
+    core: np.ndarray
+
+
+def _match(ctrans: np.ndarray, rep: int, member: int) -> tuple[np.ndarray, np.ndarray]:
+    """Pair ``rep`` with ``member`` breadth-first over (class-compressed) transitions: returns (phi, core)
+    as in :class:`StateGroup` for this one member. A rep state is core when its row and the member's row
+    are dead on the same classes and every live target pairs consistently with earlier pairings."""
+    num_states = ctrans.shape[0]
+    phi = np.full(num_states, -1, dtype=np.int64)
+    core = np.zeros(num_states, dtype=bool)
+    phi[rep] = member
+    queue, done = [rep], 0
+    while done < len(queue) and done < GROUP_MAX_PAIRS:
+        q = queue[done]
+        done += 1
+        a, b = ctrans[q], ctrans[phi[q]]
+        live = a >= 0
+        if not np.array_equal(live, b >= 0):
+            continue
+        a, b = a[live], b[live]
+        seen = phi[a]
+        if np.any((seen >= 0) & (seen != b)):
+            continue
+        fresh = np.unique(a[seen < 0])
+        phi[a] = b
+        if np.any(phi[a] != b):  # one rep target paired with two member targets
+            phi[fresh] = -1
+            continue
+        core[q] = True
+        queue.extend(fresh.tolist())
+    return phi, core
+
+
+def state_groups(transitions: np.ndarray, states: np.ndarray) -> list[StateGroup]:
+    """Group the many-byte states of ``states`` (e.g. the contents of different string values) whose
+    automata look alike from there, so that one walk of the trie serves each group.
+
+    Candidates share their pattern of dead, self-looping and other transitions over all 256 bytes; the
+    first of each pattern is the rep, and a member is kept when the rep is core for it (see
+    :func:`_match`). The group's core is the intersection of its members' cores.
+    """
+    from .dfa import byte_classes
+
+    live_bytes = (transitions[states] >= 0).sum(axis=1)
+    cand = states[live_bytes >= GROUP_MIN_LIVE_BYTES]
+    if len(cand) < 2:
+        return []
+    rows = transitions[cand]
+    pattern = np.where(rows < 0, 0, np.where(rows == cand[:, None], 1, 2)).astype(np.uint8)
+    _, ctrans = byte_classes(transitions)
+    by_pattern: dict[bytes, list[int]] = {}
+    for st, pat in zip(cand.tolist(), pattern):
+        by_pattern.setdefault(pat.tobytes(), []).append(st)
+    groups = []
+    for members in by_pattern.values():
+        if len(members) < 2:
+            continue
+        rep = members[0]
+        kept, phis, core = [], [], np.ones(transitions.shape[0], dtype=bool)
+        for m in members:
+            phi, c = _match(ctrans, rep, m)
+            if c[rep]:
+                kept.append(m)
+                phis.append(phi)
+                core &= c
+        if len(kept) >= 2 and core[rep]:
+            groups.append(StateGroup(rep, np.asarray(kept, dtype=np.int64), np.stack(phis), core))
+    return groups
+
+
+def _walk_group(flat_t: np.ndarray, trie: TokenTrie, g: StateGroup):
+    """Walk the trie once from ``g.rep`` through core states; map the result to every member and walk
+    separately only below the nodes where a non-core state was reached. Yields per member (state,
+    tokens, next states), tokens sorted."""
+    _, node, cur = _first_level(flat_t, trie, np.asarray([g.rep]))
+    tokens, ends = [], []
+    seed_nodes: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+    for d in range(len(trie.byte)):
+        if len(node) == 0:
+            break
+        owner, pos = _expand(trie.end_start[d][node], trie.end_end[d][node])
+        if len(owner):
+            tokens.append(trie.end_tokens[d][pos])
+            ends.append(cur[owner])
+        if d + 1 >= len(trie.byte):
+            break
+        inner = g.core[cur]
+        if not inner.all():
+            has_children = trie.child_end[d][node] > trie.child_start[d][node]
+            stop = ~inner & has_children
+            if stop.any():
+                seed_nodes[d] = (node[stop], cur[stop])
+            node, cur = node[inner], cur[inner]
+        owner, child = _expand(trie.child_start[d][node], trie.child_end[d][node])
+        nxt = flat_t[cur[owner] * 256 + trie.byte[d + 1][child]]
+        live = nxt >= 0
+        node, cur = child[live], nxt[live].astype(np.int64)
+    tok = np.concatenate(tokens) if tokens else np.zeros(0, np.int32)
+    end = np.concatenate(ends) if ends else np.zeros(0, np.int64)
+    order = np.argsort(tok, kind="stable")
+    tok, end = tok[order], end[order]
+    k = len(g.members)
+    seeds = {}
+    for d, (nodes, qs) in seed_nodes.items():
+        starts = np.repeat(g.members, len(nodes))
+        mapped = g.phi[:, qs].reshape(-1)
+        keep = mapped >= 0  # a state never paired is dead for that member
+        seeds[d] = (starts[keep], np.tile(nodes, k)[keep], mapped[keep])
+    extra_s, extra_t, extra_n = _descend(flat_t, trie, (np.zeros(0, np.int64),) * 3, seeds)
+    es = np.concatenate(extra_s) if extra_s else np.zeros(0, np.int32)
+    et = np.concatenate(extra_t) if extra_t else np.zeros(0, np.int32)
+    en = np.concatenate(extra_n) if extra_n else np.zeros(0, np.int32)
+    eorder = np.lexsort((et, es))
+    es, et, en = es[eorder], et[eorder], en[eorder]
+    bounds = np.searchsorted(es, g.members.astype(np.int32), side="left"), \
+        np.searchsorted(es, g.members.astype(np.int32), side="right")
+    for i, m in enumerate(g.members.tolist()):
+        lo, hi = int(bounds[0][i]), int(bounds[1][i])
+        t_i, n_i = tok, g.phi[i][end].astype(np.int32)
+        if hi > lo:
+            t_i = np.concatenate([t_i, et[lo:hi]])
+            n_i = np.concatenate([n_i, en[lo:hi]])
+            o = np.argsort(t_i, kind="stable")
+            t_i, n_i = t_i[o], n_i[o]
+        yield m, t_i, n_i
+
+
+def walk(transitions: np.ndarray, trie: TokenTrie, states: np.ndarray | None = None,
+         share: bool = True) -> WalkResult:
+    """Walk all tokens of ``trie`` from each of ``states`` (default: all) through ``transitions``.
+
+    ``transitions``: int32 (num_states, 256), -1 = dead. Returns the allowed (state, token, next state)
+    triples: a token is allowed from a state when all its bytes have live transitions. With ``share``,
+    states that look alike (:func:`state_groups`: the contents of the catalog's many string values) share
+    one walk, and only the tokens that leave the shared part (a closing quote inside a token) are walked
+    apart; the result is the same as without.
+    """
+    num_states = transitions.shape[0]
+    if states is None:
+        states = np.arange(num_states, dtype=np.int64)
+    states = np.asarray(states, dtype=np.int64)
+    flat_t = transitions.reshape(-1)
+    empty = np.zeros(0, dtype=np.int32)
+    if not trie.byte or len(states) == 0:
         return WalkResult(empty, empty, empty)
-    s = np.concatenate(out_s)
-    t = np.concatenate(out_t)
-    n = np.concatenate(out_n)
+    groups = state_groups(transitions, states) if share else []
+    grouped = np.concatenate([g.members for g in groups]) if groups else np.zeros(0, np.int64)
+    alone = np.setdiff1d(states, grouped)
+    out_s, out_t, out_n = _descend(flat_t, trie, _first_level(flat_t, trie, alone))
+    s = np.concatenate(out_s) if out_s else empty
+    t = np.concatenate(out_t) if out_t else empty
+    n = np.concatenate(out_n) if out_n else empty
     order = np.lexsort((t, s))
-    return WalkResult(s[order], t[order], n[order])
+    s, t, n = s[order], t[order], n[order]
+    if not groups:
+        return WalkResult(s, t, n)
+    # assemble per state in state order: slices of the lone walk and each member's own arrays
+    pieces: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+    for g in groups:
+        for m, t_i, n_i in _walk_group(flat_t, trie, g):
+            pieces[m] = (t_i, n_i)
+    lo = np.searchsorted(s, alone.astype(np.int32), side="left")
+    hi = np.searchsorted(s, alone.astype(np.int32), side="right")
+    for st, a, b in zip(alone.tolist(), lo.tolist(), hi.tolist()):
+        pieces[st] = (t[a:b], n[a:b])
+    order_states = sorted(pieces)
+    toks = [pieces[st][0] for st in order_states]
+    nexts = [pieces[st][1] for st in order_states]
+    counts = np.fromiter((len(x) for x in toks), dtype=np.int64, count=len(toks))
+    return WalkResult(np.repeat(np.asarray(order_states, dtype=np.int32), counts),
+                      np.concatenate(toks).astype(np.int32), np.concatenate(nexts).astype(np.int32))

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 import torch
 
 from ..errors import CallmaybeError
-from .masks import TokenIndex
+from .masks import Mask, TokenIndex
 
 REPEAT_TIMES = 4
 REPEAT_MAX_N = 8
@@ -145,7 +145,7 @@ def generate(
             passes += 1
             if index.budget_is_loose(left):
                 mask = index.mask(state)
-                masked = logits + index.bias(state)[: logits.shape[0]]
+                masked = index.apply(state, logits)
             else:
                 mask = index.budget_mask(state, left)
                 masked = torch.where(mask[: logits.shape[0]], logits, torch.tensor(float("-inf")))
@@ -154,7 +154,7 @@ def generate(
                 probs = torch.softmax(logits.float(), dim=-1)
                 top = torch.topk(probs, 3)
                 steps.append({
-                    "step": len(generated), "kind": "chosen", "allowed": int(mask.sum()), "token": tok,
+                    "step": len(generated), "kind": "chosen", "allowed": mask.count() if isinstance(mask, Mask) else int(mask.sum()), "token": tok,
                     "text": tokenizer.decode([tok]), "prob": round(float(probs[tok]), 4),
                     "top": [[tokenizer.decode([int(i)]), round(float(p), 4)] for p, i in zip(top.values, top.indices)],
                 })

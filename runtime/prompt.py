@@ -53,7 +53,11 @@ def system_message(functions: list[Function], parameters_key: str = "parameters"
     return (
         "You are a function-calling assistant. Pick the one function below that fulfils the user's request "
         f'and answer with a single JSON object {{"name": <function name>, "{parameters_key}": '
-        "{<argument>: <value>, ...}}. Take argument values from the request, exactly as written there.\n\n"
+        "{<argument>: <value>, ...}}.\n"
+        "- Give every required argument. Give an optional argument (marked ?) only when the request states "
+        "its value; otherwise leave it out and its default applies.\n"
+        "- Take values from the request, converted to what the parameter expects: units (50 mL as litres is "
+        "0.05), amounts in words (3 million is 3000000), expressions (pi/2 is 1.5708).\n\n"
         f"Functions:\n{listing}"
     )
 

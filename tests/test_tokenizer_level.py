@@ -232,7 +232,7 @@ def walk(index: TokenIndex, ids: list[int]) -> int:
     """Walk ``ids`` from the start, checking the mask at every step; returns the last state or -1."""
     state = index.start
     for k, i in enumerate(ids):
-        allowed = bool(index.mask(state)[i])
+        allowed = i in index.mask(state)
         nxt = index.next_state(state, i)
         assert allowed == (nxt >= 0), f"mask and next_state disagree on token {i} at step {k}"
         if nxt < 0:
@@ -272,13 +272,13 @@ def test_own_encoding_walks_to_accepting(family_name, catalog, text, families, t
     assert b"".join(vocab.token_bytes[i] for i in ids) == text.encode("utf-8")
     state = index.start
     for k, i in enumerate(ids):
-        assert index.mask(state)[i], f"token {i} {vocab.token_bytes[i]!r} (step {k}) is masked out"
+        assert i in index.mask(state), f"token {i} {vocab.token_bytes[i]!r} (step {k}) is masked out"
         state = index.next_state(state, i)
         assert state >= 0, f"token {i} {vocab.token_bytes[i]!r} (step {k}) leads nowhere"
-        assert not any(index.mask(state)[e] for e in index.eos_ids) or k == len(ids) - 1, "EOS allowed too early"
+        assert not any(e in index.mask(state) for e in index.eos_ids) or k == len(ids) - 1, "EOS allowed too early"
     assert index.is_accepting(state)
     mask = index.mask(state)
-    assert all(mask[e] for e in index.eos_ids)
+    assert all(e in mask for e in index.eos_ids)
     assert index.eos_ids and set(index.eos_ids) == set(vocab.eos_ids)
 
 
@@ -304,7 +304,7 @@ def test_invalid_tail_never_accepts(family_name, catalog, text, families, tmp_pa
         assert state < 0 or not index.is_accepting(state), bad
         if state >= 0:
             mask = index.mask(state)
-            assert not any(mask[e] for e in index.eos_ids), f"EOS allowed after {bad!r}"
+            assert not any(e in mask for e in index.eos_ids), f"EOS allowed after {bad!r}"
     # a prefix is a valid start: every token is allowed, only EOS is not
     prefix_ids = tokenizer.encode(text[:-1], add_special_tokens=False).ids
     assert walk(index, prefix_ids) >= 0

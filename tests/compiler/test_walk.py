@@ -66,3 +66,37 @@ def test_walk_matches_bytewise_walk():
         assert got == want
         for tok, nxt in zip(result.token[result.state == s], result.next_state[result.state == s]):
             assert dfa.walk(TOKENS[tok], s) == nxt
+
+
+# tokens that stay inside a string, close it and go on (`", "`, `"}`), escape, or carry UTF-8 pieces
+SHARED_TOKENS = [bytes([b]) for b in range(32, 127)] + [
+    b'"a', b'", "', b'"}', b'"}}', b'", "b": "', b'\\n', b'\\u00', b'\\"', b"\xc3", b"\xa9", b"\xc3\xa9",
+    b"\xe2\x82\xac", b"\xe2\x82", b"ab", b"abc", b'c"', b'": "', b"name", b'"name": "', b"\xf0\x9f\x98\x80",
+]
+
+
+def test_shared_walk_equals_the_walk_of_every_state_apart():
+    """Many string values (same automaton, different continuations after the closing quote, one with a
+    length limit) share one walk; the result is identical to walking every state on its own."""
+    fns = parse_catalog([
+        {"name": "f", "parameters": {"a": {"type": "string"}, "b": {"type": "string"},
+                                     "c": {"type": "string", "maxLength": 3}, "n": {"type": "integer"}}},
+        {"name": "g", "parameters": {"x": {"type": "string"}, "y": {"type": "array", "items": {"type": "string"}}}},
+    ], "t")
+    from callmaybe.compiler.grammar import compile_grammar
+    from callmaybe.compiler.walk import state_groups
+    import numpy as np
+
+    dfa = compile_grammar(fns).dfa
+    trie = build_trie(SHARED_TOKENS)
+    groups = state_groups(dfa.transitions, np.arange(dfa.num_states))
+    assert max(len(g.members) for g in groups) >= 4  # the plain string contents form one group
+    shared = walk(dfa.transitions, trie)
+    apart = walk(dfa.transitions, trie, share=False)
+    for key in ("state", "token", "next_state"):
+        assert np.array_equal(getattr(shared, key), getattr(apart, key)), key
+    # and the apart walk is right: spot-check against the byte-wise walk
+    for s in range(dfa.num_states):
+        got = dict(zip(apart.token[apart.state == s].tolist(), apart.next_state[apart.state == s].tolist()))
+        want = {i: dfa.walk(t, s) for i, t in enumerate(SHARED_TOKENS) if dfa.walk(t, s) >= 0}
+        assert got == want

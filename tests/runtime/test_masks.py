@@ -1,0 +1,77 @@
+"""TokenIndex.mask: the stored row as a view (ids or packed bits), and every form derived from it."""
+
+import numpy as np
+import pytest
+import torch
+
+from callmaybe.catalog import parse_catalog
+from callmaybe.compiler.compile import compile_index
+from callmaybe.indexfile import ROW_BITS, ROW_IDS
+from callmaybe.runtime.masks import Mask, TokenIndex
+from callmaybe.vocabulary import Vocabulary
+
+# every single byte, a few JSON pieces and 600 letter pairs: string states allow ~680 tokens (a packed
+# bitmask is the smaller row), the name and key states allow a handful (an id list is smaller)
+PAIRS = [bytes([a, b]) for a in range(97, 123) for b in range(97, 123)][:600]
+TOKENS = [bytes([b]) for b in range(256)] + [b'{"', b'name', b'": "', b'", "', b'parameters', b'": {',
+                                             b'"}}', b'}}', b' "'] + PAIRS
+WIDTH = len(TOKENS) + 5  # padding ids past the vocabulary, never allowed
+EOS = len(TOKENS) + 1
+VOCAB = Vocabulary(name="masks", token_bytes=tuple(TOKENS) + (None,) * 5, eos_ids=(EOS,), width=WIDTH)
+
+
+@pytest.fixture(scope="module")
+def index():
+    fns = parse_catalog([{"name": "go", "parameters": {"city": {"type": "string"}, "n": {"type": "integer"}}},
+                         {"name": "stop", "parameters": {}}], "t")
+    data, _ = compile_index(fns, VOCAB)
+    return TokenIndex(data, VOCAB.token_bytes)
+
+
+def expected(index, state) -> set[int]:
+    out = {int(i) for i in index.data.allowed_tokens(state)}
+    return out | ({EOS} if index.is_accepting(state) else set())
+
+
+def test_rows_of_both_kinds_are_present(index):
+    kinds = set(index.data.row_kind.tolist())
+    assert kinds == {ROW_IDS, ROW_BITS}
+
+
+def test_every_form_of_every_mask_agrees_with_the_stored_row(index):
+    for state in range(index.num_states):
+        want = expected(index, state)
+        m = index.mask(state)
+        assert isinstance(m, Mask) and index.mask(state) is m
+        assert set(m.tensor().nonzero().flatten().tolist()) == want
+        assert m.token_ids().tolist() == sorted(want)
+        assert m.count() == len(want)
+        assert {i for i in range(-2, WIDTH + 3) if i in m} == want
+        assert set(index.allowed(state).tolist()) == want
+
+
+def test_mask_is_a_view_of_the_index_arrays(index):
+    for state in range(index.num_states):
+        m = index.mask(state)
+        stored = m.ids if m.ids is not None else m.bits
+        assert (m.ids is None) != (m.bits is None)
+        assert len(stored) == 0 or np.shares_memory(stored, index.data.row_ids if m.ids is not None else index.data.row_bits)
+
+
+def test_apply_sets_exactly_the_disallowed_logits_to_minus_inf(index):
+    logits = torch.randn(WIDTH)
+    sparse = dense = 0
+    for state in range(index.num_states):
+        want = expected(index, state)
+        out = index.apply(state, logits)
+        finite = set(torch.isfinite(out).nonzero().flatten().tolist())
+        assert finite == want
+        assert torch.equal(out[sorted(want)], logits[sorted(want)])
+        sparse += index.mask(state).is_sparse()
+        dense += not index.mask(state).is_sparse()
+    assert sparse and dense  # both ways of applying were exercised
+    # logits narrower than the index (a model whose head is shorter): still only allowed ones survive
+    short = logits[:300]
+    state = index.start
+    assert set(torch.isfinite(index.apply(state, short)).nonzero().flatten().tolist()) == \
+        {i for i in expected(index, state) if i < 300}
