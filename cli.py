@@ -139,12 +139,14 @@ def inspect_cmd(index_path: Path) -> None:
               help="Token budget per call.")
 @click.option("--threads", type=click.IntRange(min=1), default=None, help="torch threads.")
 @click.option("--prompt-format", type=click.Choice(["auto", "plain", "tools"]), default="plain", show_default=True)
-def eval_cmd(data, model, limit, output, max_tokens, threads, prompt_format) -> None:
+@click.option("--keep-unstated", is_flag=True,
+              help="Keep optional string arguments the request does not state (default: leave them out).")
+def eval_cmd(data, model, limit, output, max_tokens, threads, prompt_format, keep_unstated) -> None:
     """Score a data set with expected answers (a public-style folder or a BFCL cases.jsonl)."""
     from .evaluation import evaluate
 
     try:
-        t = evaluate(data, model, limit, output, max_tokens, threads, prompt_format)
+        t = evaluate(data, model, limit, output, max_tokens, threads, prompt_format, keep_unstated)
     except CallmaybeError as exc:
         fail(exc)
         return
@@ -177,14 +179,17 @@ def eval_cmd(data, model, limit, output, max_tokens, threads, prompt_format) -> 
                    "message listing the catalog; auto: tools where the template supports it.")
 @click.option("--no-prefix-cache", is_flag=True, help="Recompute the catalog prompt for every request.")
 @click.option("--interactive", is_flag=True, help="Type requests at a prompt and get calls back.")
+@click.option("--keep-unstated", is_flag=True,
+              help="Keep optional string arguments the request does not state (default: leave them out).")
 def run_cmd(input_pos, functions, input_opt, output, model, index_path, max_tokens, threads, trace,
-            prompt_format, no_prefix_cache, interactive) -> None:
+            prompt_format, no_prefix_cache, interactive, keep_unstated) -> None:
     """Answer a file of requests with one schema-valid call each."""
     from .commands import interactive_session, log, run
 
     if interactive:
         try:
-            interactive_session(functions, model, index_path, max_tokens, threads, trace, prompt_format)
+            interactive_session(functions, model, index_path, max_tokens, threads, trace, prompt_format,
+                                keep_unstated)
         except CallmaybeError as exc:
             fail(exc)
         return
@@ -194,7 +199,7 @@ def run_cmd(input_pos, functions, input_opt, output, model, index_path, max_toke
     input_path = input_pos or input_opt or DEFAULT_INPUT
     try:
         outcome = run(functions, input_path, output, model, index_path, max_tokens, threads, trace,
-                      prompt_format, not no_prefix_cache)
+                      prompt_format, not no_prefix_cache, keep_unstated)
     except CallmaybeError as exc:
         fail(exc)
         return
@@ -204,6 +209,8 @@ def run_cmd(input_pos, functions, input_opt, output, model, index_path, max_toke
             log(f"# {req['prompt']}")
             for step in req["trace"]:
                 log("  " + json.dumps(step, ensure_ascii=False))
+            if req.get("dropped"):
+                log(f"  left out as unstated: {', '.join(req['dropped'])}")
     tps = s.tokens / s.seconds if s.seconds else 0.0
     log(f"wrote {len(outcome.results)} results to {output} ({s.failed} failed) in {outcome.seconds:.1f} s; "
         f"{s.tokens} tokens ({s.chosen} chosen, {s.forced} forced), {s.forward_passes} forward passes, "

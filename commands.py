@@ -183,7 +183,7 @@ class RunOutcome:
 
 def run(functions_path: Path, input_path: Path, output_path: Path, model: str, index_path: Path | None,
         max_tokens: int, threads: int | None = None, trace: bool = False, prompt_format: str = "plain",
-        prefix_cache: bool = True) -> RunOutcome:
+        prefix_cache: bool = True, keep_unstated: bool = False) -> RunOutcome:
     """Answer ``input_path`` with ``model`` under the catalog's index and write ``output_path`` atomically.
 
     Input problems raise before anything is loaded or written.
@@ -198,7 +198,7 @@ def run(functions_path: Path, input_path: Path, output_path: Path, model: str, i
     loaded, vocabulary, options = load_runtime(model, threads, prompt_format)
     index = TokenIndex(find_index(vocabulary, functions, index_path, options), vocabulary.token_bytes)
     results, stats = run_requests(loaded.model, loaded.tokenizer, index, functions, requests, max_tokens, trace,
-                                  prefix_cache=prefix_cache)
+                                  prefix_cache=prefix_cache, keep_unstated=keep_unstated)
     write_output(output_path, results)
     return RunOutcome(results, stats, time.perf_counter() - t0)
 
@@ -267,7 +267,8 @@ def inspect_index(path: Path) -> list[str]:
 
 
 def interactive_session(functions_path: Path, model: str, index_path: Path | None, max_tokens: int,
-                        threads: int | None, trace: bool, prompt_format: str = "plain") -> None:
+                        threads: int | None, trace: bool, prompt_format: str = "plain",
+                        keep_unstated: bool = False) -> None:
     """Read requests from stdin (one per line, empty line or EOF to stop) and print one call per line."""
     from .runtime.masks import TokenIndex
     from .runtime.runner import Answerer
@@ -276,7 +277,7 @@ def interactive_session(functions_path: Path, model: str, index_path: Path | Non
     loaded, vocabulary, options = load_runtime(model, threads, prompt_format)
     data = find_index(vocabulary, functions, index_path, options)
     answerer = Answerer(loaded.model, loaded.tokenizer, TokenIndex(data, vocabulary.token_bytes), functions,
-                        max_tokens)
+                        max_tokens, keep_unstated=keep_unstated)
     log(f"{len(functions)} functions, model {loaded.name}; type a request (empty line to quit)")
     while True:
         try:

@@ -62,7 +62,7 @@ def evaluation_cases(data: Path, limit: int | None) -> list[dict]:
 
 
 def evaluate(data: Path, model: str, limit: int | None, output: Path | None, max_tokens: int,
-             threads: int | None, prompt_format: str = "plain") -> dict:
+             threads: int | None, prompt_format: str = "plain", keep_unstated: bool = False) -> dict:
     """Run a data set with expected answers and return the summary (counts, seconds and forward passes
     per request); ``output`` gets every case's call ``{"id", "prompt", "name", "parameters"}`` or error."""
     from .compiler.compile import CompileOptions, compile_index
@@ -86,7 +86,8 @@ def evaluate(data: Path, model: str, limit: int | None, output: Path | None, max
             data_ = find_index(vocabulary, case["functions"], None, options) if case["rules"] == "public" else \
                 compile_index(case["functions"], vocabulary, CompileOptions(**options))[0]
             answerers[key] = Answerer(loaded.model, loaded.tokenizer, TokenIndex(data_, vocabulary.token_bytes),
-                                      case["functions"], max_tokens, prefix_cache=case["rules"] == "public")
+                                      case["functions"], max_tokens, prefix_cache=case["rules"] == "public",
+                                      keep_unstated=keep_unstated)
         t = time.perf_counter()
         entry, gen = answerers[key].answer({"prompt": case["prompt"]})
         totals["seconds"] += time.perf_counter() - t

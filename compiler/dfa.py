@@ -237,16 +237,26 @@ def _expand(fsm: interegular.FSM) -> ByteDFA:
 def byte_classes(transitions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Group bytes that every state treats alike.
 
-    Returns ``(byte_class, class_transitions)``: uint8 array of shape (256,) giving each byte's class, and
-    int32 array of shape (states, classes) with one column per class (the first byte of each class).
+    Returns ``(byte_class, class_transitions)``: uint8 array of shape (256,) giving each byte's class
+    (classes numbered in order of their first byte), and int32 array of shape (states, classes) with one
+    column per class (the column of its first byte). Columns are compared through a 64-bit hash of each
+    (one integer matrix-vector product, ~2 ms for 3,339 states against ~55 ms for ``np.unique(axis=0)``);
+    the grouping is then checked exactly and recomputed exactly should two different columns collide.
     """
-    columns, first, inverse = np.unique(transitions.T, axis=0, return_index=True, return_inverse=True)
-    # Number classes in order of their first byte so the result is canonical.
+    num_states = transitions.shape[0]
+    rng = np.random.default_rng(0xB17E)
+    mult = rng.integers(1, 2**63, size=num_states, dtype=np.uint64) | np.uint64(1)
+    h = (transitions.T.astype(np.uint64) + np.uint64(1)) @ mult
+    _, first, inverse = np.unique(h, return_index=True, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    if not np.array_equal(transitions[:, first[inverse]], transitions):  # a hash collision
+        _, first, inverse = np.unique(transitions.T, axis=0, return_index=True, return_inverse=True)
+        inverse = inverse.reshape(-1)
     order = np.argsort(first)
     rank = np.empty_like(order)
     rank[order] = np.arange(len(order))
-    byte_class = rank[inverse.reshape(-1)].astype(np.uint8)
-    class_trans = np.ascontiguousarray(columns[order].T).astype(np.int32)
+    byte_class = rank[inverse].astype(np.uint8)
+    class_trans = np.ascontiguousarray(transitions[:, np.sort(first)]).astype(np.int32)
     return byte_class, class_trans
 
 

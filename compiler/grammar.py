@@ -78,7 +78,7 @@ def compile_grammar(
     for fn in functions:
         regex = regexes[fn.name]
         if regex not in parts:
-            parts[regex] = dfa_mod.minimize(nodes[fn.name].dfa())
+            parts[regex] = nodes[fn.name].dfa()  # minimized once, with the whole call
         prefix = json.dumps(fn.name, ensure_ascii=False).encode("utf-8") + b", " + key + b": "
         alternatives.append((prefix, parts[regex]))
     # `{"name": ` then a trie of `"<fn>", "parameters": ` prefixes, each entering its function's automaton,

@@ -49,6 +49,7 @@ class Generation:
     cached_prompt_tokens: int = 0
     loop_closed: bool = False
     trace: list[dict] = field(default_factory=list)
+    dropped: list[str] = field(default_factory=list)  # optional arguments left out as unstated
 
 
 class PrefixCache:

@@ -12,6 +12,7 @@ from ..catalog import Function
 from ..errors import CallmaybeError
 from .calls import to_call
 from .decoder import Generation, PrefixCache, generate
+from .grounding import drop_unstated
 from .masks import TokenIndex
 from .prompt import TOOLS_OPENING, prompt_ids, shared_prefix_length
 
@@ -41,17 +42,21 @@ class RunStats:
             self.seconds += gen.seconds
             self.per_request.append({"prompt": entry["prompt"], "tokens": len(gen.tokens),
                                      "forward_passes": gen.forward_passes, "seconds": gen.seconds,
-                                     "loop_closed": gen.loop_closed, "trace": gen.trace})
+                                     "loop_closed": gen.loop_closed, "trace": gen.trace,
+                                     "dropped": gen.dropped})
 
 
 class Answerer:
     """Answers requests against one loaded model, index and catalog, reusing the catalog prompt's KV cache.
 
     ``prefix_cache=False`` recomputes the whole prompt for every request (for measuring the difference).
+    ``keep_unstated=False`` drops optional string arguments the request does not state
+    (:mod:`~callmaybe.runtime.grounding`); the names dropped are in the Generation's ``dropped``.
     """
 
     def __init__(self, model, tokenizer, index: TokenIndex, functions: list[Function], max_tokens: int = 256,
-                 prefix_cache: bool = True):
+                 prefix_cache: bool = True, keep_unstated: bool = False):
+        self.keep_unstated = keep_unstated
         self.model, self.tokenizer, self.index, self.functions = model, tokenizer, index, functions
         self.max_tokens = max_tokens
         options = index.data.header.get("options", {})
@@ -82,6 +87,9 @@ class Answerer:
             gen = generate(self.model, self.tokenizer, self.index, ids, self.max_tokens, trace,
                            self.prefix, self.prefix_len)
             call = to_call(gen.text, self.by_name, self.key)
+            if not self.keep_unstated:
+                call["parameters"], gen.dropped = drop_unstated(call["parameters"], self.by_name[call["name"]],
+                                                                prompt)
         except CallmaybeError as exc:
             return {"prompt": prompt, "error": str(exc)}, None
         except (RuntimeError, ValueError, TypeError) as exc:  # one bad request never stops the others
@@ -91,9 +99,9 @@ class Answerer:
 
 def run_requests(model, tokenizer, index: TokenIndex, functions: list[Function], requests: list[Any],
                  max_tokens: int = 256, trace: bool = False, progress: bool = True,
-                 prefix_cache: bool = True) -> tuple[list[dict], RunStats]:
+                 prefix_cache: bool = True, keep_unstated: bool = False) -> tuple[list[dict], RunStats]:
     """Answer every request in order; one failure never stops the others."""
-    answerer = Answerer(model, tokenizer, index, functions, max_tokens, prefix_cache)
+    answerer = Answerer(model, tokenizer, index, functions, max_tokens, prefix_cache, keep_unstated)
     stats = RunStats()
     results = []
     for request in tqdm(requests, desc="requests", unit="req", file=sys.stderr, disable=not progress):

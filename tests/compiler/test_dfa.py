@@ -93,3 +93,25 @@ def test_accepting_states_are_terminal_in_calls(public_catalog_path):
     d = compile_grammar(load_catalog(public_catalog_path)).dfa
     acc = np.flatnonzero(d.accepting)
     assert len(acc) == 1 and (d.transitions[acc] < 0).all()
+
+
+def test_byte_classes_survive_a_hash_collision(monkeypatch):
+    """With every hash multiplier 1, columns (0, 1) and (1, 0) collide; the exact check must split them."""
+    import numpy as np
+    from callmaybe.compiler import dfa as dfa_mod
+
+    t = np.full((2, 256), -1, dtype=np.int32)
+    t[:, ord("a")] = [0, 1]
+    t[:, ord("b")] = [1, 0]
+    t[:, ord("c")] = [0, 1]
+    exact = dfa_mod.byte_classes(t)
+
+    class Ones:
+        def integers(self, low, high, size, dtype):
+            return np.ones(size, dtype=dtype)
+
+    monkeypatch.setattr(dfa_mod.np.random, "default_rng", lambda seed: Ones())
+    byte_class, class_trans = dfa_mod.byte_classes(t)
+    assert byte_class[ord("a")] == byte_class[ord("c")] != byte_class[ord("b")]
+    assert len(set(byte_class.tolist())) == 3 and class_trans.shape == (2, 3)
+    assert np.array_equal(byte_class, exact[0]) and np.array_equal(class_trans, exact[1])

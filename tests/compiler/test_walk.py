@@ -100,3 +100,19 @@ def test_shared_walk_equals_the_walk_of_every_state_apart():
         got = dict(zip(apart.token[apart.state == s].tolist(), apart.next_state[apart.state == s].tolist()))
         want = {i: dfa.walk(t, s) for i, t in enumerate(SHARED_TOKENS) if dfa.walk(t, s) >= 0}
         assert got == want
+
+
+def test_distinct_edges_and_min_tokens_by_bitmap_and_by_sort(monkeypatch):
+    import numpy as np
+    from callmaybe.compiler import table
+    from callmaybe.compiler.walk import WalkResult
+
+    # 0 -a-> 1 -b-> 2 (accepting), 0 -c-> 2 twice through different tokens, 3 -> 3 only (never completes)
+    r = WalkResult(np.array([0, 0, 0, 1, 1, 3], np.int32), np.array([1, 2, 3, 4, 5, 6], np.int32),
+                   np.array([1, 2, 2, 2, 2, 3], np.int32))
+    accepting = np.array([False, False, True, False])
+    for limit in (table.EDGE_BITMAP_MAX, 0):
+        monkeypatch.setattr(table, "EDGE_BITMAP_MAX", limit)
+        src, dst = table.distinct_edges(r, 4)
+        assert list(zip(src.tolist(), dst.tolist())) == [(0, 1), (0, 2), (1, 2), (3, 3)]
+        assert table.min_tokens(r, accepting).tolist() == [1, 1, 0, np.iinfo(np.int32).max // 2]

@@ -1,0 +1,41 @@
+"""Optional string arguments the request does not state are left out; everything else is kept."""
+
+from callmaybe.catalog import parse_catalog
+from callmaybe.runtime.grounding import drop_unstated, is_stated, normalize
+
+FN = parse_catalog([{"type": "function", "function": {"name": "find", "parameters": {
+    "type": "object",
+    "properties": {"city": {"type": "string"}, "category": {"type": "string"}, "unit": {"type": "string"},
+                   "tags": {"type": "array", "items": {"type": "string"}}, "limit": {"type": "integer"},
+                   "exact": {"type": "boolean"}},
+    "required": ["city"]}}}], "t")[0]
+REQUEST = "Find vegan places in Los Angeles, CA open late; distances in Miles."
+
+
+def test_normalize_keeps_letters_and_digits_only():
+    assert normalize("Los Angeles, CA") == "losangelesca"
+    assert normalize("kg/m³ São") == "kgm³são"  # Unicode letters and digits count
+
+
+def test_is_stated():
+    said = normalize(REQUEST)
+    assert is_stated("los angeles", said) and is_stated("MILES", said)
+    assert not is_stated("Drama", said) and not is_stated("", said) and not is_stated("--", said)
+    assert is_stated(["vegan", "Los Angeles"], said) and not is_stated(["vegan", "halal"], said)
+    assert is_stated(3, said) and is_stated(False, said) and is_stated({"x": "nope"}, said)
+
+
+def test_only_unstated_optional_strings_are_dropped():
+    params = {"city": "Paris", "category": "Drama", "unit": "miles", "tags": ["vegan"], "limit": 10,
+              "exact": True}
+    kept, dropped = drop_unstated(params, FN, REQUEST)
+    assert dropped == ["category"]
+    assert kept == {"city": "Paris", "unit": "miles", "tags": ["vegan"], "limit": 10, "exact": True}
+    assert drop_unstated({"city": "Paris"}, FN, REQUEST) == ({"city": "Paris"}, [])
+
+
+def test_nothing_is_dropped_when_the_schema_would_break():
+    fn = parse_catalog([{"type": "function", "function": {"name": "g", "parameters": {
+        "type": "object", "properties": {"a": {"type": "string"}, "b": {"type": "string"}},
+        "minProperties": 2}}}], "t")[0]
+    assert drop_unstated({"a": "x", "b": "stated"}, fn, "stated") == ({"a": "x", "b": "stated"}, [])
