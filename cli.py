@@ -158,6 +158,19 @@ def eval_cmd(data, model, limit, output, max_tokens, threads, prompt_format, kee
                f"({t['tokens'] / n:.1f} tokens)")
 
 
+def show_trace(req: dict) -> None:
+    """Print one request's trace on stderr as soon as it is answered (above the progress bar)."""
+    from tqdm import tqdm
+
+    lines = [f"# {req['prompt']}"]
+    lines += ["  " + json.dumps(step, ensure_ascii=False) for step in req.get("trace", [])]
+    if req.get("error"):
+        lines.append(f"  error: {req['error']}")
+    if req.get("dropped"):
+        lines.append(f"  left out as unstated: {', '.join(req['dropped'])}")
+    tqdm.write("\n".join(lines), file=sys.stderr)
+
+
 @main.command("run")
 @click.argument("input_pos", required=False, type=click.Path(path_type=Path))
 @click.option("--functions_definition", "--functions-definition", "functions", type=click.Path(path_type=Path),
@@ -199,18 +212,11 @@ def run_cmd(input_pos, functions, input_opt, output, model, index_path, max_toke
     input_path = input_pos or input_opt or DEFAULT_INPUT
     try:
         outcome = run(functions, input_path, output, model, index_path, max_tokens, threads, trace,
-                      prompt_format, not no_prefix_cache, keep_unstated)
+                      prompt_format, not no_prefix_cache, keep_unstated, show_trace if trace else None)
     except CallmaybeError as exc:
         fail(exc)
         return
     s = outcome.stats
-    if trace:
-        for req in s.per_request:
-            log(f"# {req['prompt']}")
-            for step in req["trace"]:
-                log("  " + json.dumps(step, ensure_ascii=False))
-            if req.get("dropped"):
-                log(f"  left out as unstated: {', '.join(req['dropped'])}")
     tps = s.tokens / s.seconds if s.seconds else 0.0
     log(f"wrote {len(outcome.results)} results to {output} ({s.failed} failed) in {outcome.seconds:.1f} s; "
         f"{s.tokens} tokens ({s.chosen} chosen, {s.forced} forced), {s.forward_passes} forward passes, "

@@ -11,7 +11,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from .cache import atomic_write_text, cache_dir
 from .catalog import Function, catalog_fingerprint, load_catalog, read_json
@@ -183,7 +183,8 @@ class RunOutcome:
 
 def run(functions_path: Path, input_path: Path, output_path: Path, model: str, index_path: Path | None,
         max_tokens: int, threads: int | None = None, trace: bool = False, prompt_format: str = "plain",
-        prefix_cache: bool = True, keep_unstated: bool = False) -> RunOutcome:
+        prefix_cache: bool = True, keep_unstated: bool = False,
+        on_answer: Callable[[dict], None] | None = None) -> RunOutcome:
     """Answer ``input_path`` with ``model`` under the catalog's index and write ``output_path`` atomically.
 
     Input problems raise before anything is loaded or written.
@@ -198,7 +199,7 @@ def run(functions_path: Path, input_path: Path, output_path: Path, model: str, i
     loaded, vocabulary, options = load_runtime(model, threads, prompt_format)
     index = TokenIndex(find_index(vocabulary, functions, index_path, options), vocabulary.token_bytes)
     results, stats = run_requests(loaded.model, loaded.tokenizer, index, functions, requests, max_tokens, trace,
-                                  prefix_cache=prefix_cache, keep_unstated=keep_unstated)
+                                  prefix_cache=prefix_cache, keep_unstated=keep_unstated, on_answer=on_answer)
     write_output(output_path, results)
     return RunOutcome(results, stats, time.perf_counter() - t0)
 

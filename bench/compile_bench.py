@@ -218,9 +218,8 @@ class CallmaybeEngine:
     """callmaybe: index compiled ahead of time; a step is a cached row lookup plus a memoized DFA walk."""
 
     grammar = "callmaybe catalog"
-    # scipy.sparse: imported lazily by the DFA minimization (~0.2 s, once per process)
     modules = ("callmaybe.compiler.compile", "callmaybe.compiler.compose", "callmaybe.indexfile",
-               "callmaybe.runtime.masks", "interegular", "scipy.sparse")
+               "callmaybe.runtime.masks", "interegular")
 
     @staticmethod
     def clear_caches() -> None:

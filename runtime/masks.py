@@ -2,8 +2,8 @@
 
 Masks are looked up, never computed by scanning the vocabulary. :meth:`TokenIndex.mask` returns a
 :class:`Mask`: a view of the state's row exactly as the index stores it (a sorted id list or a packed
-bitmask, no copy) plus whether EOS is allowed, so that the first use of a row costs no more than later
-ones. The full-width bool tensor and the 0/-inf float bias are built from it on demand and cached. The
+bitmask, no copy) plus whether EOS is allowed. One is made per distinct row at load (O(states + rows), no
+per-token work), so the first step in a state costs what later ones do. The full-width bool tensor and the 0/-inf float bias are built from it on demand and cached. The
 next state after a token is the byte DFA walked over the token's bytes (bounded by the longest token),
 memoized per (state, token). Loading does no per-token work, so the first mask is ready within
 milliseconds.
@@ -28,7 +28,7 @@ class Mask:
     ``ids``: int32 (k,) sorted allowed ids, or None; ``bits``: uint8 (ceil(width/8),) packed bitmask
     (little bit order: bit j of byte i is token 8i+j), or None; exactly one of the two is set, and both are
     views into the loaded index. ``eos_ids`` are allowed too when ``eos`` is true (accepting states).
-    Instances are cached per (row, accepting) and immutable; the derived tensors are built once.
+    One instance per (row, accepting) pair, made at load and shared; the derived tensors are built once.
     """
 
     __slots__ = ("ids", "bits", "eos", "eos_ids", "width", "_tensor", "_ids_t")
@@ -114,6 +114,7 @@ class TokenIndex:
         self._state_row = data.arrays["state_row"].tolist()
         self._min_tokens = data.arrays["min_tokens"].tolist()
         self._class_of_byte = byte_class.tolist()
+        self._class_table = bytes(self._class_of_byte)  # byte -> class, for bytes.translate
         self._row_kind = data.row_kind.tolist()
         self._row_offset, self._row_count = data.row_offset.tolist(), data.row_count.tolist()
         self._row_ids, self._row_bits = data.row_ids, data.row_bits
@@ -261,7 +262,8 @@ class TokenIndex:
     def next_state(self, state: int, token: int) -> int:
         """The state after ``token`` from ``state``; -1 when the token is not allowed there.
 
-        Memoized per (state, token) under one int key (no tuple is built on the hot path)."""
+        Memoized per (state, token) under one int key (no tuple is built on the hot path). A miss walks
+        the token's bytes, translated to byte classes in one C call (``bytes.translate``)."""
         key = state * self.width + token
         s = self._next.get(key)
         if s is None:
@@ -272,10 +274,10 @@ class TokenIndex:
 
     def walk_bytes(self, state: int, data: bytes) -> int:
         """The state after ``data`` from ``state``, or -1 once dead."""
-        trans, cls, c = self._trans, self._class_of_byte, self._num_classes
+        trans, c = self._trans, self._num_classes
         s = state
-        for b in data:
-            s = trans[s * c + cls[b]]
+        for k in data.translate(self._class_table):
+            s = trans[s * c + k]
             if s < 0:
                 return -1
         return s

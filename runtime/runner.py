@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from tqdm import tqdm
 
@@ -99,8 +99,13 @@ class Answerer:
 
 def run_requests(model, tokenizer, index: TokenIndex, functions: list[Function], requests: list[Any],
                  max_tokens: int = 256, trace: bool = False, progress: bool = True,
-                 prefix_cache: bool = True, keep_unstated: bool = False) -> tuple[list[dict], RunStats]:
-    """Answer every request in order; one failure never stops the others."""
+                 prefix_cache: bool = True, keep_unstated: bool = False,
+                 on_answer: Callable[[dict], None] | None = None) -> tuple[list[dict], RunStats]:
+    """Answer every request in order; one failure never stops the others.
+
+    ``on_answer`` (if given) is called after each request with its per-request record (``prompt``,
+    ``tokens``, ``forward_passes``, ``seconds``, ``trace``, ``dropped``; only ``prompt`` and ``error`` for
+    a failed one), so a trace can be shown while the run goes on."""
     answerer = Answerer(model, tokenizer, index, functions, max_tokens, prefix_cache, keep_unstated)
     stats = RunStats()
     results = []
@@ -108,4 +113,7 @@ def run_requests(model, tokenizer, index: TokenIndex, functions: list[Function],
         entry, gen = answerer.answer(request, trace)
         results.append(entry)
         stats.add(entry, gen)
+        if on_answer is not None:
+            on_answer(stats.per_request[-1] if gen is not None else {"prompt": entry.get("prompt"),
+                                                                     "error": entry.get("error"), "trace": []})
     return results, stats

@@ -34,3 +34,31 @@ def test_run_public_prompts_with_smollm2(tmp_path, public_catalog_path):
         if "name" in r:
             jsonschema.validate(r["parameters"], schemas[r["name"]])
     assert "(1 failed)" in result.stderr
+
+
+def test_trace_shows_each_request_as_it_is_answered(tmp_path, public_catalog_path):
+    """--trace: per request a "# prompt" line, then one JSON line per token (forced or chosen, with the
+    allowed count and the top 3 for chosen ones); the traced tokens spell the call that was written."""
+    requests = [{"prompt": "What is the sum of 2 and 3?"}, {"prompt": ""}]
+    inp = tmp_path / "in.json"
+    inp.write_text(json.dumps(requests))
+    out = tmp_path / "out.json"
+    result = CliRunner().invoke(main, [
+        "run", str(inp), "--functions_definition", str(public_catalog_path), "--output", str(out),
+        "--model", "smollm2-135m-instruct", "--threads", "1", "--trace",
+    ])
+    assert result.exit_code == 0, result.output
+    lines = result.stderr.splitlines()
+    first = lines.index("# What is the sum of 2 and 3?")
+    second = lines.index("# ")
+    assert lines[second + 1] == "  error: empty or missing prompt"
+    steps = [json.loads(line) for line in lines[first + 1 : second] if line.startswith("  {")]
+    assert [s["step"] for s in steps] == list(range(len(steps)))
+    assert {s["kind"] for s in steps} == {"forced", "chosen"}
+    for s in steps:
+        if s["kind"] == "chosen":
+            assert s["allowed"] >= 1 and len(s["top"]) == 3 and 0 <= s["prob"] <= 1
+    text = "".join(s["text"] for s in steps)
+    written = json.loads(out.read_text())[0]
+    assert json.loads(text) == {"name": written["name"], "parameters": {"a": 2, "b": 3}}
+    assert text.startswith('{"name": "fn_add_numbers"')
