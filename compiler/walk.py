@@ -166,11 +166,13 @@ def _first_level(flat_t: np.ndarray, trie: TokenTrie, states: np.ndarray):
 GROUP_MIN_LIVE_BYTES = 64
 # The most state pairs matched per group member before the rest counts as not shared.
 GROUP_MAX_PAIRS = 256
+# A group's correspondence table holds members x states int32 entries; larger groups are split.
+GROUP_MAX_ENTRIES = 1 << 23
 
 
 @dataclass
 class StateGroup:
-    """States whose walks share one: ``rep`` and ``members`` (int64 (k,), rep included) and ``phi``: int64
+    """States whose walks share one: ``rep`` and ``members`` (int64 (k,), rep included) and ``phi``: int32
     (k, num_states), phi[i][q] = the state of member i that corresponds to the rep's state q (-1: none).
     ``core``: bool (num_states,), the rep states whose every transition corresponds in every member:
     a token whose walk from ``rep`` passes only core states (its last state aside) leads member i to
@@ -233,20 +235,30 @@ def state_groups(transitions: np.ndarray, states: np.ndarray) -> list[StateGroup
     for st, pat in zip(cand.tolist(), pattern):
         by_pattern.setdefault(pat.tobytes(), []).append(st)
     groups = []
-    for members in by_pattern.values():
-        if len(members) < 2:
-            continue
-        rep = members[0]
-        kept, phis, core = [], [], np.ones(transitions.shape[0], dtype=bool)
-        for m in members:
-            phi, c = _match(ctrans, rep, m)
-            if c[rep]:
-                kept.append(m)
-                phis.append(phi)
-                core &= c
-        if len(kept) >= 2 and core[rep]:
-            groups.append(StateGroup(rep, np.asarray(kept, dtype=np.int64), np.stack(phis), core))
+    chunk = max(2, GROUP_MAX_ENTRIES // transitions.shape[0])
+    for alike in by_pattern.values():
+        for at in range(0, len(alike), chunk):
+            group = _group(ctrans, alike[at : at + chunk], transitions.shape[0])
+            if group is not None:
+                groups.append(group)
     return groups
+
+
+def _group(ctrans: np.ndarray, members: list[int], num_states: int) -> StateGroup | None:
+    """The group of ``members`` around the first, or None when fewer than two share its walk."""
+    if len(members) < 2:
+        return None
+    rep = members[0]
+    kept, phis, core = [], [], np.ones(num_states, dtype=bool)
+    for m in members:
+        phi, c = _match(ctrans, rep, m)
+        if c[rep]:
+            kept.append(m)
+            phis.append(phi.astype(np.int32))
+            core &= c
+    if len(kept) < 2 or not core[rep]:
+        return None
+    return StateGroup(rep, np.asarray(kept, dtype=np.int64), np.stack(phis), core)
 
 
 def _walk_group(flat_t: np.ndarray, trie: TokenTrie, g: StateGroup):

@@ -57,9 +57,7 @@ def system_message(functions: list[Function], parameters_key: str = "parameters"
         "- Give every required argument. Give an optional argument (marked ?) only when the request states "
         "its value; otherwise leave it out and its default applies.\n"
         "- Take values from the request, converted to what the parameter expects: units (50 mL as litres is "
-        "0.05), amounts in words (3 million is 3000000), expressions (pi/2 is 1.5708).\n"
-        "- Write a value in the form its description asks for (\"City, State\" is \"Paris, TX\"; one of "
-        "the options it lists).\n\n"
+        "0.05), amounts in words (3 million is 3000000), expressions (pi/2 is 1.5708).\n\n"
         f"Functions:\n{listing}"
     )
 

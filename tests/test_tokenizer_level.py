@@ -323,3 +323,28 @@ def test_sentencepiece_texts_use_byte_fallback(families, tmp_path_factory):
     assert any(b" " in (vocab.token_bytes[i] or b"") for i in range(len(vocab.token_bytes)))
     assert vocab.eos_ids == (tokenizer.token_to_id("</s>"),)
     assert vocab.width == tokenizer.get_vocab_size() + 13
+
+
+@pytest.mark.parametrize("catalog", ["public", "own", "fn30"])
+@pytest.mark.parametrize("family_name", FAMILIES)
+def test_shared_walk_equals_walking_every_state_apart(family_name, catalog, families, tmp_path_factory):
+    """The string states that share one walk get exactly the (token, next state) pairs of their own walk,
+    on real vocabularies (byte-level BPE, SentencePiece with byte fallback)."""
+    import numpy as np
+
+    from callmaybe.compiler.compile import token_trie
+    from callmaybe.compiler.grammar import compile_grammar
+    from callmaybe.compiler.walk import state_groups, walk as walk_trie
+    from tests.conftest import shared_path
+
+    _, vocab = family(family_name, families, tmp_path_factory)
+    if catalog == "fn30":
+        functions = load_catalog(shared_path("data", "bench", "catalog_fn30.openai.json"))
+    else:
+        functions = load_catalog(PUBLIC) if catalog == "public" else parse_catalog(OWN_CATALOG, "own")
+    dfa = compile_grammar(functions).dfa
+    trie = token_trie(vocab)
+    assert any(len(g.members) >= 3 for g in state_groups(dfa.transitions, np.arange(dfa.num_states)))
+    shared, apart = walk_trie(dfa.transitions, trie), walk_trie(dfa.transitions, trie, share=False)
+    for key in ("state", "token", "next_state"):
+        assert np.array_equal(getattr(shared, key), getattr(apart, key)), key

@@ -75,7 +75,7 @@ SHARED_TOKENS = [bytes([b]) for b in range(32, 127)] + [
 ]
 
 
-def test_shared_walk_equals_the_walk_of_every_state_apart():
+def test_shared_walk_equals_the_walk_of_every_state_apart(monkeypatch):
     """Many string values (same automaton, different continuations after the closing quote, one with a
     length limit) share one walk; the result is identical to walking every state on its own."""
     fns = parse_catalog([
@@ -84,6 +84,7 @@ def test_shared_walk_equals_the_walk_of_every_state_apart():
         {"name": "g", "parameters": {"x": {"type": "string"}, "y": {"type": "array", "items": {"type": "string"}}}},
     ], "t")
     from callmaybe.compiler.grammar import compile_grammar
+    from callmaybe.compiler import walk as walk_mod
     from callmaybe.compiler.walk import state_groups
     import numpy as np
 
@@ -91,10 +92,13 @@ def test_shared_walk_equals_the_walk_of_every_state_apart():
     trie = build_trie(SHARED_TOKENS)
     groups = state_groups(dfa.transitions, np.arange(dfa.num_states))
     assert max(len(g.members) for g in groups) >= 4  # the plain string contents form one group
-    shared = walk(dfa.transitions, trie)
     apart = walk(dfa.transitions, trie, share=False)
-    for key in ("state", "token", "next_state"):
-        assert np.array_equal(getattr(shared, key), getattr(apart, key)), key
+    for limit in (walk_mod.GROUP_MAX_ENTRIES, 1):  # 1: groups split into pairs
+        monkeypatch.setattr(walk_mod, "GROUP_MAX_ENTRIES", limit)
+        shared = walk(dfa.transitions, trie)
+        for key in ("state", "token", "next_state"):
+            assert np.array_equal(getattr(shared, key), getattr(apart, key)), key
+    assert all(len(g.members) == 2 for g in state_groups(dfa.transitions, np.arange(dfa.num_states)))
     # and the apart walk is right: spot-check against the byte-wise walk
     for s in range(dfa.num_states):
         got = dict(zip(apart.token[apart.state == s].tolist(), apart.next_state[apart.state == s].tolist()))

@@ -12,7 +12,7 @@ from callmaybe.runtime.masks import TokenIndex
 from callmaybe.vocabulary import Vocabulary
 
 TOKENS = [b'{"', b"name", b'":', b" ", b'"', b"f", b", ", b"parameters", b"{", b"}", b"}}", b"a", b"ab",
-          b'"}}', b'{"name": "f", "parameters": {"s": "', b"s", b"1", None]
+          b'"}}', b'{"name": "f", "parameters": {"s": "', b"s", b"1", None, b"0"]
 EOS = 17
 VOCAB = Vocabulary(name="tiny", token_bytes=tuple(TOKENS), eos_ids=(EOS,), width=20)
 ID = {t: i for i, t in enumerate(TOKENS) if t is not None}
@@ -76,7 +76,37 @@ def test_repeated_ngram_is_closed_early(index):
     model = ScriptedModel([b"ab", b'"}}'])
     gen = generate(model, Tokenizer(), index, [ID[b"1"]], max_tokens=100)
     assert gen.loop_closed
-    assert gen.text == '{"name": "f", "parameters": {"s": "' + "ab" * 4 + '"}}'
+    # "ab" is 2 bytes: the loop rule wants 4 repeats and 16 bytes, so 8 repeats
+    assert gen.text == '{"name": "f", "parameters": {"s": "' + "ab" * 8 + '"}}'
+
+
+class SequenceModel(ScriptedModel):
+    """Prefers the k-th token of ``script`` at its k-th call (then the last one)."""
+
+    def __init__(self, script):
+        super().__init__([])
+        self.script = [ID[t] for t in script]
+
+    def __call__(self, input_ids, cache=None, use_cache=True):
+        tok = self.script[min(len(self.calls), len(self.script) - 1)]
+        self.calls.append(input_ids.shape[1])
+        logits = torch.zeros(1, input_ids.shape[1], VOCAB.width)
+        logits[0, -1, tok] = 100.0
+        return SimpleNamespace(logits=logits, cache=cache)
+
+
+def test_digits_of_a_number_are_not_a_loop():
+    fns = parse_catalog([{"name": "f", "parameters": {"s": {"type": "integer"}}}], "t")
+    idx = TokenIndex(compile_index(fns, VOCAB)[0], VOCAB.token_bytes)
+    gen = generate(SequenceModel([b"1"] + [b"0"] * 8 + [b"}}"]), Tokenizer(), idx, [ID[b"1"]], max_tokens=100)
+    assert gen.text == '{"name": "f", "parameters": {"s": 100000000}}'
+    assert not gen.loop_closed
+
+
+def test_a_single_repeated_character_in_a_string_is_closed_after_16_bytes(index):
+    gen = generate(SequenceModel([b"1"] * 40 + [b'"}}']), Tokenizer(), index, [ID[b"1"]], max_tokens=100)
+    assert gen.loop_closed
+    assert gen.text == '{"name": "f", "parameters": {"s": "' + "1" * 16 + '"}}'
 
 
 def test_budget_below_the_shortest_call_is_an_error(index):
@@ -86,9 +116,12 @@ def test_budget_below_the_shortest_call_is_an_error(index):
 
 
 def test_repeating():
-    assert repeating([1, 2, 1, 2, 1, 2, 1, 2])
-    assert repeating([5, 7, 7, 7, 7])
-    assert not repeating([1, 2, 1, 2, 1, 2, 3])
+    assert repeating([b"abcd", b"ef"] * 4)  # 6 bytes x 4 >= 16
+    assert not repeating([b"ab", b"c"] * 4)  # 4 repeats, but only 12 bytes
+    assert repeating([b"ab", b"c"] * 6)  # 18 bytes
+    assert repeating([b"x", b"hello", b"hello", b"hello", b"hello"])
+    assert not repeating([b"hello", b"hello", b"hello", b"hell"])
+    assert not repeating([])
 
 
 def test_logits_processor_matches_the_mask(index):
