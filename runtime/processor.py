@@ -5,6 +5,7 @@ It keeps one DFA state per batch row, advances it by the token generated at each
 :func:`~callmaybe.runtime.decoder.generate`. Given the tokenizer, it also allows only the canonical tokens of
 forced text and applies the token budget, exactly as our loop does, so greedy ``generate`` returns the same
 call; it still asks the model at every step (``generate`` cannot append several tokens in one pass).
+The masks live on the CPU and are moved to the scores' device (a GPU model works too).
 """
 
 from __future__ import annotations
@@ -54,6 +55,15 @@ class IndexLogitsProcessor(LogitsProcessor):
             if forced:
                 out[row, forced[0]] = scores[row, forced[0]]
                 continue
-            mask = self.index.budget_mask(s, left)[:width]
-            out[row] = torch.where(mask, scores[row], out[row])
+            if self.index.budget_is_loose(left):
+                m = self.index.mask(s)
+                if m.is_sparse():  # a short id row: copy the allowed scores over
+                    ids = m.token_ids()
+                    ids = ids[ids < width].to(scores.device)
+                    out[row, ids] = scores[row, ids]
+                    continue
+                mask = m.tensor()[:width]
+            else:
+                mask = self.index.budget_mask(s, left)[:width]
+            out[row] = torch.where(mask.to(scores.device), scores[row], out[row])
         return out
