@@ -291,4 +291,6 @@ def interactive_session(functions_path: Path, model: str, index_path: Path | Non
         if trace and gen is not None:
             for step in gen.trace:
                 log("  " + json.dumps(step, ensure_ascii=False))
+            if gen.dropped:
+                log(f"  left out as unstated: {', '.join(gen.dropped)}")
         print(json.dumps({k: v for k, v in entry.items() if k != "prompt"}, ensure_ascii=False), flush=True)

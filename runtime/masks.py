@@ -151,7 +151,10 @@ class TokenIndex:
         """The :class:`Mask` of ``state``: its row as stored (ids or packed bits), EOS only if accepting.
 
         O(1) and the same cost on first use as later: one list lookup (the masks are made at load).
+        Raises IndexError for a state outside the index (-1, the dead state, included).
         """
+        if state < 0:
+            raise IndexError(f"no mask for state {state}")
         return self._state_mask[state]
 
     def _make_masks(self) -> list[Mask]:
@@ -189,9 +192,15 @@ class TokenIndex:
         return b
 
     def apply(self, state: int, logits: torch.Tensor) -> torch.Tensor:
-        """A new float tensor: ``logits`` (shape (n,), n <= width) with every token not allowed in ``state``
+        """A new tensor like ``logits`` (shape (n,), same dtype) with every token not allowed in ``state``
         set to -inf. A short id row scatters the allowed logits into a -inf tensor; other rows add the
-        cached :meth:`bias`."""
+        cached float32 :meth:`bias` (and cast back for half-precision logits). Ids at or past the index
+        width (n > width) are never allowed."""
+        n = logits.shape[0]
+        if n > self.width:
+            out = torch.full_like(logits, float("-inf"))
+            out[: self.width] = self.apply(state, logits[: self.width])
+            return out
         m = self.mask(state)
         if m.is_sparse():
             ids = m.token_ids()
@@ -200,7 +209,8 @@ class TokenIndex:
             out = torch.full_like(logits, float("-inf"))
             out[ids] = logits[ids]
             return out
-        return logits + self.bias(state)[: logits.shape[0]]
+        out = logits + self.bias(state)[:n]
+        return out if out.dtype == logits.dtype else out.to(logits.dtype)
 
     def budget_mask(self, state: int, left: int) -> torch.Tensor:
         """The mask of ``state`` keeping only tokens after which the call can still be completed within

@@ -40,8 +40,8 @@ class RunStats:
             self.forced += gen.forced_tokens
             self.forward_passes += gen.forward_passes
             self.seconds += gen.seconds
-            self.per_request.append({"prompt": entry["prompt"], "tokens": len(gen.tokens),
-                                     "forward_passes": gen.forward_passes, "seconds": gen.seconds,
+            self.per_request.append({"prompt": entry["prompt"], "error": entry.get("error"),
+                                     "tokens": len(gen.tokens), "forward_passes": gen.forward_passes, "seconds": gen.seconds,
                                      "loop_closed": gen.loop_closed, "trace": gen.trace,
                                      "dropped": gen.dropped})
 
@@ -69,7 +69,8 @@ class Answerer:
     def answer(self, request: Any, trace: bool = False) -> tuple[dict[str, Any], Generation | None]:
         """Answer one request entry ``{"prompt": ...}``: returns (result entry, Generation or None).
 
-        A bad request (missing or empty prompt) or a failed decode gives ``{"prompt", "error"}``.
+        A bad request (missing or empty prompt) or a failed decode gives ``{"prompt", "error"}``; the
+        Generation is returned whenever decoding ran (also when its output then failed the schema check).
         """
         prompt = request.get("prompt") if isinstance(request, dict) else None
         if not isinstance(request, dict) or "prompt" not in request:
@@ -82,6 +83,7 @@ class Answerer:
             prompt.encode("utf-8")
         except UnicodeEncodeError:
             return {"prompt": prompt.encode("utf-8", "replace").decode(), "error": "prompt is not valid Unicode"}, None
+        gen = None
         try:
             ids = prompt_ids(self.tokenizer, self.functions, prompt, self.format)
             gen = generate(self.model, self.tokenizer, self.index, ids, self.max_tokens, trace,
@@ -90,10 +92,10 @@ class Answerer:
             if not self.keep_unstated:
                 call["parameters"], gen.dropped = drop_unstated(call["parameters"], self.by_name[call["name"]],
                                                                 prompt)
-        except CallmaybeError as exc:
-            return {"prompt": prompt, "error": str(exc)}, None
+        except CallmaybeError as exc:  # the Generation (if any) is kept: its trace and counts still show
+            return {"prompt": prompt, "error": str(exc)}, gen
         except (RuntimeError, ValueError, TypeError) as exc:  # one bad request never stops the others
-            return {"prompt": prompt, "error": f"{type(exc).__name__}: {exc}"}, None
+            return {"prompt": prompt, "error": f"{type(exc).__name__}: {exc}"}, gen
         return {"prompt": prompt, **call}, gen
 
 

@@ -1,5 +1,6 @@
 """The decoding loop with a scripted model on a tiny vocabulary: forced text, budget, loops, processor."""
 
+import json
 from types import SimpleNamespace
 
 import pytest
@@ -12,9 +13,9 @@ from callmaybe.runtime.masks import TokenIndex
 from callmaybe.vocabulary import Vocabulary
 
 TOKENS = [b'{"', b"name", b'":', b" ", b'"', b"f", b", ", b"parameters", b"{", b"}", b"}}", b"a", b"ab",
-          b'"}}', b'{"name": "f", "parameters": {"s": "', b"s", b"1", None, b"0"]
+          b'"}}', b'{"name": "f", "parameters": {"s": "', b"s", b"1", None, b"0", b"[", b"]", b"]}}"]
 EOS = 17
-VOCAB = Vocabulary(name="tiny", token_bytes=tuple(TOKENS), eos_ids=(EOS,), width=20)
+VOCAB = Vocabulary(name="tiny", token_bytes=tuple(TOKENS), eos_ids=(EOS,), width=24)
 ID = {t: i for i, t in enumerate(TOKENS) if t is not None}
 
 
@@ -134,3 +135,14 @@ def test_logits_processor_matches_the_mask(index):
     assert allowed == sorted([ID[b'{"'], ID[b"{"], ID[b'{"name": "f", "parameters": {"s": "']])
     out = proc(torch.tensor([[ID[b"1"], ID[b'{"name": "f", "parameters": {"s": "']]]), scores)
     assert torch.isfinite(out[0, ID[b"ab"]]) and not torch.isfinite(out[0, ID[b'":']])
+
+
+def test_a_runaway_array_is_closed():
+    fns = parse_catalog([{"name": "f", "parameters": {"s": {"type": "array", "items": {"type": "integer"}}}}], "t")
+    idx = TokenIndex(compile_index(fns, VOCAB)[0], VOCAB.token_bytes)
+    # the model writes "1, " forever: 3 bytes per repeat, so the rule waits for 11 repeats (>= 32 bytes)
+    gen = generate(SequenceModel([b"1"] + [b", ", b"1"] * 60), Tokenizer(), idx, [ID[b"1"]], max_tokens=200)
+    assert gen.loop_closed
+    items = json.loads(gen.text)["parameters"]["s"]
+    assert items == [1] * len(items) and 8 <= len(items) <= 13
+    assert len(gen.tokens) < 60

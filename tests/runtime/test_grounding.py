@@ -14,11 +14,13 @@ REQUEST = "Find vegan places in Los Angeles, CA open late; distances in Miles."
 
 def test_normalize_keeps_letters_and_digits_only():
     assert normalize("Los Angeles, CA") == "losangelesca"
-    assert normalize("kg/m³ São") == "kgm³são"  # Unicode letters and digits count
+    assert normalize("kg/m³ São") == "kgm3são"  # NFKC: ³ -> 3
+    assert normalize("Hauptstraße") == normalize("HAUPTSTRASSE") == "hauptstrasse"
+    assert normalize("Cafe\u0301") == normalize("Café")
 
 
 def test_is_stated():
-    said = normalize(REQUEST)
+    said = REQUEST
     assert is_stated("los angeles", said) and is_stated("MILES", said)
     assert not is_stated("Drama", said) and not is_stated("", said) and not is_stated("--", said)
     assert is_stated(["vegan", "Los Angeles"], said) and not is_stated(["vegan", "halal"], said)
@@ -39,3 +41,19 @@ def test_nothing_is_dropped_when_the_schema_would_break():
         "type": "object", "properties": {"a": {"type": "string"}, "b": {"type": "string"}},
         "minProperties": 2}}}], "t")[0]
     assert drop_unstated({"a": "x", "b": "stated"}, fn, "stated") == ({"a": "x", "b": "stated"}, [])
+
+
+def test_symbols_count_when_written_as_such():
+    fn = parse_catalog([{"type": "function", "function": {"name": "split", "parameters": {
+        "type": "object", "properties": {"text": {"type": "string"}, "sep": {"type": "string"}},
+        "required": ["text"]}}}], "t")[0]
+    assert drop_unstated({"text": "a;b", "sep": ";"}, fn, 'Split "a;b" on ";"') == ({"text": "a;b", "sep": ";"}, [])
+    assert drop_unstated({"text": "a;b", "sep": "|"}, fn, 'Split "a;b" please') == ({"text": "a;b"}, ["sep"])
+
+
+def test_draft7_dependencies_are_respected():
+    fn = parse_catalog([{"type": "function", "function": {"name": "w", "parameters": {
+        "type": "object", "properties": {"a": {"type": "string"}, "b": {"type": "string"}},
+        "dependencies": {"a": ["b"]}}}}], "t")[0]
+    assert drop_unstated({"a": "paris", "b": "metric"}, fn, "weather in paris") == \
+        ({"a": "paris", "b": "metric"}, [])

@@ -75,3 +75,18 @@ def test_apply_sets_exactly_the_disallowed_logits_to_minus_inf(index):
     state = index.start
     assert set(torch.isfinite(index.apply(state, short)).nonzero().flatten().tolist()) == \
         {i for i in expected(index, state) if i < 300}
+
+
+def test_apply_keeps_the_dtype_and_never_allows_ids_past_the_width(index):
+    for state in range(index.num_states):
+        want = expected(index, state)
+        half = index.apply(state, torch.randn(WIDTH).to(torch.bfloat16))
+        assert half.dtype == torch.bfloat16
+        assert set(torch.isfinite(half).nonzero().flatten().tolist()) == want
+        wide = index.apply(state, torch.randn(WIDTH + 7))
+        assert set(torch.isfinite(wide).nonzero().flatten().tolist()) == want
+
+
+def test_no_mask_for_the_dead_state(index):
+    with pytest.raises(IndexError):
+        index.mask(-1)
