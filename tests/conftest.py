@@ -6,6 +6,13 @@ import os
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
+
+# CI runs the property tests on a fixed seed (a red CI must mean a regression, not a new random draw);
+# elsewhere every run draws new examples.
+settings.register_profile("ci", derandomize=True, database=None)
+if os.environ.get("CI"):
+    settings.load_profile("ci")
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED = Path(os.environ.get("CALLMAYBE_SHARED", REPO.parent / "shared"))

@@ -143,13 +143,24 @@ def _properties(validator, properties, instance, schema):
         yield ValidationError(f"properties {list(instance)} not in declaration order")
 
 
+def _spellings(value: Any) -> set[str]:
+    """The texts the grammar accepts for one enum/const value: its canonical text and, for an integral
+    number below 1e15 (JSON Schema compares numbers by value), the other spelling (1 and 1.0)."""
+    out = {canonical(value)}
+    if isinstance(value, float) and value.is_integer() and abs(value) < 1e15:
+        out.add(canonical(int(value)))
+    elif isinstance(value, int) and not isinstance(value, bool) and abs(value) < 10**15:
+        out.add(canonical(float(value)))
+    return out
+
+
 def _enum(validator, enums, instance, schema):
-    if canonical(instance) not in {canonical(e) for e in enums}:
+    if canonical(instance) not in set().union(*(_spellings(e) for e in enums)):
         yield ValidationError(f"{instance!r} is not one of {enums!r} (canonical texts)")
 
 
 def _const(validator, const, instance, schema):
-    if canonical(instance) != canonical(const):
+    if canonical(instance) not in _spellings(const):
         yield ValidationError(f"{instance!r} is not {const!r} (canonical texts)")
 
 
