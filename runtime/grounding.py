@@ -6,7 +6,8 @@ optional parameter exists so that the function's default applies when the caller
 value is dropped: an optional argument whose value is a string, or a list of strings, is kept only when each
 string, lower-cased with everything but letters and digits removed, occurs in the request normalized the same
 way (after Unicode NFKC normalization and case folding, so "Straße" states "strasse" and "m²" states
-"m2"); a string with no letter or digit (``";"``, ``"-"``) is kept when it occurs in the request as written.
+"m2"), or when each of its words is a word of the request up to an ending ("strengths" is stated by "get
+me strength and weakness traits"); a string with no letter or digit (``";"``, ``"-"``) is kept when it occurs in the request as written.
 Required arguments, numbers, booleans, objects and null are always kept. The call is validated again against
 the function's schema after dropping, under both draft 7 and draft 2020-12 rules (``minProperties``,
 ``dependentRequired``, draft 7's ``dependencies``); if it no longer validates, nothing is dropped.
@@ -36,17 +37,53 @@ def normalize(text: str) -> str:
     return "".join(ch for ch in fold(text) if ch.isalnum())
 
 
+def words(text: str) -> list[str]:
+    """The runs of letters and digits of :func:`fold`-ed ``text`` (``"Opening_hours"`` -> opening, hours)."""
+    out, word = [], []
+    for ch in fold(text):
+        if ch.isalnum():
+            word.append(ch)
+        elif word:
+            out.append("".join(word))
+            word = []
+    if word:
+        out.append("".join(word))
+    return out
+
+
+def close(word: str, said: str) -> bool:
+    """True when ``word`` is ``said`` up to an ending: equal; one a prefix of the other, the shorter of at
+    least 3 characters and at most 3 more in the longer ("mile"/"miles", "detail"/"detailed"); or a shared
+    prefix of at least 3 characters with at most 2 different ones after it on each side ("woman"/"women")."""
+    if word == said:
+        return True
+    p = 0
+    for a, b in zip(word, said):
+        if a != b:
+            break
+        p += 1
+    if p < 3:
+        return False
+    if p == min(len(word), len(said)):
+        return max(len(word), len(said)) - p <= 3
+    return len(word) - p <= 2 and len(said) - p <= 2
+
+
 def is_stated(value: Any, request: str) -> bool:
     """True unless ``value`` is a string (or a list of strings) that ``request`` does not state.
 
     A string with letters or digits is stated when its :func:`normalize`-d form occurs in the normalized
-    request; one without (``";"``) when its :func:`fold`-ed form occurs in the folded request; an empty
-    or blank string never is.
+    request, or when each of its :func:`words` is :func:`close` to a word of the request ("strengths" for
+    "strength", "toll roads" for "tolls"); one without (``";"``) when its :func:`fold`-ed form occurs in
+    the folded request; an empty or blank string never is.
     """
     if isinstance(value, str):
         n = normalize(value)
         if n:
-            return n in normalize(request)
+            if n in normalize(request):
+                return True
+            said = set(words(request))
+            return all(any(close(w, r) for r in said) for w in words(value))
         symbols = fold(value).strip()
         return bool(symbols) and symbols in fold(request)
     if isinstance(value, list) and value and all(isinstance(v, str) for v in value):

@@ -57,3 +57,16 @@ def test_draft7_dependencies_are_respected():
         "dependencies": {"a": ["b"]}}}}], "t")[0]
     assert drop_unstated({"a": "paris", "b": "metric"}, fn, "weather in paris") == \
         ({"a": "paris", "b": "metric"}, [])
+
+
+def test_words_up_to_an_ending_are_stated():
+    from callmaybe.runtime.grounding import close, words
+
+    assert words("Opening_hours, ticket-PRICE") == ["opening", "hours", "ticket", "price"]
+    assert close("strengths", "strength") and close("detailed", "detail") and close("women", "woman")
+    assert close("mile", "miles") and not close("cm", "centimeters") and not close("in", "inches")
+    assert not close("real", "roots") and not close("drama", "dramatically")
+    request = "Get me strength and weakness traits; avoid highways and toll roads in woman tennis"
+    assert is_stated(["strengths", "weaknesses"], request) and is_stated(["highways", "tolls"], request)
+    assert is_stated("women", request) and not is_stated("Drama", request)
+    assert not is_stated("your_database_name", "Update my customer information in the database")
