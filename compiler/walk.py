@@ -97,6 +97,38 @@ def build_trie(token_bytes: list[bytes | None] | tuple[bytes | None, ...]) -> To
     return TokenTrie(byte, child_start, child_end, end_start, end_end, end_tokens, n)
 
 
+TRIE_FIELDS = ("byte", "child_start", "child_end", "end_start", "end_end", "end_tokens")
+
+
+def trie_to_bytes(trie: TokenTrie) -> bytes:
+    """``trie`` as an uncompressed ``.npz``: each per-depth list concatenated, with its lengths."""
+    import io
+
+    arrays = {"num_tokens": np.asarray([trie.num_tokens], dtype=np.int64)}
+    for name in TRIE_FIELDS:
+        parts = getattr(trie, name)
+        arrays[name] = np.concatenate(parts) if parts else np.zeros(0, np.int64)
+        arrays[name + "_lengths"] = np.asarray([len(p) for p in parts], dtype=np.int64)
+    buf = io.BytesIO()
+    np.savez(buf, **arrays)
+    return buf.getvalue()
+
+
+def trie_from_file(path) -> TokenTrie:
+    """The trie written by :func:`trie_to_bytes`. Raises ValueError (or OSError) for a damaged file."""
+    with np.load(path, allow_pickle=False) as f:
+        fields = {}
+        depth = None
+        for name in TRIE_FIELDS:
+            lengths = f[name + "_lengths"]
+            flat = f[name]
+            if int(lengths.sum()) != len(flat) or (depth is not None and len(lengths) != depth):
+                raise ValueError(f"token trie cache {path}: inconsistent {name}")
+            depth = len(lengths)
+            fields[name] = np.split(flat, np.cumsum(lengths)[:-1]) if depth else []
+        return TokenTrie(**fields, num_tokens=int(f["num_tokens"][0]))
+
+
 @dataclass
 class WalkResult:
     """Every (state, token) pair a DFA allows, with the state each token leads to.

@@ -120,3 +120,33 @@ def test_distinct_edges_and_min_tokens_by_bitmap_and_by_sort(monkeypatch):
         src, dst = table.distinct_edges(r, 4)
         assert list(zip(src.tolist(), dst.tolist())) == [(0, 1), (0, 2), (1, 2), (3, 3)]
         assert table.min_tokens(r, accepting).tolist() == [1, 1, 0, np.iinfo(np.int32).max // 2]
+
+
+def test_token_trie_is_cached_on_disk_and_rebuilt_when_damaged(tmp_path, monkeypatch):
+    import numpy as np
+    from callmaybe.compiler import compile as compile_mod
+
+    monkeypatch.setenv("CALLMAYBE_CACHE", str(tmp_path))
+    monkeypatch.setattr(compile_mod, "_TRIES", {})
+    compile_mod.token_trie(VOCAB)
+    assert not (tmp_path / "vocab" / "tries").exists()  # a tiny vocabulary is not worth a file
+    monkeypatch.setattr(compile_mod, "TRIE_CACHE_MIN_TOKENS", 0)
+    monkeypatch.setattr(compile_mod, "_TRIES", {})
+    built = compile_mod.token_trie(VOCAB)
+    files = list((tmp_path / "vocab" / "tries").glob("*.npz"))
+    assert len(files) == 1
+
+    def same(a, b):
+        return a.num_tokens == b.num_tokens and all(
+            len(getattr(a, f)) == len(getattr(b, f)) and
+            all(np.array_equal(x, y) and x.dtype == y.dtype for x, y in zip(getattr(a, f), getattr(b, f)))
+            for f in ("byte", "child_start", "child_end", "end_start", "end_end", "end_tokens"))
+
+    monkeypatch.setattr(compile_mod, "_TRIES", {})
+    assert same(compile_mod.token_trie(VOCAB), build_trie(TOKENS)) and same(built, build_trie(TOKENS))
+    good = files[0].read_bytes()
+    for damaged in (b"not an npz", good[: len(good) // 2]):
+        files[0].write_bytes(damaged)
+        monkeypatch.setattr(compile_mod, "_TRIES", {})
+        assert same(compile_mod.token_trie(VOCAB), build_trie(TOKENS))
+    assert compile_mod.trie_from_file(files[0]).num_tokens == build_trie(TOKENS).num_tokens  # rewritten
