@@ -3,18 +3,23 @@
 Small models fill optional parameters with values of their own: a default copied from the description
 (``"unit": "cm"``), a placeholder (``"database": "my_database"``), a guess (``"category": "Drama"``). An
 optional parameter exists so that the function's default applies when the caller says nothing, so such a
-value is dropped: an optional argument whose value is a string, or a list of strings, is kept only when each
-string, lower-cased with everything but letters and digits removed, occurs in the request normalized the same
-way (after Unicode NFKC normalization and case folding, so "Straße" states "strasse" and "m²" states
-"m2"), or when each of its words is a word of the request up to an ending ("strengths" is stated by "get
-me strength and weakness traits"); a string with no letter or digit (``";"``, ``"-"``) is kept when it occurs in the request as written.
+value is dropped. An optional argument whose value is a string, or a list of strings, is kept only when each
+string is stated in the request (:func:`is_stated`):
+
+* its letters and digits, after Unicode NFKC normalization and case folding, occur in the request's
+  ("Straße" states "strasse", "m²" states "m2"), or
+* each of its words is a word of the request up to an ending ("strengths" is stated by "get me strength
+  and weakness traits"), or
+* it has no letter or digit (``";"``, ``"-"``) and occurs in the request as written.
+
 Required arguments, numbers, booleans, objects and null are always kept. The call is validated again against
 the function's schema after dropping, under both draft 7 and draft 2020-12 rules (``minProperties``,
 ``dependentRequired``, draft 7's ``dependencies``); if it no longer validates, nothing is dropped.
 
-Measured on the first 100 BFCL simple cases with Qwen2.5-Coder-0.5B: right arguments 82% -> 84%, with no
-case lost. It can drop a value the request gives in another form (the request says "km", the model writes
-"kilometers"); ``callmaybe run --keep-unstated`` turns it off.
+Measured with Qwen2.5-Coder-0.5B on BFCL simple (the same generations scored with and without it): right
+arguments 82% -> 84% on the first 100 cases, 76.2% -> 79.5% on all 400 (13 cases won, 2 lost). It can drop
+a value the request gives in other words (the request says "top rated", the model writes "high");
+``callmaybe run --keep-unstated`` turns it off.
 """
 
 from __future__ import annotations
