@@ -154,6 +154,31 @@ def _expand(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarra
     return owner, pos
 
 
+def _ends(trie: TokenTrie, d: int, node: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The tokens that end at the depth-index-``d`` nodes ``node``: (index into ``node``, token id)."""
+    owner, pos = _expand(trie.end_start[d][node], trie.end_end[d][node])
+    return owner, trie.end_tokens[d][pos]
+
+
+def _children(flat_t: np.ndarray, trie: TokenTrie, d: int, node: np.ndarray, cur: np.ndarray):
+    """One byte down: the live children of the depth-index-``d`` nodes ``node`` in states ``cur``, as
+    (index into ``node``, child node, state after the child's byte), int64."""
+    owner, child = _expand(trie.child_start[d][node], trie.child_end[d][node])
+    nxt = flat_t[cur[owner] * 256 + trie.byte[d + 1][child]]
+    live = nxt >= 0
+    return owner[live], child[live], nxt[live].astype(np.int64)
+
+
+def _sorted_triples(out_s: list[np.ndarray], out_t: list[np.ndarray], out_n: list[np.ndarray]):
+    """The pieces of a walk joined into (state, token, next state) int32 arrays sorted by (state, token)."""
+    empty = np.zeros(0, dtype=np.int32)
+    s = np.concatenate(out_s).astype(np.int32) if out_s else empty
+    t = np.concatenate(out_t).astype(np.int32) if out_t else empty
+    n = np.concatenate(out_n).astype(np.int32) if out_n else empty
+    order = np.lexsort((t, s))
+    return s[order], t[order], n[order]
+
+
 def _descend(
     flat_t: np.ndarray, trie: TokenTrie, frontier: tuple[np.ndarray, np.ndarray, np.ndarray],
     seeds: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] | None = None,
@@ -166,20 +191,18 @@ def _descend(
     out_s, out_t, out_n = [], [], []
     for d in range(len(trie.byte)):
         if len(node):
-            owner, pos = _expand(trie.end_start[d][node], trie.end_end[d][node])
+            owner, tokens = _ends(trie, d, node)
             if len(owner):
                 out_s.append(start[owner].astype(np.int32))
-                out_t.append(trie.end_tokens[d][pos])
+                out_t.append(tokens)
                 out_n.append(cur[owner].astype(np.int32))
         if d in seeds:
             s2, n2, c2 = seeds[d]
             start, node, cur = np.concatenate([start, s2]), np.concatenate([node, n2]), np.concatenate([cur, c2])
         if d + 1 >= len(trie.byte) or (len(node) == 0 and not any(k > d for k in seeds)):
             break
-        owner, child = _expand(trie.child_start[d][node], trie.child_end[d][node])
-        nxt = flat_t[cur[owner] * 256 + trie.byte[d + 1][child]]
-        live = nxt >= 0
-        start, node, cur = start[owner][live], child[live], nxt[live].astype(np.int64)
+        owner, node, cur = _children(flat_t, trie, d, node, cur)
+        start = start[owner]
     return out_s, out_t, out_n
 
 
@@ -303,9 +326,9 @@ def _walk_group(flat_t: np.ndarray, trie: TokenTrie, g: StateGroup):
     for d in range(len(trie.byte)):
         if len(node) == 0:
             break
-        owner, pos = _expand(trie.end_start[d][node], trie.end_end[d][node])
+        owner, ended = _ends(trie, d, node)
         if len(owner):
-            tokens.append(trie.end_tokens[d][pos])
+            tokens.append(ended)
             ends.append(cur[owner])
         if d + 1 >= len(trie.byte):
             break
@@ -316,10 +339,7 @@ def _walk_group(flat_t: np.ndarray, trie: TokenTrie, g: StateGroup):
             if stop.any():
                 seed_nodes[d] = (node[stop], cur[stop])
             node, cur = node[inner], cur[inner]
-        owner, child = _expand(trie.child_start[d][node], trie.child_end[d][node])
-        nxt = flat_t[cur[owner] * 256 + trie.byte[d + 1][child]]
-        live = nxt >= 0
-        node, cur = child[live], nxt[live].astype(np.int64)
+        _, node, cur = _children(flat_t, trie, d, node, cur)
     tok = np.concatenate(tokens) if tokens else np.zeros(0, np.int32)
     end = np.concatenate(ends) if ends else np.zeros(0, np.int64)
     order = np.argsort(tok, kind="stable")
@@ -331,16 +351,11 @@ def _walk_group(flat_t: np.ndarray, trie: TokenTrie, g: StateGroup):
         mapped = g.phi[:, qs].reshape(-1)
         keep = mapped >= 0  # a state never paired is dead for that member
         seeds[d] = (starts[keep], np.tile(nodes, k)[keep], mapped[keep])
-    extra_s, extra_t, extra_n = _descend(flat_t, trie, (np.zeros(0, np.int64),) * 3, seeds)
-    es = np.concatenate(extra_s) if extra_s else np.zeros(0, np.int32)
-    et = np.concatenate(extra_t) if extra_t else np.zeros(0, np.int32)
-    en = np.concatenate(extra_n) if extra_n else np.zeros(0, np.int32)
-    eorder = np.lexsort((et, es))
-    es, et, en = es[eorder], et[eorder], en[eorder]
-    bounds = np.searchsorted(es, g.members.astype(np.int32), side="left"), \
-        np.searchsorted(es, g.members.astype(np.int32), side="right")
-    for i, m in enumerate(g.members.tolist()):
-        lo, hi = int(bounds[0][i]), int(bounds[1][i])
+    es, et, en = _sorted_triples(*_descend(flat_t, trie, (np.zeros(0, np.int64),) * 3, seeds))
+    members = g.members.astype(np.int32)
+    bounds = zip(np.searchsorted(es, members, side="left").tolist(),
+                 np.searchsorted(es, members, side="right").tolist())
+    for i, (m, (lo, hi)) in enumerate(zip(g.members.tolist(), bounds)):
         t_i, n_i = tok, g.phi[i][end].astype(np.int32)
         if hi > lo:
             t_i = np.concatenate([t_i, et[lo:hi]])
@@ -365,18 +380,13 @@ def walk(transitions: np.ndarray, trie: TokenTrie, states: np.ndarray | None = N
         states = np.arange(num_states, dtype=np.int64)
     states = np.asarray(states, dtype=np.int64)
     flat_t = transitions.reshape(-1)
-    empty = np.zeros(0, dtype=np.int32)
     if not trie.byte or len(states) == 0:
+        empty = np.zeros(0, dtype=np.int32)
         return WalkResult(empty, empty, empty)
     groups = state_groups(transitions, states) if share else []
     grouped = np.concatenate([g.members for g in groups]) if groups else np.zeros(0, np.int64)
     alone = np.setdiff1d(states, grouped)
-    out_s, out_t, out_n = _descend(flat_t, trie, _first_level(flat_t, trie, alone))
-    s = np.concatenate(out_s) if out_s else empty
-    t = np.concatenate(out_t) if out_t else empty
-    n = np.concatenate(out_n) if out_n else empty
-    order = np.lexsort((t, s))
-    s, t, n = s[order], t[order], n[order]
+    s, t, n = _sorted_triples(*_descend(flat_t, trie, _first_level(flat_t, trie, alone)))
     if not groups:
         return WalkResult(s, t, n)
     # assemble per state in state order: slices of the lone walk and each member's own arrays
@@ -384,8 +394,9 @@ def walk(transitions: np.ndarray, trie: TokenTrie, states: np.ndarray | None = N
     for g in groups:
         for m, t_i, n_i in _walk_group(flat_t, trie, g):
             pieces[m] = (t_i, n_i)
-    lo = np.searchsorted(s, alone.astype(np.int32), side="left")
-    hi = np.searchsorted(s, alone.astype(np.int32), side="right")
+    alone32 = alone.astype(np.int32)
+    lo = np.searchsorted(s, alone32, side="left")
+    hi = np.searchsorted(s, alone32, side="right")
     for st, a, b in zip(alone.tolist(), lo.tolist(), hi.tolist()):
         pieces[st] = (t[a:b], n[a:b])
     order_states = sorted(pieces)
