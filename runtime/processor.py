@@ -56,14 +56,8 @@ class IndexLogitsProcessor(LogitsProcessor):
                 out[row, forced[0]] = scores[row, forced[0]]
                 continue
             if self.index.budget_is_loose(left):
-                m = self.index.mask(s)
-                if m.is_sparse():  # a short id row: copy the allowed scores over
-                    ids = m.token_ids()
-                    ids = ids[ids < width].to(scores.device)
-                    out[row, ids] = scores[row, ids]
-                    continue
-                mask = m.tensor()[:width]
+                out[row] = self.index.apply(s, scores[row])
             else:
                 mask = self.index.budget_mask(s, left)[:width]
-            out[row] = torch.where(mask.to(scores.device), scores[row], out[row])
+                out[row] = torch.where(mask.to(scores.device), scores[row], out[row])
         return out
