@@ -50,7 +50,9 @@ class StringTracker:
         self.escaped = False
         self.opened = 0  # strings opened so far
 
-    def feed(self, data: bytes) -> None:
+    def feed(self, data: bytes) -> bool:
+        """Follow ``data``; True when it stayed inside the string that was open before it (no quote)."""
+        opened = self.opened if self.inside else -1
         for b in data:
             if not self.inside:
                 if b == 0x22:
@@ -62,6 +64,7 @@ class StringTracker:
                 self.escaped = True
             elif b == 0x22:
                 self.inside = False
+        return self.inside and self.opened == opened
 
 
 class BudgetExhausted(CallmaybeError):
@@ -177,9 +180,7 @@ def generate(
                                       "text": tokenizer.decode([tok])})
                     generated.append(tok)
                     data += index.token_bytes[tok]
-                    opened = strings.opened
-                    strings.feed(index.token_bytes[tok])
-                    if not strings.inside or strings.opened != opened:
+                    if not strings.feed(index.token_bytes[tok]):
                         in_string = []
                 pending += ids
                 forced += len(ids)
@@ -211,12 +212,10 @@ def generate(
             generated.append(tok)
             data += index.token_bytes[tok]
             pending = [tok]
-            opened = strings.opened
-            strings.feed(index.token_bytes[tok])
-            if not strings.inside or strings.opened != opened:
-                in_string = []
-            else:
+            if strings.feed(index.token_bytes[tok]):
                 in_string.append(index.token_bytes[tok])
+            else:
+                in_string = []
             all_chosen.append(index.token_bytes[tok])
             if not loop_closed and ((in_string and repeating(in_string)) or
                                     repeating(all_chosen, REPEAT_TIMES_ANY, REPEAT_MIN_BYTES_ANY)):

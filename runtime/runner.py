@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable
 
 from tqdm import tqdm
@@ -28,22 +28,23 @@ class RunStats:
     forced: int = 0
     forward_passes: int = 0
     seconds: float = 0.0
-    per_request: list[dict] = field(default_factory=list)
 
-    def add(self, entry: dict, gen: Generation | None) -> None:
+    def add(self, entry: dict, gen: Generation | None) -> dict:
+        """Count one answered request; returns its record (``prompt``, ``error``, ``trace`` and, when
+        decoding ran, ``tokens``, ``forward_passes``, ``seconds``, ``loop_closed``, ``dropped``)."""
         self.requests += 1
         if "error" in entry:
             self.failed += 1
+        record = {"prompt": entry.get("prompt"), "error": entry.get("error"), "trace": []}
         if gen is not None:
             self.tokens += len(gen.tokens)
             self.chosen += gen.chosen_tokens
             self.forced += gen.forced_tokens
             self.forward_passes += gen.forward_passes
             self.seconds += gen.seconds
-            self.per_request.append({"prompt": entry["prompt"], "error": entry.get("error"),
-                                     "tokens": len(gen.tokens), "forward_passes": gen.forward_passes, "seconds": gen.seconds,
-                                     "loop_closed": gen.loop_closed, "trace": gen.trace,
-                                     "dropped": gen.dropped})
+            record.update(tokens=len(gen.tokens), forward_passes=gen.forward_passes, seconds=gen.seconds,
+                          loop_closed=gen.loop_closed, trace=gen.trace, dropped=gen.dropped)
+        return record
 
 
 class Answerer:
@@ -105,17 +106,15 @@ def run_requests(model, tokenizer, index: TokenIndex, functions: list[Function],
                  on_answer: Callable[[dict], None] | None = None) -> tuple[list[dict], RunStats]:
     """Answer every request in order; one failure never stops the others.
 
-    ``on_answer`` (if given) is called after each request with its per-request record (``prompt``,
-    ``tokens``, ``forward_passes``, ``seconds``, ``trace``, ``dropped``; only ``prompt`` and ``error`` for
-    a failed one), so a trace can be shown while the run goes on."""
+    ``on_answer`` (if given) is called after each request with its record (:meth:`RunStats.add`), so a
+    trace can be shown while the run goes on."""
     answerer = Answerer(model, tokenizer, index, functions, max_tokens, prefix_cache, keep_unstated)
     stats = RunStats()
     results = []
     for request in tqdm(requests, desc="requests", unit="req", file=sys.stderr, disable=not progress):
         entry, gen = answerer.answer(request, trace)
         results.append(entry)
-        stats.add(entry, gen)
+        record = stats.add(entry, gen)
         if on_answer is not None:
-            on_answer(stats.per_request[-1] if gen is not None else {"prompt": entry.get("prompt"),
-                                                                     "error": entry.get("error"), "trace": []})
+            on_answer(record)
     return results, stats
