@@ -140,7 +140,8 @@ def inspect_cmd(index_path: Path) -> None:
 @click.option("--threads", type=click.IntRange(min=1), default=None, help="torch threads.")
 @click.option("--prompt-format", type=click.Choice(["auto", "plain", "tools"]), default="plain", show_default=True)
 @click.option("--keep-unstated", is_flag=True,
-              help="Keep optional string arguments the request does not state (default: leave them out).")
+              help="Keep optional string arguments the request does not state (default: restate them from the "
+                   "request, or leave them out).")
 def eval_cmd(data, model, limit, output, max_tokens, threads, prompt_format, keep_unstated) -> None:
     """Score a data set with expected answers (a public-style folder or a BFCL cases.jsonl)."""
     from .evaluation import evaluate
@@ -162,12 +163,13 @@ def show_trace(req: dict) -> None:
     """Print one request's trace on stderr as soon as it is answered (above the progress bar)."""
     from tqdm import tqdm
 
+    from .commands import grounding_notes
+
     lines = [f"# {req['prompt']}"]
     lines += ["  " + json.dumps(step, ensure_ascii=False) for step in req.get("trace", [])]
     if req.get("error"):
         lines.append(f"  error: {req['error']}")
-    if req.get("dropped"):
-        lines.append(f"  left out as unstated: {', '.join(req['dropped'])}")
+    lines += grounding_notes(req.get("restated", {}), req.get("dropped", []))
     tqdm.write("\n".join(lines), file=sys.stderr)
 
 
@@ -180,7 +182,8 @@ def show_trace(req: dict) -> None:
 @click.option("--output", type=click.Path(path_type=Path), default=DEFAULT_OUTPUT, show_default=True,
               help="Results file, written atomically.")
 @click.option("--model", default="qwen2.5-coder-0.5b-instruct", show_default=True,
-              help="Registry name (qwen2.5-coder-0.5b-instruct, smollm2-135m-instruct), local dir or hub id.")
+              help="Registry name (qwen2.5-coder-0.5b-instruct, qwen2.5-coder-1.5b-instruct, "
+                   "smollm2-135m-instruct), local dir or hub id.")
 @click.option("--index", "index_path", type=click.Path(path_type=Path), default=None,
               help="Compiled index to use (default: a matching one from indexes/ or the cache, else compile).")
 @click.option("--max-tokens", type=click.IntRange(min=1), default=256, show_default=True,
@@ -193,7 +196,8 @@ def show_trace(req: dict) -> None:
 @click.option("--no-prefix-cache", is_flag=True, help="Recompute the catalog prompt for every request.")
 @click.option("--interactive", is_flag=True, help="Type requests at a prompt and get calls back.")
 @click.option("--keep-unstated", is_flag=True,
-              help="Keep optional string arguments the request does not state (default: leave them out).")
+              help="Keep optional string arguments the request does not state (default: restate them from the "
+                   "request, or leave them out).")
 def run_cmd(input_pos, functions, input_opt, output, model, index_path, max_tokens, threads, trace,
             prompt_format, no_prefix_cache, interactive, keep_unstated) -> None:
     """Answer a file of requests with one schema-valid call each."""

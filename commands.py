@@ -267,6 +267,15 @@ def inspect_index(path: Path) -> list[str]:
     ]
 
 
+def grounding_notes(restated: dict[str, dict], dropped: list[str]) -> list[str]:
+    """Trace lines for what grounding did: arguments restated from the request, arguments left out."""
+    lines = [f"  restated from the request: {k} {json.dumps(r['from'], ensure_ascii=False)} -> "
+             f"{json.dumps(r['to'], ensure_ascii=False)} (p={r['probability']})" for k, r in restated.items()]
+    if dropped:
+        lines.append(f"  left out as unstated: {', '.join(dropped)}")
+    return lines
+
+
 def interactive_session(functions_path: Path, model: str, index_path: Path | None, max_tokens: int,
                         threads: int | None, trace: bool, prompt_format: str = "plain",
                         keep_unstated: bool = False) -> None:
@@ -291,6 +300,6 @@ def interactive_session(functions_path: Path, model: str, index_path: Path | Non
         if trace and gen is not None:
             for step in gen.trace:
                 log("  " + json.dumps(step, ensure_ascii=False))
-            if gen.dropped:
-                log(f"  left out as unstated: {', '.join(gen.dropped)}")
+            for line in grounding_notes(gen.restated, gen.dropped):
+                log(line)
         print(json.dumps({k: v for k, v in entry.items() if k != "prompt"}, ensure_ascii=False), flush=True)

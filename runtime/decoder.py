@@ -86,6 +86,7 @@ class Generation:
     loop_closed: bool = False
     trace: list[dict] = field(default_factory=list)
     dropped: list[str] = field(default_factory=list)  # optional arguments left out as unstated
+    restated: dict[str, dict] = field(default_factory=dict)  # name -> {"from", "to", "probability"}
 
 
 class PrefixCache:

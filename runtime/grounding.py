@@ -12,6 +12,9 @@ string is stated in the request (:func:`is_stated`):
   and weakness traits"), or
 * it has no letter or digit (``";"``, ``"-"``) and occurs in the request as written.
 
+Before a string value is dropped, :mod:`~callmaybe.runtime.restate` decodes it again within the request's
+words and keeps that value when the model gives it enough probability ("cm" -> "inches").
+
 Required arguments, numbers, booleans, objects and null are always kept. The call is validated again against
 the function's schema after dropping, under both draft 7 and draft 2020-12 rules (``minProperties``,
 ``dependentRequired``, draft 7's ``dependencies``); if it no longer validates, nothing is dropped.
@@ -96,22 +99,39 @@ def is_stated(value: Any, request: str) -> bool:
     return True
 
 
+def unstated(parameters: dict[str, Any], fn: Function, request: str) -> list[str]:
+    """The optional arguments of ``parameters`` whose values ``request`` does not state (:func:`is_stated`)."""
+    if not isinstance(parameters, dict):
+        return []
+    required = set(fn.parameters.get("required", []))
+    return [k for k, v in parameters.items() if k not in required and not is_stated(v, request)]
+
+
+def valid(parameters: dict[str, Any], fn: Function) -> bool:
+    """True when ``parameters`` match ``fn``'s schema under both draft 7 and draft 2020-12 rules."""
+    for validator in (jsonschema.Draft7Validator, jsonschema.Draft202012Validator):
+        try:
+            if not validator(fn.parameters).is_valid(parameters):
+                return False
+        except (jsonschema.SchemaError, jsonschema.exceptions.UnknownType, jsonschema.exceptions.FormatError):
+            return False
+    return True
+
+
+def drop(parameters: dict[str, Any], fn: Function, names: list[str]) -> tuple[dict[str, Any], list[str]]:
+    """``parameters`` without ``names``, and the names dropped; unchanged (no names) when that breaks ``fn``'s
+    schema."""
+    if not names:
+        return parameters, []
+    kept = {k: v for k, v in parameters.items() if k not in names}
+    if not valid(kept, fn):
+        return parameters, []
+    return kept, list(names)
+
+
 def drop_unstated(parameters: dict[str, Any], fn: Function, request: str) -> tuple[dict[str, Any], list[str]]:
     """``parameters`` without the optional arguments that ``request`` does not state, and the names dropped.
 
     Returns the input unchanged (and no names) when dropping would break ``fn``'s schema.
     """
-    if not isinstance(parameters, dict):
-        return parameters, []
-    required = set(fn.parameters.get("required", []))
-    dropped = [k for k, v in parameters.items() if k not in required and not is_stated(v, request)]
-    if not dropped:
-        return parameters, []
-    kept = {k: v for k, v in parameters.items() if k not in dropped}
-    for validator in (jsonschema.Draft7Validator, jsonschema.Draft202012Validator):
-        try:
-            if not validator(fn.parameters).is_valid(kept):
-                return parameters, []
-        except (jsonschema.SchemaError, jsonschema.exceptions.UnknownType, jsonschema.exceptions.FormatError):
-            return parameters, []
-    return kept, dropped
+    return drop(parameters, fn, unstated(parameters, fn, request))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -12,9 +13,10 @@ from ..catalog import Function
 from ..errors import CallmaybeError
 from .calls import to_call
 from .decoder import Generation, PrefixCache, generate
-from .grounding import drop_unstated
+from .grounding import drop, unstated, valid
 from .masks import TokenIndex
 from .prompt import TOOLS_OPENING, prompt_ids, shared_prefix_length
+from .restate import RESTATE_MIN_PROB, restate
 
 
 @dataclass
@@ -31,7 +33,7 @@ class RunStats:
 
     def add(self, entry: dict, gen: Generation | None) -> dict:
         """Count one answered request; returns its record (``prompt``, ``error``, ``trace`` and, when
-        decoding ran, ``tokens``, ``forward_passes``, ``seconds``, ``loop_closed``, ``dropped``)."""
+        decoding ran, ``tokens``, ``forward_passes``, ``seconds``, ``loop_closed``, ``dropped``, ``restated``)."""
         self.requests += 1
         if "error" in entry:
             self.failed += 1
@@ -43,7 +45,8 @@ class RunStats:
             self.forward_passes += gen.forward_passes
             self.seconds += gen.seconds
             record.update(tokens=len(gen.tokens), forward_passes=gen.forward_passes, seconds=gen.seconds,
-                          loop_closed=gen.loop_closed, trace=gen.trace, dropped=gen.dropped)
+                          loop_closed=gen.loop_closed, trace=gen.trace, dropped=gen.dropped,
+                          restated=gen.restated)
         return record
 
 
@@ -51,8 +54,10 @@ class Answerer:
     """Answers requests against one loaded model, index and catalog, reusing the catalog prompt's KV cache.
 
     ``prefix_cache=False`` recomputes the whole prompt for every request (for measuring the difference).
-    ``keep_unstated=False`` drops optional string arguments the request does not state
-    (:mod:`~callmaybe.runtime.grounding`); the names dropped are in the Generation's ``dropped``.
+    ``keep_unstated=False`` decodes an optional string argument the request does not state again, limited
+    to text the request states (:mod:`~callmaybe.runtime.restate`), and drops it when the model gives no such
+    value enough probability (:mod:`~callmaybe.runtime.grounding`); the Generation's ``restated`` and
+    ``dropped`` name them.
     """
 
     def __init__(self, model, tokenizer, index: TokenIndex, functions: list[Function], max_tokens: int = 256,
@@ -91,13 +96,35 @@ class Answerer:
                            self.prefix, self.prefix_len)
             call = to_call(gen.text, self.by_name, self.key)
             if not self.keep_unstated:
-                call["parameters"], gen.dropped = drop_unstated(call["parameters"], self.by_name[call["name"]],
-                                                                prompt)
+                call["parameters"] = self._ground(call, prompt, ids, gen)
         except CallmaybeError as exc:  # the Generation (if any) is kept: its trace and counts still show
             return {"prompt": prompt, "error": str(exc)}, gen
         except (RuntimeError, ValueError, TypeError) as exc:  # one bad request never stops the others
             return {"prompt": prompt, "error": f"{type(exc).__name__}: {exc}"}, gen
         return {"prompt": prompt, **call}, gen
+
+    def _ground(self, call: dict, prompt: str, ids: list[int], gen: Generation) -> dict:
+        """The call's arguments with each unstated optional one restated (:mod:`~.restate`) when the model
+        gives a stated value at least ``RESTATE_MIN_PROB``, else left out (:mod:`~.grounding`); records the
+        names in ``gen.restated`` / ``gen.dropped`` and adds the passes and seconds spent to ``gen``."""
+        fn = self.by_name[call["name"]]
+        params = call["parameters"]
+        names = unstated(params, fn, prompt)
+        t0 = time.perf_counter()
+        for key in [k for k in names if isinstance(params[k], str)]:
+            again = restate(self.model, self.index, ids, gen.tokens, key, prompt, self.prefix, self.prefix_len)
+            if again is None:
+                continue
+            gen.forward_passes += again.forward_passes
+            trial = {**params, key: again.value}
+            if again.probability >= RESTATE_MIN_PROB and valid(trial, fn):
+                params = trial
+                gen.restated[key] = {"from": call["parameters"][key], "to": again.value,
+                                     "probability": round(again.probability, 4)}
+                names.remove(key)
+        gen.seconds += time.perf_counter() - t0
+        params, gen.dropped = drop(params, fn, names)
+        return params
 
 
 def run_requests(model, tokenizer, index: TokenIndex, functions: list[Function], requests: list[Any],

@@ -12,6 +12,8 @@ from callmaybe.runtime.decoder import BudgetExhausted, generate, repeating
 from callmaybe.runtime.masks import TokenIndex
 from callmaybe.vocabulary import Vocabulary
 
+from .tiny import TinyTokenizer
+
 TOKENS = [b'{"', b"name", b'":', b" ", b'"', b"f", b", ", b"parameters", b"{", b"}", b"}}", b"a", b"ab",
           b'"}}', b'{"name": "f", "parameters": {"s": "', b"s", b"1", None, b"0", b"[", b"]", b"]}}"]
 EOS = 17
@@ -19,19 +21,8 @@ VOCAB = Vocabulary(name="tiny", token_bytes=tuple(TOKENS), eos_ids=(EOS,), width
 ID = {t: i for i, t in enumerate(TOKENS) if t is not None}
 
 
-class Tokenizer:
-    """Greedy longest-match encoding over the tiny vocabulary."""
-
-    def encode(self, text, add_special_tokens=False):
-        data, ids = text.encode(), []
-        while data:
-            best = max((t for t in ID if data.startswith(t)), key=len)
-            ids.append(ID[best])
-            data = data[len(best):]
-        return ids
-
-    def decode(self, ids):
-        return b"".join(TOKENS[i] or b"" for i in ids).decode()
+def Tokenizer():
+    return TinyTokenizer(TOKENS)
 
 
 class ScriptedModel:

@@ -1,0 +1,171 @@
+"""Decode an unstated optional string argument again, limited to text the request states.
+
+Small models often write the default from a parameter's description where the request gives another value:
+``"unit": "cm"`` for "a radius of 4 inches", ``"root_type": "real"`` for "find all the roots". Grounding
+(:mod:`~callmaybe.runtime.grounding`) finds such a value is not stated and would leave the argument out; that
+loses the value the request did give. Before it does, :func:`restate` goes back to where the value starts and
+decodes it again: at each step it takes the most likely token the index allows (among the
+``RESTATE_CANDIDATES`` best) whose text keeps the string's contents, case-folded (NFKC), a substring of the
+case-folded request, and closes the string only on whole words of the request. The restated value replaces the model's own when the model gave that path a probability
+of at least ``RESTATE_MIN_PROB``: the product of its tokens' probabilities under the masked distribution the
+decoder takes its argmax from (the allowed tokens' softmax). Otherwise the argument is left out as before.
+
+The threshold is a round 10%: the model must itself have put real weight on a value the request states. On
+the 63 BFCL simple cases where grounding drops a value (Qwen2.5-Coder-0.5B), the restated paths were 0.29
+("all") and 0.24 ("inches"), both right, and at most 0.063 for every other case, where a request substring
+would have been wrong ("radius" for a unit the request never gives).
+
+Costs one forward pass over the request and the call up to the value (the catalog prefix comes from the
+prefix cache) and one per restated token; only calls with an unstated optional string pay it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass
+
+import torch
+
+from .decoder import PrefixCache, forward
+from .grounding import fold
+from .masks import TokenIndex
+
+RESTATE_MIN_PROB = 0.1
+RESTATE_CANDIDATES = 200
+RESTATE_MAX_TOKENS = 16
+
+_VALUE = re.compile(rb'\s*"([^"\\]*)("?)', re.S)
+
+
+@dataclass
+class Restated:
+    """A value decoded again: ``value`` (str), its ``probability`` (0..1, the product over its tokens),
+    ``tokens`` (ids from the opening quote's token to the closing quote's), ``forward_passes`` spent."""
+
+    value: str
+    probability: float
+    tokens: list[int]
+    forward_passes: int
+
+
+def value_start(data: bytes, key: str) -> int | None:
+    """Byte offset in generated call ``data`` just after the ``:`` of top-level argument ``key`` (depth 2:
+    ``{"name": ..., "parameters": {key: ...}}``), or None when it is not there. Strings and escapes are
+    followed, so a key-like text inside a value or a nested object's key of the same name never matches."""
+    depth, inside, escaped, start, last = 0, False, False, 0, None
+    for i, b in enumerate(data):
+        if inside:
+            if escaped:
+                escaped = False
+            elif b == 0x5C:
+                escaped = True
+            elif b == 0x22:
+                inside, last = False, (start, i, depth)
+            continue
+        if b == 0x22:
+            inside, start = True, i + 1
+        elif b in b"{[":
+            depth += 1
+        elif b in b"}]":
+            depth -= 1
+        elif b == 0x3A and depth == 2 and last is not None and last[2] == 2:
+            try:
+                name = json.loads(b'"' + data[last[0]:last[1]] + b'"')
+            except ValueError:
+                name = None
+            if name == key:
+                return i + 1
+    return None
+
+
+def grounded_prefix(text: bytes, request: str) -> bool | None:
+    """Whether ``text`` (the bytes after the key's ``:``) is the start of a string value the request states.
+
+    Returns None when it is not (escapes are never restated), False when the string is still open, True when
+    it is closed. The contents, decoded and :func:`~.grounding.fold`-ed, must occur in the folded request;
+    closed, they must also be non-blank and occur there as whole words ("all" in "find all the roots", not
+    "hi" in "high")."""
+    if not text.strip():
+        return False
+    m = _VALUE.match(text)
+    if m is None or (m.end() < len(text) and not m.group(2)):
+        return None
+    contents = fold(m.group(1).decode("utf-8", errors="ignore"))  # a cut character waits for its end
+    said = fold(request)
+    if contents not in said:
+        return None
+    if not m.group(2):
+        return False
+    return True if contents.strip() and _whole_words(contents, said) else None
+
+
+def _whole_words(part: str, text: str) -> bool:
+    """True when ``part`` occurs in ``text`` with no letter or digit right before or after it."""
+    start = text.find(part)
+    while start >= 0:
+        end = start + len(part)
+        if (start == 0 or not text[start - 1].isalnum()) and (end == len(text) or not text[end].isalnum()):
+            return True
+        start = text.find(part, start + 1)
+    return False
+
+
+def restate(model, index: TokenIndex, prompt_ids: list[int], tokens: list[int], key: str, request: str,
+            prefix: PrefixCache | None = None, prefix_len: int = 0) -> Restated | None:
+    """Decode argument ``key`` of the generated call ``tokens`` again, limited to text ``request`` states.
+
+    ``tokens`` are the call's generated ids after ``prompt_ids``; the value is decoded again from the token
+    boundary after ``"key":`` (None when no boundary falls there, the key is not in the call, or no allowed
+    candidate keeps the value stated within ``RESTATE_MAX_TOKENS`` tokens). The caller decides on
+    ``probability`` (see ``RESTATE_MIN_PROB``).
+    """
+    data = b"".join(index.token_bytes[t] for t in tokens)
+    offset = value_start(data, key)
+    if offset is None:
+        return None
+    cut, size = 0, 0
+    while size < offset and cut < len(tokens):
+        size += len(index.token_bytes[tokens[cut]])
+        cut += 1
+    if size != offset:
+        return None
+    state = index.start
+    for tok in tokens[:cut]:
+        state = index.next_state(state, tok)
+    ids = list(prompt_ids) + list(tokens[:cut])
+    past, cached = prefix.lookup(ids, prefix_len) if prefix is not None else (None, 0)
+    try:
+        logits, past = forward(model, ids[cached:], past)
+        passes, text, logp, chosen = 1, b"", 0.0, []
+        eos = set(index.eos_ids)
+        for _ in range(RESTATE_MAX_TOKENS):
+            logprobs = torch.log_softmax(index.apply(state, logits).float(), dim=-1)
+            top = torch.topk(logprobs, min(RESTATE_CANDIDATES, logprobs.shape[0]))
+            pick, closed = None, False
+            for lp, tok in zip(top.values.tolist(), top.indices.tolist()):
+                if lp == -math.inf:
+                    break
+                if tok in eos:
+                    continue
+                status = grounded_prefix(text + index.token_bytes[tok], request)
+                if status is not None:
+                    pick, closed = (tok, lp), status
+                    break
+            if pick is None:
+                return None
+            tok, lp = pick
+            logp += lp
+            chosen.append(tok)
+            text += index.token_bytes[tok]
+            state = index.next_state(state, tok)
+            if closed:
+                value = _VALUE.match(text).group(1).decode("utf-8")
+                return Restated(value, math.exp(logp), chosen, passes)
+            logits, past = forward(model, [tok], past)
+            passes += 1
+        return None
+    finally:
+        if prefix is not None:
+            prefix.release()

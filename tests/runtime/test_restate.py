@@ -1,0 +1,131 @@
+"""Restating an unstated optional argument from the request: locating the value, the grounded-prefix rule,
+the decode with a scripted model, and the Answerer's choice between restating and leaving out."""
+
+import math
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from callmaybe.catalog import parse_catalog
+from callmaybe.compiler.compile import compile_index
+from callmaybe.runtime.masks import TokenIndex
+from callmaybe.runtime.restate import grounded_prefix, restate, value_start
+from callmaybe.runtime.runner import Answerer
+from callmaybe.vocabulary import Vocabulary
+
+from .tiny import TinyTokenizer
+
+TOKENS = [b'{"name": "f", "parameters": {', b'"u":', b' "', b"cm", b"in", b"ches", b'"}}', b"}}", b" ", b'"', None,
+          b"4"]
+EOS = 10
+VOCAB = Vocabulary(name="tiny", token_bytes=tuple(TOKENS), eos_ids=(EOS,), width=len(TOKENS))
+ID = {t: i for i, t in enumerate(TOKENS) if t is not None}
+
+
+def test_value_start_finds_the_top_level_argument_only():
+    data = b'{"name": "f", "parameters": {"a": {"unit": "x"}, "b": "say \\"unit\\": 1", "unit": "cm"}}'
+    assert value_start(data, "unit") == data.rindex(b'"unit":') + len(b'"unit":')
+    assert value_start(data, "a") == data.index(b'"a":') + 4
+    assert value_start(data, "x") is None
+    assert value_start(b'{"name": "unit", "parameters": {}}', "unit") is None
+    assert value_start(b'{"name": "f", "parameters": {"\\u00e9": 1}}', "\u00e9") == 38
+
+
+@pytest.mark.parametrize("text, expected", [
+    (b"", False),
+    (b" ", False),
+    (b' "', False),
+    (b' "In', False),  # case-folded
+    (b' "inches"}}', True),
+    (b' "all"', True),
+    (b' "cm"', None),  # not in the request
+    (b' "hi"', None),  # in the request, but only inside "high"
+    (b' ""', None),  # blank
+    (b' "in\\', None),  # escapes are never restated
+    (b"4", None),  # not a string
+])
+def test_grounded_prefix(text, expected):
+    assert grounded_prefix(text, "Find all roots for a radius of 4 inches, high") is expected
+
+
+class BigramModel:
+    """Logits chosen by the last input token: ``table[last] = {token: logit}``, others 0; counts calls."""
+
+    def __init__(self, table):
+        self.table = {ID[k]: {ID[t]: v for t, v in row.items()} for k, row in table.items()}
+        self.calls = []
+
+    def __call__(self, input_ids, cache=None, use_cache=True):
+        self.calls.append(input_ids.shape[1])
+        logits = torch.zeros(1, input_ids.shape[1], VOCAB.width)
+        for tok, value in self.table.get(int(input_ids[0, -1]), {}).items():
+            logits[0, -1, tok] = value
+        return SimpleNamespace(logits=logits, cache=cache)
+
+
+class Tokenizer(TinyTokenizer):
+    """The tiny tokenizer with a chat template that renders any conversation as a few "4" tokens."""
+
+    def __init__(self):
+        super().__init__(TOKENS)
+
+    def apply_chat_template(self, messages, add_generation_prompt=True, tokenize=False, **kw):
+        return "4" * (1 + sum(len(m["content"]) % 3 for m in messages))
+
+
+FNS = parse_catalog([{"type": "function", "function": {"name": "f", "parameters": {
+    "type": "object", "properties": {"u": {"type": "string"}}}}}], "t")
+
+
+@pytest.fixture(scope="module")
+def index():
+    return TokenIndex(compile_index(FNS, VOCAB)[0], VOCAB.token_bytes)
+
+
+def model_preferring_cm(in_logit):
+    """Writes "u": "cm"; after the opening quote "in" gets ``in_logit`` against 3 for "cm"."""
+    return BigramModel({
+        b"4": {b'{"name": "f", "parameters": {': 9},
+        b'{"name": "f", "parameters": {': {b'"u":': 9},
+        b'"u":': {b' "': 9},
+        b' "': {b"cm": 3, b"in": in_logit},
+        b"cm": {b'"}}': 9},
+        b"in": {b"ches": 9},
+        b"ches": {b'"}}': 9},
+    })
+
+
+def test_restate_decodes_the_value_again_within_the_request(index):
+    model = model_preferring_cm(2)
+    tokens = [ID[t] for t in (b'{"name": "f", "parameters": {', b'"u":', b' "', b"cm", b'"}}')]
+    again = restate(model, index, [ID[b"4"]], tokens, "u", "a radius of 4 inches")
+    assert again.value == "inches"
+    assert again.tokens == [ID[b' "'], ID[b"in"], ID[b"ches"], ID[b'"}}']]
+    assert again.forward_passes == 4 and model.calls == [3, 1, 1, 1]  # prompt + call up to the value, then one each
+    # allowed after ' "' (the string's contents): ' "', cm, in, ches, '"}}', '}}', ' ', '"', 4
+    p_open = math.exp(9) / (math.exp(9) + 1)  # ' "' against ' ' after "u":
+    p_in = math.exp(2) / (math.exp(3) + math.exp(2) + 7)
+    p_ches = math.exp(9) / (math.exp(9) + 8)
+    p_close = math.exp(9) / (math.exp(9) + 8)
+    assert again.probability == pytest.approx(p_open * p_in * p_ches * p_close, rel=1e-5)
+
+
+def test_restate_gives_up_when_nothing_stated_fits(index):
+    tokens = [ID[t] for t in (b'{"name": "f", "parameters": {', b'"u":', b' "', b"cm", b'"}}')]
+    assert restate(model_preferring_cm(2), index, [ID[b"4"]], tokens, "u", "a radius") is None
+    assert restate(model_preferring_cm(2), index, [ID[b"4"]], tokens, "v", "4 inches") is None
+
+
+@pytest.mark.parametrize("in_logit, parameters, restated, dropped", [
+    (2, {"u": "inches"}, {"u": {"from": "cm", "to": "inches", "probability": 0.2139}}, []),
+    (-2, {}, {}, ["u"]),  # "inches" at 0.0050 < RESTATE_MIN_PROB: left out
+])
+def test_answerer_restates_or_leaves_out(index, in_logit, parameters, restated, dropped):
+    answerer = Answerer(model_preferring_cm(in_logit), Tokenizer(), index, FNS, max_tokens=20, prefix_cache=False)
+    entry, gen = answerer.answer({"prompt": "a radius of 4 inches"})
+    assert entry == {"prompt": "a radius of 4 inches", "name": "f", "parameters": parameters}
+    assert gen.restated == restated and gen.dropped == dropped
+    kept, gen = Answerer(model_preferring_cm(in_logit), Tokenizer(), index, FNS, max_tokens=20,
+                         prefix_cache=False, keep_unstated=True).answer({"prompt": "a radius of 4 inches"})
+    assert kept["parameters"] == {"u": "cm"} and gen.restated == {} and gen.dropped == []
