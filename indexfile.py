@@ -116,6 +116,14 @@ def save_index(path: str | Path, index: IndexData) -> int:
     return len(data)
 
 
+def _foreign(path, names) -> IndexFileError:
+    """The error for a readable safetensors file that has no callmaybe header (model weights, say)."""
+    names = sorted(names)
+    shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+    return IndexFileError(f"{path}: not a callmaybe index (a safetensors file with tensors {shown or 'none'}, "
+                          "and no callmaybe header)")
+
+
 def read_index(path: str | Path) -> IndexData:
     """Read and check an index file (format, shapes, digest); raises IndexFileError with one line."""
     from safetensors.numpy import load
@@ -129,6 +137,11 @@ def read_index(path: str | Path) -> IndexData:
         raise IndexFileError(f"{path}: cannot read index file: {exc}") from None
     try:
         tensors = load(raw)
+    except Exception as exc:
+        raise IndexFileError(f"{path}: corrupt index file ({type(exc).__name__}: {exc})") from None
+    if "header" not in tensors:
+        raise _foreign(path, tensors)
+    try:
         header = msgpack.unpackb(tensors.pop("header").tobytes(), raw=False)
     except Exception as exc:
         raise IndexFileError(f"{path}: corrupt index file ({type(exc).__name__}: {exc})") from None
@@ -156,7 +169,11 @@ def read_header(path: str | Path) -> dict[str, Any]:
 
     try:
         with safe_open(str(path), framework="numpy") as f:
+            if "header" not in f.keys():
+                raise _foreign(path, f.keys())
             header = msgpack.unpackb(f.get_tensor("header").tobytes(), raw=False)
+    except IndexFileError:
+        raise
     except Exception as exc:
         raise IndexFileError(f"{path}: corrupt index file ({type(exc).__name__}: {exc})") from None
     if not isinstance(header, dict):

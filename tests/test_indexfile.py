@@ -58,3 +58,16 @@ def test_refuses_corrupt_file(compiled):
     with pytest.raises(IndexFileError) as err:
         load_index(path.parent / "missing.safetensors")
     assert str(err.value) == f"{path.parent / 'missing.safetensors'}: index file not found"
+
+
+def test_refuses_a_foreign_safetensors_file(tmp_path):
+    from safetensors.numpy import save_file
+
+    path = tmp_path / "model.safetensors"
+    save_file({f"layer.{i}.weight": np.zeros((2, 2), dtype=np.float32) for i in range(5)}, str(path))
+    expected = (f"{path}: not a callmaybe index (a safetensors file with tensors layer.0.weight, layer.1.weight, "
+                "layer.2.weight and 2 more, and no callmaybe header)")
+    for read in (load_index, read_header):
+        with pytest.raises(IndexFileError) as err:
+            read(path)
+        assert str(err.value) == expected
