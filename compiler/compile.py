@@ -104,12 +104,12 @@ def compile_index(
     dfa = grammar.dfa
     report.notes = grammar.notes
     t2 = time.perf_counter()
-    result = walk(dfa.transitions, trie)
+    byte_class, class_trans = byte_classes(dfa.transitions)  # for the walk's state groups and the table
+    result = walk(dfa.transitions, trie, class_transitions=class_trans)
     t3 = time.perf_counter()
     report.timings["token walk"] = t3 - t2
     arrays = build_rows(result, dfa.num_states, vocabulary.width)
     arrays["min_tokens"] = min_tokens(result, dfa.accepting)
-    byte_class, class_trans = byte_classes(dfa.transitions)
     arrays["byte_class"] = byte_class
     arrays["transitions"] = class_trans
     arrays["accepting"] = dfa.accepting.astype(np.uint8)

@@ -269,13 +269,15 @@ def _match(ctrans: np.ndarray, rep: int, member: int) -> tuple[np.ndarray, np.nd
     return phi, core
 
 
-def state_groups(transitions: np.ndarray, states: np.ndarray) -> list[StateGroup]:
+def state_groups(transitions: np.ndarray, states: np.ndarray,
+                 class_transitions: np.ndarray | None = None) -> list[StateGroup]:
     """Group the many-byte states of ``states`` (e.g. the contents of different string values) whose
     automata look alike from there, so that one walk of the trie serves each group.
 
     Candidates share their pattern of dead, self-looping and other transitions over all 256 bytes; the
     first of each pattern is the rep, and a member is kept when the rep is core for it (see
-    :func:`_match`). The group's core is the intersection of its members' cores.
+    :func:`_match`). The group's core is the intersection of its members' cores. ``class_transitions``:
+    ``byte_classes(transitions)[1]`` when the caller has it already (computed here otherwise).
     """
     from .dfa import byte_classes
 
@@ -285,7 +287,7 @@ def state_groups(transitions: np.ndarray, states: np.ndarray) -> list[StateGroup
         return []
     rows = transitions[cand]
     pattern = np.where(rows < 0, 0, np.where(rows == cand[:, None], 1, 2)).astype(np.uint8)
-    _, ctrans = byte_classes(transitions)
+    ctrans = byte_classes(transitions)[1] if class_transitions is None else class_transitions
     by_pattern: dict[bytes, list[int]] = {}
     for st, pat in zip(cand.tolist(), pattern):
         by_pattern.setdefault(pat.tobytes(), []).append(st)
@@ -366,14 +368,14 @@ def _walk_group(flat_t: np.ndarray, trie: TokenTrie, g: StateGroup):
 
 
 def walk(transitions: np.ndarray, trie: TokenTrie, states: np.ndarray | None = None,
-         share: bool = True) -> WalkResult:
+         share: bool = True, class_transitions: np.ndarray | None = None) -> WalkResult:
     """Walk all tokens of ``trie`` from each of ``states`` (default: all) through ``transitions``.
 
     ``transitions``: int32 (num_states, 256), -1 = dead. Returns the allowed (state, token, next state)
     triples: a token is allowed from a state when all its bytes have live transitions. With ``share``,
     states that look alike (:func:`state_groups`: the contents of the catalog's many string values) share
     one walk, and only the tokens that leave the shared part (a closing quote inside a token) are walked
-    apart; the result is the same as without.
+    apart; the result is the same as without. ``class_transitions`` is passed on to :func:`state_groups`.
     """
     num_states = transitions.shape[0]
     if states is None:
@@ -383,7 +385,7 @@ def walk(transitions: np.ndarray, trie: TokenTrie, states: np.ndarray | None = N
     if not trie.byte or len(states) == 0:
         empty = np.zeros(0, dtype=np.int32)
         return WalkResult(empty, empty, empty)
-    groups = state_groups(transitions, states) if share else []
+    groups = state_groups(transitions, states, class_transitions) if share else []
     grouped = np.concatenate([g.members for g in groups]) if groups else np.zeros(0, np.int64)
     alone = np.setdiff1d(states, grouped)
     s, t, n = _sorted_triples(*_descend(flat_t, trie, _first_level(flat_t, trie, alone)))
