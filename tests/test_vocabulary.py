@@ -24,7 +24,7 @@ from callmaybe.errors import VocabularyError
 
 QWEN_FINGERPRINT = "523e52c138e7423b2277ae21489dbc349664bb66315a5306ffb76e9da8e2c6a9"
 SMOLLM2_FINGERPRINT = "d6957a95774279a68365b1ac4a438ba9a14bd4e0ed06a33a55ae95a0183dad95"
-BUILTINS = "qwen2.5-coder-0.5b-instruct, smollm2-135m-instruct, Qwen/Qwen3-*, Qwen/Qwen2.5*"
+BUILTINS = "qwen2.5-coder-0.5b-instruct, qwen2.5-coder-1.5b-instruct, smollm2-135m-instruct, Qwen/Qwen3-*, Qwen/Qwen2.5*"
 
 
 # --------------------------------------------------------------------------------------------------------------

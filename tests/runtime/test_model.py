@@ -16,8 +16,8 @@ from callmaybe.registry import FIXTURE_MODEL
 from callmaybe.runtime.model import LoadedModel, load_model, resolve_model_dir
 
 UNKNOWN = (
-    "model '{}' not found: not a registry name (qwen2.5-coder-0.5b-instruct, smollm2-135m-instruct), "
-    "not a local directory, and the model hub is unreachable"
+    "model '{}' not found: not a registry name (qwen2.5-coder-0.5b-instruct, qwen2.5-coder-1.5b-instruct, "
+    "smollm2-135m-instruct), not a local directory, and the model hub is unreachable"
 )
 
 
