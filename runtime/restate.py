@@ -18,7 +18,8 @@ would have been wrong (a prototype without the whole-word rule). The full rule o
 none lost.
 
 Costs one forward pass over the request and the call up to the value (the catalog prefix comes from the
-prefix cache) and one per restated token; only calls with an unstated optional string pay it.
+prefix cache) and one per restated token but the last; the search stops as soon as the path's probability is
+below the threshold. Only calls with an unstated optional string pay it.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import unicodedata
 from dataclasses import dataclass
 
 import torch
@@ -43,10 +45,12 @@ _VALUE = re.compile(rb'\s*"([^"\\]*)("?)', re.S)
 
 @dataclass
 class Restated:
-    """A value decoded again: ``value`` (str), its ``probability`` (0..1, the product over its tokens),
-    ``tokens`` (ids from the opening quote's token to the closing quote's), ``forward_passes`` spent."""
+    """The outcome of decoding a value again: ``value`` (str, or None when no stated value was found or its
+    probability fell below ``min_prob`` on the way), its ``probability`` (0..1, the product over its tokens;
+    0.0 without a value), ``tokens`` (ids from the opening quote's token to the closing quote's) and the
+    ``forward_passes`` spent either way."""
 
-    value: str
+    value: str | None
     probability: float
     tokens: list[int]
     forward_passes: int
@@ -86,42 +90,56 @@ def grounded_prefix(text: bytes, request: str) -> bool | None:
     """Whether ``text`` (the bytes after the key's ``:``) is the start of a string value the request states.
 
     Returns None when it is not (escapes are never restated), False when the string is still open, True when
-    it is closed. The contents, decoded and :func:`~.grounding.fold`-ed, must occur in the folded request;
-    closed, they must also be non-blank and occur there as whole words ("all" in "find all the roots", not
-    "hi" in "high")."""
+    it is closed. The contents, decoded and :func:`~.grounding.fold`-ed, must occur in the folded request at
+    the start of a word (so "in" can grow into "inches", but " inches" after "4" is refused at once);
+    closed, they must be non-empty, begin and end with a letter or digit, and occur there as whole words
+    ("all" in "find all the roots", not "hi" in "high"). Combining marks count as part of a word.
+    """
     if not text.strip():
         return False
     m = _VALUE.match(text)
     if m is None or (m.end() < len(text) and not m.group(2)):
         return None
     contents = fold(m.group(1).decode("utf-8", errors="ignore"))  # a cut character waits for its end
-    said = fold(request)
-    if contents not in said:
+    if contents and not _word_char(contents[0]):
         return None
+    said = fold(request)
     if not m.group(2):
-        return False
-    return True if contents.strip() and _whole_words(contents, said) else None
+        return False if _occurs(contents, said, whole=False) else None
+    if contents and _word_char(contents[-1]) and _occurs(contents, said, whole=True):
+        return True
+    return None
 
 
-def _whole_words(part: str, text: str) -> bool:
-    """True when ``part`` occurs in ``text`` with no letter or digit right before or after it."""
+def _word_char(ch: str) -> bool:
+    """A letter, a digit or a combining mark (Devanagari vowel signs, the dot of a folded "İ")."""
+    return ch.isalnum() or unicodedata.category(ch).startswith("M")
+
+
+def _occurs(part: str, text: str, whole: bool) -> bool:
+    """True when ``part`` occurs in ``text`` at the start of a word (no word character right before it) and,
+    with ``whole``, also at the end of one."""
     start = text.find(part)
     while start >= 0:
         end = start + len(part)
-        if (start == 0 or not text[start - 1].isalnum()) and (end == len(text) or not text[end].isalnum()):
+        if (start == 0 or not _word_char(text[start - 1])) and \
+                (not whole or end == len(text) or not _word_char(text[end])):
             return True
         start = text.find(part, start + 1)
     return False
 
 
 def restate(model, index: TokenIndex, prompt_ids: list[int], tokens: list[int], key: str, request: str,
-            prefix: PrefixCache | None = None, prefix_len: int = 0) -> Restated | None:
+            prefix: PrefixCache | None = None, prefix_len: int = 0,
+            min_prob: float = RESTATE_MIN_PROB) -> Restated | None:
     """Decode argument ``key`` of the generated call ``tokens`` again, limited to text ``request`` states.
 
     ``tokens`` are the call's generated ids after ``prompt_ids``; the value is decoded again from the token
-    boundary after ``"key":`` (None when no boundary falls there, the key is not in the call, or no allowed
-    candidate keeps the value stated within ``RESTATE_MAX_TOKENS`` tokens). The caller decides on
-    ``probability`` (see ``RESTATE_MIN_PROB``).
+    boundary after ``"key":``, under the index's full mask (the token budget is not applied: the call is
+    already complete). Returns None, with no forward pass spent, when the key is not in the call or no token
+    boundary falls after its colon; otherwise a :class:`Restated` whose ``value`` is None when no allowed
+    candidate keeps the value stated, when ``RESTATE_MAX_TOKENS`` tokens do not close it, or as soon as the
+    path's probability falls below ``min_prob`` (it can only fall further).
     """
     data = b"".join(index.token_bytes[t] for t in tokens)
     offset = value_start(data, key)
@@ -137,10 +155,12 @@ def restate(model, index: TokenIndex, prompt_ids: list[int], tokens: list[int], 
     for tok in tokens[:cut]:
         state = index.next_state(state, tok)
     ids = list(prompt_ids) + list(tokens[:cut])
+    floor = math.log(min_prob) if min_prob > 0 else -math.inf
     past, cached = prefix.lookup(ids, prefix_len) if prefix is not None else (None, 0)
+    passes, text, logp, chosen = 0, b"", 0.0, []
     try:
         logits, past = forward(model, ids[cached:], past)
-        passes, text, logp, chosen = 1, b"", 0.0, []
+        passes = 1
         eos = set(index.eos_ids)
         for _ in range(RESTATE_MAX_TOKENS):
             logprobs = torch.log_softmax(index.apply(state, logits).float(), dim=-1)
@@ -155,8 +175,8 @@ def restate(model, index: TokenIndex, prompt_ids: list[int], tokens: list[int], 
                 if status is not None:
                     pick, closed = (tok, lp), status
                     break
-            if pick is None:
-                return None
+            if pick is None or logp + pick[1] < floor:
+                break
             tok, lp = pick
             logp += lp
             chosen.append(tok)
@@ -167,7 +187,7 @@ def restate(model, index: TokenIndex, prompt_ids: list[int], tokens: list[int], 
                 return Restated(value, math.exp(logp), chosen, passes)
             logits, past = forward(model, [tok], past)
             passes += 1
-        return None
+        return Restated(None, 0.0, chosen, passes)
     finally:
         if prefix is not None:
             prefix.release()

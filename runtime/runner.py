@@ -112,12 +112,16 @@ class Answerer:
         names = unstated(params, fn, prompt)
         t0 = time.perf_counter()
         for key in [k for k in names if isinstance(params[k], str)]:
-            again = restate(self.model, self.index, ids, gen.tokens, key, prompt, self.prefix, self.prefix_len)
+            try:
+                again = restate(self.model, self.index, ids, gen.tokens, key, prompt, self.prefix,
+                                self.prefix_len, RESTATE_MIN_PROB)
+            except RuntimeError:  # e.g. out of memory: the call is valid as it is; leave the argument out
+                continue
             if again is None:
                 continue
             gen.forward_passes += again.forward_passes
             trial = {**params, key: again.value}
-            if again.probability >= RESTATE_MIN_PROB and valid(trial, fn):
+            if again.value is not None and again.probability >= RESTATE_MIN_PROB and valid(trial, fn):
                 params = trial
                 gen.restated[key] = {"from": call["parameters"][key], "to": again.value,
                                      "probability": round(again.probability, 4)}

@@ -10,7 +10,7 @@ import torch
 from callmaybe.catalog import parse_catalog
 from callmaybe.compiler.compile import compile_index
 from callmaybe.runtime.masks import TokenIndex
-from callmaybe.runtime.restate import grounded_prefix, restate, value_start
+from callmaybe.runtime.restate import Restated, grounded_prefix, restate, value_start
 from callmaybe.runtime.runner import Answerer
 from callmaybe.vocabulary import Vocabulary
 
@@ -113,8 +113,32 @@ def test_restate_decodes_the_value_again_within_the_request(index):
 
 def test_restate_gives_up_when_nothing_stated_fits(index):
     tokens = [ID[t] for t in (b'{"name": "f", "parameters": {', b'"u":', b' "', b"cm", b'"}}')]
-    assert restate(model_preferring_cm(2), index, [ID[b"4"]], tokens, "u", "a radius") is None
-    assert restate(model_preferring_cm(2), index, [ID[b"4"]], tokens, "v", "4 inches") is None
+    # after ' "' no allowed token keeps the value in "a radius" (a lone space never closes a value)
+    again = restate(model_preferring_cm(2), index, [ID[b"4"]], tokens, "u", "a radius")
+    assert again == Restated(None, 0.0, [ID[b' "']], 2)
+    assert restate(model_preferring_cm(2), index, [ID[b"4"]], tokens, "v", "4 inches") is None  # no pass spent
+
+
+def test_restate_stops_once_the_path_is_below_the_threshold(index):
+    tokens = [ID[t] for t in (b'{"name": "f", "parameters": {', b'"u":', b' "', b"cm", b'"}}')]
+    model = model_preferring_cm(-2)  # "in" gets 0.005: the search stops there, "ches" is never asked for
+    again = restate(model, index, [ID[b"4"]], tokens, "u", "a radius of 4 inches", min_prob=0.1)
+    assert again == Restated(None, 0.0, [ID[b' "']], 2) and model.calls == [3, 1]
+    full = restate(model_preferring_cm(-2), index, [ID[b"4"]], tokens, "u", "a radius of 4 inches", min_prob=0.0)
+    assert (full.value, full.forward_passes) == ("4", 3)  # without a floor: "4" (logit 0) beats "in" (-2)
+
+
+@pytest.mark.parametrize("text, said, expected", [
+    (b' " inches', "4 inches", None),  # leading space: never the start of a word
+    (b' "inches,"', "4 inches, high", None),  # ends on punctuation
+    (b' "(inches"', "radius (inches)", None),
+    (b' "inc', "4 inches", False),  # still open at a word start: may grow into "inches"
+    (b' "nches', "4 inches", None),  # inside a word
+    ("\u0020\"\u0915\"".encode(), "\u0915\u093f\u0924\u093e\u092c", None),  # Devanagari: a vowel sign follows
+    (' "stra\u00dfe"'.encode(), "Hauptstrasse or STRASSE", True),  # folded; whole word "strasse"
+])
+def test_grounded_prefix_word_edges(text, said, expected):
+    assert grounded_prefix(text, said) is expected
 
 
 @pytest.mark.parametrize("in_logit, parameters, restated, dropped", [
@@ -126,6 +150,8 @@ def test_answerer_restates_or_leaves_out(index, in_logit, parameters, restated, 
     entry, gen = answerer.answer({"prompt": "a radius of 4 inches"})
     assert entry == {"prompt": "a radius of 4 inches", "name": "f", "parameters": parameters}
     assert gen.restated == restated and gen.dropped == dropped
+    # 3 passes to generate, then the restate passes: 4 to write "inches", or 2 until the path fell below 0.1
+    assert gen.forward_passes == (7 if restated else 5)
     kept, gen = Answerer(model_preferring_cm(in_logit), Tokenizer(), index, FNS, max_tokens=20,
                          prefix_cache=False, keep_unstated=True).answer({"prompt": "a radius of 4 inches"})
     assert kept["parameters"] == {"u": "cm"} and gen.restated == {} and gen.dropped == []
