@@ -155,3 +155,14 @@ def test_answerer_restates_or_leaves_out(index, in_logit, parameters, restated, 
     kept, gen = Answerer(model_preferring_cm(in_logit), Tokenizer(), index, FNS, max_tokens=20,
                          prefix_cache=False, keep_unstated=True).answer({"prompt": "a radius of 4 inches"})
     assert kept["parameters"] == {"u": "cm"} and gen.restated == {} and gen.dropped == []
+
+
+def test_trace_lines_say_what_grounding_did():
+    from callmaybe.commands import grounding_notes
+
+    restated = {"unit": {"from": "cm", "to": "inches", "probability": 0.2139}}
+    assert grounding_notes(restated, ["database", "category"]) == [
+        '  restated from the request: unit "cm" -> "inches" (p=0.2139)',
+        "  left out as unstated: database, category",
+    ]
+    assert grounding_notes({}, []) == []
