@@ -119,8 +119,8 @@ MODELS: dict[str, GgufModel] = {
     ),
 }
 
-# The default: 95% right arguments on BFCL simple's first 100 cases and 11/11 on the public set, against
-# 86% and 10/11 for the 0.5B model, which is about 2.5x faster per request on a CPU.
+# The default: 92.0% right arguments on BFCL simple's 400 cases (95% on the first 100) and 11/11 on the public
+# set, against 80.0% (86%) and 10/11 for the 0.5B model, which is about 2.5x faster per request on a CPU.
 DEFAULT_MODEL = "qwen2.5-coder-1.5b-instruct"
 FIXTURE_MODEL = "smollm2-135m-instruct"
 
