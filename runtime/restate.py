@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .decoder import PrefixCache, forward
+from .decoder import PrefixCache, StringTracker, forward
 from .grounding import fold
 from .masks import TokenIndex
 
@@ -59,20 +59,22 @@ class Restated:
 def value_start(data: bytes, key: str) -> int | None:
     """Byte offset in generated call ``data`` just after the ``:`` of top-level argument ``key`` (depth 2:
     ``{"name": ..., "parameters": {key: ...}}``), or None when it is not there. Strings and escapes are
-    followed, so a key-like text inside a value or a nested object's key of the same name never matches."""
-    depth, inside, escaped, start, last = 0, False, False, 0, None
-    for i, b in enumerate(data):
-        if inside:
-            if escaped:
-                escaped = False
-            elif b == 0x5C:
-                escaped = True
-            elif b == 0x22:
-                inside, last = False, (start, i, depth)
+    followed (:class:`~.decoder.StringTracker`), so a key-like text inside a value or a nested object's key
+    of the same name never matches."""
+    strings = StringTracker()
+    depth, start, last = 0, 0, None
+    for i in range(len(data)):
+        was_inside = strings.inside
+        strings.feed(data[i : i + 1])
+        if strings.inside:
+            if not was_inside:
+                start = i + 1
             continue
-        if b == 0x22:
-            inside, start = True, i + 1
-        elif b in b"{[":
+        if was_inside:  # a string just closed
+            last = (start, i, depth)
+            continue
+        b = data[i]
+        if b in b"{[":
             depth += 1
         elif b in b"}]":
             depth -= 1
@@ -86,8 +88,9 @@ def value_start(data: bytes, key: str) -> int | None:
     return None
 
 
-def grounded_prefix(text: bytes, request: str) -> bool | None:
-    """Whether ``text`` (the bytes after the key's ``:``) is the start of a string value the request states.
+def grounded_prefix(text: bytes, said: str) -> bool | None:
+    """Whether ``text`` (the bytes after the key's ``:``) is the start of a string value the request states;
+    ``said`` is the request already :func:`~.grounding.fold`-ed (it is asked once per candidate token).
 
     Returns None when it is not (escapes are never restated), False when the string is still open, True when
     it is closed. The contents, decoded and :func:`~.grounding.fold`-ed, must occur in the folded request at
@@ -103,7 +106,6 @@ def grounded_prefix(text: bytes, request: str) -> bool | None:
     contents = fold(m.group(1).decode("utf-8", errors="ignore"))  # a cut character waits for its end
     if contents and not _word_char(contents[0]):
         return None
-    said = fold(request)
     if not m.group(2):
         return False if _occurs(contents, said, whole=False) else None
     if contents and _word_char(contents[-1]) and _occurs(contents, said, whole=True):
@@ -161,7 +163,7 @@ def restate(model, index: TokenIndex, prompt_ids: list[int], tokens: list[int], 
     try:
         logits, past = forward(model, ids[cached:], past)
         passes = 1
-        eos = set(index.eos_ids)
+        eos, said = set(index.eos_ids), fold(request)
         for _ in range(RESTATE_MAX_TOKENS):
             logprobs = torch.log_softmax(index.apply(state, logits).float(), dim=-1)
             top = torch.topk(logprobs, min(RESTATE_CANDIDATES, logprobs.shape[0]))
@@ -171,7 +173,7 @@ def restate(model, index: TokenIndex, prompt_ids: list[int], tokens: list[int], 
                     break
                 if tok in eos:
                     continue
-                status = grounded_prefix(text + index.token_bytes[tok], request)
+                status = grounded_prefix(text + index.token_bytes[tok], said)
                 if status is not None:
                     pick, closed = (tok, lp), status
                     break

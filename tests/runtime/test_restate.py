@@ -9,6 +9,7 @@ import torch
 
 from callmaybe.catalog import parse_catalog
 from callmaybe.compiler.compile import compile_index
+from callmaybe.runtime.grounding import fold
 from callmaybe.runtime.masks import TokenIndex
 from callmaybe.runtime.restate import Restated, grounded_prefix, restate, value_start
 from callmaybe.runtime.runner import Answerer
@@ -46,7 +47,7 @@ def test_value_start_finds_the_top_level_argument_only():
     (b"4", None),  # not a string
 ])
 def test_grounded_prefix(text, expected):
-    assert grounded_prefix(text, "Find all roots for a radius of 4 inches, high") is expected
+    assert grounded_prefix(text, fold("Find all roots for a radius of 4 inches, high")) is expected
 
 
 class BigramModel:
@@ -138,7 +139,7 @@ def test_restate_stops_once_the_path_is_below_the_threshold(index):
     (' "stra\u00dfe"'.encode(), "Hauptstrasse or STRASSE", True),  # folded; whole word "strasse"
 ])
 def test_grounded_prefix_word_edges(text, said, expected):
-    assert grounded_prefix(text, said) is expected
+    assert grounded_prefix(text, fold(said)) is expected
 
 
 @pytest.mark.parametrize("in_logit, parameters, restated, dropped", [
