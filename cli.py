@@ -8,8 +8,8 @@ from pathlib import Path
 
 import click
 
-from .errors import CallmaybeError, InputError, SchemaError
-from .registry import DEFAULT_MODEL, MODELS
+from .core.errors import CallmaybeError, InputError, SchemaError
+from .core.registry import DEFAULT_MODEL, MODELS
 
 DEFAULT_FUNCTIONS = Path("schemas/functions_definition.json")
 DEFAULT_INPUT = Path("data/input/function_calling_tests.json")
@@ -44,9 +44,9 @@ def compile_cmd(schemas: Path, tokenizer: str, out_dir: Path, vocab_width: int |
     """Compile a catalog (a file or a folder of them) into an index for a tokenizer."""
     import time
 
-    from .catalog import load_catalog
+    from .core.catalog import load_catalog
     from .commands import check_strict, compile_catalog, log, slug
-    from .vocabulary import load_vocabulary
+    from .core.vocabulary import load_vocabulary
 
     try:
         functions = load_catalog(schemas)
@@ -57,7 +57,7 @@ def compile_cmd(schemas: Path, tokenizer: str, out_dir: Path, vocab_width: int |
         log(f"vocabulary {tokenizer}: {len(vocabulary.token_bytes):,} tokens, width {vocabulary.width:,}, "
             f"prepared in {time.perf_counter() - t:.2f} s")
         name = schemas.stem if schemas.is_file() else schemas.resolve().name
-        from .callformat import grammar_options
+        from .core.callformat import grammar_options
 
         suffix = "" if prompt_format == "plain" else f".{prompt_format}"
         path = out_dir / f"{slug(name)}.{slug(tokenizer)}{suffix}.safetensors"
@@ -145,7 +145,7 @@ def inspect_cmd(index_path: Path) -> None:
                    "request, or leave them out).")
 def eval_cmd(data, model, limit, output, max_tokens, threads, prompt_format, keep_unstated) -> None:
     """Score a data set with expected answers (a public-style folder or a BFCL cases.jsonl)."""
-    from .evaluation import evaluate
+    from .runtime.evaluation import evaluate
 
     try:
         t = evaluate(data, model, limit, output, max_tokens, threads, prompt_format, keep_unstated)

@@ -13,11 +13,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from .cache import atomic_write_text, cache_dir
-from .catalog import Function, catalog_fingerprint, load_catalog, read_json
-from .errors import IndexFileError, InputError
-from .indexfile import IndexData, load_index, read_header
-from .vocabulary import Vocabulary
+from .core.files import atomic_write_text, cache_dir
+from .core.catalog import Function, catalog_fingerprint, load_catalog, read_json
+from .core.errors import IndexFileError, InputError
+from .core.indexfile import IndexData, load_index, read_header
+from .core.vocabulary import Vocabulary
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 INDEXES_DIR = PACKAGE_DIR / "indexes"
@@ -152,8 +152,8 @@ def model_vocabulary(spec: str, loaded) -> Vocabulary:
 
     Raises VocabularyError when the tokenizer is wider than the model's logits.
     """
-    from .registry import MODELS
-    from .vocabulary import load_vocabulary, vocabulary_from_tokenizer
+    from .core.registry import MODELS
+    from .core.vocabulary import load_vocabulary, vocabulary_from_tokenizer
 
     if spec in MODELS:
         return load_vocabulary(spec, loaded.logits_width)
@@ -165,7 +165,7 @@ def load_runtime(model: str, threads: int | None, prompt_format: str):
 
     Raises ModelError / VocabularyError with one line.
     """
-    from .callformat import grammar_options
+    from .core.callformat import grammar_options
     from .runtime.model import load_model
     from .runtime.prompt import choose_format
 
@@ -224,7 +224,7 @@ def match(schema_path: Path | None, functions_path: Path | None, texts: list[str
 
 def report_notes(notes, strict: bool) -> None:
     """Print what the grammar does not enforce (checked after generation); with ``strict``, raise instead."""
-    from .errors import SchemaError
+    from .core.errors import SchemaError
 
     missing = [n for n in notes if n.kind == "not enforced"]
     if strict and missing:
@@ -241,7 +241,7 @@ def report_notes(notes, strict: bool) -> None:
 
 def inspect_index(path: Path) -> list[str]:
     """Lines describing an index file; raises IndexFileError for a corrupt one."""
-    from .indexfile import ROW_BITS, read_index
+    from .core.indexfile import ROW_BITS, read_index
 
     t = time.perf_counter()
     index = read_index(path)

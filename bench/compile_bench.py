@@ -161,7 +161,7 @@ def version_of(engine: str) -> str | None:
 
 def tokenizer_json(vocab: str) -> Path:
     """The cached tokenizer.json used to tokenize the replayed calls (and by llguidance)."""
-    from callmaybe.cache import cache_dir
+    from callmaybe.core.files import cache_dir
 
     return cache_dir("models", VOCABS[vocab].tokenizer_model, "hf") / "tokenizer.json"
 
@@ -219,7 +219,7 @@ class CallmaybeEngine:
     """callmaybe: index compiled ahead of time; a step is a cached row lookup plus a memoized DFA walk."""
 
     grammar = "callmaybe catalog"
-    modules = ("callmaybe.compiler.compile", "callmaybe.compiler.compose", "callmaybe.indexfile",
+    modules = ("callmaybe.compiler.compile", "callmaybe.compiler.compose", "callmaybe.core.indexfile",
                "callmaybe.runtime.masks", "interegular")
 
     @staticmethod
@@ -247,12 +247,12 @@ class CallmaybeEngine:
         return index
 
     def save(self, built, path: Path) -> int | None:
-        from callmaybe.indexfile import save_index
+        from callmaybe.core.indexfile import save_index
 
         return save_index(path, built)
 
     def load(self, path: Path, built):
-        from callmaybe.indexfile import load_index
+        from callmaybe.core.indexfile import load_index
         from callmaybe.runtime.masks import TokenIndex
 
         return TokenIndex(load_index(path), self.vocabulary.token_bytes)
@@ -499,8 +499,8 @@ def child(spec: dict) -> dict:
     import torch
 
     torch.set_num_threads(1)
-    from callmaybe.catalog import load_catalog
-    from callmaybe.vocabulary import load_vocabulary
+    from callmaybe.core.catalog import load_catalog
+    from callmaybe.core.vocabulary import load_vocabulary
 
     engine = ENGINE_CLASSES[spec["engine"]]()
     for module in engine.modules:  # imports are not part of any timing
@@ -701,7 +701,7 @@ def run(workloads: list[str], vocabs: list[str], repeat: int) -> list[dict]:
     Peer rows carry ``agreement`` (see :func:`compare_masks`). Times: seconds (``*_s``), milliseconds
     (``*_ms``), microseconds (``*_us``); sizes in bytes; RSS in MB; ``x_*``: peer / callmaybe.
     """
-    from callmaybe.vocabulary import load_vocabulary
+    from callmaybe.core.vocabulary import load_vocabulary
 
     rows: list[dict] = []
     with tempfile.TemporaryDirectory(prefix="compile_bench-") as tmpname:

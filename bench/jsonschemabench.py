@@ -27,10 +27,10 @@ from pathlib import Path
 
 import jsonschema
 
-from callmaybe.catalog import parse_catalog
+from callmaybe.core.catalog import parse_catalog
 from callmaybe.compiler.grammar import compile_grammar, schema_dfa
 from callmaybe.compiler.lexical import canonical
-from callmaybe.errors import CallmaybeError
+from callmaybe.core.errors import CallmaybeError
 
 SHARED = Path(__file__).resolve().parent.parent.parent / "shared" / "data"
 SUBSETS = ["glaiveai2k", "github_easy", "github_medium", "kubernetes", "jsonschemastore"]

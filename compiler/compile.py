@@ -10,9 +10,9 @@ from pathlib import Path
 import numpy as np
 
 from .. import __version__
-from ..catalog import Function, catalog_fingerprint
-from ..indexfile import IndexData, save_index
-from ..vocabulary import Vocabulary
+from ..core.catalog import Function, catalog_fingerprint
+from ..core.indexfile import IndexData, save_index
+from ..core.vocabulary import Vocabulary
 from .dfa import byte_classes
 from .grammar import compile_grammar
 from .table import build_rows, min_tokens
@@ -66,7 +66,7 @@ def token_trie(vocabulary: Vocabulary) -> TokenTrie:
     if len(vocabulary.token_bytes) < TRIE_CACHE_MIN_TOKENS:  # built in milliseconds: not worth a file
         _TRIES[key] = build_trie(vocabulary.token_bytes)
         return _TRIES[key]
-    from ..cache import atomic_write_bytes, cache_dir
+    from ..core.files import atomic_write_bytes, cache_dir
 
     path = cache_dir("vocab", "tries") / f"{key}.v{TRIE_CACHE_VERSION}.npz"
     trie = None

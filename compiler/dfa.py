@@ -24,7 +24,7 @@ import interegular
 import numpy as np
 from interegular.fsm import anything_else
 
-from ..errors import SchemaError
+from ..core.errors import SchemaError
 
 MAX_CODE_POINT = 0x10FFFF
 #: Seconds spent in interegular ("automaton") and in UTF-8 expansion ("byte expansion"), accumulated.

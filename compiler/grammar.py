@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from ..catalog import Function
+from ..core.catalog import Function
 from . import dfa as dfa_mod
 from .dfa import ByteDFA
 from .compose import Node, structure

@@ -32,7 +32,7 @@ from typing import Any
 
 import jsonschema
 
-from ..errors import SchemaError
+from ..core.errors import SchemaError
 from .formats import FORMATS
 from .lexical import (
     BOOLEAN, COUNTED_CHAR, INTEGER, NONNEGATIVE_NUMBER, NULL, NUMBER, STRING, STRING_CHAR, alternation,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..indexfile import ROW_BITS, ROW_IDS
+from ..core.indexfile import ROW_BITS, ROW_IDS
 from .walk import WalkResult
 
 
@@ -13,7 +13,7 @@ def build_rows(result: WalkResult, num_states: int, width: int) -> dict[str, np.
     """Group the walk's allowed (state, token) pairs into deduplicated rows.
 
     Returns the arrays ``state_row``, ``row_kind``, ``row_offset``, ``row_count``, ``row_ids``,
-    ``row_bits`` of the index file format (see :mod:`callmaybe.indexfile`). A bitmask costs ceil(W / 8)
+    ``row_bits`` of the index file format (see :mod:`callmaybe.core.indexfile`). A bitmask costs ceil(W / 8)
     bytes and an id list 4 bytes per token, so rows of more than W / 32 tokens are stored as bitmasks.
     """
     bounds = np.searchsorted(result.state, np.arange(num_states + 1))

@@ -7,8 +7,8 @@ from typing import Any
 
 import jsonschema
 
-from ..catalog import Function
-from ..errors import CallmaybeError
+from ..core.catalog import Function
+from ..core.errors import CallmaybeError
 
 
 class InvalidCall(CallmaybeError):

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ..errors import CallmaybeError
+from ..core.errors import CallmaybeError
 from .masks import Mask, TokenIndex
 
 REPEAT_TIMES = 4

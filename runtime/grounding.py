@@ -33,7 +33,7 @@ from typing import Any
 
 import jsonschema
 
-from ..catalog import Function
+from ..core.catalog import Function
 
 
 def fold(text: str) -> str:

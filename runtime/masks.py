@@ -14,8 +14,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ..errors import IndexFileError
-from ..indexfile import ROW_IDS, IndexData
+from ..core.errors import IndexFileError
+from ..core.indexfile import ROW_IDS, IndexData
 
 # Below this many allowed ids, applying a mask scatters the allowed logits into a -inf tensor instead of
 # adding a cached full-width bias (measured on 151,936 float32 logits: ~9 us against ~18 us, and no cache).
@@ -89,7 +89,7 @@ class Mask:
 
 
 class TokenIndex:
-    """Decode-time view of an :class:`~callmaybe.indexfile.IndexData`.
+    """Decode-time view of an :class:`~callmaybe.core.indexfile.IndexData`.
 
     ``token_bytes``: the vocabulary's bytes per token id (the same table the index was fingerprinted on).
     Raises IndexFileError when the index and vocabulary widths disagree.

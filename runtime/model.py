@@ -1,6 +1,6 @@
 """Load a causal language model and its tokenizer for the runtime (CPU, float32).
 
-A model is named by a registry name (``callmaybe.registry.MODELS``), a local transformers checkpoint
+A model is named by a registry name (``callmaybe.core.registry.MODELS``), a local transformers checkpoint
 directory, or a model hub id. Registry models ship as GGUF files; on first use they are dequantized once
 into a float32 safetensors checkpoint under ``cache_dir("models", name, "hf")``, which later loads in seconds.
 """
@@ -18,9 +18,9 @@ from typing import Any
 
 import torch
 
-from callmaybe.cache import cache_dir
-from callmaybe.errors import ModelError
-from callmaybe.registry import MODELS, gguf_path
+from callmaybe.core.files import cache_dir
+from callmaybe.core.errors import ModelError
+from callmaybe.core.registry import MODELS, gguf_path
 
 
 @dataclass

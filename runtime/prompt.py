@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..callformat import TOOLS_OPENING
-from ..catalog import Function
+from ..core.callformat import TOOLS_OPENING
+from ..core.catalog import Function
 
 
 def type_text(schema: Any) -> str:

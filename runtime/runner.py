@@ -9,8 +9,8 @@ from typing import Any, Callable
 
 from tqdm import tqdm
 
-from ..catalog import Function
-from ..errors import CallmaybeError
+from ..core.catalog import Function
+from ..core.errors import CallmaybeError
 from .calls import to_call
 from .decoder import Generation, PrefixCache, generate
 from .grounding import drop, unstated, valid

@@ -6,7 +6,7 @@ import jsonschema
 import torch
 from click.testing import CliRunner
 
-from callmaybe.catalog import load_catalog
+from callmaybe.core.catalog import load_catalog
 from callmaybe.cli import main
 
 torch.set_num_threads(1)

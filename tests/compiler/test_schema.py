@@ -1,10 +1,10 @@
 import pytest
 
-from callmaybe.catalog import parse_catalog
+from callmaybe.core.catalog import parse_catalog
 from callmaybe.compiler.schema import (
     BOOLEAN, INTEGER, NUMBER, STRING, SchemaCompiler, call_regex, escape, object_regex,
 )
-from callmaybe.errors import SchemaError
+from callmaybe.core.errors import SchemaError
 
 
 def value(schema):
@@ -79,7 +79,7 @@ def test_uncompilable_schemas_name_function_parameter_keyword(schema, message):
     {"enum": ["a", "b"], "type": "integer"},
 ])
 def test_unsatisfiable_schemas_are_errors(schema):
-    from callmaybe.catalog import parse_catalog
+    from callmaybe.core.catalog import parse_catalog
     from callmaybe.compiler.grammar import compile_grammar
     fns = parse_catalog([{"name": "f", "parameters": {"p": schema}}], "t")
     with pytest.raises(SchemaError) as err:

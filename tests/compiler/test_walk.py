@@ -1,11 +1,11 @@
 """Exact allowed-token sets on a small hand-made vocabulary."""
 
 
-from callmaybe.catalog import parse_catalog
+from callmaybe.core.catalog import parse_catalog
 from callmaybe.compiler.compile import compile_index
 from callmaybe.compiler.walk import build_trie, walk
 from callmaybe.compiler import dfa as D
-from callmaybe.vocabulary import Vocabulary
+from callmaybe.core.vocabulary import Vocabulary
 
 TOKENS = [b'{"', b"name", b'":', b" ", b'"', b"f", b"g", b"fg", b", ", b"parameters", b"{", b"}", b"}}",
           b"1", b"12", b"0", b"01", b".", b"-", b"a", b'"a', b"x", b'\\', b"\xc3", b"\xa9", b"\xc3\xa9", None]

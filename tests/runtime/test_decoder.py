@@ -6,11 +6,11 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from callmaybe.catalog import parse_catalog
+from callmaybe.core.catalog import parse_catalog
 from callmaybe.compiler.compile import compile_index
 from callmaybe.runtime.decoder import BudgetExhausted, generate, repeating
 from callmaybe.runtime.masks import TokenIndex
-from callmaybe.vocabulary import Vocabulary
+from callmaybe.core.vocabulary import Vocabulary
 
 from .tiny import TinyTokenizer
 

@@ -1,6 +1,6 @@
 """Optional string arguments the request does not state are left out; everything else is kept."""
 
-from callmaybe.catalog import parse_catalog
+from callmaybe.core.catalog import parse_catalog
 from callmaybe.runtime.grounding import drop_unstated, is_stated, normalize
 
 FN = parse_catalog([{"type": "function", "function": {"name": "find", "parameters": {

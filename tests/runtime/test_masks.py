@@ -4,11 +4,11 @@ import numpy as np
 import pytest
 import torch
 
-from callmaybe.catalog import parse_catalog
+from callmaybe.core.catalog import parse_catalog
 from callmaybe.compiler.compile import compile_index
-from callmaybe.indexfile import ROW_BITS, ROW_IDS
+from callmaybe.core.indexfile import ROW_BITS, ROW_IDS
 from callmaybe.runtime.masks import Mask, TokenIndex
-from callmaybe.vocabulary import Vocabulary
+from callmaybe.core.vocabulary import Vocabulary
 
 # every single byte, a few JSON pieces and 600 letter pairs: string states allow ~680 tokens (a packed
 # bitmask is the smaller row), the name and key states allow a handful (an id list is smaller)

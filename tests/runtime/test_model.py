@@ -11,8 +11,8 @@ import time
 import pytest
 import torch
 
-from callmaybe.errors import ModelError
-from callmaybe.registry import FIXTURE_MODEL
+from callmaybe.core.errors import ModelError
+from callmaybe.core.registry import FIXTURE_MODEL
 from callmaybe.runtime.model import LoadedModel, load_model, resolve_model_dir
 
 UNKNOWN = (

@@ -3,7 +3,7 @@
 import torch
 from transformers import LogitsProcessorList
 
-from callmaybe.catalog import load_catalog
+from callmaybe.core.catalog import load_catalog
 from callmaybe.commands import find_index, model_vocabulary
 from callmaybe.runtime.decoder import generate
 from callmaybe.runtime.masks import TokenIndex

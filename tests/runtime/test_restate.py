@@ -7,13 +7,13 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from callmaybe.catalog import parse_catalog
+from callmaybe.core.catalog import parse_catalog
 from callmaybe.compiler.compile import compile_index
 from callmaybe.runtime.grounding import fold
 from callmaybe.runtime.masks import TokenIndex
 from callmaybe.runtime.restate import Restated, grounded_prefix, restate, value_start
 from callmaybe.runtime.runner import Answerer
-from callmaybe.vocabulary import Vocabulary
+from callmaybe.core.vocabulary import Vocabulary
 
 from .tiny import TinyTokenizer
 

@@ -23,8 +23,8 @@ from typing import IO, Any
 
 from tqdm import tqdm
 
-from callmaybe.cache import atomic_write_text, cache_dir
-from callmaybe.errors import ModelError
+from callmaybe.core.files import atomic_write_text, cache_dir
+from callmaybe.core.errors import ModelError
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,7 @@ from typing import Any
 import msgpack
 import numpy as np
 
-from .cache import atomic_write_bytes
+from .files import atomic_write_bytes
 from .errors import IndexFileError
 
 FORMAT_VERSION = 1

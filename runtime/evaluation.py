@@ -7,9 +7,9 @@ import sys
 import time
 from pathlib import Path
 
-from .catalog import catalog_fingerprint, load_catalog, read_json
-from .commands import check_output_path, find_index, load_runtime, read_requests, write_output
-from .errors import InputError
+from ..core.catalog import catalog_fingerprint, load_catalog, read_json
+from ..commands import check_output_path, find_index, load_runtime, read_requests, write_output
+from ..core.errors import InputError
 
 
 def evaluation_cases(data: Path, limit: int | None) -> list[dict]:
@@ -19,7 +19,7 @@ def evaluation_cases(data: Path, limit: int | None) -> list[dict]:
     Each case: ``{"id", "prompt", "functions", "expected", "rules"}`` with rules "public" or "bfcl".
     Raises InputError for a data set it cannot read.
     """
-    from .catalog import parse_catalog
+    from ..core.catalog import parse_catalog
 
     cases = []
     if data.is_dir():
@@ -65,9 +65,9 @@ def evaluate(data: Path, model: str, limit: int | None, output: Path | None, max
              threads: int | None, prompt_format: str = "plain", keep_unstated: bool = False) -> dict:
     """Run a data set with expected answers and return the summary (counts, seconds and forward passes
     per request); ``output`` gets every case's call ``{"id", "prompt", "name", "parameters"}`` or error."""
-    from .compiler.compile import CompileOptions, compile_index
-    from .runtime.masks import TokenIndex
-    from .runtime.runner import Answerer
+    from ..compiler.compile import CompileOptions, compile_index
+    from .masks import TokenIndex
+    from .runner import Answerer
     from .scoring import bfcl_match, public_match
     from tqdm import tqdm
 

