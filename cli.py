@@ -34,12 +34,14 @@ def main() -> None:
                    "local tokenizer path or .gguf file, or hub id.")
 @click.option("-o", "--output", "out_dir", type=click.Path(path_type=Path), default=Path("indexes"),
               show_default=True, help="Folder to write the index into.")
-@click.option("--vocab-width", type=int, default=None, help="Logits width when the tokenizer does not say.")
+@click.option("--vocab-size", "--vocab-width", "vocab_size", type=click.IntRange(min=1), default=None,
+              help="Logits per position (the model's vocabulary size) when the tokenizer does not say "
+                   "(--vocab-width: the old name).")
 @click.option("--strict", is_flag=True, help="Fail when some keyword is not enforced by the grammar.")
 @click.option("--prompt-format", type=click.Choice(["plain", "tools"]), default="plain", show_default=True,
               help="The call format the index is for: plain {\"name\", \"parameters\"} or the tools format "
                    "(<tool_call> then {\"name\", \"arguments\"}).")
-def compile_cmd(schemas: Path, tokenizer: str, out_dir: Path, vocab_width: int | None, strict: bool,
+def compile_cmd(schemas: Path, tokenizer: str, out_dir: Path, vocab_size: int | None, strict: bool,
                 prompt_format: str) -> None:
     """Compile a catalog (a file or a folder of them) into an index for a tokenizer."""
     import time
@@ -53,8 +55,8 @@ def compile_cmd(schemas: Path, tokenizer: str, out_dir: Path, vocab_width: int |
         if strict:
             check_strict(functions)
         t = time.perf_counter()
-        vocabulary = load_vocabulary(tokenizer, vocab_width)
-        log(f"vocabulary {tokenizer}: {len(vocabulary.token_bytes):,} tokens, width {vocabulary.width:,}, "
+        vocabulary = load_vocabulary(tokenizer, vocab_size)
+        log(f"vocabulary {tokenizer}: {len(vocabulary.token_bytes):,} tokens, vocabulary size {vocabulary.vocab_size:,}, "
             f"prepared in {time.perf_counter() - t:.2f} s")
         name = schemas.stem if schemas.is_file() else schemas.resolve().name
         from .core.callformat import grammar_options

@@ -148,7 +148,7 @@ def read_requests(path: Path) -> list[Any]:
 
 def model_vocabulary(spec: str, loaded) -> Vocabulary:
     """The vocabulary of a loaded model: read from its GGUF for registry models (token types mark padding
-    and control ids), else from its tokenizer; the width is the model's logits width.
+    and control ids), else from its tokenizer; the vocab_size is the model's vocabulary size.
 
     Raises VocabularyError when the tokenizer is wider than the model's logits.
     """
@@ -156,8 +156,8 @@ def model_vocabulary(spec: str, loaded) -> Vocabulary:
     from .core.vocabulary import load_vocabulary, vocabulary_from_tokenizer
 
     if spec in MODELS:
-        return load_vocabulary(spec, loaded.logits_width)
-    return vocabulary_from_tokenizer(loaded.tokenizer, loaded.logits_width, name=loaded.name)
+        return load_vocabulary(spec, loaded.vocab_size)
+    return vocabulary_from_tokenizer(loaded.tokenizer, loaded.vocab_size, name=loaded.name)
 
 
 def load_runtime(model: str, threads: int | None, prompt_format: str):
@@ -258,7 +258,7 @@ def inspect_index(path: Path) -> list[str]:
         f"allowed-token entries: {entries:,}; distinct rows: {len(kinds)} "
         f"({int((kinds == ROW_BITS).sum())} bitmasks, {int((kinds != ROW_BITS).sum())} id lists)",
         f"fewest tokens to complete a call: {int(a['min_tokens'][h['start']])}",
-        f"vocabulary: {h.get('vocabulary_name')} width {h.get('width'):,}, EOS {h.get('eos_ids')}",
+        f"vocabulary: {h.get('vocabulary_name')} vocab_size {h.get('vocab_size'):,}, EOS {h.get('eos_ids')}",
         f"vocabulary fingerprint: {h.get('vocabulary_fingerprint')}",
         f"catalog fingerprint: {h.get('catalog_fingerprint')}",
         f"options: {json.dumps(h.get('options'))}",

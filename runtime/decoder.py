@@ -119,7 +119,7 @@ class PrefixCache:
 
 
 def forward(model, ids: list[int], past):
-    """Run ``model`` on ``ids`` after ``past``; returns (float logits of the last position (width,), cache)."""
+    """Run ``model`` on ``ids`` after ``past``; returns (float logits of the last position (vocab_size,), cache)."""
     input_ids = torch.tensor([ids], dtype=torch.long)
     with torch.inference_mode():
         out = model(input_ids=input_ids, cache=past, use_cache=True)

@@ -25,29 +25,29 @@ SCATTER_MAX_IDS = 4096
 class Mask:
     """The tokens allowed in one state, as stored in the index.
 
-    ``ids``: int32 (k,) sorted allowed ids, or None; ``bits``: uint8 (ceil(width/8),) packed bitmask
+    ``ids``: int32 (k,) sorted allowed ids, or None; ``bits``: uint8 (ceil(vocab_size/8),) packed bitmask
     (little bit order: bit j of byte i is token 8i+j), or None; exactly one of the two is set, and both are
     views into the loaded index. ``eos_ids`` are allowed too when ``eos`` is true (accepting states).
     One instance per (row, accepting) pair, made at load and shared; the derived tensors are built once.
     """
 
-    __slots__ = ("ids", "bits", "eos", "eos_ids", "width", "_tensor", "_ids_t")
+    __slots__ = ("ids", "bits", "eos", "eos_ids", "vocab_size", "_tensor", "_ids_t")
 
     def __init__(self, ids: np.ndarray | None, bits: np.ndarray | None, eos: bool, eos_ids: list[int],
-                 width: int):
-        self.ids, self.bits, self.eos, self.eos_ids, self.width = ids, bits, eos, eos_ids, width
+                 vocab_size: int):
+        self.ids, self.bits, self.eos, self.eos_ids, self.vocab_size = ids, bits, eos, eos_ids, vocab_size
         self._tensor: torch.Tensor | None = None
         self._ids_t: torch.Tensor | None = None
 
     def tensor(self) -> torch.Tensor:
-        """Bool tensor (width,): True where allowed. Built on first call (10-30 us at 151,936), then cached."""
+        """Bool tensor (vocab_size,): True where allowed. Built on first call (10-30 us at 151,936), then cached."""
         t = self._tensor
         if t is None:
             if self.ids is not None:
-                t = torch.zeros(self.width, dtype=torch.bool)
+                t = torch.zeros(self.vocab_size, dtype=torch.bool)
                 t[torch.from_numpy(self.ids.astype(np.int64))] = True
             else:
-                t = torch.from_numpy(np.unpackbits(self.bits, bitorder="little", count=self.width).view(bool))
+                t = torch.from_numpy(np.unpackbits(self.bits, bitorder="little", count=self.vocab_size).view(bool))
             if self.eos:
                 t[self.eos_ids] = True
             self._tensor = t
@@ -79,7 +79,7 @@ class Mask:
         if self.ids is not None:
             i = int(np.searchsorted(self.ids, token))
             return i < len(self.ids) and int(self.ids[i]) == token
-        if not 0 <= token < self.width:
+        if not 0 <= token < self.vocab_size:
             return False
         return bool((self.bits[token >> 3] >> (token & 7)) & 1)
 
@@ -97,9 +97,9 @@ class TokenIndex:
 
     def __init__(self, data: IndexData, token_bytes: tuple[bytes | None, ...] | list[bytes | None]):
         self.data = data
-        self.width = data.width
-        if len(token_bytes) > self.width:
-            raise IndexFileError(f"index width {self.width} is narrower than the vocabulary ({len(token_bytes)})")
+        self.vocab_size = data.vocab_size
+        if len(token_bytes) > self.vocab_size:
+            raise IndexFileError(f"index vocab_size {self.vocab_size} is narrower than the vocabulary ({len(token_bytes)})")
         self.token_bytes = token_bytes
         self.start = int(data.header["start"])
         self.eos_ids = [int(e) for e in data.header["eos_ids"]]
@@ -119,7 +119,7 @@ class TokenIndex:
         self._row_kind = data.row_kind.tolist()
         self._row_offset, self._row_count = data.row_offset.tolist(), data.row_count.tolist()
         self._row_ids, self._row_bits = data.row_ids, data.row_bits
-        self._nbytes = (self.width + 7) // 8
+        self._nbytes = (self.vocab_size + 7) // 8
         self._state_mask = self._make_masks()
         self._next: dict[int, int] = {}
         self._forced: dict[int, bytes] = {}
@@ -167,17 +167,17 @@ class TokenIndex:
             row, eos = key >> 1, bool(key & 1)
             off, count = self._row_offset[row], self._row_count[row]
             if self._row_kind[row] == ROW_IDS:
-                masks.append(Mask(self._row_ids[off : off + count], None, eos, self.eos_ids, self.width))
+                masks.append(Mask(self._row_ids[off : off + count], None, eos, self.eos_ids, self.vocab_size))
             else:
-                masks.append(Mask(None, self._row_bits[off : off + self._nbytes], eos, self.eos_ids, self.width))
+                masks.append(Mask(None, self._row_bits[off : off + self._nbytes], eos, self.eos_ids, self.vocab_size))
         return [masks[i] for i in inverse.reshape(-1).tolist()]
 
     def bias(self, state: int, device: torch.device | str = "cpu") -> torch.Tensor:
-        """Float32 tensor of shape (width,) on ``device``: 0 where :meth:`mask` allows, -inf elsewhere.
+        """Float32 tensor of shape (vocab_size,) on ``device``: 0 where :meth:`mask` allows, -inf elsewhere.
 
         Adding it to the logits applies the mask in one vectorized add (about 15-20 us for 151,936 logits
         here, against 90-140 us for ``torch.where``). Cached per (row, device); at most 128 are kept (600 KB
-        each at Qwen's width).
+        each at Qwen's vocab_size).
         """
         m = self.mask(state)
         key = (m, torch.device(device))
@@ -185,7 +185,7 @@ class TokenIndex:
         if b is None:
             if len(self._biases) >= 128:
                 self._biases.clear()
-            b = torch.zeros(self.width, dtype=torch.float32)
+            b = torch.zeros(self.vocab_size, dtype=torch.float32)
             b.masked_fill_(~m.tensor(), float("-inf"))
             b = b.to(key[1])
             self._biases[key] = b
@@ -195,11 +195,11 @@ class TokenIndex:
         """A new tensor like ``logits`` (shape (n,), same dtype) with every token not allowed in ``state``
         set to -inf. A short id row scatters the allowed logits into a -inf tensor; other rows add the
         cached float32 :meth:`bias` on the logits' device (and cast back for half-precision logits). Ids at
-        or past the index width (n > width) are never allowed."""
+        or past the index vocab_size (n > vocab_size) are never allowed."""
         n = logits.shape[0]
-        if n > self.width:
+        if n > self.vocab_size:
             out = torch.full_like(logits, float("-inf"))
-            out[: self.width] = self.apply(state, logits[: self.width])
+            out[: self.vocab_size] = self.apply(state, logits[: self.vocab_size])
             return out
         m = self.mask(state)
         if m.is_sparse():
@@ -221,7 +221,7 @@ class TokenIndex:
         succ = self.successors(state)
         ok = succ >= 0
         ok[ok] = self._min_tokens_arr[succ[ok]] <= left - 1
-        m = torch.zeros(self.width, dtype=torch.bool)
+        m = torch.zeros(self.vocab_size, dtype=torch.bool)
         m[: len(ok)] = torch.from_numpy(ok)
         if self._accepting[state]:
             m[self.eos_ids] = True
@@ -266,7 +266,7 @@ class TokenIndex:
         if longest is None:
             if self._lengths is None:
                 self._lengths = np.array([len(t) if t else 0 for t in self.token_bytes] +
-                                         [0] * (self.width - len(self.token_bytes)), dtype=np.int32)
+                                         [0] * (self.vocab_size - len(self.token_bytes)), dtype=np.int32)
             longest = int(self._lengths[self.mask(state).token_ids().numpy()].max(initial=0))
             self._longest[state] = longest
         return longest > length
@@ -276,7 +276,7 @@ class TokenIndex:
 
         Memoized per (state, token) under one int key (no tuple is built on the hot path). A miss walks
         the token's bytes, translated to byte classes in one C call (``bytes.translate``)."""
-        key = state * self.width + token
+        key = state * self.vocab_size + token
         s = self._next.get(key)
         if s is None:
             data = self.token_bytes[token] if 0 <= token < len(self.token_bytes) else None

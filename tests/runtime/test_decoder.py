@@ -17,7 +17,7 @@ from .tiny import TinyTokenizer
 TOKENS = [b'{"', b"name", b'":', b" ", b'"', b"f", b", ", b"parameters", b"{", b"}", b"}}", b"a", b"ab",
           b'"}}', b'{"name": "f", "parameters": {"s": "', b"s", b"1", None, b"0", b"[", b"]", b"]}}"]
 EOS = 17
-VOCAB = Vocabulary(name="tiny", token_bytes=tuple(TOKENS), eos_ids=(EOS,), width=24)
+VOCAB = Vocabulary(name="tiny", token_bytes=tuple(TOKENS), eos_ids=(EOS,), vocab_size=24)
 ID = {t: i for i, t in enumerate(TOKENS) if t is not None}
 
 
@@ -34,7 +34,7 @@ class ScriptedModel:
 
     def __call__(self, input_ids, cache=None, use_cache=True):
         self.calls.append(input_ids.shape[1])
-        logits = torch.zeros(1, input_ids.shape[1], VOCAB.width)
+        logits = torch.zeros(1, input_ids.shape[1], VOCAB.vocab_size)
         for rank, tok in enumerate(self.preference):
             logits[0, -1, tok] = 100.0 - rank
         return SimpleNamespace(logits=logits, cache=cache)
@@ -82,7 +82,7 @@ class SequenceModel(ScriptedModel):
     def __call__(self, input_ids, cache=None, use_cache=True):
         tok = self.script[min(len(self.calls), len(self.script) - 1)]
         self.calls.append(input_ids.shape[1])
-        logits = torch.zeros(1, input_ids.shape[1], VOCAB.width)
+        logits = torch.zeros(1, input_ids.shape[1], VOCAB.vocab_size)
         logits[0, -1, tok] = 100.0
         return SimpleNamespace(logits=logits, cache=cache)
 
@@ -120,7 +120,7 @@ def test_logits_processor_matches_the_mask(index):
     from callmaybe.runtime.processor import IndexLogitsProcessor
 
     proc = IndexLogitsProcessor(index, prompt_length=1)
-    scores = torch.zeros(1, VOCAB.width)
+    scores = torch.zeros(1, VOCAB.vocab_size)
     out = proc(torch.tensor([[ID[b"1"]]]), scores)
     allowed = torch.isfinite(out[0]).nonzero().flatten().tolist()
     assert allowed == sorted([ID[b'{"'], ID[b"{"], ID[b'{"name": "f", "parameters": {"s": "']])

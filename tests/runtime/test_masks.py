@@ -17,7 +17,7 @@ TOKENS = [bytes([b]) for b in range(256)] + [b'{"', b'name', b'": "', b'", "', b
                                              b'"}}', b'}}', b' "'] + PAIRS
 WIDTH = len(TOKENS) + 5  # padding ids past the vocabulary, never allowed
 EOS = len(TOKENS) + 1
-VOCAB = Vocabulary(name="masks", token_bytes=tuple(TOKENS) + (None,) * 5, eos_ids=(EOS,), width=WIDTH)
+VOCAB = Vocabulary(name="masks", token_bytes=tuple(TOKENS) + (None,) * 5, eos_ids=(EOS,), vocab_size=WIDTH)
 
 
 @pytest.fixture(scope="module")

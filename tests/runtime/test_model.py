@@ -29,7 +29,7 @@ def smollm2() -> LoadedModel:
 def test_smollm2_loads_with_expected_width_eos_and_template(smollm2):
     lm = smollm2
     assert lm.name == FIXTURE_MODEL
-    assert lm.logits_width == 49152
+    assert lm.vocab_size == 49152
     assert lm.model.config.vocab_size == 49152
     assert len(lm.tokenizer) == 49152
     assert lm.tokenizer.is_fast

@@ -20,7 +20,7 @@ from .tiny import TinyTokenizer
 TOKENS = [b'{"name": "f", "parameters": {', b'"u":', b' "', b"cm", b"in", b"ches", b'"}}', b"}}", b" ", b'"', None,
           b"4"]
 EOS = 10
-VOCAB = Vocabulary(name="tiny", token_bytes=tuple(TOKENS), eos_ids=(EOS,), width=len(TOKENS))
+VOCAB = Vocabulary(name="tiny", token_bytes=tuple(TOKENS), eos_ids=(EOS,), vocab_size=len(TOKENS))
 ID = {t: i for i, t in enumerate(TOKENS) if t is not None}
 
 
@@ -59,7 +59,7 @@ class BigramModel:
 
     def __call__(self, input_ids, cache=None, use_cache=True):
         self.calls.append(input_ids.shape[1])
-        logits = torch.zeros(1, input_ids.shape[1], VOCAB.width)
+        logits = torch.zeros(1, input_ids.shape[1], VOCAB.vocab_size)
         for tok, value in self.table.get(int(input_ids[0, -1]), {}).items():
             logits[0, -1, tok] = value
         return SimpleNamespace(logits=logits, cache=cache)
