@@ -15,7 +15,7 @@ import numpy as np
 import torch
 
 from ..core.errors import IndexFileError
-from ..core.indexfile import ROW_IDS, IndexData
+from ..core.indexfile import IndexData
 
 # Below this many allowed ids, applying a mask scatters the allowed logits into a -inf tensor instead of
 # adding a cached full-width bias (measured on 151,936 float32 logits: ~9 us against ~18 us, and no cache).
@@ -26,16 +26,19 @@ class Mask:
     """The tokens allowed in one state, as stored in the index.
 
     ``ids``: int32 (k,) sorted allowed ids, or None; ``bits``: uint8 (ceil(vocab_size/8),) packed bitmask
-    (little bit order: bit j of byte i is token 8i+j), or None; exactly one of the two is set, and both are
-    views into the loaded index. ``eos_ids`` are allowed too when ``eos`` is true (accepting states).
-    One instance per (row, accepting) pair, made at load and shared; the derived tensors are built once.
+    (little bit order: bit j of byte i is token 8i+j), or None; exactly one of the two is set. ``eos_ids``
+    are allowed too when ``eos`` is true (accepting states). The masks of the index's rows are made at load,
+    one per (row, accepting) pair, as views into the loaded arrays (``shared``: their bias tensors are
+    cached); a mask narrowed by a token budget is made per step (``shared=False``). The derived tensors are
+    built once per instance.
     """
 
-    __slots__ = ("ids", "bits", "eos", "eos_ids", "vocab_size", "_tensor", "_ids_t")
+    __slots__ = ("ids", "bits", "eos", "eos_ids", "vocab_size", "shared", "_tensor", "_ids_t")
 
     def __init__(self, ids: np.ndarray | None, bits: np.ndarray | None, eos: bool, eos_ids: list[int],
-                 vocab_size: int):
+                 vocab_size: int, shared: bool = True):
         self.ids, self.bits, self.eos, self.eos_ids, self.vocab_size = ids, bits, eos, eos_ids, vocab_size
+        self.shared = shared
         self._tensor: torch.Tensor | None = None
         self._ids_t: torch.Tensor | None = None
 
@@ -116,13 +119,10 @@ class TokenIndex:
         self._min_tokens = data.arrays["min_tokens"].tolist()
         self._class_of_byte = byte_class.tolist()
         self._class_table = bytes(self._class_of_byte)  # byte -> class, for bytes.translate
-        self._row_kind = data.row_kind.tolist()
-        self._row_offset, self._row_count = data.row_offset.tolist(), data.row_count.tolist()
-        self._row_ids, self._row_bits = data.row_ids, data.row_bits
-        self._nbytes = (self.vocab_size + 7) // 8
         self._state_mask = self._make_masks()
         self._next: dict[int, int] = {}
         self._forced: dict[int, bytes] = {}
+        self._forced_ids: dict[int, tuple[object, dict[int, tuple[tuple[int, ...], int]]]] = {}
         self._max_min_tokens = int(max(self._min_tokens)) if self._min_tokens else 0
         self._groups: list[tuple[np.ndarray, np.ndarray]] | None = None
         self._min_tokens_arr = data.arrays["min_tokens"].astype(np.int64)
@@ -164,12 +164,8 @@ class TokenIndex:
         pairs, inverse = np.unique(rows, return_inverse=True)
         masks = []
         for key in pairs.tolist():
-            row, eos = key >> 1, bool(key & 1)
-            off, count = self._row_offset[row], self._row_count[row]
-            if self._row_kind[row] == ROW_IDS:
-                masks.append(Mask(self._row_ids[off : off + count], None, eos, self.eos_ids, self.vocab_size))
-            else:
-                masks.append(Mask(None, self._row_bits[off : off + self._nbytes], eos, self.eos_ids, self.vocab_size))
+            ids, bits = self.data.row(key >> 1)
+            masks.append(Mask(ids, bits, bool(key & 1), self.eos_ids, self.vocab_size))
         return [masks[i] for i in inverse.reshape(-1).tolist()]
 
     def bias(self, state: int, device: torch.device | str = "cpu") -> torch.Tensor:
@@ -179,7 +175,9 @@ class TokenIndex:
         here, against 90-140 us for ``torch.where``). Cached per (row, device); at most 128 are kept (600 KB
         each at Qwen's vocab_size).
         """
-        m = self.mask(state)
+        return self._bias(self.mask(state), device)
+
+    def _bias(self, m: Mask, device: torch.device | str) -> torch.Tensor:
         key = (m, torch.device(device))
         b = self._biases.get(key)
         if b is None:
@@ -192,16 +190,20 @@ class TokenIndex:
         return b
 
     def apply(self, state: int, logits: torch.Tensor) -> torch.Tensor:
-        """A new tensor like ``logits`` (shape (n,), same dtype) with every token not allowed in ``state``
-        set to -inf. A short id row scatters the allowed logits into a -inf tensor; other rows add the
-        cached float32 :meth:`bias` on the logits' device (and cast back for half-precision logits). Ids at
-        or past the index vocab_size (n > vocab_size) are never allowed."""
+        """:meth:`apply_mask` with the mask of ``state``."""
+        return self.apply_mask(self.mask(state), logits)
+
+    def apply_mask(self, m: Mask, logits: torch.Tensor) -> torch.Tensor:
+        """A new tensor like ``logits`` (shape (n,), same dtype) with every token ``m`` does not allow set to
+        -inf. A short id row scatters the allowed logits into a -inf tensor; other shared rows add the cached
+        float32 :meth:`bias` on the logits' device (and cast back for half-precision logits); a per-step mask
+        selects with its bool tensor. Ids at or past the index's vocab_size (n > vocab_size) are never
+        allowed."""
         n = logits.shape[0]
         if n > self.vocab_size:
             out = torch.full_like(logits, float("-inf"))
-            out[: self.vocab_size] = self.apply(state, logits[: self.vocab_size])
+            out[: self.vocab_size] = self.apply_mask(m, logits[: self.vocab_size])
             return out
-        m = self.mask(state)
         if m.is_sparse():
             ids = m.token_ids()
             if len(ids) and int(ids[-1]) >= n:
@@ -210,22 +212,22 @@ class TokenIndex:
             out = torch.full_like(logits, float("-inf"))
             out[ids] = logits[ids]
             return out
-        out = logits + self.bias(state, logits.device)[:n]
+        if not m.shared:
+            return torch.where(m.tensor()[:n].to(logits.device), logits, torch.tensor(float("-inf"), dtype=logits.dtype))
+        out = logits + self._bias(m, logits.device)[:n]
         return out if out.dtype == logits.dtype else out.to(logits.dtype)
 
-    def budget_mask(self, state: int, left: int) -> torch.Tensor:
-        """The mask of ``state`` keeping only tokens after which the call can still be completed within
-        ``left`` tokens in all (this one included). Equal to :meth:`mask` unless the budget is tight."""
+    def budget_mask(self, state: int, left: int) -> Mask:
+        """The :class:`Mask` of ``state`` keeping only tokens after which the call can still be completed
+        within ``left`` tokens in all (this one included): :meth:`mask` itself unless the budget is tight,
+        else a per-step mask (one vectorized walk of the vocabulary, a few milliseconds)."""
         if self.budget_is_loose(left):
-            return self.mask(state).tensor()
+            return self.mask(state)
         succ = self.successors(state)
         ok = succ >= 0
         ok[ok] = self._min_tokens_arr[succ[ok]] <= left - 1
-        m = torch.zeros(self.vocab_size, dtype=torch.bool)
-        m[: len(ok)] = torch.from_numpy(ok)
-        if self._accepting[state]:
-            m[self.eos_ids] = True
-        return m
+        ids = np.flatnonzero(ok).astype(np.int32)
+        return Mask(ids, None, self._accepting[state], self.eos_ids, self.vocab_size, shared=False)
 
     def budget_is_loose(self, left: int) -> bool:
         """True when ``left`` tokens complete the call from any state, so the plain mask suffices."""
@@ -280,11 +282,11 @@ class TokenIndex:
         s = self._next.get(key)
         if s is None:
             data = self.token_bytes[token] if 0 <= token < len(self.token_bytes) else None
-            s = self.walk_bytes(state, data) if data else -1
+            s = self.state_after(state, data) if data else -1
             self._next[key] = s
         return s
 
-    def walk_bytes(self, state: int, data: bytes) -> int:
+    def state_after(self, state: int, data: bytes) -> int:
         """The state after ``data`` from ``state``, or -1 once dead."""
         trans, c = self._trans, self._num_classes
         s = state
@@ -293,6 +295,37 @@ class TokenIndex:
             if s < 0:
                 return -1
         return s
+
+    def forced_tokens(self, state: int, tokenizer) -> tuple[tuple[int, ...], int]:
+        """The tokens that write the text forced from ``state`` and the state after them: the tokenizer's own
+        (canonical) encoding of :meth:`forced_bytes`, as in SGLang's jump-forward decoding, minus a last token
+        that a longer allowed token could extend (token healing: ``fn_`` before ``greet`` is left to the model).
+        ``((), state)`` when nothing is forced or the encoding leaves the grammar.
+
+        ``tokenizer``: anything with ``encode(text, add_special_tokens=False) -> list[int]`` over this index's
+        vocabulary. Memoized per (tokenizer, state)."""
+        entry = self._forced_ids.get(id(tokenizer))
+        if entry is None:
+            entry = self._forced_ids[id(tokenizer)] = (tokenizer, {})  # the reference keeps the id unique
+        memo = entry[1]
+        got = memo.get(state)
+        if got is None:
+            got = memo[state] = self._encode_forced(state, tokenizer)
+        return got
+
+    def _encode_forced(self, state: int, tokenizer) -> tuple[tuple[int, ...], int]:
+        text = self.forced_bytes(state)
+        if not text:
+            return (), state
+        ids = tokenizer.encode(text.decode("utf-8"), add_special_tokens=False)
+        s = before_last = state
+        for tok in ids:
+            before_last, s = s, self.next_state(s, tok)
+            if s < 0:  # the tokenizer's encoding left the grammar: let the model choose instead
+                return (), state
+        if ids and self.extends_past(before_last, len(self.token_bytes[ids[-1]])):
+            ids, s = ids[:-1], before_last
+        return tuple(ids), s
 
     def forced_bytes(self, state: int) -> bytes:
         """The longest byte string forced from ``state``: every state on it has exactly one outgoing byte

@@ -32,9 +32,11 @@ from dataclasses import dataclass
 
 import torch
 
-from .decoder import PrefixCache, StringTracker, forward
+from .decoder import PrefixCache, forward
 from .grounding import fold
+from .loops import StringTracker
 from .masks import TokenIndex
+from .matcher import Matcher
 
 RESTATE_MIN_PROB = 0.1
 RESTATE_CANDIDATES = 200
@@ -59,7 +61,7 @@ class Restated:
 def value_start(data: bytes, key: str) -> int | None:
     """Byte offset in generated call ``data`` just after the ``:`` of top-level argument ``key`` (depth 2:
     ``{"name": ..., "parameters": {key: ...}}``), or None when it is not there. Strings and escapes are
-    followed (:class:`~.decoder.StringTracker`), so a key-like text inside a value or a nested object's key
+    followed (:class:`~.loops.StringTracker`), so a key-like text inside a value or a nested object's key
     of the same name never matches."""
     strings = StringTracker()
     depth, start, last = 0, 0, None
@@ -153,9 +155,10 @@ def restate(model, index: TokenIndex, prompt_ids: list[int], tokens: list[int], 
         cut += 1
     if size != offset:
         return None
-    state = index.start
-    for tok in tokens[:cut]:
-        state = index.next_state(state, tok)
+    matcher = Matcher(index)  # no budget: the call is already complete
+    for tok in tokens:
+        matcher.advance(tok)
+    matcher.rollback(len(tokens) - cut)  # back to where the value starts
     ids = list(prompt_ids) + list(tokens[:cut])
     floor = math.log(min_prob) if min_prob > 0 else -math.inf
     past, cached = prefix.lookup(ids, prefix_len) if prefix is not None else (None, 0)
@@ -165,7 +168,7 @@ def restate(model, index: TokenIndex, prompt_ids: list[int], tokens: list[int], 
         passes = 1
         eos, said = set(index.eos_ids), fold(request)
         for _ in range(RESTATE_MAX_TOKENS):
-            logprobs = torch.log_softmax(index.apply(state, logits).float(), dim=-1)
+            logprobs = torch.log_softmax(matcher.apply(logits).float(), dim=-1)
             top = torch.topk(logprobs, min(RESTATE_CANDIDATES, logprobs.shape[0]))
             pick, closed = None, False
             for lp, tok in zip(top.values.tolist(), top.indices.tolist()):
@@ -183,7 +186,7 @@ def restate(model, index: TokenIndex, prompt_ids: list[int], tokens: list[int], 
             logp += lp
             chosen.append(tok)
             text += index.token_bytes[tok]
-            state = index.next_state(state, tok)
+            matcher.advance(tok)
             if closed:
                 value = _VALUE.match(text).group(1).decode("utf-8")
                 return Restated(value, math.exp(logp), chosen, passes)

@@ -8,7 +8,8 @@ import torch
 
 from callmaybe.core.catalog import parse_catalog
 from callmaybe.compiler.compile import compile_index
-from callmaybe.runtime.decoder import BudgetExhausted, generate, repeating
+from callmaybe.runtime.decoder import BudgetExhausted, generate
+from callmaybe.runtime.loops import repeating
 from callmaybe.runtime.masks import TokenIndex
 from callmaybe.core.vocabulary import Vocabulary
 
