@@ -1,4 +1,8 @@
-"""The ``callmaybe`` command line: parses flags and calls one function per command."""
+"""The ``callmaybe`` command line, and the composition root: the one module that imports both the compiler and
+the runtime. It parses flags, calls one library function per command, hands the runtime the compiler
+(:func:`callmaybe.compiler.build.runtime_compiler`) for indexes it must build, and turns a library error into
+one ``error:`` line and its exit code. Messages go through :mod:`callmaybe.core.messages`.
+"""
 
 from __future__ import annotations
 
@@ -8,15 +12,21 @@ from pathlib import Path
 
 import click
 
-from .core.errors import CallmaybeError, InputError, SchemaError
+from .core.errors import CallmaybeError, InputError
+from .core.messages import say
 from .core.registry import DEFAULT_MODEL, MODELS
 
 DEFAULT_FUNCTIONS = Path("schemas/functions_definition.json")
 DEFAULT_INPUT = Path("data/input/function_calling_tests.json")
 DEFAULT_OUTPUT = Path("data/output/function_calling_results.json")
+CALL_FORMAT_HELP = ("plain: a system message listing the catalog, then {\"name\", \"parameters\"}; tools: the chat "
+                    "template's tools= support and the model's own call format (<tool_call> then {\"name\", "
+                    "\"arguments\"}); auto: tools where the template supports it. --prompt-format is the "
+                    "deprecated old name.")
 
 
 def fail(exc: CallmaybeError) -> None:
+    """Print ``exc`` as one ``error:`` line on stderr and exit with its code."""
     click.echo(f"error: {exc}", err=True)
     sys.exit(exc.exit_code)
 
@@ -25,6 +35,12 @@ def fail(exc: CallmaybeError) -> None:
 @click.version_option(package_name="callmaybe")
 def main() -> None:
     """Function calling with small language models whose output is valid by construction."""
+
+
+def call_format_option(choices: list[str], default: str):
+    """``--call-format`` with ``--prompt-format`` kept as a deprecated alias for one release."""
+    return click.option("--call-format", "--prompt-format", "call_format", type=click.Choice(choices),
+                        default=default, show_default=True, help=CALL_FORMAT_HELP)
 
 
 @main.command("compile")
@@ -38,16 +54,16 @@ def main() -> None:
               help="Logits per position (the model's vocabulary size) when the tokenizer does not say "
                    "(--vocab-width: the old name).")
 @click.option("--strict", is_flag=True, help="Fail when some keyword is not enforced by the grammar.")
-@click.option("--prompt-format", type=click.Choice(["plain", "tools"]), default="plain", show_default=True,
-              help="The call format the index is for: plain {\"name\", \"parameters\"} or the tools format "
-                   "(<tool_call> then {\"name\", \"arguments\"}).")
+@call_format_option(["plain", "tools"], "plain")
 def compile_cmd(schemas: Path, tokenizer: str, out_dir: Path, vocab_size: int | None, strict: bool,
-                prompt_format: str) -> None:
+                call_format: str) -> None:
     """Compile a catalog (a file or a folder of them) into an index for a tokenizer."""
     import time
 
+    from .compiler.build import build_index, check_strict
+    from .core.callformat import compile_options
     from .core.catalog import load_catalog
-    from .commands import check_strict, compile_catalog, log, slug
+    from .core.indexes import index_file_name
     from .core.vocabulary import load_vocabulary
 
     try:
@@ -56,21 +72,11 @@ def compile_cmd(schemas: Path, tokenizer: str, out_dir: Path, vocab_size: int | 
             check_strict(functions)
         t = time.perf_counter()
         vocabulary = load_vocabulary(tokenizer, vocab_size)
-        log(f"vocabulary {tokenizer}: {len(vocabulary.token_bytes):,} tokens, vocabulary size {vocabulary.vocab_size:,}, "
-            f"prepared in {time.perf_counter() - t:.2f} s")
+        say(f"vocabulary {tokenizer}: {len(vocabulary.token_bytes):,} tokens, vocabulary size "
+            f"{vocabulary.vocab_size:,}, prepared in {time.perf_counter() - t:.2f} s")
         name = schemas.stem if schemas.is_file() else schemas.resolve().name
-        from .core.callformat import grammar_options
-
-        suffix = "" if prompt_format == "plain" else f".{prompt_format}"
-        path = out_dir / f"{slug(name)}.{slug(tokenizer)}{suffix}.safetensors"
-        try:
-            compile_catalog(functions, vocabulary, path, options=grammar_options(prompt_format))
-        except SchemaError as exc:
-            raise SchemaError(f"{schemas}: {exc}") from None
-        except RecursionError:
-            raise SchemaError(f"{schemas}: schema nested too deeply") from None
-        except OSError as exc:
-            raise InputError(f"{out_dir}: cannot write the index: {exc.strerror or exc}") from None
+        path = out_dir / index_file_name(name, tokenizer, call_format)
+        build_index(functions, vocabulary, path, compile_options(call_format), source=schemas)
     except CallmaybeError as exc:
         fail(exc)
 
@@ -79,14 +85,15 @@ def compile_cmd(schemas: Path, tokenizer: str, out_dir: Path, vocab_size: int | 
 @click.option("--schema", "schema_path", type=click.Path(path_type=Path), default=None,
               help="A JSON schema (e.g. a function's parameters): texts are values.")
 @click.option("--functions", "functions_path", type=click.Path(path_type=Path), default=None,
-              help="A catalog (either format): texts are whole calls {\"name\": ..., \"parameters\": ...}.")
+              help="A catalog (either spelling): texts are whole calls {\"name\": ..., \"parameters\": ...}.")
 @click.option("--jsonl", "jsonl", type=click.Path(path_type=Path), default=None,
               help="A file with one text per line.")
 @click.option("--strict", is_flag=True, help="Fail when some keyword is not enforced by the grammar.")
 @click.argument("texts", nargs=-1)
 def match_cmd(schema_path, functions_path, jsonl, strict, texts) -> None:
     """Say which texts (canonical layout) the compiled grammar accepts, one JSON line each."""
-    from .commands import match
+    from .compiler.build import match_texts
+
     try:
         if (schema_path is None) == (functions_path is None):
             raise InputError("give exactly one of --schema FILE or --functions FILE")
@@ -98,7 +105,7 @@ def match_cmd(schema_path, functions_path, jsonl, strict, texts) -> None:
                 raise InputError(f"{jsonl}: cannot read: {exc.strerror or exc}") from None
             except UnicodeDecodeError as exc:
                 raise InputError(f"{jsonl}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
-        for line in match(schema_path, functions_path, items, strict):
+        for line in match_texts(schema_path, functions_path, items, strict):
             click.echo(json.dumps(line, ensure_ascii=False))
     except CallmaybeError as exc:
         fail(exc)
@@ -107,14 +114,14 @@ def match_cmd(schema_path, functions_path, jsonl, strict, texts) -> None:
 @main.command("bench", context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
 @click.pass_context
 def bench_cmd(ctx) -> None:
-    """Compile, load and mask benchmark against the peers (bench/compile_bench.py; its flags pass through)."""
+    """Compile, load and mask benchmark against the peers (bench/compile_bench.py; its flags pass through).
+    Runs from a source checkout only."""
     import runpy
 
-    from .commands import PACKAGE_DIR
-
-    script = PACKAGE_DIR / "bench" / "compile_bench.py"
+    script = Path(__file__).resolve().parent / "bench" / "compile_bench.py"
     if not script.exists():
-        fail(CallmaybeError(f"{script}: benchmark script not found (run from a source checkout)"))
+        fail(CallmaybeError("callmaybe bench runs from a source checkout (bench/ is not installed with the "
+                            "package): run it there, e.g. `make bench`"))
     sys.argv = [str(script), *ctx.args]
     runpy.run_path(str(script), run_name="__main__")
 
@@ -123,34 +130,58 @@ def bench_cmd(ctx) -> None:
 @click.argument("index_path", type=click.Path(path_type=Path))
 def inspect_cmd(index_path: Path) -> None:
     """Show what an index file holds: states, rows, sizes, fingerprints."""
-    from .commands import inspect_index
+    from .core.indexfile import describe
 
     try:
-        for line in inspect_index(index_path):
+        for line in describe(index_path):
             click.echo(line)
     except CallmaybeError as exc:
         fail(exc)
 
 
+def run_options(f):
+    """The options ``run`` and ``eval`` share (one RunConfig)."""
+    options = [
+        click.option("--model", default=DEFAULT_MODEL, show_default=True,
+                     help=f"Registry name ({', '.join(MODELS)}), local checkpoint folder (may carry its own "
+                          "indexes in callmaybe/*.safetensors) or hub id."),
+        click.option("--max-tokens", type=click.IntRange(min=1), default=256, show_default=True,
+                     help="Token budget per call."),
+        click.option("--threads", type=click.IntRange(min=1), default=None,
+                     help="torch CPU threads (default: torch's choice)."),
+        call_format_option(["auto", "plain", "tools"], "plain"),
+        click.option("--keep-unstated", is_flag=True,
+                     help="Keep optional string arguments the request does not state (default: restate them "
+                          "from the request, or leave them out)."),
+    ]
+    for option in reversed(options):
+        f = option(f)
+    return f
+
+
+def show_trace(record: dict) -> None:
+    """Print one request's trace on stderr as soon as it is answered (above the progress bar)."""
+    from .runtime.runner import trace_lines
+
+    say("\n".join(trace_lines(record)))
+
+
 @main.command("eval")
 @click.argument("data", type=click.Path(path_type=Path))
-@click.option("--model", default=DEFAULT_MODEL, show_default=True, help="Model to evaluate.")
+@run_options
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="Only the first N cases.")
 @click.option("--output", type=click.Path(path_type=Path), default=None,
               help="Write every case's call {id, prompt, name, parameters} (or error) here.")
-@click.option("--max-tokens", type=click.IntRange(min=1), default=256, show_default=True,
-              help="Token budget per call.")
-@click.option("--threads", type=click.IntRange(min=1), default=None, help="torch threads.")
-@click.option("--prompt-format", type=click.Choice(["auto", "plain", "tools"]), default="plain", show_default=True)
-@click.option("--keep-unstated", is_flag=True,
-              help="Keep optional string arguments the request does not state (default: restate them from the "
-                   "request, or leave them out).")
-def eval_cmd(data, model, limit, output, max_tokens, threads, prompt_format, keep_unstated) -> None:
+def eval_cmd(data, model, max_tokens, threads, call_format, keep_unstated, limit, output) -> None:
     """Score a data set with expected answers (a public-style folder or a BFCL cases.jsonl)."""
+    from .compiler.build import runtime_compiler
     from .runtime.evaluation import evaluate
+    from .runtime.session import RunConfig
 
+    config = RunConfig(model=model, max_tokens=max_tokens, threads=threads, call_format=call_format,
+                       keep_unstated=keep_unstated)
     try:
-        t = evaluate(data, model, limit, output, max_tokens, threads, prompt_format, keep_unstated)
+        t = evaluate(config, data, limit, output, runtime_compiler)
     except CallmaybeError as exc:
         fail(exc)
         return
@@ -162,20 +193,6 @@ def eval_cmd(data, model, limit, output, max_tokens, threads, prompt_format, kee
                f"({t['tokens'] / n:.1f} tokens)")
 
 
-def show_trace(req: dict) -> None:
-    """Print one request's trace on stderr as soon as it is answered (above the progress bar)."""
-    from tqdm import tqdm
-
-    from .commands import grounding_notes
-
-    lines = [f"# {req['prompt']}"]
-    lines += ["  " + json.dumps(step, ensure_ascii=False) for step in req.get("trace", [])]
-    if req.get("error"):
-        lines.append(f"  error: {req['error']}")
-    lines += grounding_notes(req.get("restated", {}), req.get("dropped", []))
-    tqdm.write("\n".join(lines), file=sys.stderr)
-
-
 @main.command("run")
 @click.argument("input_pos", required=False, type=click.Path(path_type=Path))
 @click.option("--functions_definition", "--functions-definition", "functions", type=click.Path(path_type=Path),
@@ -184,47 +201,37 @@ def show_trace(req: dict) -> None:
               help=f"Requests file (default {DEFAULT_INPUT}); same as the positional INPUT.")
 @click.option("--output", type=click.Path(path_type=Path), default=DEFAULT_OUTPUT, show_default=True,
               help="Results file, written atomically.")
-@click.option("--model", default=DEFAULT_MODEL, show_default=True,
-              help=f"Registry name ({', '.join(MODELS)}), local dir or hub id.")
+@run_options
 @click.option("--index", "index_path", type=click.Path(path_type=Path), default=None,
-              help="Compiled index to use (default: a matching one from indexes/ or the cache, else compile).")
-@click.option("--max-tokens", type=click.IntRange(min=1), default=256, show_default=True,
-              help="Token budget per call.")
-@click.option("--threads", type=click.IntRange(min=1), default=None, help="torch threads (default: torch's choice).")
+              help="Compiled index to use (default: a matching one shipped with callmaybe, beside the model or "
+                   "in the cache, else compile one).")
 @click.option("--trace", is_flag=True, help="Print every generated token: forced or chosen, allowed, top 3.")
-@click.option("--prompt-format", type=click.Choice(["auto", "plain", "tools"]), default="plain", show_default=True,
-              help="tools: the chat template's tools= support and the model's own call format; plain: a system "
-                   "message listing the catalog; auto: tools where the template supports it.")
 @click.option("--no-prefix-cache", is_flag=True, help="Recompute the catalog prompt for every request.")
 @click.option("--interactive", is_flag=True, help="Type requests at a prompt and get calls back.")
-@click.option("--keep-unstated", is_flag=True,
-              help="Keep optional string arguments the request does not state (default: restate them from the "
-                   "request, or leave them out).")
-def run_cmd(input_pos, functions, input_opt, output, model, index_path, max_tokens, threads, trace,
-            prompt_format, no_prefix_cache, interactive, keep_unstated) -> None:
+def run_cmd(input_pos, functions, input_opt, output, model, max_tokens, threads, call_format, keep_unstated,
+            index_path, trace, no_prefix_cache, interactive) -> None:
     """Answer a file of requests with one schema-valid call each."""
-    from .commands import interactive_session, log, run
+    from .compiler.build import runtime_compiler
+    from .runtime.session import RunConfig, interactive as interactive_session, run_file
 
-    if interactive:
-        try:
-            interactive_session(functions, model, index_path, max_tokens, threads, trace, prompt_format,
-                                keep_unstated)
-        except CallmaybeError as exc:
-            fail(exc)
-        return
-
-    if input_pos is not None and input_opt is not None and input_pos != input_opt:
-        fail(CallmaybeError("give the input file once: as INPUT or as --input"))
-    input_path = input_pos or input_opt or DEFAULT_INPUT
+    config = RunConfig(model=model, index_path=index_path, max_tokens=max_tokens, threads=threads,
+                       call_format=call_format, prefix_cache=not no_prefix_cache, keep_unstated=keep_unstated,
+                       trace=trace)
+    on_answer = show_trace if trace else None
     try:
-        outcome = run(functions, input_path, output, model, index_path, max_tokens, threads, trace,
-                      prompt_format, not no_prefix_cache, keep_unstated, show_trace if trace else None)
+        if interactive:
+            interactive_session(config, functions, runtime_compiler, on_answer=on_answer)
+            return
+        if input_pos is not None and input_opt is not None and input_pos != input_opt:
+            raise InputError("give the input file once: as INPUT or as --input")
+        outcome = run_file(config, functions, input_pos or input_opt or DEFAULT_INPUT, output, runtime_compiler,
+                           on_answer)
     except CallmaybeError as exc:
         fail(exc)
         return
     s = outcome.stats
     tps = s.tokens / s.seconds if s.seconds else 0.0
-    log(f"wrote {len(outcome.results)} results to {output} ({s.failed} failed) in {outcome.seconds:.1f} s; "
+    say(f"wrote {len(outcome.results)} results to {output} ({s.failed} failed) in {outcome.seconds:.1f} s; "
         f"{s.tokens} tokens ({s.chosen} chosen, {s.forced} forced), {s.forward_passes} forward passes, "
         f"{tps:.1f} tokens/s while decoding")
 

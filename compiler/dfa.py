@@ -1,4 +1,5 @@
-"""Byte-level DFAs: regex -> interegular character FSM -> DFA over UTF-8 bytes, plus joins and minimization.
+"""Byte-level DFAs: regex -> interegular character FSM -> DFA over UTF-8 bytes, plus trimming, byte classes
+and minimization.
 
 interegular (https://github.com/MegaIng/interegular) builds a DFA over *characters*; a tokenizer's tokens
 are *bytes* and may end inside a character, so each character transition is expanded into UTF-8 byte
@@ -7,7 +8,8 @@ starts is intersected with the state's intervals and the remainder is expanded o
 time; intermediate states are memoized on (continuation bytes left, relative interval map), so all
 states that accept "any character" share the same few intermediate states (the classic UTF-8 range
 construction of RE2 / Rust's regex-syntax ``Utf8Sequences``, written here from the UTF-8 definition in
-RFC 3629: no overlong forms, no surrogates U+D800-U+DFFF, nothing above U+10FFFF).
+RFC 3629: no overlong forms, no surrogates U+D800-U+DFFF, nothing above U+10FFFF; the interval helpers
+are in :mod:`.intervals`).
 
 Larger automata are composed from these in :mod:`.compose` rather than determinized from one giant regex,
 then trimmed (unreachable and dead states removed) and minimized with Moore's partition refinement,
@@ -16,8 +18,8 @@ vectorized with numpy over byte classes.
 
 from __future__ import annotations
 
-import bisect
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import interegular
@@ -25,11 +27,7 @@ import numpy as np
 from interegular.fsm import anything_else
 
 from ..core.errors import SchemaError
-
-MAX_CODE_POINT = 0x10FFFF
-#: Seconds spent in interegular ("automaton") and in UTF-8 expansion ("byte expansion"), accumulated.
-TIMINGS = {"automaton": 0.0, "byte expansion": 0.0}
-SURROGATES = (0xD800, 0xDFFF)
+from .intervals import MAX_CODE_POINT, SURROGATES, complement, normalize, restrict, subtract
 
 
 @dataclass
@@ -46,10 +44,11 @@ class ByteDFA:
 
     @property
     def num_states(self) -> int:
+        """The number of states (rows of ``transitions``)."""
         return int(self.transitions.shape[0])
 
-    def walk(self, data: bytes, state: int | None = None) -> int:
-        """The state after reading ``data`` from ``state`` (default: start), or -1 once dead."""
+    def state_after(self, data: bytes, state: int | None = None) -> int:
+        """The state after reading the bytes ``data`` from ``state`` (default: the start), or -1 once dead."""
         s = self.start if state is None else state
         for b in data:
             s = int(self.transitions[s, b])
@@ -59,7 +58,7 @@ class ByteDFA:
 
     def accepts(self, data: bytes) -> bool:
         """True when ``data`` (UTF-8 bytes) is in the language."""
-        s = self.walk(data)
+        s = self.state_after(data)
         return s >= 0 and bool(self.accepting[s])
 
 
@@ -76,51 +75,11 @@ def _intervals_of_symbols(fsm: interegular.FSM) -> dict[object, list[tuple[int, 
             else_symbol = symbol
         else:
             explicit.setdefault(symbol, []).append(ord(char))
-    result: dict[object, list[tuple[int, int]]] = {}
-    for symbol, cps in explicit.items():
-        cps.sort()
-        runs: list[tuple[int, int]] = []
-        for cp in cps:
-            if runs and runs[-1][1] == cp - 1:
-                runs[-1] = (runs[-1][0], cp)
-            else:
-                runs.append((cp, cp))
-        result[symbol] = runs
-    if else_symbol is not None:
-        taken = sorted(cp for cps in explicit.values() for cp in cps)
-        gaps: list[tuple[int, int]] = []
-        prev = -1
-        for cp in taken + [MAX_CODE_POINT + 1]:
-            if cp > prev + 1:
-                gaps.append((prev + 1, cp - 1))
-            prev = cp
-        result.setdefault(else_symbol, []).extend(gaps)
-        result[else_symbol].sort()
-    lo_s, hi_s = SURROGATES
-    for symbol, runs in result.items():
-        clipped = []
-        for lo, hi in runs:
-            if hi < lo_s or lo > hi_s:
-                clipped.append((lo, hi))
-            else:
-                if lo < lo_s:
-                    clipped.append((lo, lo_s - 1))
-                if hi > hi_s:
-                    clipped.append((hi_s + 1, hi))
-        result[symbol] = clipped
-    return result
-
-
-def _restrict(intervals: list[tuple[int, int, int]], starts: list[int], lo: int, hi: int):
-    """The part of ``intervals`` (sorted ``(lo, hi, target)``) inside [lo, hi], shifted to start at 0."""
-    out = []
-    i = max(bisect.bisect_right(starts, lo) - 1, 0)
-    while i < len(intervals) and intervals[i][0] <= hi:
-        a, b, t = intervals[i]
-        if b >= lo:
-            out.append((max(a, lo) - lo, min(b, hi) - lo, t))
-        i += 1
-    return tuple(out)
+    result = {symbol: normalize((cp, cp) for cp in cps) for symbol, cps in explicit.items()}
+    if else_symbol is not None:  # "anything else": every code point no symbol names
+        gaps = complement((cp, cp) for cps in explicit.values() for cp in cps)
+        result[else_symbol] = sorted(result.get(else_symbol, []) + gaps)
+    return {symbol: subtract(runs, *SURROGATES) for symbol, runs in result.items()}
 
 
 class _ByteBuilder:
@@ -144,7 +103,7 @@ class _ByteBuilder:
         size = 64 ** (remaining - 1)
         starts = [r[0] for r in relmap]
         for j in range(64):
-            sub = _restrict(list(relmap), starts, j * size, (j + 1) * size - 1)
+            sub = restrict(list(relmap), starts, j * size, (j + 1) * size - 1)
             if sub:
                 self.rows[state][0x80 + j] = self.continuation(remaining - 1, sub)
         return state
@@ -170,13 +129,14 @@ class _ByteBuilder:
                 lo, hi = max(base, valid_lo), min(base + size - 1, valid_hi)
                 if lo > hi:
                     continue
-                sub = _restrict(intervals, starts, lo, hi)
+                sub = restrict(intervals, starts, lo, hi)
                 if sub:
                     shift = lo - base
                     sub = tuple((a + shift, b + shift, t) for a, b, t in sub)
                     row[lead] = self.continuation(cont, sub)
 
     def to_dfa(self, finals: set[int], start: int) -> ByteDFA:
+        """The accumulated rows as a (not yet trimmed) ByteDFA with accepting states ``finals``."""
         trans = np.full((len(self.rows), 256), -1, dtype=np.int32)
         for s, row in enumerate(self.rows):
             if row:
@@ -186,35 +146,35 @@ class _ByteBuilder:
         return ByteDFA(trans, accepting, start)
 
 
-def char_fsm(regex: str) -> interegular.FSM:
-    """interegular's character-level DFA of ``regex``; raises SchemaError when it cannot be parsed."""
+@contextmanager
+def _timed(timings: dict[str, float] | None, phase: str):
+    """Add the seconds spent in the ``with`` block to ``timings[phase]`` (nothing when ``timings`` is None)."""
     t = time.perf_counter()
     try:
-        return interegular.parse_pattern(regex).to_fsm()
-    except Exception as exc:  # interegular raises several unrelated types
-        raise SchemaError(f"cannot compile regex: {type(exc).__name__}: {exc}") from None
+        yield
     finally:
-        TIMINGS["automaton"] += time.perf_counter() - t
+        if timings is not None:
+            timings[phase] = timings.get(phase, 0.0) + time.perf_counter() - t
 
 
-def from_regex(regex: str) -> ByteDFA:
+def from_regex(regex: str, timings: dict[str, float] | None = None) -> ByteDFA:
     """Compile ``regex`` (interegular's dialect) into a trimmed, minimal byte-level DFA.
 
-    Raises SchemaError when interegular cannot parse the regex.
+    ``timings`` (if given) accumulates seconds under "automaton" (interegular's character DFA) and "byte
+    expansion" (the UTF-8 expansion and minimization). Raises SchemaError when interegular cannot parse the
+    regex, or when its language is empty.
     """
-    return from_char_fsm(char_fsm(regex))
-
-
-def from_char_fsm(fsm: interegular.FSM) -> ByteDFA:
-    """Expand interegular's character DFA into a trimmed, minimal DFA over UTF-8 bytes."""
-    t = time.perf_counter()
-    try:
+    with _timed(timings, "automaton"):
+        try:
+            fsm = interegular.parse_pattern(regex).to_fsm()
+        except Exception as exc:  # interegular raises several unrelated types
+            raise SchemaError(f"cannot compile regex: {type(exc).__name__}: {exc}") from None
+    with _timed(timings, "byte expansion"):
         return _expand(fsm)
-    finally:
-        TIMINGS["byte expansion"] += time.perf_counter() - t
 
 
 def _expand(fsm: interegular.FSM) -> ByteDFA:
+    """interegular's character DFA -> a trimmed, minimal DFA over UTF-8 bytes (see the module docstring)."""
     states = sorted(fsm.states)
     index = {s: i for i, s in enumerate(states)}
     symbol_intervals = _intervals_of_symbols(fsm)

@@ -22,9 +22,9 @@ except ImportError:  # pragma: no cover - Python 3.10
     import sre_constants as C
     import sre_parse as P
 
+from .intervals import SURROGATES, complement, normalize, subtract
 from .lexical import STRING_CHAR, escape
 
-MAX_CODE_POINT = 0x10FFFF
 #: Counted repeats above this are not enforced (the automaton would grow with the count).
 MAX_REPEAT = 64
 
@@ -40,33 +40,11 @@ _SPACE = [(0x09, 0x0D), (0x20, 0x20), (0xA0, 0xA0), (0x1680, 0x1680), (0x2000, 0
           (0x202F, 0x202F), (0x205F, 0x205F), (0x3000, 0x3000), (0xFEFF, 0xFEFF)]
 
 
-def _normalize(ranges):
-    ranges = sorted(ranges)
-    out = []
-    for a, b in ranges:
-        if out and a <= out[-1][1] + 1:
-            out[-1] = (out[-1][0], max(out[-1][1], b))
-        else:
-            out.append((a, b))
-    return out
-
-
-def _complement(ranges):
-    out, prev = [], -1
-    for a, b in _normalize(ranges):
-        if a > prev + 1:
-            out.append((prev + 1, a - 1))
-        prev = b
-    if prev < MAX_CODE_POINT:
-        out.append((prev + 1, MAX_CODE_POINT))
-    return out
-
-
 def _category(cat) -> list[tuple[int, int]]:
     table = {
         C.CATEGORY_DIGIT: _DIGIT, C.CATEGORY_WORD: _WORD, C.CATEGORY_SPACE: _SPACE,
-        C.CATEGORY_NOT_DIGIT: _complement(_DIGIT), C.CATEGORY_NOT_WORD: _complement(_WORD),
-        C.CATEGORY_NOT_SPACE: _complement(_SPACE),
+        C.CATEGORY_NOT_DIGIT: complement(_DIGIT), C.CATEGORY_NOT_WORD: complement(_WORD),
+        C.CATEGORY_NOT_SPACE: complement(_SPACE),
     }
     if cat not in table:
         raise PatternError(f"unsupported character category {cat}")
@@ -87,11 +65,16 @@ def _class_ranges(items) -> list[tuple[int, int]]:
             ranges.extend(_category(av))
         else:
             raise PatternError(f"unsupported construct in a character class: {op}")
-    ranges = _normalize(ranges)
-    return _complement(ranges) if negate else ranges
+    ranges = normalize(ranges)
+    return complement(ranges) if negate else ranges
 
 
 _SPECIAL = set(range(0x20)) | {0x22, 0x5C}
+
+
+def _only_surrogates(lo: int, hi: int) -> bool:
+    """True when [lo, hi] holds surrogates only (no UTF-8 text has them; interegular need not see them)."""
+    return SURROGATES[0] <= lo and hi <= SURROGATES[1]
 
 
 def _chars(ranges) -> str:
@@ -100,24 +83,16 @@ def _chars(ranges) -> str:
     for a, b in ranges:
         cps = [(a, b)]
         for s in sorted(_SPECIAL):
-            nxt = []
-            for x, y in cps:
-                if x <= s <= y:
-                    escaped.append(s)
-                    if x < s:
-                        nxt.append((x, s - 1))
-                    if s < y:
-                        nxt.append((s + 1, y))
-                else:
-                    nxt.append((x, y))
-            cps = nxt
-        plain.extend((x, y) for x, y in cps if not (0xD800 <= x and y <= 0xDFFF))
+            if a <= s <= b:
+                escaped.append(s)
+                cps = subtract(cps, s, s)
+        plain.extend((x, y) for x, y in cps if not _only_surrogates(x, y))
     parts = []
     if plain:
-        plain = _normalize(plain)
+        plain = normalize(plain)
         # a class is written as its complement when that is shorter: interegular expands a positive class
         # one character at a time, but a negated one stays a single "anything else" symbol
-        outside = [(x, y) for x, y in _complement(plain) if not (0xD800 <= x and y <= 0xDFFF)]
+        outside = [(x, y) for x, y in complement(plain) if not _only_surrogates(x, y)]
         if sum(y - x + 1 for x, y in outside) < sum(y - x + 1 for x, y in plain):
             body = "".join(_class_item(x, y) for x, y in outside)
             parts.append(f"[^{body}]" if body else "[\\s\\S]")
@@ -148,9 +123,9 @@ def _translate(items) -> str:
         if op is C.LITERAL:
             out.append(escape(json.dumps(chr(av), ensure_ascii=False)[1:-1]))
         elif op is C.NOT_LITERAL:
-            out.append(_chars(_complement([(av, av)])))
+            out.append(_chars(complement([(av, av)])))
         elif op is C.ANY:
-            out.append(_chars(_complement([(0x0A, 0x0A), (0x0D, 0x0D), (0x2028, 0x2029)])))
+            out.append(_chars(complement([(0x0A, 0x0A), (0x0D, 0x0D), (0x2028, 0x2029)])))
         elif op is C.IN:
             out.append(_chars(_class_ranges(av)))
         elif op is C.BRANCH:

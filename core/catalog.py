@@ -21,14 +21,16 @@ from pathlib import Path
 from typing import Any
 
 from .errors import CatalogError, InputError
+from .jsonio import read_json
 
 
 @dataclass(frozen=True)
 class Function:
     """One callable function of a catalog.
 
-    ``parameters`` is an object schema ``{"type": "object", "properties": {...}, "required": [...],
-    "additionalProperties": False}`` plus whatever other top-level keywords the source gave (``$defs``,
+    ``spelling`` says how the source wrote it: ``"native"`` (the exercise's), ``"openai"`` (a tool wrapper)
+    or ``"function"`` (a bare function object). ``parameters`` is an object schema ``{"type": "object",
+    "properties": {...}, "required": [...], "additionalProperties": False}`` plus whatever other top-level keywords the source gave (``$defs``,
     ``allOf`` ...). Property order is the declaration order and is the order the grammar emits.
     """
 
@@ -36,7 +38,7 @@ class Function:
     description: str
     parameters: dict[str, Any]
     returns: Any = None
-    source_format: str = "native"
+    spelling: str = "native"
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
 
@@ -56,10 +58,10 @@ def parse_function(entry: Any, where: str) -> Function:
     """
     if not isinstance(entry, dict):
         raise CatalogError(f"{where}: expected a JSON object, got {type(entry).__name__}")
-    fmt = "native"
+    spelling = "native"
     if entry.get("type") == "function" and "function" in entry:
         entry = entry["function"]
-        fmt = "openai"
+        spelling = "openai"
         if not isinstance(entry, dict):
             raise CatalogError(f"{where}: 'function' must be a JSON object")
     name = entry.get("name")
@@ -74,9 +76,9 @@ def parse_function(entry: Any, where: str) -> Function:
         raw = {}
     if not isinstance(raw, dict):
         raise CatalogError(f"{where}: 'parameters' must be a JSON object")
-    if _is_object_schema(raw) or (fmt == "openai" and not raw):
-        if fmt == "native":
-            fmt = "function"
+    if _is_object_schema(raw) or (spelling == "openai" and not raw):
+        if spelling == "native":
+            spelling = "function"
         params = dict(raw)
         params.setdefault("type", "object")
         props = params.get("properties", {})
@@ -103,7 +105,7 @@ def parse_function(entry: Any, where: str) -> Function:
         description=description,
         parameters=params,
         returns=entry.get("returns"),
-        source_format=fmt,
+        spelling=spelling,
     )
 
 
@@ -139,29 +141,6 @@ def parse_catalog(data: Any, source: str) -> list[Function]:
             raise CatalogError(f"{source}: function name '{fn.name}' is defined twice")
         seen.add(fn.name)
     return functions
-
-
-def read_json(path: Path) -> Any:
-    """Read a JSON file; raises InputError naming the file for a missing file or malformed JSON."""
-    try:
-        text = Path(path).read_text(encoding="utf-8-sig")
-    except FileNotFoundError:
-        raise InputError(f"{path}: file not found") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"{path}: cannot read: {exc}") from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InputError(f"{path}: malformed JSON: {exc}") from None
-    except RecursionError:
-        raise InputError(f"{path}: JSON nested too deeply") from None
-    try:
-        json.dumps(data, ensure_ascii=False).encode("utf-8")
-    except UnicodeEncodeError:
-        raise InputError(f"{path}: contains a lone surrogate escape (not valid Unicode text)") from None
-    except RecursionError:
-        raise InputError(f"{path}: JSON nested too deeply") from None
-    return data
 
 
 def load_catalog(path: str | Path) -> list[Function]:

@@ -72,3 +72,12 @@ def sha256_file(path: str | os.PathLike) -> str:
         while chunk := f.read(CHUNK):
             digest.update(chunk)
     return digest.hexdigest()
+
+
+def human_size(n: float) -> str:
+    """``n`` bytes as B / KB / MB / GB (powers of 1000): ``1234567`` -> ``"1.2 MB"``."""
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1000 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1000
+    return f"{n} B"

@@ -20,7 +20,7 @@ from typing import Any
 
 from .errors import IndexFileError
 from .files import cache_dir
-from .indexfile import IndexData, check_fingerprints, read_header, read_index
+from .indexfile import IndexData, read_header, read_index_for
 from .messages import say
 
 SHIPPED_DIR = Path(__file__).resolve().parent.parent / "indexes"
@@ -75,8 +75,7 @@ def load_matching(path: Path, vocabulary_fingerprint: str, catalog_fingerprint: 
     Raises IndexFileError (one line naming the file) for a missing or corrupt file, a fingerprint mismatch or
     other compile options.
     """
-    index = read_index(path)
-    check_fingerprints(index, path, vocabulary_fingerprint, catalog_fingerprint)
+    index = read_index_for(path, vocabulary_fingerprint, catalog_fingerprint)
     if not options_match(index.header, options):
         raise IndexFileError(f"{path}: index was compiled with options {index.header.get('options')}, "
                              f"this run needs {options}")

@@ -209,7 +209,7 @@ def _current(path, header: Any) -> dict[str, Any]:
     return READABLE_VERSIONS[version](header)
 
 
-def load_index(
+def read_index_for(
     path: str | Path, vocabulary_fingerprint: str | None = None, catalog_fingerprint: str | None = None
 ) -> IndexData:
     """Read an index and check that it was compiled for this vocabulary and catalog.
@@ -237,3 +237,35 @@ def check_fingerprints(
             f"{path}: index was compiled for another catalog "
             f"(catalog {have[:12]}, expected {catalog_fingerprint[:12]})"
         )
+
+
+def describe(path: str | Path) -> list[str]:
+    """Lines describing an index file (``callmaybe inspect``): version, functions, states, rows, sizes,
+    fingerprints, options and what the grammar does not enforce. Raises IndexFileError for a bad file."""
+    import json
+    import time
+
+    from .files import human_size
+
+    t = time.perf_counter()
+    index = read_index(path)
+    load_ms = 1000 * (time.perf_counter() - t)
+    h, a = index.header, index.arrays
+    kinds = a["row_kind"]
+    entries = int(sum(int(a["row_count"][r]) for r in a["state_row"]))
+    names = h.get("functions", [])
+    return [
+        f"file: {path} ({human_size(Path(path).stat().st_size)}, read and checked in {load_ms:.1f} ms)",
+        f"index version: {h.get('index_version', h.get('format_version'))}, compiler {h.get('compiler_version')}",
+        f"functions: {len(names)} ({', '.join(names[:8])}" + (", ..." if len(names) > 8 else "") + ")",
+        f"states: {index.num_states} ({int(a['accepting'].sum())} accepting), byte classes: {a['transitions'].shape[1]}",
+        f"allowed-token entries: {entries:,}; distinct rows: {len(kinds)} "
+        f"({int((kinds == ROW_BITS).sum())} bitmasks, {int((kinds != ROW_BITS).sum())} id lists)",
+        f"fewest tokens to complete a call: {int(a['min_tokens'][h['start']])}",
+        f"vocabulary: {h.get('vocabulary_name')}, vocab_size {h.get('vocab_size'):,}, EOS {h.get('eos_ids')}",
+        f"vocabulary fingerprint: {h.get('vocabulary_fingerprint')}",
+        f"catalog fingerprint: {h.get('catalog_fingerprint')}",
+        f"options: {json.dumps(h.get('options'))}",
+        f"not enforced by the grammar: {len(h.get('not_enforced', []))}"
+        + "".join(f"\n  {n}" for n in h.get("not_enforced", [])),
+    ]

@@ -1,8 +1,7 @@
 """The one channel for progress and messages: lines and progress bars on stderr.
 
 Every layer reports through :func:`say` and :func:`progress`, never through ``print``, ``logging`` or tqdm
-directly, so that a message printed while a bar is drawn appears above the bar instead of through it, and a
-caller (a test, a server) can silence or capture them in one place with :func:`set_quiet`.
+directly, so that a message printed while a bar is drawn appears above the bar instead of through it.
 Standard output is left to command results.
 """
 
@@ -14,20 +13,10 @@ from typing import Any
 
 from tqdm import tqdm
 
-_quiet = False
-
-
-def set_quiet(quiet: bool) -> None:
-    """Silence (True) or restore (False) every message and progress bar of this process."""
-    global _quiet
-    _quiet = quiet
-
-
 def say(message: str) -> None:
     """Write ``message`` (one or more lines) on stderr, above any progress bar being drawn."""
-    if not _quiet:
-        tqdm.write(message, file=sys.stderr)
-        sys.stderr.flush()
+    tqdm.write(message, file=sys.stderr)
+    sys.stderr.flush()
 
 
 def progress(iterable: Iterable[Any] | None = None, *, desc: str, unit: str = "it", total: int | None = None,
@@ -35,8 +24,8 @@ def progress(iterable: Iterable[Any] | None = None, *, desc: str, unit: str = "i
     """A progress bar on stderr over ``iterable`` (or updated by hand up to ``total``, in ``unit``s).
 
     ``unit_scale`` shows sizes with k/M/G prefixes in powers of 1024 (for bytes); ``leave=False`` clears the bar
-    when it ends. Disabled when messages are silenced.
+    when it ends.
     """
     return tqdm(iterable, desc=desc, unit=unit, total=total, unit_scale=unit_scale,
                 unit_divisor=1024 if unit_scale else 1000, leave=leave, file=sys.stderr,
-                disable=disable or _quiet)
+                disable=disable)

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import json
-import sys
 import time
 from pathlib import Path
 
-from ..core.catalog import catalog_fingerprint, load_catalog, read_json
-from ..commands import check_output_path, find_index, load_runtime, read_requests, write_output
+from ..core.catalog import catalog_fingerprint, load_catalog, parse_catalog
 from ..core.errors import InputError
+from ..core.jsonio import check_output_path, read_json, read_requests, write_json
+from ..core.messages import progress
+from .runner import Answerer
+from .scoring import bfcl_match, public_match
+from .session import Compile, RunConfig, Runtime
 
 
 def evaluation_cases(data: Path, limit: int | None) -> list[dict]:
@@ -19,8 +22,6 @@ def evaluation_cases(data: Path, limit: int | None) -> list[dict]:
     Each case: ``{"id", "prompt", "functions", "expected", "rules"}`` with rules "public" or "bfcl".
     Raises InputError for a data set it cannot read.
     """
-    from ..core.catalog import parse_catalog
-
     cases = []
     if data.is_dir():
         functions = load_catalog(data / "functions_definition.json")
@@ -61,39 +62,33 @@ def evaluation_cases(data: Path, limit: int | None) -> list[dict]:
     return cases[:limit] if limit else cases
 
 
-def evaluate(data: Path, model: str, limit: int | None, output: Path | None, max_tokens: int,
-             threads: int | None, prompt_format: str = "plain", keep_unstated: bool = False) -> dict:
-    """Run a data set with expected answers and return the summary (counts, seconds and forward passes
-    per request); ``output`` gets every case's call ``{"id", "prompt", "name", "parameters"}`` or error."""
-    from ..compiler.compile import CompileOptions, compile_index
-    from .masks import TokenIndex
-    from .runner import Answerer
-    from .scoring import bfcl_match, public_match
-    from tqdm import tqdm
+def evaluate(config: RunConfig, data: Path, limit: int | None, output: Path | None, compile: Compile) -> dict:
+    """Run a data set with expected answers and return the summary: counts of ``cases``, ``parsed``,
+    ``schema_valid``, ``right_function``, ``right_arguments``, and totals of ``seconds``, ``forward_passes``
+    and ``tokens``. ``output`` gets every case's call ``{"id", "prompt", "name", "parameters"}`` or error.
 
+    The public set's catalog uses a shipped or cached index; each BFCL case's catalog is compiled in memory
+    (never cached on disk). Raises InputError for a data set it cannot read.
+    """
     cases = evaluation_cases(data, limit)
     if output is not None:
         check_output_path(output)
-    loaded, vocabulary, options = load_runtime(model, threads, prompt_format)
+    runtime = Runtime(config, compile)
     answerers: dict[str, Answerer] = {}
     rows, totals = [], {"cases": 0, "parsed": 0, "schema_valid": 0, "right_function": 0, "right_arguments": 0,
                         "seconds": 0.0, "forward_passes": 0, "tokens": 0}
-    for case in tqdm(cases, desc="eval", unit="case", file=sys.stderr):
+    for case in progress(cases, desc="eval", unit="case"):
         key = catalog_fingerprint(case["functions"])
         if key not in answerers:
             if len(answerers) > 8:
                 answerers.clear()
-            data_ = find_index(vocabulary, case["functions"], None, options) if case["rules"] == "public" else \
-                compile_index(case["functions"], vocabulary, CompileOptions(**options))[0]
-            answerers[key] = Answerer(loaded.model, loaded.tokenizer, TokenIndex(data_, vocabulary.token_bytes),
-                                      case["functions"], max_tokens, prefix_cache=case["rules"] == "public",
-                                      keep_unstated=keep_unstated)
+            public = case["rules"] == "public"
+            answerers[key] = runtime.answerer(case["functions"], store=public, prefix_cache=public)
         t = time.perf_counter()
         entry, gen = answerers[key].answer({"prompt": case["prompt"]})
         totals["seconds"] += time.perf_counter() - t
         totals["cases"] += 1
-        row = {"id": case["id"], **entry}
-        rows.append(row)
+        rows.append({"id": case["id"], **entry})
         if gen is not None:
             totals["forward_passes"] += gen.forward_passes
             totals["tokens"] += len(gen.tokens)
@@ -108,5 +103,5 @@ def evaluate(data: Path, model: str, limit: int | None, output: Path | None, max
         totals["right_function"] += fn_ok
         totals["right_arguments"] += args_ok
     if output is not None:
-        write_output(output, rows)
+        write_json(output, rows)
     return totals

@@ -129,10 +129,3 @@ def drop(parameters: dict[str, Any], fn: Function, names: list[str]) -> tuple[di
         return parameters, []
     return kept, list(names)
 
-
-def drop_unstated(parameters: dict[str, Any], fn: Function, request: str) -> tuple[dict[str, Any], list[str]]:
-    """``parameters`` without the optional arguments that ``request`` does not state, and the names dropped.
-
-    Returns the input unchanged (and no names) when dropping would break ``fn``'s schema.
-    """
-    return drop(parameters, fn, unstated(parameters, fn, request))

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import sys
 import tempfile
 import time
 from dataclasses import dataclass
@@ -18,9 +17,11 @@ from typing import Any
 
 import torch
 
-from callmaybe.core.files import cache_dir
-from callmaybe.core.errors import ModelError
-from callmaybe.core.registry import MODELS, gguf_path
+from ..core.errors import ModelError
+from ..core.files import cache_dir
+from ..core.messages import say
+from ..core.registry import MODELS, gguf_path
+from ..core.sources import HUB, PATH, REGISTRY, HubUnavailable, classify, fetch_from_hub
 
 
 @dataclass
@@ -42,31 +43,30 @@ class LoadedModel:
 def resolve_model_dir(spec: str) -> Path:
     """Return a local directory holding a transformers checkpoint (config.json, weights, tokenizer) for ``spec``.
 
-    ``spec`` is tried as: a registry name (converted from GGUF to float32 safetensors on first use, which
-    takes about 1-2 minutes and 2.5 GB of disk for the 0.5B model, then cached); a local directory, which must
-    contain config.json; a model hub id (``huggingface_hub.snapshot_download``, local cache first).
+    ``spec`` is classified by :func:`callmaybe.core.sources.classify` as: a registry name (case-insensitive;
+    converted from GGUF to float32 safetensors on first use, which takes about 1-2 minutes and 2.5 GB of disk
+    for the 0.5B model, then cached); a local directory, which must contain config.json; a model hub id (the
+    repository's snapshot, by :func:`callmaybe.core.sources.fetch_from_hub`: local hub cache first, then the
+    network unless offline).
     Raises ModelError when none of these works, or when fetching or converting a registry model fails.
     """
-    if spec in MODELS:
-        return _converted_dir(spec)
-    path = Path(spec).expanduser()
-    if path.is_dir():
-        if not (path / "config.json").is_file():
+    source = classify(spec)
+    if source.kind == REGISTRY:
+        return _converted_dir(source.name)
+    if source.kind == PATH and source.path.is_dir():
+        if not (source.path / "config.json").is_file():
             raise ModelError(f"model directory '{spec}' has no config.json (not a transformers checkpoint)")
-        return path
-    try:
-        from huggingface_hub import snapshot_download
-
+        return source.path
+    if source.kind == HUB:
         try:
-            return Path(snapshot_download(spec, local_files_only=True))
-        except Exception:
-            return Path(snapshot_download(spec))
-    except Exception:
-        names = ", ".join(MODELS)
-        raise ModelError(
-            f"model '{spec}' not found: not a registry name ({names}), not a local directory, "
-            "and the model hub is unreachable"
-        ) from None
+            return fetch_from_hub(source.name)
+        except HubUnavailable:
+            pass
+    names = ", ".join(MODELS)
+    raise ModelError(
+        f"model '{spec}' not found: not a registry name ({names}), not a local directory, "
+        "and the model hub is unreachable"
+    )
 
 
 def load_model(spec: str, threads: int | None = None) -> LoadedModel:
@@ -102,7 +102,7 @@ def _converted_dir(name: str) -> Path:
     gguf = gguf_path(name)
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    print(f"converting {name} GGUF to safetensors (first run, ~1-2 min)...", file=sys.stderr, flush=True)
+    say(f"converting {name} GGUF to safetensors (first run, ~1-2 min)...")
     start = time.monotonic()
     tmp = Path(tempfile.mkdtemp(prefix=".hf-", dir=parent))
     try:
@@ -124,7 +124,7 @@ def _converted_dir(name: str) -> Path:
                 os.rename(tmp, final)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    print(f"converted {name} in {time.monotonic() - start:.0f} s", file=sys.stderr, flush=True)
+    say(f"converted {name} in {time.monotonic() - start:.0f} s")
     return final
 
 

@@ -62,15 +62,13 @@ def system_message(functions: list[Function], parameters_key: str = "parameters"
     )
 
 
-
-
 def supports_tools(tokenizer) -> bool:
     """True when the tokenizer's chat template renders a ``tools=`` argument (e.g. Qwen2.5's)."""
     template = getattr(tokenizer, "chat_template", None) or ""
     return "tools" in template
 
 
-def choose_format(tokenizer, requested: str = "auto") -> str:
+def choose_call_format(tokenizer, requested: str = "auto") -> str:
     """``requested`` if given, else "tools" where the chat template supports it, else "plain"."""
     if requested != "auto":
         return requested
@@ -83,13 +81,13 @@ def tool_spec(fn: Function) -> dict:
                                              "parameters": fn.parameters}}
 
 
-def prompt_ids(tokenizer, functions: list[Function], request: str, fmt: str = "plain") -> list[int]:
+def prompt_ids(tokenizer, functions: list[Function], request: str, call_format: str = "plain") -> list[int]:
     """Token ids of the chat (catalog + user request) up to where the call starts.
 
     "plain": a system message listing the catalog; "tools": the chat template's ``tools=`` rendering, with
     the model's opening text (``<tool_call>\\n``) already appended after the assistant turn starts.
     """
-    if fmt == "tools":
+    if call_format == "tools":
         messages = [{"role": "user", "content": request}]
         text = tokenizer.apply_chat_template(messages, tools=[tool_spec(fn) for fn in functions],
                                              add_generation_prompt=True, tokenize=False)
@@ -103,11 +101,11 @@ def prompt_ids(tokenizer, functions: list[Function], request: str, fmt: str = "p
     return list(tokenizer.encode(text, add_special_tokens=False))
 
 
-def shared_prefix_length(tokenizer, functions: list[Function], fmt: str) -> int:
+def shared_prefix_length(tokenizer, functions: list[Function], call_format: str) -> int:
     """How many leading prompt tokens every request shares (the catalog part), found by comparing the
     prompts of two different requests."""
-    a = prompt_ids(tokenizer, functions, "Request one?", fmt)
-    b = prompt_ids(tokenizer, functions, "Another request entirely.", fmt)
+    a = prompt_ids(tokenizer, functions, "Request one?", call_format)
+    b = prompt_ids(tokenizer, functions, "Another request entirely.", call_format)
     n = 0
     while n < min(len(a), len(b)) and a[n] == b[n]:
         n += 1

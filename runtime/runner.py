@@ -2,20 +2,20 @@
 
 from __future__ import annotations
 
-import sys
+import json
 import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from tqdm import tqdm
-
+from ..core.callformat import call_format_of
 from ..core.catalog import Function
 from ..core.errors import CallmaybeError
+from ..core.messages import progress
 from .calls import to_call
 from .decoder import Generation, PrefixCache, generate
 from .grounding import drop, unstated, valid
 from .masks import TokenIndex
-from .prompt import TOOLS_OPENING, prompt_ids, shared_prefix_length
+from .prompt import prompt_ids, shared_prefix_length
 from .restate import RESTATE_MIN_PROB, restate
 
 
@@ -67,10 +67,10 @@ class Answerer:
         self.max_tokens = max_tokens
         options = index.data.header.get("options", {})
         self.key = options.get("parameters_key", "parameters")
-        self.format = "tools" if options.get("opening") == TOOLS_OPENING else "plain"
+        self.call_format = call_format_of(options)
         self.by_name = {fn.name: fn for fn in functions}
         self.prefix = PrefixCache(model, enabled=prefix_cache)
-        self.prefix_len = shared_prefix_length(tokenizer, functions, self.format) if prefix_cache else 0
+        self.prefix_len = shared_prefix_length(tokenizer, functions, self.call_format) if prefix_cache else 0
 
     def answer(self, request: Any, trace: bool = False) -> tuple[dict[str, Any], Generation | None]:
         """Answer one request entry ``{"prompt": ...}``: returns (result entry, Generation or None).
@@ -91,7 +91,7 @@ class Answerer:
             return {"prompt": prompt.encode("utf-8", "replace").decode(), "error": "prompt is not valid Unicode"}, None
         gen = None
         try:
-            ids = prompt_ids(self.tokenizer, self.functions, prompt, self.format)
+            ids = prompt_ids(self.tokenizer, self.functions, prompt, self.call_format)
             gen = generate(self.model, self.tokenizer, self.index, ids, self.max_tokens, trace,
                            self.prefix, self.prefix_len)
             call = to_call(gen.text, self.by_name, self.key)
@@ -131,21 +131,37 @@ class Answerer:
         return params
 
 
-def run_requests(model, tokenizer, index: TokenIndex, functions: list[Function], requests: list[Any],
-                 max_tokens: int = 256, trace: bool = False, progress: bool = True,
-                 prefix_cache: bool = True, keep_unstated: bool = False,
+def run_requests(answerer: Answerer, requests: list[Any], trace: bool = False, progress_bar: bool = True,
                  on_answer: Callable[[dict], None] | None = None) -> tuple[list[dict], RunStats]:
-    """Answer every request in order; one failure never stops the others.
+    """Answer every request in order with ``answerer``; one failure never stops the others.
 
-    ``on_answer`` (if given) is called after each request with its record (:meth:`RunStats.add`), so a
-    trace can be shown while the run goes on."""
-    answerer = Answerer(model, tokenizer, index, functions, max_tokens, prefix_cache, keep_unstated)
+    Returns (one result entry per request, the run's totals). ``on_answer`` (if given) is called after each
+    request with its record (:meth:`RunStats.add`), so a trace can be shown while the run goes on."""
     stats = RunStats()
     results = []
-    for request in tqdm(requests, desc="requests", unit="req", file=sys.stderr, disable=not progress):
+    for request in progress(requests, desc="requests", unit="req", disable=not progress_bar):
         entry, gen = answerer.answer(request, trace)
         results.append(entry)
         record = stats.add(entry, gen)
         if on_answer is not None:
             on_answer(record)
     return results, stats
+
+
+def trace_lines(record: dict) -> list[str]:
+    """The lines ``--trace`` prints for one answered request (a :meth:`RunStats.add` record): the prompt,
+    one JSON line per token, the error if any, and what grounding did."""
+    lines = [f"# {record['prompt']}"]
+    lines += ["  " + json.dumps(step, ensure_ascii=False) for step in record.get("trace", [])]
+    if record.get("error"):
+        lines.append(f"  error: {record['error']}")
+    return lines + grounding_notes(record.get("restated", {}), record.get("dropped", []))
+
+
+def grounding_notes(restated: dict[str, dict], dropped: list[str]) -> list[str]:
+    """Trace lines for what grounding did: arguments restated from the request, arguments left out."""
+    lines = [f"  restated from the request: {k} {json.dumps(r['from'], ensure_ascii=False)} -> "
+             f"{json.dumps(r['to'], ensure_ascii=False)} (p={r['probability']})" for k, r in restated.items()]
+    if dropped:
+        lines.append(f"  left out as unstated: {', '.join(dropped)}")
+    return lines

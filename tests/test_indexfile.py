@@ -4,7 +4,7 @@ import pytest
 from callmaybe.core.catalog import catalog_fingerprint, load_catalog
 from callmaybe.compiler.compile import compile_to_file
 from callmaybe.core.errors import IndexFileError
-from callmaybe.core.indexfile import load_index, read_header
+from callmaybe.core.indexfile import read_index_for, read_header
 from callmaybe.core.vocabulary import Vocabulary
 
 VOCAB = Vocabulary(name="tiny", token_bytes=(b"{", b'"', b"a", b"}", b" ", b":", b",", None), eos_ids=(7,), vocab_size=9)
@@ -20,7 +20,7 @@ def compiled(tmp_path, public_catalog_path):
 
 def test_round_trip(compiled):
     fns, path, index, report = compiled
-    loaded = load_index(path, VOCAB.fingerprint(), catalog_fingerprint(fns))
+    loaded = read_index_for(path, VOCAB.fingerprint(), catalog_fingerprint(fns))
     assert loaded.header["regex"] == index.header["regex"]
     assert loaded.header["eos_ids"] == [7] and loaded.header["vocab_size"] == 9
     for name, arr in index.arrays.items():
@@ -33,13 +33,13 @@ def test_refuses_other_tokenizer_and_catalog(compiled):
     fns, path, _, _ = compiled
     other = Vocabulary(name="o", token_bytes=VOCAB.token_bytes, eos_ids=(7,), vocab_size=10)
     with pytest.raises(IndexFileError) as err:
-        load_index(path, other.fingerprint(), None)
+        read_index_for(path, other.fingerprint(), None)
     assert str(err.value) == (
         f"{path}: index was compiled for another tokenizer "
         f"(vocabulary {VOCAB.fingerprint()[:12]}, expected {other.fingerprint()[:12]})"
     )
     with pytest.raises(IndexFileError) as err:
-        load_index(path, None, catalog_fingerprint(fns[:2]))
+        read_index_for(path, None, catalog_fingerprint(fns[:2]))
     assert "index was compiled for another catalog" in str(err.value)
 
 
@@ -49,14 +49,14 @@ def test_refuses_corrupt_file(compiled):
     data[-5] ^= 0xFF
     path.write_bytes(bytes(data))
     with pytest.raises(IndexFileError) as err:
-        load_index(path)
+        read_index_for(path)
     assert str(err.value) == f"{path}: corrupt index file (array checksum mismatch)"
     path.write_bytes(b"not an index")
     with pytest.raises(IndexFileError) as err:
-        load_index(path)
+        read_index_for(path)
     assert str(err.value).startswith(f"{path}: corrupt index file (")
     with pytest.raises(IndexFileError) as err:
-        load_index(path.parent / "missing.safetensors")
+        read_index_for(path.parent / "missing.safetensors")
     assert str(err.value) == f"{path.parent / 'missing.safetensors'}: index file not found"
 
 
@@ -67,7 +67,49 @@ def test_refuses_a_foreign_safetensors_file(tmp_path):
     save_file({f"layer.{i}.weight": np.zeros((2, 2), dtype=np.float32) for i in range(5)}, str(path))
     expected = (f"{path}: not a callmaybe index (a safetensors file with tensors layer.0.weight, layer.1.weight, "
                 "layer.2.weight and 2 more, and no callmaybe header)")
-    for read in (load_index, read_header):
+    for read in (read_index_for, read_header):
         with pytest.raises(IndexFileError) as err:
             read(path)
         assert str(err.value) == expected
+
+
+def write_with_header(path, index, header):
+    """Write ``index``'s arrays with ``header`` as is (no version or digest filled in), as an older or newer
+    callmaybe would."""
+    import msgpack
+    from safetensors.numpy import save_file
+
+    from callmaybe.core.indexfile import ARRAYS, DTYPES, _digest
+
+    arrays = {n: np.ascontiguousarray(index.arrays[n], dtype=DTYPES[n]) for n in ARRAYS}
+    header = {**header, "arrays_sha256": _digest(arrays)}
+    arrays["header"] = np.frombuffer(msgpack.packb(header, use_bin_type=True), dtype=np.uint8)
+    save_file(arrays, str(path))
+
+
+def test_version_1_is_read_and_upgraded(compiled, tmp_path):
+    fns, _, index, _ = compiled
+    header = {k: v for k, v in index.header.items() if k != "vocab_size"}
+    v1 = tmp_path / "v1.safetensors"
+    write_with_header(v1, index, {**header, "format_version": 1, "width": 9})
+    for header in (read_index_for(v1, VOCAB.fingerprint(), catalog_fingerprint(fns)).header, read_header(v1)):
+        assert header["vocab_size"] == 9 and "width" not in header
+
+
+def test_a_version_this_code_does_not_know_is_refused_naming_both(compiled, tmp_path):
+    _, _, index, _ = compiled
+    v3 = tmp_path / "v3.safetensors"
+    write_with_header(v3, index, {**index.header, "index_version": 3})
+    message = (f"{v3}: index version 3 cannot be read by this callmaybe (it reads versions 1 and 2); "
+               "recompile the index or upgrade callmaybe")
+    for read in (read_index_for, read_header):
+        with pytest.raises(IndexFileError) as err:
+            read(v3)
+        assert str(err.value) == message
+
+
+def test_written_files_carry_the_current_version(compiled):
+    from callmaybe.core.indexfile import INDEX_VERSION
+
+    _, path, _, _ = compiled
+    assert INDEX_VERSION == 2 and read_header(path)["index_version"] == 2

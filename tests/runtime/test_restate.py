@@ -159,7 +159,7 @@ def test_answerer_restates_or_leaves_out(index, in_logit, parameters, restated, 
 
 
 def test_trace_lines_say_what_grounding_did():
-    from callmaybe.commands import grounding_notes
+    from callmaybe.runtime.runner import grounding_notes
 
     restated = {"unit": {"from": "cm", "to": "inches", "probability": 0.2139}}
     assert grounding_notes(restated, ["database", "category"]) == [

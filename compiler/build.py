@@ -1,0 +1,122 @@
+"""What the ``compile`` and ``match`` commands do, and the compiler the runtime is handed: compile a catalog into
+an index (in memory or to a file), say what was compiled and what the grammar does not enforce, and check
+texts against a schema's or a catalog's automaton. Errors leave here with the file they concern named.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from ..core.catalog import Function, load_catalog
+from ..core.errors import InputError, SchemaError
+from ..core.files import human_size
+from ..core.indexfile import IndexData
+from ..core.jsonio import read_json
+from ..core.messages import say
+from ..core.vocabulary import Vocabulary
+from .compile import CompileOptions, CompileReport, compile_index, compile_to_file
+from .grammar import compile_grammar, schema_dfa
+from .schema import Note
+
+
+def report_notes(notes: list[Note], strict: bool) -> None:
+    """Say what the grammar does not enforce (checked after generation) and the other notes; with ``strict``,
+    raise SchemaError naming the first keyword not enforced instead."""
+    missing = [n for n in notes if n.kind == "not enforced"]
+    if strict and missing:
+        raise SchemaError(f"not enforced by the grammar (--strict): {missing[0]}" +
+                          (f" and {len(missing) - 1} more" if len(missing) > 1 else ""))
+    if missing:
+        say("not enforced by the grammar (checked after generation):\n" + "\n".join(f"  {n}" for n in missing))
+    for n in notes:
+        if n.kind != "not enforced":
+            say(f"{n.kind}: {n}")
+
+
+def check_strict(functions: list[Function]) -> None:
+    """Raise SchemaError when some keyword of ``functions`` is not enforced by the grammar (``--strict``)."""
+    report_notes(compile_grammar(functions).notes, strict=True)
+
+
+def say_compiled(report: CompileReport, functions: list[Function], vocabulary: Vocabulary,
+                 path: Path | None = None) -> None:
+    """Say the figures of one compile: states, allowed-token entries, rows, size, time per phase (ms)."""
+    where = f", {human_size(report.size_bytes)} -> {path}" if path is not None else ""
+    say(f"compiled {len(functions)} functions for {vocabulary.name}: {report.states} states "
+        f"({report.accepting_states} accepting), {report.entries:,} allowed-token entries, "
+        f"{report.rows} distinct rows{where}")
+    phases = ", ".join(f"{k} {v * 1000:.0f} ms" for k, v in report.timings.items())
+    say(f"  compile time {report.compile_seconds:.3f} s (vocabulary preparation excluded); {phases}")
+
+
+def _compile(functions: list[Function], vocabulary: Vocabulary, path: Path | None, options: dict[str, str],
+             source: str | Path | None) -> tuple[IndexData, CompileReport]:
+    """compile_index / compile_to_file with errors naming ``source`` (the catalog) or ``path`` (the output)."""
+    prefix = f"{source}: " if source is not None else ""
+    try:
+        if path is None:
+            return compile_index(functions, vocabulary, CompileOptions(**options))
+        return compile_to_file(functions, vocabulary, path, CompileOptions(**options))
+    except SchemaError as exc:
+        raise SchemaError(f"{prefix}{exc}") from None
+    except RecursionError:
+        raise SchemaError(f"{prefix}schema nested too deeply") from None
+    except OSError as exc:
+        raise InputError(f"{path}: cannot write the index: {exc.strerror or exc}") from None
+
+
+def build_index(functions: list[Function], vocabulary: Vocabulary, path: Path | None = None,
+                options: dict[str, str] | None = None, source: str | Path | None = None,
+                quiet: bool = False) -> IndexData:
+    """Compile ``functions`` for ``vocabulary`` into an index, written atomically to ``path`` when given.
+
+    ``options``: :class:`~.compile.CompileOptions` fields (the call format's). ``source`` names the catalog in
+    errors. Unless ``quiet``, says what the grammar does not enforce and the compile's figures.
+    Raises SchemaError / CatalogError (naming ``source``) for a catalog that cannot be compiled, InputError
+    when ``path`` cannot be written.
+    """
+    index, report = _compile(functions, vocabulary, path, options or {}, source)
+    if not quiet:
+        report_notes(report.notes, strict=False)
+        say_compiled(report, functions, vocabulary, path)
+    return index
+
+
+def runtime_compiler(functions: list[Function], vocabulary: Vocabulary, options: dict[str, str],
+                     quiet: bool) -> IndexData:
+    """The compiler handed to the runtime (``callmaybe.runtime.session.Compile``): in memory, see
+    :func:`build_index`."""
+    return build_index(functions, vocabulary, None, options, quiet=quiet)
+
+
+def match_texts(schema_path: Path | None, functions_path: Path | None, texts: list[str],
+                strict: bool = False) -> Iterator[dict[str, Any]]:
+    """Yield ``{"text", "accepted"}`` for each text against a schema's values or a catalog's whole calls.
+
+    Raises InputError / SchemaError (one line) when the schema or catalog cannot be read or compiled.
+    """
+    if schema_path is not None:
+        dfa, notes = schema_dfa(read_json(schema_path), name=str(schema_path))
+    else:
+        grammar = compile_grammar(load_catalog(functions_path))
+        dfa, notes = grammar.dfa, grammar.notes
+    report_notes(notes, strict)
+    for text in texts:
+        data = text.encode("utf-8", "surrogateescape")  # a command-line byte that is not UTF-8 stays a byte
+        yield {"text": text.encode("utf-8", "replace").decode("utf-8"), "accepted": dfa.accepts(data)}
+
+
+def compile_catalog(functions: list[Function], vocabulary: Vocabulary, path: str | Path | None = None,
+                    call_format: str = "plain") -> IndexData:
+    """Public API: compile ``functions`` for ``vocabulary`` into an index for ``call_format`` ("plain" or
+    "tools"), written atomically to ``path`` when given, silently.
+
+    Raises SchemaError / CatalogError for a catalog that cannot be compiled, InputError when ``path`` cannot be
+    written, ValueError for an unknown call format.
+    """
+    from ..core.callformat import compile_options
+
+    return build_index(functions, vocabulary, None if path is None else Path(path), compile_options(call_format),
+                       quiet=True)

@@ -1,0 +1,64 @@
+"""JSON files in and out: read a JSON file or a requests file, check and write an output file atomically."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from .errors import InputError
+from .files import atomic_write_text
+
+
+def read_json(path: Path) -> Any:
+    """Read a JSON file; raises InputError naming the file for a missing file or malformed JSON."""
+    try:
+        text = Path(path).read_text(encoding="utf-8-sig")
+    except FileNotFoundError:
+        raise InputError(f"{path}: file not found") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"{path}: cannot read: {exc}") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{path}: malformed JSON: {exc}") from None
+    except RecursionError:
+        raise InputError(f"{path}: JSON nested too deeply") from None
+    try:
+        json.dumps(data, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        raise InputError(f"{path}: contains a lone surrogate escape (not valid Unicode text)") from None
+    except RecursionError:
+        raise InputError(f"{path}: JSON nested too deeply") from None
+    return data
+
+
+def read_requests(path: Path) -> list[Any]:
+    """Read a requests file (a JSON list of ``{"prompt": ...}``); raises InputError for a bad file."""
+    data = read_json(path)
+    if not isinstance(data, list):
+        raise InputError(f"{path}: expected a JSON list of {{\"prompt\": ...}} objects")
+    return data
+
+
+def check_output_path(path: Path) -> None:
+    """Raise InputError now (before any model is loaded) when ``path`` cannot be written as a file."""
+    path = Path(path)
+    if path.is_dir():
+        raise InputError(f"{path}: output path is a folder")
+    parent = path.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        raise InputError(f"{path}: cannot create the output file ({parent} is not a folder)")
+    if not os.access(parent, os.W_OK):
+        raise InputError(f"{path}: the folder {parent} is not writable")
+
+
+def write_json(path: Path, data: Any) -> None:
+    """Write ``data`` as indented UTF-8 JSON to ``path`` atomically; raises InputError when it cannot."""
+    try:
+        atomic_write_text(path, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+    except OSError as exc:
+        raise InputError(f"{path}: cannot write: {exc.strerror or exc}") from None

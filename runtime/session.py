@@ -1,0 +1,163 @@
+"""The application layer of ``run``, ``interactive`` and ``eval``: one configuration, one loading path.
+
+``RunConfig`` holds what the three commands share. :class:`Runtime` loads the model, its vocabulary and the
+call format once, then gives an :class:`~.runner.Answerer` for any catalog: the index comes from ``--index``,
+else a shipped, model-folder or cached one (:mod:`callmaybe.core.indexes`), else the injected ``compile``
+function builds it. The runtime never compiles by itself (it imports no regex engine): ``cli.py``, the
+composition root, hands it the compiler.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from ..core import indexes
+from ..core.callformat import compile_options
+from ..core.catalog import Function, catalog_fingerprint, load_catalog
+from ..core.indexfile import IndexData, save_index
+from ..core.jsonio import check_output_path, read_requests, write_json
+from ..core.messages import say
+from ..core.registry import DEFAULT_MODEL
+from ..core.sources import PATH, REGISTRY, classify
+from ..core.vocabulary import Vocabulary, load_vocabulary, vocabulary_from_tokenizer
+from .masks import TokenIndex
+from .runner import Answerer, RunStats, run_requests
+
+#: Builds an index in memory: (functions, vocabulary, compile options, quiet) -> IndexData; unless ``quiet`` it
+#: reports what it compiled on stderr. Raises SchemaError / CatalogError for a catalog it cannot compile.
+Compile = Callable[[list[Function], Vocabulary, dict[str, str], bool], IndexData]
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """What ``run``, ``interactive`` and ``eval`` share.
+
+    ``model``: a registry name, a local checkpoint folder or a hub id. ``index_path``: an explicit index
+    (must match). ``max_tokens``: the token budget per call. ``threads``: torch CPU threads (None: torch's
+    choice). ``call_format``: ``plain``, ``tools`` or ``auto``. ``prefix_cache``: reuse the catalog prompt's
+    keys and values. ``keep_unstated``: keep optional arguments the request does not state. ``trace``: record
+    every token.
+    """
+
+    model: str = DEFAULT_MODEL
+    index_path: Path | None = None
+    max_tokens: int = 256
+    threads: int | None = None
+    call_format: str = "plain"
+    prefix_cache: bool = True
+    keep_unstated: bool = False
+    trace: bool = False
+
+
+def model_vocabulary(spec: str, loaded) -> Vocabulary:
+    """The vocabulary of a loaded model: read from its GGUF for registry models (token types mark padding
+    and control ids), else from its tokenizer; the vocabulary size is the model's logits per position.
+
+    Raises VocabularyError when the tokenizer is wider than the model's logits.
+    """
+    source = classify(spec)
+    if source.kind == REGISTRY:
+        return load_vocabulary(source.name, loaded.vocab_size)
+    return vocabulary_from_tokenizer(loaded.tokenizer, loaded.vocab_size, name=loaded.name)
+
+
+class Runtime:
+    """A loaded model with its vocabulary and call format, ready to answer requests for any catalog.
+
+    Raises ModelError / VocabularyError (one line) when the model cannot be loaded.
+    """
+
+    def __init__(self, config: RunConfig, compile: Compile):
+        from .model import load_model
+        from .prompt import choose_call_format
+
+        self.config = config
+        self.compile = compile
+        self.loaded = load_model(config.model, threads=config.threads)
+        self.vocabulary = model_vocabulary(config.model, self.loaded)
+        self.options = compile_options(choose_call_format(self.loaded.tokenizer, config.call_format))
+        self.model_dir = self.loaded.path if classify(config.model).kind == PATH else None
+
+    def index_for(self, functions: list[Function], store: bool = True) -> IndexData:
+        """The index of ``functions`` for this model: ``config.index_path`` (must match), else a shipped,
+        model-folder or cached one, else compiled now (said on stderr) and, with ``store``, cached on disk.
+
+        Raises IndexFileError for an explicit index that is corrupt or compiled for something else, SchemaError
+        for a catalog that cannot be compiled.
+        """
+        vfp, cfp = self.vocabulary.fingerprint(), catalog_fingerprint(functions)
+        if self.config.index_path is not None:
+            return indexes.load_matching(self.config.index_path, vfp, cfp, self.options)
+        found = indexes.find(vfp, cfp, self.options, self.model_dir)
+        if found is not None:
+            return found
+        if not store:
+            return self.compile(functions, self.vocabulary, self.options, True)
+        path = indexes.cache_path(cfp, vfp, self.options)
+        say(f"no compiled index matches this catalog, tokenizer and call format; compiling one into {path}")
+        index = self.compile(functions, self.vocabulary, self.options, False)
+        try:
+            save_index(path, index)
+        except OSError as exc:
+            say(f"cannot cache the index at {path}: {exc.strerror or exc}")
+        return index
+
+    def answerer(self, functions: list[Function], store: bool = True, prefix_cache: bool | None = None) -> Answerer:
+        """An :class:`~.runner.Answerer` for ``functions`` under this runtime's configuration."""
+        index = TokenIndex(self.index_for(functions, store), self.vocabulary.token_bytes)
+        c = self.config
+        return Answerer(self.loaded.model, self.loaded.tokenizer, index, functions, c.max_tokens,
+                        c.prefix_cache if prefix_cache is None else prefix_cache, c.keep_unstated)
+
+
+@dataclass
+class RunOutcome:
+    """What :func:`run_file` did: the result entries, the run's totals, and its wall time in seconds."""
+
+    results: list[dict]
+    stats: RunStats
+    seconds: float
+
+
+def run_file(config: RunConfig, functions_path: Path, input_path: Path, output_path: Path, compile: Compile,
+             on_answer: Callable[[dict], None] | None = None) -> RunOutcome:
+    """Answer the requests in ``input_path`` against the catalog ``functions_path`` and write ``output_path``
+    atomically. Input problems raise (InputError, CatalogError) before anything is loaded or written."""
+    t0 = time.perf_counter()
+    functions = load_catalog(functions_path)
+    requests = read_requests(input_path)
+    check_output_path(output_path)
+    answerer = Runtime(config, compile).answerer(functions)
+    results, stats = run_requests(answerer, requests, config.trace, on_answer=on_answer)
+    write_json(output_path, results)
+    return RunOutcome(results, stats, time.perf_counter() - t0)
+
+
+def interactive(config: RunConfig, functions_path: Path, compile: Compile, read: Callable[[str], str] = input,
+                write: Callable[[dict[str, Any]], None] | None = None,
+                on_answer: Callable[[dict], None] | None = None) -> None:
+    """Answer requests typed at a prompt (``read``; an empty line or EOF stops) with one call each, passed to
+    ``write`` (default: print one JSON line). ``on_answer`` gets each request's record (for ``--trace``)."""
+    import json
+
+    functions = load_catalog(functions_path)
+    runtime = Runtime(config, compile)
+    answerer = runtime.answerer(functions)
+    write = write or (lambda call: print(json.dumps(call, ensure_ascii=False), flush=True))
+    say(f"{len(functions)} functions, model {runtime.loaded.name}; type a request (empty line to quit)")
+    stats = RunStats()
+    while True:
+        try:
+            line = read("> ")
+        except EOFError:
+            break
+        if not line.strip():
+            break
+        entry, gen = answerer.answer({"prompt": line}, config.trace)
+        record = stats.add(entry, gen)
+        if on_answer is not None:
+            on_answer(record)
+        write({k: v for k, v in entry.items() if k != "prompt"})
