@@ -219,17 +219,15 @@ class CallmaybeEngine:
     """callmaybe: index compiled ahead of time; a step is a cached row lookup plus a memoized DFA walk."""
 
     grammar = "callmaybe catalog"
-    modules = ("callmaybe.compiler.compile", "callmaybe.compiler.compose", "callmaybe.core.indexfile",
+    modules = ("callmaybe.compiler.compile", "callmaybe.compiler.nodes", "callmaybe.core.indexfile",
                "callmaybe.runtime.masks", "interegular")
 
     @staticmethod
     def clear_caches() -> None:
         """Forget the per-process cache of scalar automata, so that every build is a cold build."""
-        from callmaybe.compiler import compose
+        from callmaybe.compiler.nodes import LEAF_CACHE
 
-        leaf = getattr(compose, "_leaf_dfa", None)
-        if hasattr(leaf, "cache_clear"):
-            leaf.cache_clear()
+        LEAF_CACHE.clear()
 
     def prepare(self, vocabulary, tokenizer_path: Path):
         from callmaybe.compiler.compile import token_trie
@@ -252,10 +250,10 @@ class CallmaybeEngine:
         return save_index(path, built)
 
     def load(self, path: Path, built):
-        from callmaybe.core.indexfile import load_index
+        from callmaybe.core.indexfile import read_index_for
         from callmaybe.runtime.masks import TokenIndex
 
-        return TokenIndex(load_index(path), self.vocabulary.token_bytes)
+        return TokenIndex(read_index_for(path), self.vocabulary.token_bytes)
 
     def session(self, loaded) -> "CallmaybeSession":
         return CallmaybeSession(loaded)

@@ -1,9 +1,13 @@
-"""Catalog + vocabulary -> index in memory (and on disk), with the time of each phase."""
+"""Catalog + vocabulary -> index in memory (and on disk), with the time of each phase.
+
+Phases: the vocabulary's token trie (:mod:`.trie`), the grammar (:mod:`.grammar`: regex and byte DFA), the
+token walk (:mod:`.walk`: every token from every state), and the table (:mod:`.table`: deduplicated rows,
+fewest tokens to completion). The arrays and header are those of :mod:`callmaybe.core.indexfile`.
+"""
 
 from __future__ import annotations
 
 import time
-import zipfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -16,7 +20,8 @@ from ..core.vocabulary import Vocabulary
 from .dfa import byte_classes
 from .grammar import compile_grammar
 from .table import build_rows, min_tokens
-from .walk import TokenTrie, build_trie, trie_from_file, trie_to_bytes, walk
+from .trie import TRIE_CACHE, TokenTrie
+from .walk import walk
 
 
 @dataclass(frozen=True)
@@ -34,7 +39,14 @@ class CompileOptions:
 
 @dataclass
 class CompileReport:
-    """What a compile did: seconds per phase and the size of the result."""
+    """What a compile did: seconds per phase and the size of the result.
+
+    ``timings``: seconds per phase, in order "vocabulary" (the token trie), "automaton", "byte expansion",
+    "join" (see :func:`~.grammar.compile_grammar`), "token walk", "table", and "write" (file only).
+    ``states``/``accepting_states``: of the call DFA; ``entries``: allowed (state, token) pairs; ``rows``:
+    distinct rows of allowed tokens; ``size_bytes``: the index file's size (0 until written); ``notes``: the
+    grammar's :class:`~.schema.Note` list.
+    """
 
     timings: dict[str, float] = field(default_factory=dict)
     states: int = 0
@@ -50,49 +62,19 @@ class CompileReport:
         return sum(v for k, v in self.timings.items() if k not in ("vocabulary", "write"))
 
 
-_TRIES: dict[str, TokenTrie] = {}
-TRIE_CACHE_VERSION = 1
-TRIE_CACHE_MIN_TOKENS = 4096
-
-
 def token_trie(vocabulary: Vocabulary) -> TokenTrie:
-    """The token trie of ``vocabulary``: kept per process, and cached on disk per vocabulary fingerprint
-    (``cache_dir("vocab", "tries")``) for vocabularies of at least ``TRIE_CACHE_MIN_TOKENS`` entries:
-    Qwen's loads in ~15 ms where building it takes ~0.25 s. A damaged or unreadable cache file is rebuilt;
-    a cache that cannot be written is skipped."""
-    key = vocabulary.fingerprint()
-    if key in _TRIES:
-        return _TRIES[key]
-    if len(vocabulary.token_bytes) < TRIE_CACHE_MIN_TOKENS:  # built in milliseconds: not worth a file
-        _TRIES[key] = build_trie(vocabulary.token_bytes)
-        return _TRIES[key]
-    from ..core.files import atomic_write_bytes, cache_dir
-
-    path = cache_dir("vocab", "tries") / f"{key}.v{TRIE_CACHE_VERSION}.npz"
-    trie = None
-    if path.exists():
-        try:
-            trie = trie_from_file(path)
-            if trie.num_tokens != sum(1 for t in vocabulary.token_bytes if t):
-                trie = None
-        except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile):
-            trie = None
-    if trie is None:
-        trie = build_trie(vocabulary.token_bytes)
-        try:
-            atomic_write_bytes(path, trie_to_bytes(trie))
-        except OSError:
-            pass
-    _TRIES[key] = trie
-    return trie
+    """The token trie of ``vocabulary`` from the process-wide :data:`~.trie.TRIE_CACHE` (kept per process,
+    and on disk for large vocabularies; see :class:`~.trie.TrieCache`)."""
+    return TRIE_CACHE.get(vocabulary)
 
 
 def compile_index(
     functions: list[Function], vocabulary: Vocabulary, options: CompileOptions | None = None
 ) -> tuple[IndexData, CompileReport]:
-    """Compile ``functions`` for ``vocabulary`` into an index (not yet written).
+    """Compile ``functions`` for ``vocabulary`` into an index (not yet written) and a report of the compile.
 
-    Raises SchemaError / CatalogError for an uncompilable catalog.
+    The index's arrays and header are described in :mod:`callmaybe.core.indexfile`. Raises SchemaError /
+    CatalogError for an uncompilable catalog.
     """
     options = options or CompileOptions()
     report = CompileReport()

@@ -1,46 +1,37 @@
-"""Grammar nodes built straight into byte DFAs, without determinizing one big regex.
+"""Joins of byte DFAs, so that large automata are composed from small ones instead of determinized from one
+big regex (the grammar nodes of :mod:`.nodes` use these):
 
-The schema compiler produces a tree of nodes; each node knows its regex text (recorded in the index header,
-and what interegular would parse) and builds its byte DFA by composing its children's DFAs:
+* :func:`seq`: parts one after another; each part's accepting states take the next part's start
+  transitions. JSON values never continue with the byte that follows them (``,``, ``}``, ``]``, ``:``), so
+  the merge is deterministic; a clash raises :class:`Clash` (the caller falls back to interegular);
+* :func:`union` / :func:`union_all`: alternatives, by the product construction over pairs of states;
+* :func:`literals`: a finite set of byte strings as a trie;
+* :func:`structure`: one copy of each item automaton with literal tries between them (objects: the keys
+  that may come next, every subset of optional members in declaration order, so the size is linear in the
+  members instead of the quadratic regex; arrays and maps loop back into their item).
 
-* leaves (:class:`Leaf`: strings, numbers, formats, patterns) go through interegular once per distinct
-  regex and are cached; literal sets (:class:`Literals`: enum values, keys) become a byte trie directly;
-* sequences merge the next part's start transitions into the previous part's accepting states. JSON
-  values never continue with the byte that follows them (``,``, ``}``, ``]``, ``:``), so the merge is
-  deterministic; a clash raises :class:`Clash` and the node falls back to interegular on its regex;
-* alternatives are joined by the product construction (pairs of states);
-* an object is one copy of each member's value automaton plus, at the start and after each member, a trie
-  of the keys that may come next (every subset of optional members, in declaration order), so its size is
-  linear in the members instead of the quadratic regex; arrays and maps loop back into their item.
-
-The result is trimmed and minimized (:func:`~callmaybe.compiler.dfa.minimize`).
+Results are not minimized here; callers trim and minimize (:func:`~callmaybe.compiler.dfa.minimize`).
 """
 
 from __future__ import annotations
-
-from dataclasses import dataclass
-from functools import lru_cache
 
 import numpy as np
 
 from . import dfa as D
 from .dfa import ByteDFA
-from .lexical import alternation, escape
 
 
 class Clash(Exception):
     """Two transitions on the same byte to different states met in a sequence."""
 
 
-# ---------------------------------------------------------------------------------------------------------
-# DFA operations
-
-
 def _empty(n: int) -> np.ndarray:
+    """int32 (n, 256) transitions, all dead."""
     return np.full((n, 256), -1, dtype=np.int32)
 
 
 def _shift(t: np.ndarray, off: int) -> np.ndarray:
+    """Transitions ``t`` with every live target moved up by ``off`` (a copy placed at state ``off``)."""
     return np.where(t >= 0, t + off, -1).astype(np.int32)
 
 
@@ -56,12 +47,13 @@ def merge_rows(trans: np.ndarray, states: np.ndarray, row: np.ndarray) -> None:
 
 
 def seq(parts: list[ByteDFA]) -> ByteDFA:
-    """The DFA of ``parts`` one after another (see the module docstring); raises Clash."""
+    """The DFA of ``parts`` one after another (see the module docstring); raises Clash when a part's
+    continuation and the next part's start disagree on a byte."""
     sizes = [p.num_states for p in parts]
     offs = np.cumsum([0] + sizes)
     trans = np.concatenate([_shift(p.transitions, int(o)) for p, o in zip(parts, offs)])
     acc = np.zeros(int(offs[-1]), dtype=bool)
-    # walk backwards: a part's accepting states take the next part's start transitions
+    # from the last part backwards: a part's accepting states take the next part's start transitions
     final = parts[-1]
     acc[int(offs[-1]) - final.num_states:] = final.accepting
     for k in range(len(parts) - 2, -1, -1):
@@ -119,7 +111,7 @@ def union_all(parts: list[ByteDFA]) -> ByteDFA:
 
 
 def _insert(rows: list[dict[int, int]], start: int, data: bytes) -> int:
-    """Walk ``data`` from trie node ``start``, adding nodes as needed; returns the node at its end."""
+    """Follow ``data`` from trie node ``start``, adding nodes as needed; returns the node at its end."""
     s = start
     for byte in data:
         nxt = rows[s].get(byte)
@@ -147,7 +139,7 @@ def literals(texts: list[bytes]) -> ByteDFA:
 
 
 class _Builder:
-    """Grows one transition table from copies of sub-DFAs and fresh states."""
+    """Grows one transition table from copies of sub-DFAs (none of their states accepting yet)."""
 
     def __init__(self):
         self.blocks: list[np.ndarray] = []
@@ -162,13 +154,8 @@ class _Builder:
         self.n += d.num_states
         return off + d.start, np.flatnonzero(d.accepting) + off
 
-    def fresh(self) -> int:
-        self.blocks.append(_empty(1))
-        self.acc.append(np.zeros(1, dtype=bool))
-        self.n += 1
-        return self.n - 1
-
     def table(self) -> tuple[np.ndarray, np.ndarray]:
+        """(int32 (states, 256) transitions, bool (states,) accepting) of everything added."""
         if not self.blocks:
             return _empty(0), np.zeros(0, dtype=bool)
         return np.concatenate(self.blocks), np.concatenate(self.acc)

@@ -11,9 +11,9 @@ construction of RE2 / Rust's regex-syntax ``Utf8Sequences``, written here from t
 RFC 3629: no overlong forms, no surrogates U+D800-U+DFFF, nothing above U+10FFFF; the interval helpers
 are in :mod:`.intervals`).
 
-Larger automata are composed from these in :mod:`.compose` rather than determinized from one giant regex,
-then trimmed (unreachable and dead states removed) and minimized with Moore's partition refinement,
-vectorized with numpy over byte classes.
+Larger automata are composed from these (:mod:`.nodes`, :mod:`.compose`) rather than determinized from one
+giant regex, then trimmed (unreachable and dead states removed) and minimized with Moore's partition
+refinement, vectorized with numpy over byte classes.
 """
 
 from __future__ import annotations
@@ -243,7 +243,8 @@ def coreachable(transitions: np.ndarray, accepting: np.ndarray) -> np.ndarray:
 
 
 def bfs_order(transitions: np.ndarray, start: int) -> np.ndarray:
-    """States reachable from ``start`` in breadth-first order, each level in (parent order, byte) order."""
+    """The states reachable from ``start`` (int64 array, ``start`` first) in breadth-first order, each level
+    in (parent order, byte) order."""
     seen = np.zeros(transitions.shape[0], dtype=bool)
     seen[start] = True
     order = [np.array([start])]
@@ -289,6 +290,7 @@ def _consistent(ct: np.ndarray, block: np.ndarray) -> bool:
 
 
 def _refine_exact(ct: np.ndarray, accepting: np.ndarray) -> np.ndarray:
+    """Moore's refinement comparing whole rows (no hashing): the int64 (states,) block of each state."""
     block = accepting.astype(np.int64)
     n_blocks = len(np.unique(block))
     while True:
@@ -305,7 +307,8 @@ def _refine_exact(ct: np.ndarray, accepting: np.ndarray) -> np.ndarray:
 def minimize(dfa: ByteDFA) -> ByteDFA:
     """Trim, then merge equivalent states (Moore's partition refinement), then trim again to renumber.
 
-    Cost: O(rounds x states x byte classes), rounds <= the longest distinguishing suffix.
+    Equal languages give equal arrays (states numbered as in :func:`trim`). Cost: O(rounds x states x byte
+    classes), rounds <= the longest distinguishing suffix. Raises SchemaError when the language is empty.
     """
     dfa = trim(dfa)
     _, ct = byte_classes(dfa.transitions)

@@ -1,7 +1,7 @@
 """A catalog -> the regex and the byte-level DFA of one call ``{"name": "<fn>", "parameters": {...}}``.
 
 Technique: per-function automata joined after the literal name. Each function's parameters automaton is
-composed on its own (:mod:`.compose`) and minimized; the call automaton is then the
+composed on its own (:mod:`.nodes`) and minimized; the call automaton is then the
 literal ``{"name": `` followed by a trie of ``"<fn>", "parameters": `` prefixes, each leading into its
 function's automaton, followed by ``}``. This never determinizes the whole-catalog regex, whose subset
 construction dominates compile time for large catalogs; the whole regex is still built and recorded.
@@ -16,18 +16,20 @@ from typing import Any
 
 from ..core.catalog import Function
 from . import dfa as dfa_mod
+from .compose import structure
 from .dfa import ByteDFA
-from .compose import Node, structure
-from .schema import Note, SchemaCompiler, call_regex
+from .nodes import Node
+from .schema import Note, SchemaCompiler
+from .syntax import call_regex
 
 
 @dataclass
 class Grammar:
-    """The compiled grammar of a catalog: the whole-call ``regex`` (str) and its minimal byte ``dfa``."""
+    """The compiled grammar of a catalog: the whole-call ``regex`` (str), its minimal byte ``dfa`` and the
+    ``notes`` of every function (what the grammar does not enforce, ignores, limits or unrolls)."""
 
     regex: str
     dfa: ByteDFA
-    parameter_regexes: dict[str, str]
     notes: list[Note]
 
     @property
@@ -37,7 +39,8 @@ class Grammar:
 
 
 def parameters_node(fn: Function, notes: list[Note] | None = None, max_recursion: int = 3) -> Node:
-    """The grammar node of ``fn``'s parameters object; raises SchemaError naming the function and parameter.
+    """The grammar node of ``fn``'s parameters object (``.regex``: what the grammar accepts after
+    ``"parameters": ``); raises SchemaError naming the function and parameter.
 
     What the grammar does not enforce is appended to ``notes``.
     """
@@ -46,11 +49,6 @@ def parameters_node(fn: Function, notes: list[Note] | None = None, max_recursion
     if notes is not None:
         notes.extend(compiler.notes)
     return node
-
-
-def parameters_regex(fn: Function) -> str:
-    """The regex of ``fn``'s parameters object (what the grammar accepts after ``"parameters": ``)."""
-    return parameters_node(fn).regex
 
 
 def compile_grammar(
@@ -64,10 +62,11 @@ def compile_grammar(
     ``parameters_key`` is the key holding the arguments; ``max_recursion`` bounds how often one ``$ref`` is
     unrolled on a path. ``timings`` (if given) receives seconds spent in "automaton" (interegular on the
     leaf regexes), "byte expansion" (their UTF-8 byte DFAs) and "join" (composing objects, arrays and the
-    call, and minimizing). Raises SchemaError for an uncompilable schema.
+    call, and minimizing); leaves found in :data:`~.nodes.LEAF_CACHE` cost nothing. Raises SchemaError for
+    an uncompilable schema.
     """
     timings = {} if timings is None else timings
-    dfa_mod.TIMINGS.update({"automaton": 0.0, "byte expansion": 0.0})
+    leaves = {"automaton": 0.0, "byte expansion": 0.0}
     t0 = time.perf_counter()
     notes: list[Note] = []
     nodes = {fn.name: parameters_node(fn, notes, max_recursion) for fn in functions}
@@ -78,7 +77,7 @@ def compile_grammar(
     for fn in functions:
         regex = regexes[fn.name]
         if regex not in parts:
-            parts[regex] = nodes[fn.name].dfa()  # minimized once, with the whole call
+            parts[regex] = nodes[fn.name].dfa(leaves)  # minimized once, with the whole call
         prefix = json.dumps(fn.name, ensure_ascii=False).encode("utf-8") + b", " + key + b": "
         alternatives.append((prefix, parts[regex]))
     # `{"name": ` then a trie of `"<fn>", "parameters": ` prefixes, each entering its function's automaton,
@@ -87,15 +86,16 @@ def compile_grammar(
     items = [part for _, part in alternatives]
     call = structure(b'{"name": ', items, [[(b"}", None)]] * len(items), entry)
     call = dfa_mod.minimize(call)
-    timings["automaton"] = dfa_mod.TIMINGS["automaton"]
-    timings["byte expansion"] = dfa_mod.TIMINGS["byte expansion"]
+    timings["automaton"] = leaves["automaton"]
+    timings["byte expansion"] = leaves["byte expansion"]
     timings["join"] = time.perf_counter() - t0 - timings["automaton"] - timings["byte expansion"]
     regex = call_regex([(fn.name, regexes[fn.name]) for fn in functions], parameters_key)
-    return Grammar(regex=regex, dfa=call, parameter_regexes=regexes, notes=notes)
+    return Grammar(regex=regex, dfa=call, notes=notes)
 
 
 def schema_dfa(schema: Any, max_recursion: int = 3, name: str = "schema") -> tuple[ByteDFA, list[Note]]:
-    """The byte DFA of the values of one JSON schema (a parameters schema or any other), with its notes.
+    """The minimal byte DFA of the values of one JSON schema (a parameters schema or any other), with its
+    notes. ``name`` names the schema in messages.
 
     Raises SchemaError when the schema cannot be compiled or admits no value.
     """

@@ -4,7 +4,7 @@ A range [lo, hi] of non-negative integers is split into spans of equal digit cou
 prefix shared by lo and hi followed by at most three branches (lo's first digit, the digits strictly
 between, hi's first digit), recursively; the textbook construction behind tools such as
 ``to-regex-range``. Negative ranges are the mirror image behind a ``-``. Integers are capped to 15 digits
-like :data:`~callmaybe.compiler.schema.INTEGER`.
+like :data:`~callmaybe.compiler.lexical.INTEGER`.
 """
 
 from __future__ import annotations

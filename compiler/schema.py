@@ -1,4 +1,5 @@
-"""JSON schema -> regular expression in the canonical layout (one space after ``:`` and ``,``, nothing else).
+"""JSON schema -> grammar node (:mod:`.nodes`): a regex in the canonical layout (one space after ``:`` and
+``,``, nothing else) and the byte DFA built from it.
 
 Coverage: ``type`` (also lists), ``enum``/``const`` of any JSON value (each value checked against the rest of
 the schema with jsonschema, so enums are exact), ``properties``/``required`` (optional properties: every
@@ -20,171 +21,39 @@ and is dropped where it is optional; where it is required the whole schema is un
 Size: literal sets (names, enum values) become alternations of literals, which interegular determinizes
 into a literal trie, and each function is determinized on its own and joined after its name
 (:mod:`.grammar`), so a 1,000-value enum or a 30-function catalog does not explode.
+
+Modules: this one dispatches on the schema (``anyOf``/``oneOf`` branches, ``type``) and handles the
+containers (arrays, objects, maps, any value); :mod:`.references` inlines ``$ref`` and merges ``allOf``;
+:mod:`.scalars` reads the keywords of enums, strings, integers and numbers; :mod:`.keywords` lists the
+keywords known; :mod:`.diagnostics` holds the notes and the messages.
 """
 
 from __future__ import annotations
 
 import json
-import math
-from urllib.parse import unquote
-from dataclasses import dataclass
 from typing import Any
 
-import jsonschema
-
-from ..core.errors import SchemaError
-from .formats import FORMATS
-from .lexical import (
-    BOOLEAN, COUNTED_CHAR, INTEGER, NONNEGATIVE_NUMBER, NULL, NUMBER, STRING, STRING_CHAR, alternation,
-    canonical, escape, literal, string_of,
+from . import scalars
+from .diagnostics import Note, SchemaContext
+from .keywords import (
+    ANNOTATIONS, ARRAY_KEYWORDS, NOT_ENFORCEABLE, NUMBER_KEYWORDS, OBJECT_KEYWORDS, STRING_KEYWORDS, STRUCTURAL,
+    TYPES, capped, counts,
 )
-from .compose import Alt, ArrayNode, Leaf, Literals, MapNode, Node, ObjectNode
-from .pattern import PatternError, pattern_regex
-from .ranges import integer_range
+from .lexical import NUMBER, STRING
+from .nodes import Alt, ArrayNode, Leaf, Literals, MapNode, Node, ObjectNode
+from .references import expand, merge
 
-__all__ = [
-    "BOOLEAN", "INTEGER", "NULL", "NUMBER", "STRING", "Note", "SchemaCompiler", "call_regex", "escape",
-    "literal", "object_regex",
-]
-
-#: Keywords read and never enforced.
-ANNOTATIONS = frozenset({
-    "description", "title", "default", "examples", "$comment", "$schema", "$id", "id", "readOnly",
-    "writeOnly", "deprecated", "contentMediaType", "contentEncoding", "$anchor", "$dynamicAnchor",
-    "nullable", "$defs", "definitions", "discriminator", "example", "xml", "externalDocs",
-})
-#: Keywords that restrict values in ways the grammar does not follow (checked after generation).
-NOT_ENFORCEABLE = frozenset({
-    "multipleOf", "uniqueItems", "contains", "minContains", "maxContains", "minProperties", "maxProperties",
-    "dependencies", "dependentRequired", "dependentSchemas", "not", "if", "then", "else", "propertyNames",
-    "unevaluatedProperties", "unevaluatedItems",
-})
-#: Keywords the grammar handles.
-STRUCTURAL = frozenset({
-    "type", "enum", "const", "properties", "required", "additionalProperties", "patternProperties", "items",
-    "prefixItems", "additionalItems", "minItems", "maxItems", "anyOf", "oneOf", "allOf", "$ref",
-    "minLength", "maxLength", "pattern", "format", "minimum", "maximum", "exclusiveMinimum",
-    "exclusiveMaximum",
-})
-TYPES = ("null", "boolean", "object", "array", "number", "string")
-STRING_KEYWORDS = {"minLength", "maxLength", "pattern", "format"}
-NUMBER_KEYWORDS = {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"}
-ARRAY_KEYWORDS = {"items", "prefixItems", "additionalItems", "minItems", "maxItems", "uniqueItems", "contains"}
-OBJECT_KEYWORDS = {"properties", "required", "additionalProperties", "patternProperties", "minProperties",
-                   "maxProperties", "dependencies", "dependentRequired", "propertyNames"}
-#: Counted repetitions above this many units are not enforced (they would blow up the automaton).
-MAX_COUNT = 64
+__all__ = ["Note", "SchemaCompiler"]
 
 
-@dataclass(frozen=True)
-class Note:
-    """Something the compiler did not enforce or changed: ``kind`` is "not enforced", "ignored" (unknown
-    keyword) or "unrolled" (recursion cut); ``where`` names the function and parameter path."""
-
-    kind: str
-    where: str
-    keyword: str
-    detail: str = ""
-
-    def __str__(self) -> str:
-        return f"{self.where}: {self.keyword}" + (f" ({self.detail})" if self.detail else "")
-
-
-def object_regex(members: list[tuple[str, str, bool]]) -> str:
-    """The regex of an object whose members are ``(key, value regex, required)`` in emission order."""
-    return object_regex_texts([(json.dumps(k, ensure_ascii=False), v, r) for k, v, r in members])
-
-
-def object_regex_texts(members: list[tuple[str, str, bool]]) -> str:
-    """The regex of an object whose members are ``(JSON-encoded key, value regex, required)``.
-
-    Every subset of the optional members that keeps all required ones is allowed, in the given order, with
-    ``", "`` between members. The first emitted member can only be one at or before the first required one;
-    after it, each later member is either mandatory (``, K``) or optional (``(?:, K)?``). Size is
-    O(n * first_required) in the number of members.
-    """
-    if not members:
-        return r"\{\}"
-    texts = [f"{escape(k)}: {v}" for k, v, _ in members]
-    required = [r for _, _, r in members]
-
-    def rest(i: int) -> str:
-        return "".join(f", {texts[j]}" if required[j] else f"(?:, {texts[j]})?" for j in range(i, len(members)))
-
-    first_required = required.index(True) if any(required) else len(members) - 1
-    options = [texts[i] + rest(i + 1) for i in range(first_required + 1)]
-    body = alternation(options)
-    if not any(required):
-        body = f"(?:{body})?"
-    return r"\{" + body + r"\}"
-
-
-def _repeat(unit: str, lo: int, hi: int | None) -> str:
-    if hi is None:
-        return f"(?:{unit})" + ("*" if lo == 0 else "+" if lo == 1 else f"{{{lo},}}")
-    if lo == hi:
-        return f"(?:{unit}){{{lo}}}"
-    return f"(?:{unit}){{{lo},{hi}}}"
-
-
-def array_regex(prefix: list[str], rest: str | None, lo: int, hi: int | None) -> str:
-    """The regex of an array of ``prefix`` items by position then ``rest`` items, ``lo``..``hi`` in all."""
-    cap = hi
-    if rest is None:
-        cap = len(prefix) if cap is None else min(cap, len(prefix))
-    if not prefix and rest is not None:  # homogeneous: R(?:, R){lo-1,cap-1}
-        if cap == 0:
-            return r"\[\]"
-        body = rest + _repeat(f", {rest}", max(lo - 1, 0), None if cap is None else cap - 1)
-        return r"\[" + (body if lo > 0 else f"(?:{body})?") + r"\]"
-    count = cap if cap is not None else max(len(prefix), lo)
-    body = f"(?:, {rest})*" if cap is None else ""
-    for i in range(count - 1, -1, -1):
-        element = prefix[i] if i < len(prefix) else rest
-        piece = ("" if i == 0 else ", ") + element + body
-        body = piece if i < lo else f"(?:{piece})?"
-    return r"\[" + body + r"\]"
-
-
-def _unescape_pointer(token: str) -> str:
-    return token.replace("~1", "/").replace("~0", "~")
-
-
-class SchemaCompiler:
-    """Compile the JSON schemas of one function into regexes.
+class SchemaCompiler(SchemaContext):
+    """Compile the JSON schemas of one function into grammar nodes (``node.regex``, ``node.dfa()``).
 
     ``function`` names the function in messages; ``root`` is the schema ``$ref`` pointers resolve against;
     ``max_recursion`` is how many times one ``$ref`` may be entered on a path (3 by default).
     ``notes`` collects what was not enforced, ignored or unrolled. Raises SchemaError naming the function,
     the parameter path and the keyword for anything it cannot compile.
     """
-
-    def __init__(self, function: str, root: Any = None, max_recursion: int = 3, any_depth: int = 2,
-                 label: str = "function"):
-        self.function = function
-        self.label = label
-        self.root = root if root is not None else {}
-        self.max_recursion = max_recursion
-        self.any_depth = any_depth
-        self.notes: list[Note] = []
-
-    # -- messages ----------------------------------------------------------------------------------------
-
-    def where(self, path: list[str]) -> str:
-        where = f"{self.label} '{self.function}'"
-        if path:
-            where += f", parameter '{'.'.join(path)}'"
-        return where
-
-    def error(self, path: list[str], message: str) -> SchemaError:
-        return SchemaError(f"{self.where(path)}: {message}")
-
-    def note(self, kind: str, path: list[str], keyword: str, detail: str = "") -> None:
-        n = Note(kind, self.where(path), keyword, detail)
-        if n not in self.notes:
-            self.notes.append(n)
-
-    # -- entry points ------------------------------------------------------------------------------------
 
     def parameters(self, schema: dict[str, Any]) -> Node:
         """The node of a function's whole ``parameters`` object schema; raises SchemaError if unsatisfiable."""
@@ -203,7 +72,7 @@ class SchemaCompiler:
             return None
         if not isinstance(schema, dict):
             raise self.error(path, f"schema must be a JSON object, got {type(schema).__name__}")
-        schema, refs = self.expand(schema, path, refs)
+        schema, refs = expand(self, schema, path, refs)
         if schema is None:
             return None
         for key in schema:
@@ -214,112 +83,14 @@ class SchemaCompiler:
         if "anyOf" in schema or "oneOf" in schema:
             return self.branches(schema, path, refs)
         if "const" in schema or "enum" in schema:
-            return self.enum(schema, path)
+            return scalars.enum(self, schema, path)
         types = self.types(schema, path)
         parts = [self.typed(t, schema, path, refs) for t in types]
         return _alt([p for p in parts if p is not None])
 
-    # -- references and combinators ----------------------------------------------------------------------
-
-    def resolve(self, ref: str, path: list[str]) -> Any:
-        if not isinstance(ref, str) or not ref.startswith("#"):
-            raise self.error(path, f"unsupported $ref {ref!r} (only local references '#/...' are supported)")
-        node = self.root
-        for token in filter(None, unquote(ref[1:]).split("/")):  # a URI fragment: percent-decoded first
-            token = _unescape_pointer(token)
-            if isinstance(node, dict) and token in node:
-                node = node[token]
-            elif isinstance(node, list) and token.isdigit() and int(token) < len(node):
-                node = node[int(token)]
-            else:
-                raise self.error(path, f"$ref {ref!r} does not resolve")
-        return node
-
-    def expand(self, schema: dict[str, Any], path: list[str], refs: tuple[str, ...]):
-        """Inline ``$ref`` and merge ``allOf``; returns (schema, refs) or (None, refs) once recursion is cut."""
-        while "$ref" in schema or "allOf" in schema:
-            if "$ref" in schema:
-                ref = schema["$ref"]
-                if refs.count(ref) >= self.max_recursion:
-                    self.note("unrolled", path, "$ref", f"recursion through {ref} cut at depth {self.max_recursion}")
-                    return None, refs
-                target = self.resolve(ref, path)
-                refs = refs + (ref,)
-                rest = {k: v for k, v in schema.items() if k != "$ref"}
-                if target is True or target == {}:
-                    schema = rest or {}
-                    if not schema:
-                        return {}, refs
-                    continue
-                if target is False:
-                    return None, refs
-                schema = self.merge(target, rest, path) if rest else dict(target)
-            else:
-                subs = schema["allOf"]
-                if not isinstance(subs, list) or not subs:
-                    raise self.error(path, "'allOf' must be a non-empty list")
-                merged = {k: v for k, v in schema.items() if k != "allOf"}
-                for sub in subs:
-                    if sub is False:
-                        return None, refs
-                    if sub is True:
-                        continue
-                    if not isinstance(sub, dict):
-                        raise self.error(path, "'allOf' entries must be schemas")
-                    if "$ref" in sub:
-                        sub, refs = self.expand(sub, path, refs)
-                        if sub is None:
-                            return None, refs
-                    merged = self.merge(merged, sub, path)
-                schema = merged
-        return schema, refs
-
-    def merge(self, a: dict[str, Any], b: dict[str, Any], path: list[str]) -> dict[str, Any]:
-        """The conjunction of two schemas as one schema (``allOf`` of both), as far as the grammar needs."""
-        out = dict(a)
-        for key, value in b.items():
-            if key not in out:
-                out[key] = value
-                continue
-            mine = out[key]
-            if mine == value:
-                continue
-            if key == "properties":
-                props = dict(mine)
-                for name, sub in value.items():
-                    props[name] = {"allOf": [props[name], sub]} if name in props else sub
-                out[key] = props
-            elif key == "required":
-                out[key] = list(dict.fromkeys([*mine, *value]))
-            elif key == "type":
-                ta = {mine} if isinstance(mine, str) else set(mine)
-                tb = {value} if isinstance(value, str) else set(value)
-                both = (ta & tb) | ({"integer"} if ("integer" in ta and "number" in tb) or
-                                    ("number" in ta and "integer" in tb) else set())
-                out[key] = sorted(both)
-            elif key == "enum":
-                out[key] = [v for v in mine if v in value]
-            elif key in ("minimum", "minLength", "minItems", "exclusiveMinimum") and _num(mine) and _num(value):
-                out[key] = max(mine, value)
-            elif key in ("maximum", "maxLength", "maxItems", "exclusiveMaximum") and _num(mine) and _num(value):
-                out[key] = min(mine, value)
-            elif key in ("items", "additionalProperties") and isinstance(mine, (dict, bool)) and isinstance(value, (dict, bool)):
-                if mine is False or value is False:
-                    out[key] = False
-                elif mine is True:
-                    out[key] = value
-                elif value is not True:
-                    out[key] = {"allOf": [mine, value]}
-            elif key in ("anyOf", "oneOf"):
-                out[key] = [self.merge(x, y, path) if isinstance(x, dict) and isinstance(y, dict) else x
-                            for x in mine for y in value]
-            elif key in ANNOTATIONS:
-                continue
-            else:
-                self.note("not enforced", path, key, "conflicting values in allOf; the first is used")
-        return out
-
     def branches(self, schema: dict[str, Any], path: list[str], refs: tuple[str, ...]) -> Node | None:
+        """The alternation of ``anyOf``/``oneOf`` branches, each merged with the schema's other keywords
+        (both lists multiplied out when both are present); None when no branch admits a value."""
         base = {k: v for k, v in schema.items() if k not in ("anyOf", "oneOf")}
         options: list[dict[str, Any]] = [base]
         for key in ("anyOf", "oneOf"):
@@ -338,49 +109,17 @@ class SchemaCompiler:
                     if sub is True:
                         nxt.append(opt)
                         continue
-                    sub, sub_refs = self.expand(sub, path, refs) if isinstance(sub, dict) else (sub, refs)
+                    sub, _ = expand(self, sub, path, refs) if isinstance(sub, dict) else (sub, refs)
                     if sub is None:
                         continue
-                    nxt.append(self.merge(opt, sub, path) if opt else sub)
+                    nxt.append(merge(self, opt, sub, path) if opt else sub)
             options = nxt
         parts = [self.value(opt, path, refs) for opt in options]
         return _alt([p for p in parts if p is not None])
 
-    # -- literals ----------------------------------------------------------------------------------------
-
-    def enum(self, schema: dict[str, Any], path: list[str]) -> Node | None:
-        if "const" in schema:
-            values = [schema["const"]]
-        else:
-            values = schema["enum"]
-            if not isinstance(values, list):
-                raise self.error(path, "'enum' must be a list")
-        rest = {k: v for k, v in schema.items() if k not in ("enum", "const") and k not in ANNOTATIONS}
-        if "enum" in schema and "const" in schema:
-            values = [v for v in values if v in schema["enum"]]
-        if rest:
-            # check each value against its sibling keywords (with the root's definitions for $ref)
-            defs = {k: self.root[k] for k in ("$defs", "definitions") if isinstance(self.root, dict) and k in self.root}
-            try:
-                validator = jsonschema.validators.validator_for(self.root)({**defs, **rest})
-                values = [v for v in values if validator.is_valid(v)]
-            except Exception:  # a sibling keyword jsonschema cannot evaluate: keep every value
-                self.note("not enforced", path, "enum", "sibling keywords not checked")
-        if not values:
-            return None
-        texts = []
-        for v in values:
-            texts.append(canonical(v))
-            # JSON Schema compares numbers by value: 1 and 1.0 are the same enum value
-            if isinstance(v, float) and v.is_integer() and abs(v) < 1e15:
-                texts.append(canonical(int(v)))
-            elif isinstance(v, int) and not isinstance(v, bool) and abs(v) < 10**15:
-                texts.append(canonical(float(v)))
-        return Literals(list(dict.fromkeys(texts)))
-
-    # -- types -------------------------------------------------------------------------------------------
-
     def types(self, schema: dict[str, Any], path: list[str]) -> list[str]:
+        """The JSON types ``schema`` allows ("any" for an unconstrained value); raises SchemaError for a
+        malformed or unknown ``type``."""
         t = schema.get("type")
         if t is None:
             # Without "type" every type is allowed and type-specific keywords constrain only their own type.
@@ -415,11 +154,11 @@ class SchemaCompiler:
             self.note("limited", path, "any value", f"nested at most {self.any_depth} deep")
             return self.any_value(self.any_depth)
         if type_ == "string":
-            return self.string(schema, path)
+            return scalars.string(self, schema, path)
         if type_ == "integer":
-            return self.integer(schema, path)
+            return scalars.integer(self, schema, path)
         if type_ == "number":
-            return self.number(schema, path)
+            return scalars.number(self, schema, path)
         if type_ == "boolean":
             return Literals(["true", "false"])
         if type_ == "null":
@@ -428,105 +167,13 @@ class SchemaCompiler:
             return self.array(schema, path, refs)
         return self.object(schema, path, refs)
 
-    def counts(self, schema: dict[str, Any], path: list[str], min_key: str, max_key: str):
-        """(lo, hi) of a minX/maxX pair; raises SchemaError when malformed; hi < lo means no value."""
-        lo, hi = schema.get(min_key, 0), schema.get(max_key)
-        if not isinstance(lo, int) or lo < 0 or (hi is not None and (not isinstance(hi, int) or hi < 0)):
-            raise self.error(path, f"malformed {min_key}/{max_key} ({lo}, {hi})")
-        return lo, hi
-
-    def capped(self, lo: int, hi: int | None, path: list[str], min_key: str, max_key: str):
-        """Counts above MAX_COUNT are left to the check after generation (noted): (0 or lo, None or hi)."""
-        if lo > MAX_COUNT:
-            self.note("not enforced", path, min_key, f"above {MAX_COUNT}")
-            lo = 0
-        if hi is not None and hi > MAX_COUNT:
-            self.note("not enforced", path, max_key, f"above {MAX_COUNT}")
-            hi = None
-        return lo, hi
-
-    def string(self, schema: dict[str, Any], path: list[str]) -> Node | None:
-        lo, hi = self.counts(schema, path, "minLength", "maxLength")
-        if hi is not None and hi < lo:
-            return None
-        fmt = schema.get("format")
-        content = None
-        if isinstance(fmt, str) and fmt in FORMATS:
-            content = FORMATS[fmt]
-            for k in ("pattern", "minLength", "maxLength"):
-                if k in schema:
-                    self.note("not enforced", path, k, f"with format {fmt}")
-        elif fmt is not None:
-            self.note("not enforced", path, "format", f"unknown format {fmt!r}")
-        if content is None and "pattern" in schema:
-            try:
-                content = pattern_regex(schema["pattern"])
-            except PatternError as exc:
-                self.note("not enforced", path, "pattern", str(exc))
-            else:
-                for k in ("minLength", "maxLength"):
-                    if k in schema:
-                        self.note("not enforced", path, k, "with pattern")
-        if content is None:
-            if lo == 0 and hi is None:
-                return Leaf(STRING)
-            lo, hi = self.capped(lo, hi, path, "minLength", "maxLength")
-            content = _repeat(COUNTED_CHAR if (lo or hi is not None) else STRING_CHAR, lo, hi)
-        return Leaf(string_of(content))
-
-    def bounds(self, schema: dict[str, Any]) -> tuple[Any, bool, Any, bool]:
-        """(lower, exclusive, upper, exclusive) across draft 4 (boolean) and draft 6+ (number) spellings."""
-        lo, hi = schema.get("minimum"), schema.get("maximum")
-        lo_x = hi_x = False
-        emin, emax = schema.get("exclusiveMinimum"), schema.get("exclusiveMaximum")
-        if emin is True:
-            lo_x = True
-        elif _num(emin) and (lo is None or emin >= lo):
-            lo, lo_x = emin, True
-        if emax is True:
-            hi_x = True
-        elif _num(emax) and (hi is None or emax <= hi):
-            hi, hi_x = emax, True
-        if lo is not None and not _num(lo):
-            lo = None
-        if hi is not None and not _num(hi):
-            hi = None
-        return lo, lo_x, hi, hi_x
-
-    def integer(self, schema: dict[str, Any], path: list[str]) -> Node | None:
-        lo, lo_x, hi, hi_x = self.bounds(schema)
-        if lo is None and hi is None:
-            return Leaf(INTEGER)
-        ilo = None if lo is None else (math.floor(lo) + 1 if lo_x else math.ceil(lo))
-        ihi = None if hi is None else (math.ceil(hi) - 1 if hi_x else math.floor(hi))
-        from .ranges import LIMIT
-
-        if (ilo is not None and ilo > LIMIT) or (ihi is not None and ihi < -LIMIT):
-            raise self.error(path, f"integer bounds ({lo}, {hi}) lie beyond the grammar's 15-digit integers")
-        if (ilo is not None and ilo < -LIMIT) or (ihi is not None and ihi > LIMIT):
-            self.note("limited", path, "integer", "15 digits at most")
-        regex = integer_range(ilo, ihi)
-        return None if regex is None else Leaf(regex)
-
-    def number(self, schema: dict[str, Any], path: list[str]) -> Node | None:
-        lo, lo_x, hi, hi_x = self.bounds(schema)
-        if lo is None and hi is None:
-            return Leaf(NUMBER)
-        if lo is not None and hi is not None and (hi < lo or (hi == lo and (lo_x or hi_x))):
-            return None
-        for k in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
-            if k in schema:
-                self.note("not enforced", path, k, "bounds on a number are checked after generation" +
-                          ("; the sign is enforced" if lo is not None and lo >= 0 else ""))
-        if lo is not None and lo >= 0:
-            return Leaf(NONNEGATIVE_NUMBER)
-        return Leaf(NUMBER)
-
     def array(self, schema: dict[str, Any], path: list[str], refs: tuple[str, ...]) -> Node | None:
-        lo, hi = self.counts(schema, path, "minItems", "maxItems")
+        """An array: ``prefixItems`` (or draft-4 tuple ``items``/``additionalItems``), then ``items``, with
+        ``minItems``/``maxItems`` (capped at MAX_COUNT); None when no array fits."""
+        lo, hi = counts(self, schema, path, "minItems", "maxItems")
         if hi is not None and hi < lo:
             return None
-        lo, hi = self.capped(lo, hi, path, "minItems", "maxItems")
+        lo, hi = capped(self, lo, hi, path, "minItems", "maxItems")
         items = schema.get("items", True)
         prefix: list[Any] = []
         rest: Any = items
@@ -552,6 +199,9 @@ class SchemaCompiler:
         return ArrayNode(prefix_rx[:usable], rest_rx if usable == len(prefix_rx) else None, lo, cap)
 
     def object(self, schema: dict[str, Any], path: list[str], refs: tuple[str, ...]) -> Node | None:
+        """An object closed to its ``properties`` (in declaration order, optional ones may be left out) and
+        its ``required`` names; without either, a map (:meth:`map`). None when a required member admits no
+        value; raises SchemaError for malformed ``properties``/``required``."""
         props = schema.get("properties", {})
         if not isinstance(props, dict):
             raise self.error(path, "'properties' must be a JSON object")
@@ -595,28 +245,15 @@ class SchemaCompiler:
 
     def any_value(self, depth: int) -> Node:
         """Any JSON value, nested at most ``depth`` arrays/objects deep."""
-        scalars = [Leaf(STRING), Leaf(NUMBER), Literals(["true", "false", "null"])]
+        leaves = [Leaf(STRING), Leaf(NUMBER), Literals(["true", "false", "null"])]
         if depth <= 0:
-            return Alt(scalars)
+            return Alt(leaves)
         inner = self.any_value(depth - 1)
-        return Alt(scalars + [ArrayNode([], inner, 0, None), MapNode(Leaf(STRING), inner)])
+        return Alt(leaves + [ArrayNode([], inner, 0, None), MapNode(Leaf(STRING), inner)])
 
 
 def _alt(parts: list[Node]) -> Node | None:
+    """None for no parts, the part itself for one, else their :class:`~.nodes.Alt`."""
     if not parts:
         return None
     return parts[0] if len(parts) == 1 else Alt(parts)
-
-
-def _num(x: Any) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool)
-
-
-def call_regex(functions: list[tuple[str, str]], parameters_key: str = "parameters") -> str:
-    """The regex of one whole call ``{"name": "<fn>", "parameters": {...}}``.
-
-    ``functions`` holds ``(name, parameters regex)`` pairs; the name selects that function's parameters.
-    """
-    key = literal(parameters_key)
-    branches = [f"{literal(name)}, {key}: {regex}" for name, regex in functions]
-    return r'\{"name": ' + alternation(branches) + r"\}"

@@ -1,7 +1,7 @@
 """Walk every token of a vocabulary through a byte DFA from every state at once, over a token trie.
 
-Tokens are sorted and laid out as a trie, one numpy array per depth (the nodes at depth d are the distinct
-d-byte prefixes). The walk is breadth-first over depths and carries a frontier of live triples
+Tokens are sorted and laid out as a trie (:mod:`.trie`), one numpy array per depth (the nodes at depth d are
+the distinct d-byte prefixes). The walk is breadth-first over depths and carries a frontier of live triples
 ``(trie node, start state, current state)``: one vectorized gather per depth advances every live triple by
 one byte, and a prefix that dies prunes every token below it at once (the prefix-sharing idea of the
 outlines "use a trie" pull request and llguidance's token trie, done here level-wise with numpy so Python
@@ -23,110 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-
-@dataclass
-class TokenTrie:
-    """The regular tokens of a vocabulary as a trie, level by level.
-
-    For depth d = 1..max_len (index d-1 of each list):
-    ``byte[d]``: uint8 (nodes,) the last byte of each node's prefix;
-    ``child_start[d]``/``child_end[d]``: int64 (nodes,) the range of its children among depth d+1 nodes;
-    ``end_start[d]``/``end_end[d]``: int64 (nodes,) the range in ``end_tokens[d]`` of token ids that end here;
-    ``end_tokens[d]``: int32 token ids whose bytes end at depth d, grouped by node.
-    """
-
-    byte: list[np.ndarray]
-    child_start: list[np.ndarray]
-    child_end: list[np.ndarray]
-    end_start: list[np.ndarray]
-    end_end: list[np.ndarray]
-    end_tokens: list[np.ndarray]
-    num_tokens: int
-
-    @property
-    def num_nodes(self) -> int:
-        return int(sum(len(b) for b in self.byte))
-
-
-def build_trie(token_bytes: list[bytes | None] | tuple[bytes | None, ...]) -> TokenTrie:
-    """Build the trie of the non-empty, non-None entries of ``token_bytes`` (index = token id)."""
-    ids = [i for i, t in enumerate(token_bytes) if t]
-    ids.sort(key=lambda i: token_bytes[i])
-    n = len(ids)
-    lengths = np.fromiter((len(token_bytes[i]) for i in ids), dtype=np.int64, count=n)
-    max_len = int(lengths.max()) if n else 0
-    flat = np.frombuffer(b"".join(token_bytes[i] for i in ids), dtype=np.uint8)
-    offsets = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(lengths, out=offsets[1:])
-    ids_arr = np.asarray(ids, dtype=np.int32)
-
-    byte, parents, ends_tok, ends_node = [], [], [], []
-    active = np.arange(n)  # tokens (in sorted order) with length >= d
-    prev_node = np.zeros(n, dtype=np.int64)  # node id at depth d-1 of each active token
-    for d in range(1, max_len + 1):
-        active_mask = lengths[active] >= d
-        active = active[active_mask]
-        prev = prev_node[active_mask]
-        b = flat[offsets[active] + d - 1]
-        new = np.ones(len(active), dtype=bool)
-        new[1:] = (prev[1:] != prev[:-1]) | (b[1:] != b[:-1])
-        node = np.cumsum(new) - 1
-        first = np.flatnonzero(new)
-        byte.append(b[first])
-        parents.append(prev[first])
-        ending = lengths[active] == d
-        ends_tok.append(ids_arr[active[ending]])
-        ends_node.append(node[ending])
-        prev_node = node
-    child_start, child_end, end_start, end_end, end_tokens = [], [], [], [], []
-    for d in range(max_len):
-        count = len(byte[d])
-        if d + 1 < max_len:
-            par = parents[d + 1]
-            cs = np.searchsorted(par, np.arange(count), side="left")
-            ce = np.searchsorted(par, np.arange(count), side="right")
-        else:
-            cs = ce = np.zeros(count, dtype=np.int64)
-        child_start.append(cs.astype(np.int64))
-        child_end.append(ce.astype(np.int64))
-        order = np.argsort(ends_node[d], kind="stable")
-        en = ends_node[d][order]
-        end_tokens.append(ends_tok[d][order])
-        end_start.append(np.searchsorted(en, np.arange(count), side="left").astype(np.int64))
-        end_end.append(np.searchsorted(en, np.arange(count), side="right").astype(np.int64))
-    return TokenTrie(byte, child_start, child_end, end_start, end_end, end_tokens, n)
-
-
-TRIE_FIELDS = ("byte", "child_start", "child_end", "end_start", "end_end", "end_tokens")
-
-
-def trie_to_bytes(trie: TokenTrie) -> bytes:
-    """``trie`` as an uncompressed ``.npz``: each per-depth list concatenated, with its lengths."""
-    import io
-
-    arrays = {"num_tokens": np.asarray([trie.num_tokens], dtype=np.int64)}
-    for name in TRIE_FIELDS:
-        parts = getattr(trie, name)
-        arrays[name] = np.concatenate(parts) if parts else np.zeros(0, np.int64)
-        arrays[name + "_lengths"] = np.asarray([len(p) for p in parts], dtype=np.int64)
-    buf = io.BytesIO()
-    np.savez(buf, **arrays)
-    return buf.getvalue()
-
-
-def trie_from_file(path) -> TokenTrie:
-    """The trie written by :func:`trie_to_bytes`. Raises ValueError (or OSError) for a damaged file."""
-    with np.load(path, allow_pickle=False) as f:
-        fields = {}
-        depth = None
-        for name in TRIE_FIELDS:
-            lengths = f[name + "_lengths"]
-            flat = f[name]
-            if int(lengths.sum()) != len(flat) or (depth is not None and len(lengths) != depth):
-                raise ValueError(f"token trie cache {path}: inconsistent {name}")
-            depth = len(lengths)
-            fields[name] = np.split(flat, np.cumsum(lengths)[:-1]) if depth else []
-        return TokenTrie(**fields, num_tokens=int(f["num_tokens"][0]))
+from .trie import TokenTrie
 
 
 @dataclass

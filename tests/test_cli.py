@@ -133,3 +133,15 @@ def test_compile_never_imports_torch_and_runtime_never_imports_interegular(tmp_p
     subprocess.run([sys.executable, "-c", code], check=True)
     code = "import sys, callmaybe.runtime.runner, callmaybe.runtime.processor; assert 'interegular' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_old_flag_names_still_work(tmp_path, public_catalog_path):
+    """--prompt-format and --vocab-width are the deprecated names of --call-format and --vocab-size."""
+    from callmaybe.core.indexfile import read_header
+
+    r = invoke("compile", str(public_catalog_path), "--tokenizer", "smollm2-135m-instruct", "-o", str(tmp_path),
+               "--prompt-format", "tools", "--vocab-width", "49160")
+    assert r.exit_code == 0, r.output
+    header = read_header(tmp_path / "functions_definition.smollm2-135m-instruct.tools.safetensors")
+    assert header["options"] == {"parameters_key": "arguments", "opening": "<tool_call>\n"}
+    assert header["vocab_size"] == 49160

@@ -62,3 +62,12 @@ def test_trace_shows_each_request_as_it_is_answered(tmp_path, public_catalog_pat
     written = json.loads(out.read_text())[0]
     assert json.loads(text) == {"name": written["name"], "parameters": {"a": 2, "b": 3}}
     assert text.startswith('{"name": "fn_add_numbers"')
+
+
+def test_interactive_answers_each_line_until_an_empty_one(public_catalog_path):
+    result = CliRunner().invoke(main, [
+        "run", "--interactive", "--functions_definition", str(public_catalog_path),
+        "--model", "smollm2-135m-instruct", "--threads", "1",
+    ], input="What is the sum of 2 and 3?\n\nnever read\n")
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines() == ['> {"name": "fn_add_numbers", "parameters": {"a": 2.0, "b": 3.0}}', "> "]

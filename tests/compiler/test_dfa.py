@@ -6,7 +6,7 @@ import pytest
 from callmaybe.core.catalog import load_catalog, parse_catalog
 from callmaybe.compiler import dfa as D
 from callmaybe.compiler.grammar import compile_grammar
-from callmaybe.compiler.schema import INTEGER, NUMBER, STRING
+from callmaybe.compiler.lexical import INTEGER, NUMBER, STRING
 
 
 def accepts(regex, text):
@@ -115,3 +115,19 @@ def test_byte_classes_survive_a_hash_collision(monkeypatch):
     assert byte_class[ord("a")] == byte_class[ord("c")] != byte_class[ord("b")]
     assert len(set(byte_class.tolist())) == 3 and class_trans.shape == (2, 3)
     assert np.array_equal(byte_class, exact[0]) and np.array_equal(class_trans, exact[1])
+
+
+def test_leaf_cache_is_bounded_and_times_only_what_it_builds():
+    from callmaybe.compiler.nodes import LeafCache
+
+    cache = LeafCache(maxsize=2)
+    timings = {}
+    a = cache.get('"a"', timings)
+    assert set(timings) == {"automaton", "byte expansion"} and a.accepts(b'"a"')
+    hit = {}
+    assert cache.get('"a"', hit) is a and hit == {}  # a hit costs nothing
+    cache.get('"b"')
+    cache.get('"c"')
+    assert len(cache) == 2 and cache.get('"a"') is not a  # the least recently used one was dropped
+    cache.clear()
+    assert len(cache) == 0

@@ -3,7 +3,8 @@
 
 from callmaybe.core.catalog import parse_catalog
 from callmaybe.compiler.compile import compile_index
-from callmaybe.compiler.walk import build_trie, walk
+from callmaybe.compiler.trie import TrieCache, build_trie, trie_from_file
+from callmaybe.compiler.walk import walk
 from callmaybe.compiler import dfa as D
 from callmaybe.core.vocabulary import Vocabulary
 
@@ -18,7 +19,7 @@ def ids(*tokens):
 
 
 def state_after(dfa, text):
-    s = dfa.walk(text)
+    s = dfa.state_after(text)
     assert s >= 0, text
     return s
 
@@ -26,7 +27,7 @@ def state_after(dfa, text):
 def test_trie_levels():
     trie = build_trie([b"ab", b"a", b"b", None, b"abc"])
     assert [list(b) for b in trie.byte] == [[97, 98], [98], [99]]
-    assert trie.num_nodes == 4 and trie.num_tokens == 4
+    assert sum(len(b) for b in trie.byte) == 4 and trie.num_tokens == 4
 
 
 def test_allowed_sets_exact():
@@ -62,10 +63,10 @@ def test_walk_matches_bytewise_walk():
     result = walk(dfa.transitions, build_trie(TOKENS))
     for s in range(dfa.num_states):
         got = set(result.token[result.state == s].tolist())
-        want = {i for i, t in enumerate(TOKENS) if t and dfa.walk(t, s) >= 0}
+        want = {i for i, t in enumerate(TOKENS) if t and dfa.state_after(t, s) >= 0}
         assert got == want
         for tok, nxt in zip(result.token[result.state == s], result.next_state[result.state == s]):
-            assert dfa.walk(TOKENS[tok], s) == nxt
+            assert dfa.state_after(TOKENS[tok], s) == nxt
 
 
 # tokens that stay inside a string, close it and go on (`", "`, `"}`), escape, or carry UTF-8 pieces
@@ -102,7 +103,7 @@ def test_shared_walk_equals_the_walk_of_every_state_apart(monkeypatch):
     # and the apart walk is right: spot-check against the byte-wise walk
     for s in range(dfa.num_states):
         got = dict(zip(apart.token[apart.state == s].tolist(), apart.next_state[apart.state == s].tolist()))
-        want = {i: dfa.walk(t, s) for i, t in enumerate(SHARED_TOKENS) if dfa.walk(t, s) >= 0}
+        want = {i: dfa.state_after(t, s) for i, t in enumerate(SHARED_TOKENS) if dfa.state_after(t, s) >= 0}
         assert got == want
 
 
@@ -124,15 +125,11 @@ def test_distinct_edges_and_min_tokens_by_bitmap_and_by_sort(monkeypatch):
 
 def test_token_trie_is_cached_on_disk_and_rebuilt_when_damaged(tmp_path, monkeypatch):
     import numpy as np
-    from callmaybe.compiler import compile as compile_mod
 
     monkeypatch.setenv("CALLMAYBE_CACHE", str(tmp_path))
-    monkeypatch.setattr(compile_mod, "_TRIES", {})
-    compile_mod.token_trie(VOCAB)
+    TrieCache().get(VOCAB)
     assert not (tmp_path / "vocab" / "tries").exists()  # a tiny vocabulary is not worth a file
-    monkeypatch.setattr(compile_mod, "TRIE_CACHE_MIN_TOKENS", 0)
-    monkeypatch.setattr(compile_mod, "_TRIES", {})
-    built = compile_mod.token_trie(VOCAB)
+    built = TrieCache(min_tokens_on_disk=0).get(VOCAB)  # each new TrieCache: a fresh process
     files = list((tmp_path / "vocab" / "tries").glob("*.npz"))
     assert len(files) == 1
 
@@ -142,11 +139,17 @@ def test_token_trie_is_cached_on_disk_and_rebuilt_when_damaged(tmp_path, monkeyp
             all(np.array_equal(x, y) and x.dtype == y.dtype for x, y in zip(getattr(a, f), getattr(b, f)))
             for f in ("byte", "child_start", "child_end", "end_start", "end_end", "end_tokens"))
 
-    monkeypatch.setattr(compile_mod, "_TRIES", {})
-    assert same(compile_mod.token_trie(VOCAB), build_trie(TOKENS)) and same(built, build_trie(TOKENS))
+    assert same(TrieCache(min_tokens_on_disk=0).get(VOCAB), build_trie(TOKENS)) and same(built, build_trie(TOKENS))
     good = files[0].read_bytes()
     for damaged in (b"not an npz", good[: len(good) // 2]):
         files[0].write_bytes(damaged)
-        monkeypatch.setattr(compile_mod, "_TRIES", {})
-        assert same(compile_mod.token_trie(VOCAB), build_trie(TOKENS))
-    assert compile_mod.trie_from_file(files[0]).num_tokens == build_trie(TOKENS).num_tokens  # rewritten
+        assert same(TrieCache(min_tokens_on_disk=0).get(VOCAB), build_trie(TOKENS))
+    assert trie_from_file(files[0]).num_tokens == build_trie(TOKENS).num_tokens  # rewritten
+
+
+def test_trie_cache_keeps_one_trie_per_vocabulary_until_cleared():
+    cache = TrieCache()
+    first = cache.get(VOCAB)
+    assert cache.get(VOCAB) is first
+    cache.clear()
+    assert cache.get(VOCAB) is not first

@@ -1,0 +1,61 @@
+"""What the schema compiler says about a schema: :class:`Note` (a keyword not enforced, ignored or cut) and
+:class:`SchemaContext`, the state every part of the schema compiler shares (the function named in messages,
+the root schema ``$ref`` pointers resolve against, the limits, and the notes collected so far)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ..core.errors import SchemaError
+
+
+@dataclass(frozen=True)
+class Note:
+    """Something the compiler did not enforce or changed: ``kind`` is "not enforced", "ignored" (unknown
+    keyword), "limited" (narrowed: any value nested a bounded depth, integers capped) or "unrolled"
+    (recursion cut); ``where`` names the function and parameter path."""
+
+    kind: str
+    where: str
+    keyword: str
+    detail: str = ""
+
+    def __str__(self) -> str:
+        return f"{self.where}: {self.keyword}" + (f" ({self.detail})" if self.detail else "")
+
+
+class SchemaContext:
+    """The schemas of one function (or one standalone schema) being compiled.
+
+    ``function`` names it in messages, after ``label`` ("function" or "schema"); ``root`` is the schema
+    ``$ref`` pointers resolve against; ``max_recursion`` is how many times one ``$ref`` may be entered on a
+    path; ``any_depth`` how deep an unconstrained value ("any JSON value") may nest. ``notes`` collects what
+    was not enforced, ignored, limited or unrolled, each once, in order.
+    """
+
+    def __init__(self, function: str, root: Any = None, max_recursion: int = 3, any_depth: int = 2,
+                 label: str = "function"):
+        self.function = function
+        self.label = label
+        self.root = root if root is not None else {}
+        self.max_recursion = max_recursion
+        self.any_depth = any_depth
+        self.notes: list[Note] = []
+
+    def where(self, path: list[str]) -> str:
+        """``function 'f', parameter 'a.b'`` for ``path`` ``["a", "b"]`` (the function alone for ``[]``)."""
+        where = f"{self.label} '{self.function}'"
+        if path:
+            where += f", parameter '{'.'.join(path)}'"
+        return where
+
+    def error(self, path: list[str], message: str) -> SchemaError:
+        """A SchemaError (returned, for the caller to raise) naming the function, the path and ``message``."""
+        return SchemaError(f"{self.where(path)}: {message}")
+
+    def note(self, kind: str, path: list[str], keyword: str, detail: str = "") -> None:
+        """Record a :class:`Note` (once: an equal note already recorded is not repeated)."""
+        n = Note(kind, self.where(path), keyword, detail)
+        if n not in self.notes:
+            self.notes.append(n)

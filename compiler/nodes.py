@@ -1,0 +1,222 @@
+"""Grammar nodes: what the schema compiler builds, each with its regex and its byte DFA.
+
+The schema compiler (:mod:`.schema`) produces a tree of nodes; each node knows its regex text (recorded in
+the index header, and what interegular would parse) and builds its byte DFA by composing its children's
+DFAs (:mod:`.compose`), without determinizing one big regex:
+
+* leaves (:class:`Leaf`: strings, numbers, formats, patterns) go through interegular once per distinct
+  regex and are kept in :data:`LEAF_CACHE`; literal sets (:class:`Literals`: enum values, keys) become a
+  byte trie directly;
+* alternatives (:class:`Alt`) are joined by the product construction;
+* objects, arrays and maps (:class:`ObjectNode`, :class:`ArrayNode`, :class:`MapNode`) are one copy of each
+  member's automaton with literal tries between them.
+
+When a composition clashes (:class:`~.compose.Clash`), the node falls back to interegular on its own regex.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+
+from . import dfa as D
+from .compose import Clash, literals, seq, structure, union_all
+from .dfa import ByteDFA
+from .lexical import alternation, escape
+from .syntax import array_regex, map_regex, object_regex
+
+
+class LeafCache:
+    """The minimal byte DFAs of regexes, kept per process and bounded (least recently used dropped first).
+
+    Building a leaf (interegular's determinization, then the UTF-8 expansion) is the costly part of a compile,
+    and catalogs repeat the same scalar regexes; the cache makes them once per process. The cached automata
+    are shared: callers never modify their arrays. A miss builds outside the lock, so two threads missing
+    on the same regex may both build it (the same automaton). ``maxsize``: the most regexes kept.
+    """
+
+    def __init__(self, maxsize: int = 4096):
+        self.maxsize = maxsize
+        self._dfas: OrderedDict[str, ByteDFA] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, regex: str, timings: dict[str, float] | None = None) -> ByteDFA:
+        """The minimal byte DFA of ``regex`` (see :func:`~.dfa.from_regex`), built on a miss.
+
+        ``timings`` (if given) accumulates the seconds of a build under "automaton" and "byte expansion"; a
+        hit adds nothing. Raises SchemaError for a regex interegular cannot parse (not cached).
+        """
+        with self._lock:
+            dfa = self._dfas.get(regex)
+            if dfa is not None:
+                self._dfas.move_to_end(regex)
+                return dfa
+        dfa = D.from_regex(regex, timings)
+        with self._lock:
+            self._dfas[regex] = dfa
+            self._dfas.move_to_end(regex)
+            while len(self._dfas) > self.maxsize:
+                self._dfas.popitem(last=False)
+        return dfa
+
+    def clear(self) -> None:
+        """Forget every cached automaton (the next compile is a cold one, as in a fresh process)."""
+        with self._lock:
+            self._dfas.clear()
+
+    def __len__(self) -> int:
+        return len(self._dfas)
+
+
+#: The process-wide cache of leaf automata that every node uses. ``LEAF_CACHE.clear()`` empties it.
+LEAF_CACHE = LeafCache()
+
+
+class Node:
+    """A grammar node: ``regex`` (interegular dialect) and :meth:`dfa` (a byte DFA)."""
+
+    regex: str
+
+    def build(self, timings: dict[str, float] | None = None) -> ByteDFA:
+        """This node's byte DFA composed from its children; raises Clash when they cannot be joined."""
+        raise NotImplementedError
+
+    def dfa(self, timings: dict[str, float] | None = None) -> ByteDFA:
+        """This node's byte DFA (not necessarily trimmed or minimal: callers minimize), composed from its
+        children, or from its regex if composition clashes. ``timings``: as in :meth:`LeafCache.get`, for
+        every leaf built on the way. Raises SchemaError when a leaf regex cannot be compiled or its language
+        is empty."""
+        try:
+            return self.build(timings)
+        except Clash:
+            return LEAF_CACHE.get(self.regex, timings)
+
+
+@dataclass(eq=False)
+class Leaf(Node):
+    """A scalar compiled from its regex by interegular (cached per regex in :data:`LEAF_CACHE`)."""
+
+    regex: str
+
+    def build(self, timings: dict[str, float] | None = None) -> ByteDFA:
+        return LEAF_CACHE.get(self.regex, timings)
+
+
+@dataclass(eq=False)
+class Literals(Node):
+    """A finite set of literal texts (canonical JSON of enum/const values)."""
+
+    texts: list[str]
+
+    @property
+    def regex(self) -> str:
+        return alternation([escape(t) for t in self.texts])
+
+    def build(self, timings: dict[str, float] | None = None) -> ByteDFA:
+        return D.minimize(literals([t.encode("utf-8") for t in self.texts]))
+
+
+@dataclass(eq=False)
+class Alt(Node):
+    """Any one of several nodes."""
+
+    parts: list[Node]
+
+    @property
+    def regex(self) -> str:
+        return alternation([p.regex for p in self.parts])
+
+    def build(self, timings: dict[str, float] | None = None) -> ByteDFA:
+        return union_all([p.dfa(timings) for p in self.parts])
+
+
+@dataclass(eq=False)
+class ObjectNode(Node):
+    """An object whose members ``(key text, value node, required)`` appear in order, optional ones may be
+    left out. ``key text`` is the JSON-encoded key (with its quotes)."""
+
+    members: list[tuple[str, Node, bool]]
+
+    @property
+    def regex(self) -> str:
+        return object_regex([(k, v.regex, r) for k, v, r in self.members])
+
+    def build(self, timings: dict[str, float] | None = None) -> ByteDFA:
+        n = len(self.members)
+        req = [r for _, _, r in self.members]
+        keys = [f"{k}: ".encode("utf-8") for k, _, _ in self.members]
+
+        def choices(after: int, sep: bytes):
+            out = []
+            for j in range(after + 1, n):
+                out.append((sep + keys[j], j))
+                if req[j]:
+                    break
+            else:
+                out.append((b"}", None))
+            return out
+
+        entry = choices(-1, b"")
+        boundaries = [choices(i, b", ") for i in range(n)]
+        items = [v.dfa(timings) for _, v, _ in self.members]
+        return structure(b"{", items, boundaries, entry)
+
+
+@dataclass(eq=False)
+class ArrayNode(Node):
+    """An array: ``prefix`` items by position, then ``rest`` items (None: no more), ``lo``..``hi`` items."""
+
+    prefix: list[Node]
+    rest: Node | None
+    lo: int
+    hi: int | None
+
+    @property
+    def regex(self) -> str:
+        return array_regex([p.regex for p in self.prefix], None if self.rest is None else self.rest.regex,
+                           self.lo, self.hi)
+
+    def build(self, timings: dict[str, float] | None = None) -> ByteDFA:
+        cap = self.hi
+        if self.rest is None:
+            cap = len(self.prefix) if cap is None else min(cap, len(self.prefix))
+        count = cap if cap is not None else max(len(self.prefix), self.lo)
+        nodes = [self.prefix[i] if i < len(self.prefix) else self.rest for i in range(count)]
+        loop = cap is None  # a tail item that repeats after the explicit positions
+        if loop:
+            nodes.append(self.rest)
+        tail = count if loop else None
+
+        def after(i: int):  # choices once i + 1 items are written (i = -1: none yet)
+            sep = b", " if i >= 0 else b""
+            out = []
+            if i + 1 < count:
+                out.append((sep, i + 1))
+            elif loop:
+                out.append((sep, tail))
+            if i + 1 >= self.lo:
+                out.append((b"]", None))
+            return out
+
+        entry = after(-1)
+        boundaries = [after(i) for i in range(count)]
+        if loop:
+            boundaries.append([(b", ", tail), (b"]", None)])
+        return structure(b"[", [n.dfa(timings) for n in nodes], boundaries, entry)
+
+
+@dataclass(eq=False)
+class MapNode(Node):
+    """An object of any string keys with values of ``value``: ``{}`` or ``{K: V, ...}``."""
+
+    key: Node
+    value: Node
+
+    @property
+    def regex(self) -> str:
+        return map_regex(self.key.regex, self.value.regex)
+
+    def build(self, timings: dict[str, float] | None = None) -> ByteDFA:
+        pair = seq([self.key.dfa(timings), literals([b": "]), self.value.dfa(timings)])
+        return structure(b"{", [pair], [[(b", ", 0), (b"}", None)]], [(b"", 0), (b"}", None)])

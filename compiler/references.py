@@ -1,0 +1,131 @@
+"""``$ref`` and ``allOf``: inlining local references (recursion unrolled to a bounded depth) and merging the
+conjunction of schemas into one schema, before the keywords of each type are read (:mod:`.scalars`,
+:mod:`.schema`)."""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import unquote
+
+from .diagnostics import SchemaContext
+from .keywords import ANNOTATIONS, is_number
+
+
+def _unescape_pointer(token: str) -> str:
+    """One JSON pointer token with its escapes undone (RFC 6901: ``~1`` is ``/``, ``~0`` is ``~``)."""
+    return token.replace("~1", "/").replace("~0", "~")
+
+
+def resolve(ctx: SchemaContext, ref: str, path: list[str]) -> Any:
+    """The sub-schema of ``ctx.root`` that the local ``$ref`` ``ref`` points to (a URI fragment holding a JSON
+    pointer, RFC 6901: percent-decoded, then ``~1`` -> ``/`` and ``~0`` -> ``~``). Raises SchemaError for a
+    non-local reference or one that does not resolve."""
+    if not isinstance(ref, str) or not ref.startswith("#"):
+        raise ctx.error(path, f"unsupported $ref {ref!r} (only local references '#/...' are supported)")
+    node = ctx.root
+    for token in filter(None, unquote(ref[1:]).split("/")):  # a URI fragment: percent-decoded first
+        token = _unescape_pointer(token)
+        if isinstance(node, dict) and token in node:
+            node = node[token]
+        elif isinstance(node, list) and token.isdigit() and int(token) < len(node):
+            node = node[int(token)]
+        else:
+            raise ctx.error(path, f"$ref {ref!r} does not resolve")
+    return node
+
+
+def expand(ctx: SchemaContext, schema: dict[str, Any], path: list[str], refs: tuple[str, ...]):
+    """Inline ``$ref`` and merge ``allOf`` until neither is left at the top of ``schema``.
+
+    ``refs``: the references entered on the path so far. Returns (schema, refs), or (None, refs) when the
+    schema admits no value or recursion through one reference reaches ``ctx.max_recursion`` (noted as
+    "unrolled"). Raises SchemaError for a malformed ``allOf`` or an unresolvable ``$ref``.
+    """
+    while "$ref" in schema or "allOf" in schema:
+        if "$ref" in schema:
+            ref = schema["$ref"]
+            if refs.count(ref) >= ctx.max_recursion:
+                ctx.note("unrolled", path, "$ref", f"recursion through {ref} cut at depth {ctx.max_recursion}")
+                return None, refs
+            target = resolve(ctx, ref, path)
+            refs = refs + (ref,)
+            rest = {k: v for k, v in schema.items() if k != "$ref"}
+            if target is True or target == {}:
+                schema = rest or {}
+                if not schema:
+                    return {}, refs
+                continue
+            if target is False:
+                return None, refs
+            schema = merge(ctx, target, rest, path) if rest else dict(target)
+        else:
+            subs = schema["allOf"]
+            if not isinstance(subs, list) or not subs:
+                raise ctx.error(path, "'allOf' must be a non-empty list")
+            merged = {k: v for k, v in schema.items() if k != "allOf"}
+            for sub in subs:
+                if sub is False:
+                    return None, refs
+                if sub is True:
+                    continue
+                if not isinstance(sub, dict):
+                    raise ctx.error(path, "'allOf' entries must be schemas")
+                if "$ref" in sub:
+                    sub, refs = expand(ctx, sub, path, refs)
+                    if sub is None:
+                        return None, refs
+                merged = merge(ctx, merged, sub, path)
+            schema = merged
+    return schema, refs
+
+
+def merge(ctx: SchemaContext, a: dict[str, Any], b: dict[str, Any], path: list[str]) -> dict[str, Any]:
+    """The conjunction of two schemas as one schema (``allOf`` of both), as far as the grammar needs.
+
+    Keywords of one side only are kept; where both sides give a keyword: properties are merged per name,
+    required lists joined, types and enums intersected, bounds tightened, ``items`` and
+    ``additionalProperties`` conjoined, ``anyOf``/``oneOf`` multiplied out; any other conflict keeps the
+    first value (noted as not enforced).
+    """
+    out = dict(a)
+    for key, value in b.items():
+        if key not in out:
+            out[key] = value
+            continue
+        mine = out[key]
+        if mine == value:
+            continue
+        if key == "properties":
+            props = dict(mine)
+            for name, sub in value.items():
+                props[name] = {"allOf": [props[name], sub]} if name in props else sub
+            out[key] = props
+        elif key == "required":
+            out[key] = list(dict.fromkeys([*mine, *value]))
+        elif key == "type":
+            ta = {mine} if isinstance(mine, str) else set(mine)
+            tb = {value} if isinstance(value, str) else set(value)
+            both = (ta & tb) | ({"integer"} if ("integer" in ta and "number" in tb) or
+                                ("number" in ta and "integer" in tb) else set())
+            out[key] = sorted(both)
+        elif key == "enum":
+            out[key] = [v for v in mine if v in value]
+        elif key in ("minimum", "minLength", "minItems", "exclusiveMinimum") and is_number(mine) and is_number(value):
+            out[key] = max(mine, value)
+        elif key in ("maximum", "maxLength", "maxItems", "exclusiveMaximum") and is_number(mine) and is_number(value):
+            out[key] = min(mine, value)
+        elif key in ("items", "additionalProperties") and isinstance(mine, (dict, bool)) and isinstance(value, (dict, bool)):
+            if mine is False or value is False:
+                out[key] = False
+            elif mine is True:
+                out[key] = value
+            elif value is not True:
+                out[key] = {"allOf": [mine, value]}
+        elif key in ("anyOf", "oneOf"):
+            out[key] = [merge(ctx, x, y, path) if isinstance(x, dict) and isinstance(y, dict) else x
+                        for x in mine for y in value]
+        elif key in ANNOTATIONS:
+            continue
+        else:
+            ctx.note("not enforced", path, key, "conflicting values in allOf; the first is used")
+    return out
