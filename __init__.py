@@ -28,7 +28,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-__version__ = "0.1.0"
+from .core import __version__
 
 _EXPORTS = {
     "Function": "callmaybe.core.catalog",

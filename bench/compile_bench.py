@@ -220,7 +220,7 @@ class CallmaybeEngine:
 
     grammar = "callmaybe catalog"
     modules = ("callmaybe.compiler.compile", "callmaybe.compiler.nodes", "callmaybe.core.indexfile",
-               "callmaybe.runtime.masks", "interegular")
+               "callmaybe.runtime.masks", "callmaybe.runtime.matcher", "interegular")
 
     @staticmethod
     def clear_caches() -> None:
@@ -259,31 +259,38 @@ class CallmaybeEngine:
         return CallmaybeSession(loaded)
 
     def apply(self, logits, snapshot) -> None:
-        """As runtime/decoder.py does: ``TokenIndex.apply`` (a short id row scatters the allowed logits into
-        a -inf tensor; a longer row adds its cached 0/-inf float bias, built on the untimed first call)."""
-        index, state = snapshot
-        index.apply(state, logits)
+        """As runtime/decoder.py does: ``TokenIndex.apply_mask`` of the matcher's mask (a short id row scatters
+        the allowed logits into a -inf tensor; a longer row adds its cached 0/-inf float bias, built on the
+        untimed first call)."""
+        index, mask = snapshot
+        index.apply_mask(mask, logits)
 
 
 class CallmaybeSession:
-    """One call decoded under a callmaybe TokenIndex: the state, and the Mask of the last fill (a view of the
-    stored row: sorted ids or packed bits, plus EOS when accepting)."""
+    """One call decoded under a callmaybe TokenIndex, as the runtime decodes it: a :class:`Matcher` (no budget,
+    as the peers have none), and the Mask of the last fill (a view of the stored row: sorted ids or packed bits,
+    plus EOS when accepting)."""
 
     def __init__(self, index):
-        self.index, self.state, self.m = index, index.start, None
+        from callmaybe.runtime.matcher import Matcher, TokenNotAllowed
+
+        self.matcher, self.m, self.refused = Matcher(index), None, TokenNotAllowed
 
     def fill(self) -> None:
-        self.m = self.index.mask(self.state)
+        self.m = self.matcher.mask()
 
     def advance(self, token: int) -> bool:
-        self.state = self.index.next_state(self.state, token)
-        return self.state >= 0
+        try:
+            self.matcher.advance(token)
+        except self.refused:
+            return False
+        return True
 
     def bits(self, vocab_size: int) -> np.ndarray:
         return self.m.tensor().numpy()[:vocab_size].copy()
 
     def snapshot(self):
-        return (self.index, self.state)
+        return (self.matcher.index, self.m)
 
 
 class BitmaskSession:

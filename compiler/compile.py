@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import __version__
+from ..core import __version__
 from ..core.catalog import Function, catalog_fingerprint
 from ..core.indexfile import IndexData, save_index
 from ..core.vocabulary import Vocabulary

@@ -3,3 +3,5 @@ the index file format and where index files live, JSON and file helpers, message
 
 Imports neither torch nor a regex engine, and neither side of callmaybe (checked by ``lint-imports``).
 """
+
+__version__ = "0.1.0"

@@ -29,3 +29,19 @@ class ModelError(CallmaybeError):
 
 class InputError(CallmaybeError):
     """An input file (prompts, catalog path) is missing or malformed."""
+
+
+class BudgetExhausted(CallmaybeError):
+    """The token budget is smaller than the shortest completion of a call."""
+
+
+class TokenNotAllowed(CallmaybeError):
+    """A token was advanced that the mask of the current state does not allow."""
+
+
+class IndexVersionError(IndexFileError):
+    """An index file of a version this callmaybe cannot read."""
+
+
+class CacheError(CallmaybeError):
+    """The cache folder cannot be created or written."""

@@ -10,6 +10,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
 
+from .errors import CacheError
+
 CHUNK = 1 << 20  # bytes read per step when hashing or copying (1 MiB)
 
 
@@ -17,14 +19,18 @@ def cache_dir(*parts: str) -> Path:
     """Return (and create) a folder under the callmaybe cache.
 
     The root is ``$CALLMAYBE_CACHE`` if set, else ``$XDG_CACHE_HOME/callmaybe``, else ``~/.cache/callmaybe``.
-    Raises OSError when the folder cannot be created.
+    Raises CacheError (one line naming the folder) when it cannot be created.
     """
     root = os.environ.get("CALLMAYBE_CACHE")
     if not root:
         xdg = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
         root = os.path.join(xdg, "callmaybe")
     path = Path(root, *parts)
-    path.mkdir(parents=True, exist_ok=True)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise CacheError(f"{path}: cannot create the cache folder ({exc.strerror or exc}); set CALLMAYBE_CACHE "
+                         "to a writable folder") from None
     return path
 
 

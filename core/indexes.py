@@ -18,7 +18,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from .errors import IndexFileError
+from .errors import IndexFileError, IndexVersionError
 from .files import cache_dir
 from .indexfile import IndexData, read_header, read_index_for
 from .messages import say
@@ -86,12 +86,15 @@ def find(vocabulary_fingerprint: str, catalog_fingerprint: str, options: dict[st
          model_dir: Path | None = None) -> IndexData | None:
     """The first index in :func:`candidates` compiled for this vocabulary, catalog and options, or None.
 
-    Only headers are read until one matches. A matching file that turns out corrupt is skipped with a
-    message.
+    Only headers are read until one matches. A file of an index version this callmaybe cannot read, or a
+    matching file that turns out corrupt, is skipped with a message; other files (model weights, say) silently.
     """
     for path in candidates(model_dir):
         try:
             header = read_header(path)
+        except IndexVersionError as exc:
+            say(f"skipping {exc}")
+            continue
         except IndexFileError:
             continue
         if (header.get("vocabulary_fingerprint") == vocabulary_fingerprint

@@ -40,7 +40,7 @@ import msgpack
 import numpy as np
 
 from .files import atomic_write_bytes
-from .errors import IndexFileError
+from .errors import IndexFileError, IndexVersionError
 
 INDEX_VERSION = 2
 
@@ -48,6 +48,7 @@ INDEX_VERSION = 2
 def _upgrade_v1(header: dict[str, Any]) -> dict[str, Any]:
     header = dict(header)
     header["vocab_size"] = header.pop("width")
+    header["index_version"] = header.pop("format_version")  # the version it was written as: 1
     return header
 
 
@@ -90,10 +91,18 @@ class IndexData:
     def row(self, row: int) -> tuple[np.ndarray | None, np.ndarray | None]:
         """Row ``row`` exactly as stored, without a copy: ``(ids, None)`` with the sorted int32 id list, or
         ``(None, bits)`` with the uint8 packed bitmask of ceil(vocab_size / 8) bytes (little bit order)."""
-        off, count = int(self.row_offset[row]), int(self.row_count[row])
-        if self.row_kind[row] == ROW_IDS:
-            return self.row_ids[off : off + count], None
-        return None, self.row_bits[off : off + (self.vocab_size + 7) // 8]
+        return self.rows([row])[0]
+
+    def rows(self, which: list[int] | None = None) -> list[tuple[np.ndarray | None, np.ndarray | None]]:
+        """:meth:`row` of each row in ``which`` (default: every row), in order; O(len(which)), no copy."""
+        a = self.arrays
+        kind, offset, count = a["row_kind"].tolist(), a["row_offset"].tolist(), a["row_count"].tolist()
+        ids, bits, nbytes = a["row_ids"], a["row_bits"], (self.vocab_size + 7) // 8
+        out = []
+        for r in range(len(kind)) if which is None else which:
+            off = offset[r]
+            out.append((ids[off : off + count[r]], None) if kind[r] == ROW_IDS else (None, bits[off : off + nbytes]))
+        return out
 
     def row_tokens(self, row: int) -> np.ndarray:
         """The allowed token ids (int32, sorted) of ``row``."""
@@ -125,12 +134,11 @@ def to_bytes(index: IndexData) -> bytes:
 
     arrays = {name: np.ascontiguousarray(index.arrays[name], dtype=DTYPES[name]) for name in ARRAYS}
     header = dict(index.header)
-    header.pop("format_version", None)  # the key of version 1
     header["index_version"] = INDEX_VERSION
     header["arrays_sha256"] = _digest(arrays)
     packed = msgpack.packb(header, use_bin_type=True)
     arrays["header"] = np.frombuffer(packed, dtype=np.uint8)
-    return save(arrays, metadata={"format": "callmaybe-index", "index_version": str(INDEX_VERSION)})
+    return save(arrays, metadata={"format": "callmaybe-index"})
 
 
 def save_index(path: str | Path, index: IndexData) -> int:
@@ -204,7 +212,7 @@ def _current(path, header: Any) -> dict[str, Any]:
     version = header.get("index_version", header.get("format_version"))
     if version not in READABLE_VERSIONS:
         known = " and ".join(str(v) for v in sorted(READABLE_VERSIONS))
-        raise IndexFileError(f"{path}: index version {version} cannot be read by this callmaybe (it reads "
+        raise IndexVersionError(f"{path}: index version {version} cannot be read by this callmaybe (it reads "
                              f"versions {known}); recompile the index or upgrade callmaybe")
     return READABLE_VERSIONS[version](header)
 
@@ -256,7 +264,7 @@ def describe(path: str | Path) -> list[str]:
     names = h.get("functions", [])
     return [
         f"file: {path} ({human_size(Path(path).stat().st_size)}, read and checked in {load_ms:.1f} ms)",
-        f"index version: {h.get('index_version', h.get('format_version'))}, compiler {h.get('compiler_version')}",
+        f"index version: {h.get('index_version')}, compiler {h.get('compiler_version')}",
         f"functions: {len(names)} ({', '.join(names[:8])}" + (", ..." if len(names) > 8 else "") + ")",
         f"states: {index.num_states} ({int(a['accepting'].sum())} accepting), byte classes: {a['transitions'].shape[1]}",
         f"allowed-token entries: {entries:,}; distinct rows: {len(kinds)} "

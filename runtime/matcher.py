@@ -27,28 +27,23 @@ from __future__ import annotations
 
 import torch
 
-from ..core.errors import CallmaybeError
+from ..core.errors import BudgetExhausted, TokenNotAllowed
 from .masks import Mask, TokenIndex
 
-
-class BudgetExhausted(CallmaybeError):
-    """The token budget is smaller than the shortest completion of the call."""
-
-
-class TokenNotAllowed(CallmaybeError):
-    """A token was advanced that the mask of the current state does not allow."""
+__all__ = ["BudgetExhausted", "Matcher", "TokenNotAllowed"]
 
 
 class Matcher:
     """The state of one call being decoded over ``index``.
 
-    ``max_tokens``: the most tokens the call may take, forced ones and EOS included (None: unbounded).
+    ``max_tokens``: the most tokens the call's text may take, forced ones included (None: unbounded); EOS
+    comes on top of them.
     ``tokenizer``: anything with ``encode(text, add_special_tokens=False) -> list[int]`` over the index's
     vocabulary; without it :meth:`forced_tokens` is always empty and the model is asked at every step.
     Raises BudgetExhausted when even the shortest call needs more than ``max_tokens`` tokens.
     """
 
-    __slots__ = ("index", "tokenizer", "state", "tokens", "finished", "_budget", "_history", "_data")
+    __slots__ = ("index", "tokenizer", "state", "tokens", "finished", "_budget", "_history", "_eos")
 
     def __init__(self, index: TokenIndex, max_tokens: int | None = None, tokenizer=None):
         self.index = index
@@ -58,10 +53,10 @@ class Matcher:
         self.finished = False  # EOS was advanced
         self._budget = max_tokens
         self._history: list[int] = []  # the state before each token
-        self._data = bytearray()
+        self._eos = frozenset(index.eos_ids)
         if max_tokens is not None and index.min_tokens(self.state) > max_tokens:
             raise BudgetExhausted(f"a call needs at least {index.min_tokens(self.state)} tokens; "
-                                  f"--max-tokens is {max_tokens}")
+                                  f"the token budget is {max_tokens}")
 
     @property
     def tokens_left(self) -> int | None:
@@ -71,7 +66,8 @@ class Matcher:
     @property
     def data(self) -> bytes:
         """The call's bytes so far (EOS writes none)."""
-        return bytes(self._data)
+        token_bytes = self.index.token_bytes
+        return b"".join(token_bytes[t] for t in self.call_tokens())
 
     def call_tokens(self) -> list[int]:
         """:attr:`tokens` without a final EOS: the tokens that write the call."""
@@ -99,8 +95,10 @@ class Matcher:
     def mask(self) -> Mask:
         """The tokens allowed now: the state's stored :class:`Mask` (O(1)), narrowed to tokens that still fit
         the budget when it is tight. EOS is allowed only where the call is complete."""
-        left = self.tokens_left
-        if left is None or self.index.budget_is_loose(left):
+        if self._budget is None:
+            return self.index.mask(self.state)
+        left = self._budget - len(self.tokens)
+        if self.index.budget_is_loose(left):
             return self.index.mask(self.state)
         return self.index.budget_mask(self.state, left)
 
@@ -111,37 +109,35 @@ class Matcher:
     def advance(self, token: int) -> None:
         """Take ``token``: EOS finishes the call, any other token moves to the state after its bytes.
 
-        Raises TokenNotAllowed for a token the state does not allow (or any token once finished); the
-        matcher is unchanged then.
+        Raises TokenNotAllowed for a token :meth:`mask` does not allow: one the grammar forbids here, one
+        after which the call could not be completed within the budget, any token once finished, an id out
+        of range. The matcher is unchanged then.
         """
         if self.finished:
             raise TokenNotAllowed(f"token {token} after the end of the call")
-        if token in self.index.eos_ids:
-            if not self.index.is_accepting(self.state):
+        state = self.state
+        if token in self._eos:
+            if not self.index.is_accepting(state):
                 raise TokenNotAllowed(f"EOS ({token}) before the call is complete")
-            self._history.append(self.state)
-            self.tokens.append(token)
             self.finished = True
-            return
-        nxt = self.index.next_state(self.state, token)
-        if nxt < 0:
-            raise TokenNotAllowed(f"token {token} is not allowed in state {self.state}")
-        self._history.append(self.state)
+        else:
+            nxt = self.index.next_state(state, token)
+            if nxt < 0:
+                raise TokenNotAllowed(f"token {token} is not allowed in state {state}")
+            if self._budget is not None and self.index.min_tokens(nxt) >= self._budget - len(self.tokens):
+                raise TokenNotAllowed(f"token {token} leaves no room to complete the call within the token budget")
+            self.state = nxt
+        self._history.append(state)
         self.tokens.append(token)
-        self._data += self.index.token_bytes[token]
-        self.state = nxt
 
     def rollback(self, n: int = 1) -> None:
         """Undo the last ``n`` tokens (EOS counts as one). Raises ValueError when fewer were advanced."""
         if not 0 <= n <= len(self.tokens):
             raise ValueError(f"cannot roll back {n} tokens of {len(self.tokens)}")
         for _ in range(n):
-            token = self.tokens.pop()
+            self.tokens.pop()
             self.state = self._history.pop()
-            if self.finished:
-                self.finished = False
-            else:
-                del self._data[len(self._data) - len(self.index.token_bytes[token]):]
+            self.finished = False  # EOS can only be the last token
 
     def close_early(self) -> None:
         """Cut the budget to the shortest completion from here: the call closes as soon as it can (used when

@@ -23,7 +23,10 @@ class IndexLogitsProcessor(LogitsProcessor):
     ``prompt_length``: number of prompt tokens in each row of ``input_ids`` (generation starts after it).
     ``tokenizer`` (optional): force the canonical tokens of forced text, as our loop does.
     ``max_tokens`` (optional): keep every call completable within this many generated tokens.
-    Rows whose call is finished are forced to EOS. Scores: float (batch, vocab_size); returns a new tensor.
+    Rows whose call is finished are forced to EOS. Each call syncs every row's matcher with the tokens in
+    ``input_ids`` after the prompt (advancing, or rolling back where they diverge), so reusing the processor or
+    a generation strategy that rewrites tokens keeps it right. Scores: float (batch, vocab_size); returns a new
+    tensor. Raises TokenNotAllowed when ``input_ids`` holds a token the mask did not allow.
     """
 
     def __init__(self, index: TokenIndex, prompt_length: int, tokenizer=None, max_tokens: int | None = None):
@@ -34,12 +37,14 @@ class IndexLogitsProcessor(LogitsProcessor):
         self.matchers: list[Matcher] | None = None
 
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
-        if self.matchers is None:
+        if self.matchers is None or len(self.matchers) != input_ids.shape[0]:
             self.matchers = [Matcher(self.index, self.max_tokens, self.tokenizer) for _ in range(input_ids.shape[0])]
-        elif input_ids.shape[1] > self.prompt_length:
-            for matcher, token in zip(self.matchers, input_ids[:, -1].tolist()):
-                if not matcher.is_finished():
-                    matcher.advance(token)
+        generated = input_ids.shape[1] - self.prompt_length
+        for row, matcher in enumerate(self.matchers):
+            if len(matcher.tokens) + 1 == generated and not matcher.finished:  # the usual step: one new token
+                matcher.advance(int(input_ids[row, -1]))
+            elif len(matcher.tokens) != generated:
+                _sync(matcher, input_ids[row, self.prompt_length :].tolist())
         out = torch.full_like(scores, float("-inf"))
         for row, matcher in enumerate(self.matchers):
             if matcher.is_finished():
@@ -51,3 +56,18 @@ class IndexLogitsProcessor(LogitsProcessor):
                 continue
             out[row] = matcher.apply(scores[row])
         return out
+
+
+def _sync(matcher: Matcher, generated: list[int]) -> None:
+    """Bring ``matcher`` to the tokens ``generated`` after the prompt: roll back to the common prefix, then
+    advance the rest (a finished call ignores what follows its EOS: padding)."""
+    common = 0
+    for have, want in zip(matcher.tokens, generated):
+        if have != want:
+            break
+        common += 1
+    matcher.rollback(len(matcher.tokens) - common)
+    for token in generated[common:]:
+        if matcher.finished:
+            break
+        matcher.advance(token)

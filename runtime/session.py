@@ -21,7 +21,7 @@ from ..core.indexfile import IndexData, save_index
 from ..core.jsonio import check_output_path, read_requests, write_json
 from ..core.messages import say
 from ..core.registry import DEFAULT_MODEL
-from ..core.sources import PATH, REGISTRY, classify
+from ..core.sources import HUB, PATH, REGISTRY, classify
 from ..core.vocabulary import Vocabulary, load_vocabulary, vocabulary_from_tokenizer
 from .masks import TokenIndex
 from .runner import Answerer, RunStats, run_requests
@@ -79,7 +79,8 @@ class Runtime:
         self.loaded = load_model(config.model, threads=config.threads)
         self.vocabulary = model_vocabulary(config.model, self.loaded)
         self.options = compile_options(choose_call_format(self.loaded.tokenizer, config.call_format))
-        self.model_dir = self.loaded.path if classify(config.model).kind == PATH else None
+        # a local or hub checkpoint folder may carry its publisher's indexes in callmaybe/
+        self.model_dir = self.loaded.path if classify(config.model).kind in (PATH, HUB) else None
 
     def index_for(self, functions: list[Function], store: bool = True) -> IndexData:
         """The index of ``functions`` for this model: ``config.index_path`` (must match), else a shipped,

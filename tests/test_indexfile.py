@@ -1,3 +1,5 @@
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -93,7 +95,8 @@ def test_version_1_is_read_and_upgraded(compiled, tmp_path):
     v1 = tmp_path / "v1.safetensors"
     write_with_header(v1, index, {**header, "format_version": 1, "width": 9})
     for header in (read_index_for(v1, VOCAB.fingerprint(), catalog_fingerprint(fns)).header, read_header(v1)):
-        assert header["vocab_size"] == 9 and "width" not in header
+        assert header["vocab_size"] == 9 and header["index_version"] == 1
+        assert "width" not in header and "format_version" not in header
 
 
 def test_a_version_this_code_does_not_know_is_refused_naming_both(compiled, tmp_path):
@@ -113,3 +116,41 @@ def test_written_files_carry_the_current_version(compiled):
 
     _, path, _, _ = compiled
     assert INDEX_VERSION == 2 and read_header(path)["index_version"] == 2
+
+
+def test_find_says_why_it_skips_an_index_of_an_unknown_version(compiled, tmp_path, monkeypatch, capsys):
+    """A model folder whose publisher shipped a newer index: skipped with one line, not silently."""
+    from callmaybe.core import indexes
+
+    fns, _, index, _ = compiled
+    monkeypatch.setenv("CALLMAYBE_CACHE", str(tmp_path / "cache"))
+    folder = tmp_path / "model" / "callmaybe"
+    folder.mkdir(parents=True)
+    write_with_header(folder / "new.safetensors", index, {**index.header, "index_version": 3})
+    assert indexes.find(VOCAB.fingerprint(), catalog_fingerprint(fns), {}, tmp_path / "model") is None
+    assert capsys.readouterr().err == (
+        f"skipping {folder / 'new.safetensors'}: index version 3 cannot be read by this callmaybe (it reads "
+        "versions 1 and 2); recompile the index or upgrade callmaybe\n")
+
+
+def test_inspect_describes_a_shipped_index():
+    from click.testing import CliRunner
+
+    from callmaybe.cli import main
+
+    shipped = Path(__file__).resolve().parent.parent / "indexes"
+    r = CliRunner().invoke(main, ["inspect", str(shipped / "functions_definition.smollm2-135m-instruct.safetensors")])
+    assert r.exit_code == 0, r.output
+    assert r.stdout.splitlines()[1:] == [
+        "index version: 2, compiler 0.1.0",
+        "functions: 5 (fn_add_numbers, fn_greet, fn_reverse_string, fn_get_square_root, "
+        "fn_substitute_string_with_regex)",
+        "states: 354 (1 accepting), byte classes: 50",
+        "allowed-token entries: 177,812; distinct rows: 120 (5 bitmasks, 115 id lists)",
+        "fewest tokens to complete a call: 17",
+        "vocabulary: smollm2-135m-instruct, vocab_size 49,152, EOS [0, 2]",
+        "vocabulary fingerprint: d6957a95774279a68365b1ac4a438ba9a14bd4e0ed06a33a55ae95a0183dad95",
+        "catalog fingerprint: bfeb55446a45eeb0dc181a2c1b60fe37e3b8d79f4506e83917a52fd0d093504d",
+        'options: {"parameters_key": "parameters", "opening": ""}',
+        "not enforced by the grammar: 0",
+    ]

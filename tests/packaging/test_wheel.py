@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -22,10 +23,22 @@ REPO = Path(__file__).resolve().parents[2]
 MODEL = "smollm2-135m-instruct"
 
 
+def source_files() -> list[str]:
+    """The files of this tree as git sees them: tracked, plus untracked ones that are not ignored."""
+    out = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard"], cwd=REPO,
+                         check=True, capture_output=True, text=True).stdout
+    return sorted(f for f in out.splitlines() if (REPO / f).is_file())
+
+
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory) -> Path:
+    """A wheel built from a clean copy of the tree (an in-place build would reuse a stale ``build/``)."""
+    src = tmp_path_factory.mktemp("src")
+    for f in source_files():
+        (src / f).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(REPO / f, src / f)
     dist = tmp_path_factory.mktemp("dist")
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "-w", str(dist), str(REPO)],
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "-w", str(dist), str(src)],
                    check=True, capture_output=True)
     (path,) = dist.glob("callmaybe-*.whl")
     return path
@@ -56,12 +69,14 @@ def shared_cache_without_indexes(tmp: Path) -> Path:
     return root
 
 
-def test_wheel_carries_the_indexes_and_no_tests(wheel):
-    names = zipfile.ZipFile(wheel).namelist()
-    shipped = sorted(p.name for p in (REPO / "indexes").glob("*.safetensors"))
-    assert sorted(n.split("/")[-1] for n in names if n.startswith("callmaybe/indexes/")) == shipped
-    assert "callmaybe/core/vocabulary/__init__.py" in names and "callmaybe/cli.py" in names
-    assert not [n for n in names if n.startswith(("callmaybe/tests/", "callmaybe/bench/"))]
+def test_wheel_carries_every_module_and_index_and_nothing_else(wheel):
+    """The wheel's files under ``callmaybe/`` are exactly the tree's modules of the three layers, ``cli.py``,
+    the package marker and the shipped indexes: no test, benchmark or stale file."""
+    names = {n for n in zipfile.ZipFile(wheel).namelist() if n.startswith("callmaybe/")}
+    want = {f"callmaybe/{f}" for f in source_files()
+            if f in ("__init__.py", "cli.py") or (f.startswith(("core/", "compiler/", "runtime/")) and f.endswith(".py"))
+            or (f.startswith("indexes/") and f.endswith(".safetensors"))}
+    assert names == want
 
 
 def test_installed_run_uses_the_shipped_index(fresh_venv, tmp_path):

@@ -105,7 +105,7 @@ def test_a_single_repeated_character_in_a_string_is_closed_after_16_bytes(index)
 def test_budget_below_the_shortest_call_is_an_error(index):
     with pytest.raises(BudgetExhausted) as err:
         generate(ScriptedModel([b"a"]), Tokenizer(), index, [ID[b"1"]], max_tokens=1)
-    assert str(err.value) == "a call needs at least 2 tokens; --max-tokens is 1"
+    assert str(err.value) == "a call needs at least 2 tokens; the token budget is 1"
 
 
 def test_repeating():
@@ -127,6 +127,24 @@ def test_logits_processor_matches_the_mask(index):
     assert allowed == sorted([ID[b'{"'], ID[b"{"], ID[b'{"name": "f", "parameters": {"s": "']])
     out = proc(torch.tensor([[ID[b"1"], ID[b'{"name": "f", "parameters": {"s": "']]]), scores)
     assert torch.isfinite(out[0, ID[b"ab"]]) and not torch.isfinite(out[0, ID[b'":']])
+
+
+def test_logits_processor_follows_input_ids_that_are_rewritten(index):
+    """Reused for a new generation (shorter input) or given several new tokens at once, each row's matcher is
+    synced to the tokens after the prompt."""
+    from callmaybe.runtime.processor import IndexLogitsProcessor
+
+    forced = ID[b'{"name": "f", "parameters": {"s": "']
+    proc = IndexLogitsProcessor(index, prompt_length=1)
+    scores = torch.zeros(1, VOCAB.vocab_size)
+    proc(torch.tensor([[ID[b"1"], forced, ID[b"ab"], ID[b'"}}']]]), scores)  # three new tokens at once
+    assert proc.matchers[0].tokens == [forced, ID[b"ab"], ID[b'"}}']]
+    out = proc(torch.tensor([[ID[b"1"], forced, ID[b"a"]]]), scores)  # rewritten after the forced token
+    assert proc.matchers[0].tokens == [forced, ID[b"a"]]
+    assert torch.isfinite(out[0, ID[b"ab"]]) and torch.isfinite(out[0, ID[b'"}}']])
+    out = proc(torch.tensor([[ID[b"1"]]]), scores)  # a new generation with the same processor
+    assert proc.matchers[0].tokens == []
+    assert torch.isfinite(out[0]).nonzero().flatten().tolist() == sorted([ID[b'{"'], ID[b"{"], forced])
 
 
 def test_a_runaway_array_is_closed():

@@ -58,7 +58,7 @@ def test_a_token_the_mask_forbids_is_refused_and_changes_nothing(index):
 
 
 def test_the_budget_narrows_the_mask_so_the_call_completes(index):
-    with pytest.raises(BudgetExhausted, match="a call needs at least 2 tokens; --max-tokens is 1"):
+    with pytest.raises(BudgetExhausted, match="a call needs at least 2 tokens; the token budget is 1"):
         Matcher(index, max_tokens=1)
     m = Matcher(index, max_tokens=3)
     m.advance(FORCED)
@@ -89,3 +89,29 @@ def test_close_early_leaves_only_the_shortest_completion(index):
     m.advance(FORCED)
     m.close_early()
     assert m.tokens_left == 1 and allowed(m) == {b'"}}'}
+
+
+def test_ids_out_of_range_are_refused_and_leave_the_index_unharmed(index):
+    """An id past the vocabulary (padding, or from a bad sampler) or a negative one never aliases another
+    (state, token) pair in the shared next-state memo."""
+    m = Matcher(index)
+    m.advance(FORCED)
+    state = m.state
+    for bad in (VOCAB.vocab_size + ID[b"a"], ID[b"a"] - VOCAB.vocab_size, 22, 23, -1):
+        with pytest.raises(TokenNotAllowed, match=f"token {bad} is not allowed in state {state}"):
+            m.advance(bad)
+        assert index.next_state(state - 1, bad + VOCAB.vocab_size) == -1
+    assert m.tokens == [FORCED] and m.state == state
+    m.advance(ID[b"a"])  # still allowed after all of that
+    assert m.data.endswith(b'"s": "a')
+
+
+def test_a_token_that_breaks_the_budget_is_refused(index):
+    m = Matcher(index, max_tokens=2)
+    m.advance(FORCED)
+    with pytest.raises(TokenNotAllowed, match="token 11 leaves no room to complete the call within the token budget"):
+        m.advance(ID[b"a"])
+    m.advance(ID[b'"}}'])
+    assert m.is_complete() and m.tokens_left == 0
+    m.advance(EOS)  # EOS comes on top of the budget
+    assert m.is_finished()
