@@ -153,6 +153,8 @@ def run_options(f):
         click.option("--keep-unstated", is_flag=True,
                      help="Keep optional string arguments the request does not state (default: restate them "
                           "from the request, or leave them out)."),
+        click.option("--profile", "profile", is_flag=True,
+                     help="Print where the answering time went: seconds, calls and tokens per phase."),
     ]
     for option in reversed(options):
         f = option(f)
@@ -172,7 +174,7 @@ def show_trace(record: dict) -> None:
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="Only the first N cases.")
 @click.option("--output", type=click.Path(path_type=Path), default=None,
               help="Write every case's call {id, prompt, name, parameters} (or error) here.")
-def eval_cmd(data, model, max_tokens, threads, call_format, keep_unstated, limit, output) -> None:
+def eval_cmd(data, model, max_tokens, threads, call_format, keep_unstated, profile, limit, output) -> None:
     """Score a data set with expected answers (a public-style folder or a BFCL cases.jsonl)."""
     from .compiler.build import runtime_compiler
     from .runtime.evaluation import evaluate
@@ -191,6 +193,8 @@ def eval_cmd(data, model, max_tokens, threads, call_format, keep_unstated, limit
                f"right arguments {t['right_arguments']} ({100 * t['right_arguments'] / n:.1f}%); "
                f"{t['seconds'] / n:.2f} s and {t['forward_passes'] / n:.1f} forward passes per request "
                f"({t['tokens'] / n:.1f} tokens)")
+    if profile:
+        say("\n".join(t["profile"].lines(t["answer_seconds"])))
 
 
 @main.command("run")
@@ -209,7 +213,7 @@ def eval_cmd(data, model, max_tokens, threads, call_format, keep_unstated, limit
 @click.option("--no-prefix-cache", is_flag=True, help="Recompute the catalog prompt for every request.")
 @click.option("--interactive", is_flag=True, help="Type requests at a prompt and get calls back.")
 def run_cmd(input_pos, functions, input_opt, output, model, max_tokens, threads, call_format, keep_unstated,
-            index_path, trace, no_prefix_cache, interactive) -> None:
+            profile, index_path, trace, no_prefix_cache, interactive) -> None:
     """Answer a file of requests with one schema-valid call each."""
     from .compiler.build import runtime_compiler
     from .runtime.session import RunConfig, interactive as interactive_session, run_file
@@ -234,6 +238,8 @@ def run_cmd(input_pos, functions, input_opt, output, model, max_tokens, threads,
     say(f"wrote {len(outcome.results)} results to {output} ({s.failed} failed) in {outcome.seconds:.1f} s; "
         f"{s.tokens} tokens ({s.chosen} chosen, {s.forced} forced), {s.forward_passes} forward passes, "
         f"{tps:.1f} tokens/s while decoding")
+    if profile:
+        say("\n".join(outcome.profile.lines(outcome.answer_seconds)))
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ import torch
 from .loops import LoopGuard
 from .masks import TokenIndex
 from .matcher import BudgetExhausted, Matcher
+from .profile import Profile
 
 __all__ = ["BudgetExhausted", "Generation", "PrefixCache", "forward", "generate"]
 
@@ -50,9 +51,10 @@ class PrefixCache:
     request, :meth:`release` crops the cache back to the prefix so it can serve the next one.
     """
 
-    def __init__(self, model, enabled: bool = True):
+    def __init__(self, model, enabled: bool = True, profile: Profile | None = None):
         self.model = model
         self.enabled = enabled
+        self.profile = profile if profile is not None else Profile()
         self.ids: list[int] = []
         self.cache = None
 
@@ -61,7 +63,9 @@ class PrefixCache:
             return None, 0
         prefix = prompt_ids[:prefix_len]
         if self.cache is None or self.ids != prefix:
+            t0 = time.perf_counter()
             _, self.cache = forward(self.model, prefix, None)
+            self.profile.add("prefix", time.perf_counter() - t0, len(prefix))
             self.ids = prefix
         return self.cache, prefix_len
 
@@ -82,16 +86,18 @@ def forward(model, ids: list[int], past):
 
 def generate(
     model, tokenizer, index: TokenIndex, prompt_ids: list[int], max_tokens: int = 256, trace: bool = False,
-    prefix: PrefixCache | None = None, prefix_len: int = 0,
+    prefix: PrefixCache | None = None, prefix_len: int = 0, profile: Profile | None = None,
 ) -> Generation:
     """Decode one call greedily under ``index``'s masks after ``prompt_ids``.
 
     ``max_tokens`` bounds the generated tokens (forced ones included); the call is always complete within
     it. ``prefix``/``prefix_len``: reuse the cached keys and values of ``prompt_ids[:prefix_len]``.
     ``trace``: record every token (forced or chosen; for chosen ones the allowed count and the top 3).
+    ``profile``: where the seconds of each phase are added (:mod:`.profile`).
     Raises BudgetExhausted when even the shortest completion needs more than ``max_tokens`` tokens.
     """
     t0 = time.perf_counter()
+    profile = profile if profile is not None else Profile()
     matcher = Matcher(index, max_tokens, tokenizer)
     past, cached = prefix.lookup(prompt_ids, prefix_len) if prefix is not None else (None, 0)
     pending = list(prompt_ids[cached:])
@@ -99,8 +105,10 @@ def generate(
     passes = chosen = forced = 0
     loop_closed = False
     steps: list[dict] = []
+    clock = time.perf_counter
     try:
         while True:
+            t = clock()
             ids = matcher.forced_tokens()
             if ids:
                 for tok in ids:
@@ -111,13 +119,20 @@ def generate(
                     loops.forced(index.token_bytes[tok])
                 pending += ids
                 forced += len(ids)
+                profile.add("forced tokens", clock() - t, len(ids))
                 continue
+            profile.add("forced tokens", clock() - t, calls=0)
             if matcher.is_finished():
                 break
+            phase = "prefill" if passes == 0 else "decode step" if len(pending) == 1 else "forced chunk"
+            t = clock()
             logits, past = forward(model, pending, past)
+            profile.add(phase, clock() - t, len(pending))
             passes += 1
+            t = clock()
             mask = matcher.mask()
             tok = int(torch.argmax(index.apply_mask(mask, logits)))
+            profile.add("mask", clock() - t)
             if trace:
                 steps.append(_chosen_step(tokenizer, len(matcher.tokens), tok, logits, mask.count()))
             chosen += 1

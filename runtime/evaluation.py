@@ -68,12 +68,14 @@ def evaluate(config: RunConfig, data: Path, limit: int | None, output: Path | No
     and ``tokens``. ``output`` gets every case's call ``{"id", "prompt", "name", "parameters"}`` or error.
 
     The public set's catalog uses a shipped or cached index; each BFCL case's catalog is compiled in memory
-    (never cached on disk). Raises InputError for a data set it cannot read.
+    (never cached on disk). ``totals["profile"]`` is the :class:`~.profile.Profile` of the answers and
+    ``totals["answer_seconds"]`` their wall time. Raises InputError for a data set it cannot read.
     """
     cases = evaluation_cases(data, limit)
     if output is not None:
         check_output_path(output)
     runtime = Runtime(config, compile)
+    t_start = time.perf_counter()
     answerers: dict[str, Answerer] = {}
     rows, totals = [], {"cases": 0, "parsed": 0, "schema_valid": 0, "right_function": 0, "right_arguments": 0,
                         "seconds": 0.0, "forward_passes": 0, "tokens": 0}
@@ -104,4 +106,6 @@ def evaluate(config: RunConfig, data: Path, limit: int | None, output: Path | No
         totals["right_arguments"] += args_ok
     if output is not None:
         write_json(output, rows)
+    totals["answer_seconds"] = time.perf_counter() - t_start
+    totals["profile"] = runtime.profile
     return totals

@@ -27,6 +27,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import time
 import unicodedata
 from dataclasses import dataclass
 
@@ -37,6 +38,7 @@ from .grounding import fold
 from .loops import StringTracker
 from .masks import TokenIndex
 from .matcher import Matcher
+from .profile import Profile
 
 RESTATE_MIN_PROB = 0.1
 RESTATE_CANDIDATES = 200
@@ -135,7 +137,7 @@ def _occurs(part: str, text: str, whole: bool) -> bool:
 
 def restate(model, index: TokenIndex, prompt_ids: list[int], tokens: list[int], key: str, request: str,
             prefix: PrefixCache | None = None, prefix_len: int = 0,
-            min_prob: float = RESTATE_MIN_PROB) -> Restated | None:
+            min_prob: float = RESTATE_MIN_PROB, profile: Profile | None = None) -> Restated | None:
     """Decode argument ``key`` of the generated call ``tokens`` again, limited to text ``request`` states.
 
     ``tokens`` are the call's generated ids after ``prompt_ids``; the value is decoded again from the token
@@ -164,7 +166,10 @@ def restate(model, index: TokenIndex, prompt_ids: list[int], tokens: list[int], 
     past, cached = prefix.lookup(ids, prefix_len) if prefix is not None else (None, 0)
     passes, text, logp, chosen = 0, b"", 0.0, []
     try:
+        profile = profile if profile is not None else Profile()
+        t = time.perf_counter()
         logits, past = forward(model, ids[cached:], past)
+        profile.add("restate pass", time.perf_counter() - t, len(ids) - cached)
         passes = 1
         eos, said = set(index.eos_ids), fold(request)
         for _ in range(RESTATE_MAX_TOKENS):
@@ -190,7 +195,9 @@ def restate(model, index: TokenIndex, prompt_ids: list[int], tokens: list[int], 
             if closed:
                 value = _VALUE.match(text).group(1).decode("utf-8")
                 return Restated(value, math.exp(logp), chosen, passes)
+            t = time.perf_counter()
             logits, past = forward(model, [tok], past)
+            profile.add("restate pass", time.perf_counter() - t, 1)
             passes += 1
         return Restated(None, 0.0, chosen, passes)
     finally:

@@ -15,6 +15,7 @@ from .calls import to_call
 from .decoder import Generation, PrefixCache, generate
 from .grounding import drop, unstated, valid
 from .masks import TokenIndex
+from .profile import Profile
 from .prompt import prompt_ids, shared_prefix_length
 from .restate import RESTATE_MIN_PROB, restate
 
@@ -61,7 +62,7 @@ class Answerer:
     """
 
     def __init__(self, model, tokenizer, index: TokenIndex, functions: list[Function], max_tokens: int = 256,
-                 prefix_cache: bool = True, keep_unstated: bool = False):
+                 prefix_cache: bool = True, keep_unstated: bool = False, profile: Profile | None = None):
         self.keep_unstated = keep_unstated
         self.model, self.tokenizer, self.index, self.functions = model, tokenizer, index, functions
         self.max_tokens = max_tokens
@@ -69,7 +70,8 @@ class Answerer:
         self.key = options.get("parameters_key", "parameters")
         self.call_format = call_format_of(options)
         self.by_name = {fn.name: fn for fn in functions}
-        self.prefix = PrefixCache(model, enabled=prefix_cache)
+        self.profile = profile if profile is not None else Profile()
+        self.prefix = PrefixCache(model, enabled=prefix_cache, profile=self.profile)
         self.prefix_len = shared_prefix_length(tokenizer, functions, self.call_format) if prefix_cache else 0
 
     def answer(self, request: Any, trace: bool = False) -> tuple[dict[str, Any], Generation | None]:
@@ -91,12 +93,18 @@ class Answerer:
             return {"prompt": prompt.encode("utf-8", "replace").decode(), "error": "prompt is not valid Unicode"}, None
         gen = None
         try:
-            ids = prompt_ids(self.tokenizer, self.functions, prompt, self.call_format)
+            with self.profile.timed("prompt"):
+                ids = prompt_ids(self.tokenizer, self.functions, prompt, self.call_format)
             gen = generate(self.model, self.tokenizer, self.index, ids, self.max_tokens, trace,
-                           self.prefix, self.prefix_len)
-            call = to_call(gen.text, self.by_name, self.key)
-            if not self.keep_unstated:
-                call["parameters"] = self._ground(call, prompt, ids, gen)
+                           self.prefix, self.prefix_len, self.profile)
+            t0, restating = time.perf_counter(), self.profile.seconds["restate pass"]
+            try:
+                call = to_call(gen.text, self.by_name, self.key)
+                if not self.keep_unstated:
+                    call["parameters"] = self._ground(call, prompt, ids, gen)
+            finally:  # the restate passes are a phase of their own
+                spent = time.perf_counter() - t0 - (self.profile.seconds["restate pass"] - restating)
+                self.profile.add("check", spent)
         except CallmaybeError as exc:  # the Generation (if any) is kept: its trace and counts still show
             return {"prompt": prompt, "error": str(exc)}, gen
         except (RuntimeError, ValueError, TypeError) as exc:  # one bad request never stops the others
@@ -114,7 +122,7 @@ class Answerer:
         for key in [k for k in names if isinstance(params[k], str)]:
             try:
                 again = restate(self.model, self.index, ids, gen.tokens, key, prompt, self.prefix,
-                                self.prefix_len, RESTATE_MIN_PROB)
+                                self.prefix_len, RESTATE_MIN_PROB, self.profile)
             except RuntimeError:  # e.g. out of memory: the call is valid as it is; leave the argument out
                 continue
             if again is None:

@@ -24,6 +24,7 @@ from ..core.registry import DEFAULT_MODEL
 from ..core.sources import HUB, PATH, REGISTRY, classify
 from ..core.vocabulary import Vocabulary, load_vocabulary, vocabulary_from_tokenizer
 from .masks import TokenIndex
+from .profile import Profile
 from .runner import Answerer, RunStats, run_requests
 
 #: Builds an index in memory: (functions, vocabulary, compile options, quiet) -> IndexData; unless ``quiet`` it
@@ -81,6 +82,7 @@ class Runtime:
         self.options = compile_options(choose_call_format(self.loaded.tokenizer, config.call_format))
         # a local or hub checkpoint folder may carry its publisher's indexes in callmaybe/
         self.model_dir = self.loaded.path if classify(config.model).kind in (PATH, HUB) else None
+        self.profile = Profile()  # the seconds of every answerer of this runtime, per phase
 
     def index_for(self, functions: list[Function], store: bool = True) -> IndexData:
         """The index of ``functions`` for this model: ``config.index_path`` (must match), else a shipped,
@@ -111,16 +113,20 @@ class Runtime:
         index = TokenIndex(self.index_for(functions, store), self.vocabulary.token_bytes)
         c = self.config
         return Answerer(self.loaded.model, self.loaded.tokenizer, index, functions, c.max_tokens,
-                        c.prefix_cache if prefix_cache is None else prefix_cache, c.keep_unstated)
+                        c.prefix_cache if prefix_cache is None else prefix_cache, c.keep_unstated, self.profile)
 
 
 @dataclass
 class RunOutcome:
-    """What :func:`run_file` did: the result entries, the run's totals, and its wall time in seconds."""
+    """What :func:`run_file` did: the result entries, the run's totals, its wall time in seconds (model
+    loading included), the seconds spent answering (from the first request to the written output) and where
+    they went (:class:`~.profile.Profile`)."""
 
     results: list[dict]
     stats: RunStats
     seconds: float
+    answer_seconds: float
+    profile: Profile
 
 
 def run_file(config: RunConfig, functions_path: Path, input_path: Path, output_path: Path, compile: Compile,
@@ -131,10 +137,13 @@ def run_file(config: RunConfig, functions_path: Path, input_path: Path, output_p
     functions = load_catalog(functions_path)
     requests = read_requests(input_path)
     check_output_path(output_path)
-    answerer = Runtime(config, compile).answerer(functions)
+    runtime = Runtime(config, compile)
+    answerer = runtime.answerer(functions)
+    t1 = time.perf_counter()
     results, stats = run_requests(answerer, requests, config.trace, on_answer=on_answer)
     write_json(output_path, results)
-    return RunOutcome(results, stats, time.perf_counter() - t0)
+    t2 = time.perf_counter()
+    return RunOutcome(results, stats, t2 - t0, t2 - t1, runtime.profile)
 
 
 def interactive(config: RunConfig, functions_path: Path, compile: Compile, read: Callable[[str], str] = input,

@@ -71,3 +71,21 @@ def test_interactive_answers_each_line_until_an_empty_one(public_catalog_path):
     ], input="What is the sum of 2 and 3?\n\nnever read\n")
     assert result.exit_code == 0, result.output
     assert result.stdout.splitlines() == ['> {"name": "fn_add_numbers", "parameters": {"a": 2.0, "b": 3.0}}', "> "]
+
+
+def test_profile_accounts_for_the_answering_time(tmp_path, public_catalog_path):
+    requests = [{"prompt": "What is the sum of 2 and 3?"}, {"prompt": "Greet john"}]
+    inp = tmp_path / "in.json"
+    inp.write_text(json.dumps(requests))
+    result = CliRunner().invoke(main, [
+        "run", str(inp), "--functions_definition", str(public_catalog_path), "--output", str(tmp_path / "o.json"),
+        "--model", "smollm2-135m-instruct", "--threads", "1", "--profile",
+    ])
+    assert result.exit_code == 0, result.output
+    lines = result.stderr.splitlines()
+    start = lines.index("phase           seconds   share   calls  tokens  ms/call")
+    rows = {line[:14].strip(): line[14:].split() for line in lines[start + 1:]}
+    assert rows["prefix"][2] == "1" and rows["prefill"][2] == "2"  # the catalog once, then each request
+    assert {"decode step", "mask", "prompt", "check", "other", "total"} <= set(rows)
+    shares = [float(r[1].rstrip("%")) for name, r in rows.items() if name != "total"]
+    assert abs(sum(shares) - 100) < 0.5
