@@ -153,6 +153,12 @@ def run_options(f):
         click.option("--keep-unstated", is_flag=True,
                      help="Keep optional string arguments the request does not state (default: restate them "
                           "from the request, or leave them out)."),
+        click.option("--dtype", type=click.Choice(["auto", "float32", "bfloat16"]), default="auto",
+                     show_default=True,
+                     help="Weights' dtype. auto: bfloat16 where the CPU (AVX512-BF16 or AMX) or GPU computes it "
+                          "natively, else float32."),
+        click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True,
+                     help="auto: a CUDA GPU when torch sees one, else the CPU."),
         click.option("--profile", "profile", is_flag=True,
                      help="Print where the answering time went: seconds, calls and tokens per phase."),
     ]
@@ -174,14 +180,15 @@ def show_trace(record: dict) -> None:
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="Only the first N cases.")
 @click.option("--output", type=click.Path(path_type=Path), default=None,
               help="Write every case's call {id, prompt, name, parameters} (or error) here.")
-def eval_cmd(data, model, max_tokens, threads, call_format, keep_unstated, profile, limit, output) -> None:
+def eval_cmd(data, model, max_tokens, threads, call_format, keep_unstated, dtype, device, profile, limit,
+             output) -> None:
     """Score a data set with expected answers (a public-style folder or a BFCL cases.jsonl)."""
     from .compiler.build import runtime_compiler
     from .runtime.evaluation import evaluate
     from .runtime.session import RunConfig
 
     config = RunConfig(model=model, max_tokens=max_tokens, threads=threads, call_format=call_format,
-                       keep_unstated=keep_unstated)
+                       keep_unstated=keep_unstated, dtype=dtype, device=device)
     try:
         t = evaluate(config, data, limit, output, runtime_compiler)
     except CallmaybeError as exc:
@@ -213,14 +220,14 @@ def eval_cmd(data, model, max_tokens, threads, call_format, keep_unstated, profi
 @click.option("--no-prefix-cache", is_flag=True, help="Recompute the catalog prompt for every request.")
 @click.option("--interactive", is_flag=True, help="Type requests at a prompt and get calls back.")
 def run_cmd(input_pos, functions, input_opt, output, model, max_tokens, threads, call_format, keep_unstated,
-            profile, index_path, trace, no_prefix_cache, interactive) -> None:
+            dtype, device, profile, index_path, trace, no_prefix_cache, interactive) -> None:
     """Answer a file of requests with one schema-valid call each."""
     from .compiler.build import runtime_compiler
     from .runtime.session import RunConfig, interactive as interactive_session, run_file
 
     config = RunConfig(model=model, index_path=index_path, max_tokens=max_tokens, threads=threads,
                        call_format=call_format, prefix_cache=not no_prefix_cache, keep_unstated=keep_unstated,
-                       trace=trace)
+                       trace=trace, dtype=dtype, device=device)
     on_answer = show_trace if trace else None
     try:
         if interactive:

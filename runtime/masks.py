@@ -213,7 +213,7 @@ class TokenIndex:
             out[ids] = logits[ids]
             return out
         if not m.shared:
-            return torch.where(m.tensor()[:n].to(logits.device), logits, torch.tensor(float("-inf"), dtype=logits.dtype))
+            return logits.masked_fill(~m.tensor()[:n].to(logits.device), float("-inf"))
         out = logits + self._bias(m, logits.device)[:n]
         return out if out.dtype == logits.dtype else out.to(logits.dtype)
 

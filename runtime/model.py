@@ -7,6 +7,7 @@ into a float32 safetensors checkpoint under ``cache_dir("models", name, "hf")``,
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import tempfile
@@ -28,9 +29,9 @@ from ..core.sources import HUB, PATH, REGISTRY, HubUnavailable, classify, fetch_
 class LoadedModel:
     """A model ready for decoding.
 
-    ``model`` is a ``torch.nn.Module`` in eval mode with float32 weights; ``tokenizer`` is a transformers fast
-    tokenizer; ``vocab_size`` is the number of logits per position (``model.config.vocab_size``), which may
-    exceed ``len(tokenizer)`` (Qwen pads its output layer).
+    ``model`` is a ``torch.nn.Module`` in eval mode with weights of ``dtype`` on ``device``; ``tokenizer`` is a
+    transformers fast tokenizer; ``vocab_size`` is the number of logits per position
+    (``model.config.vocab_size``), which may exceed ``len(tokenizer)`` (Qwen pads its output layer).
     """
 
     name: str
@@ -38,21 +39,65 @@ class LoadedModel:
     model: Any
     tokenizer: Any
     vocab_size: int
+    dtype: torch.dtype = torch.float32
+    device: torch.device = torch.device("cpu")
 
 
-def resolve_model_dir(spec: str) -> Path:
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
+
+
+def bf16_is_fast(device: torch.device) -> bool:
+    """True when ``device`` multiplies bfloat16 matrices natively: a CUDA GPU that supports bf16, or a CPU with
+    AVX512-BF16 or AMX (checked at run time; elsewhere bf16 is emulated and slower than float32)."""
+    if device.type == "cuda":
+        return torch.cuda.is_bf16_supported()
+    cpu = getattr(torch, "cpu", None)
+    checks = [getattr(cpu, name, None) for name in ("_is_avx512_bf16_supported", "_is_amx_tile_supported")]
+    return any(check is not None and check() for check in checks)
+
+
+def choose_device(requested: str = "auto") -> torch.device:
+    """``cuda`` when asked or, for ``auto``, when a GPU is available; else the CPU.
+
+    Raises ModelError when ``cuda`` is asked and there is none, or for an unknown name.
+    """
+    if requested == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if requested == "cuda" and not torch.cuda.is_available():
+        raise ModelError("--device cuda: no CUDA GPU is available to torch here")
+    if requested not in ("cpu", "cuda"):
+        raise ModelError(f"unknown device {requested!r} (expected auto, cpu or cuda)")
+    return torch.device(requested)
+
+
+def choose_dtype(requested: str, device: torch.device) -> torch.dtype:
+    """The weights' dtype: ``bfloat16`` for ``auto`` where :func:`bf16_is_fast`, else ``float32``; an explicit
+    ``float32`` or ``bfloat16`` as asked. Raises ModelError for an unknown name.
+
+    Measured on this project's 2-core CPU (AVX512-BF16), Qwen2.5-Coder-1.5B, 250-token context: a decode step
+    383 ms in float32 and 182 ms in bfloat16; an 8-token chunk 660 and 210 ms; a 250-token prefill 4.4-4.8 s and
+    2.4-2.6 s.
+    """
+    if requested == "auto":
+        return torch.bfloat16 if bf16_is_fast(device) else torch.float32
+    if requested not in DTYPES:
+        raise ModelError(f"unknown dtype {requested!r} (expected auto, {', '.join(DTYPES)})")
+    return DTYPES[requested]
+
+
+def resolve_model_dir(spec: str, dtype: torch.dtype = torch.float32) -> Path:
     """Return a local directory holding a transformers checkpoint (config.json, weights, tokenizer) for ``spec``.
 
     ``spec`` is classified by :func:`callmaybe.core.sources.classify` as: a registry name (case-insensitive;
     converted from GGUF to float32 safetensors on first use, which takes about 1-2 minutes and 2.5 GB of disk
-    for the 0.5B model, then cached); a local directory, which must contain config.json; a model hub id (the
+    for the 0.5B model, then cached; for another ``dtype``, cast once from that and cached too); a local directory, which must contain config.json; a model hub id (the
     repository's snapshot, by :func:`callmaybe.core.sources.fetch_from_hub`: local hub cache first, then the
     network unless offline).
     Raises ModelError when none of these works, or when fetching or converting a registry model fails.
     """
     source = classify(spec)
     if source.kind == REGISTRY:
-        return _converted_dir(source.name)
+        return _cast_dir(source.name, dtype)
     if source.kind == PATH and source.path.is_dir():
         if not (source.path / "config.json").is_file():
             raise ModelError(f"model directory '{spec}' has no config.json (not a transformers checkpoint)")
@@ -69,8 +114,9 @@ def resolve_model_dir(spec: str) -> Path:
     )
 
 
-def load_model(spec: str, threads: int | None = None) -> LoadedModel:
-    """Load the model and tokenizer named by ``spec`` (see :func:`resolve_model_dir`) on the CPU in float32.
+def load_model(spec: str, threads: int | None = None, dtype: str = "auto", device: str = "auto") -> LoadedModel:
+    """Load the model and tokenizer named by ``spec`` (see :func:`resolve_model_dir`) with weights of ``dtype``
+    (:func:`choose_dtype`) on ``device`` (:func:`choose_device`).
 
     ``threads`` sets ``torch.set_num_threads`` (a count of CPU threads) when given; None leaves torch's default.
     Takes a few seconds from a cached checkpoint. Raises ModelError when the model cannot be found or loaded.
@@ -81,16 +127,18 @@ def load_model(spec: str, threads: int | None = None) -> LoadedModel:
         if threads < 1:
             raise ModelError(f"threads must be at least 1, got {threads}")
         torch.set_num_threads(threads)
-    path = resolve_model_dir(spec)
+    where = choose_device(device)
+    weights = choose_dtype(dtype, where)
+    path = resolve_model_dir(spec, weights)
     try:
         tokenizer = AutoTokenizer.from_pretrained(path)
-        model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=weights).to(where)
     except Exception as exc:
         raise ModelError(f"cannot load model '{spec}' from {path}: {_one_line(exc)}") from exc
     if not getattr(tokenizer, "is_fast", False):
         raise ModelError(f"model '{spec}' has no fast (tokenizers) tokenizer")
     model.eval()
-    return LoadedModel(spec, path, model, tokenizer, int(model.config.vocab_size))
+    return LoadedModel(spec, path, model, tokenizer, int(model.config.vocab_size), weights, where)
 
 
 def _converted_dir(name: str) -> Path:
@@ -125,6 +173,56 @@ def _converted_dir(name: str) -> Path:
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     say(f"converted {name} in {time.monotonic() - start:.0f} s")
+    return final
+
+
+def _cast_dir(name: str, dtype: torch.dtype) -> Path:
+    """Return registry model ``name``'s checkpoint with its floating-point weights in ``dtype``: the float32
+    conversion itself, or a copy cast once, tensor by tensor, and cached beside it (``hf-bfloat16``: half the
+    float32 size on disk; loading it needs no float32 copy in memory)."""
+    source = _converted_dir(name)
+    if dtype == torch.float32:
+        return source
+    label = str(dtype).removeprefix("torch.")
+    final = source.parent / f"hf-{label}"
+    if (final / "config.json").is_file():
+        return final
+    from safetensors import safe_open
+    from safetensors.torch import save_file
+
+    say(f"casting {name} weights to {label} (first run with this dtype)...")
+    start = time.monotonic()
+    tmp = Path(tempfile.mkdtemp(prefix=f".hf-{label}-", dir=source.parent))
+    try:
+        try:
+            for shard in sorted(source.glob("*.safetensors")):
+                with safe_open(str(shard), framework="pt") as src:
+                    metadata = src.metadata()
+                    tensors = {}
+                    for key in src.keys():
+                        t = src.get_tensor(key)
+                        tensors[key] = t.to(dtype) if t.is_floating_point() else t
+                save_file(tensors, str(tmp / shard.name), metadata=metadata)
+                del tensors
+            for other in source.iterdir():
+                if other.is_file() and other.suffix != ".safetensors":
+                    shutil.copy2(other, tmp / other.name)
+            config = json.loads((tmp / "config.json").read_text(encoding="utf-8"))
+            for key in ("dtype", "torch_dtype"):
+                if key in config:
+                    config[key] = label
+            (tmp / "config.json").write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
+        except Exception as exc:
+            raise ModelError(f"cannot cast {name} to {label}: {_one_line(exc)}") from exc
+        try:
+            os.rename(tmp, final)  # atomic; fails if another process got there first
+        except OSError:
+            if not (final / "config.json").is_file():
+                shutil.rmtree(final, ignore_errors=True)
+                os.rename(tmp, final)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    say(f"cast {name} to {label} in {time.monotonic() - start:.0f} s")
     return final
 
 

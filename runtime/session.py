@@ -40,7 +40,8 @@ class RunConfig:
     (must match). ``max_tokens``: the token budget per call. ``threads``: torch CPU threads (None: torch's
     choice). ``call_format``: ``plain``, ``tools`` or ``auto``. ``prefix_cache``: reuse the catalog prompt's
     keys and values. ``keep_unstated``: keep optional arguments the request does not state. ``trace``: record
-    every token.
+    every token. ``dtype``: the weights' dtype (``auto``, ``float32``, ``bfloat16``); ``device``: ``auto``,
+    ``cpu`` or ``cuda`` (:mod:`.model`).
     """
 
     model: str = DEFAULT_MODEL
@@ -51,6 +52,8 @@ class RunConfig:
     prefix_cache: bool = True
     keep_unstated: bool = False
     trace: bool = False
+    dtype: str = "auto"
+    device: str = "auto"
 
 
 def model_vocabulary(spec: str, loaded) -> Vocabulary:
@@ -77,7 +80,7 @@ class Runtime:
 
         self.config = config
         self.compile = compile
-        self.loaded = load_model(config.model, threads=config.threads)
+        self.loaded = load_model(config.model, threads=config.threads, dtype=config.dtype, device=config.device)
         self.vocabulary = model_vocabulary(config.model, self.loaded)
         self.options = compile_options(choose_call_format(self.loaded.tokenizer, config.call_format))
         # a local or hub checkpoint folder may carry its publisher's indexes in callmaybe/

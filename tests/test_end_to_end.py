@@ -19,7 +19,7 @@ def test_run_public_prompts_with_smollm2(tmp_path, public_catalog_path):
     out = tmp_path / "out.json"
     result = CliRunner().invoke(main, [
         "run", str(inp), "--functions_definition", str(public_catalog_path), "--output", str(out),
-        "--model", "smollm2-135m-instruct", "--threads", "1",
+        "--model", "smollm2-135m-instruct", "--threads", "1", "--dtype", "float32",
     ])
     assert result.exit_code == 0, result.output
     results = json.loads(out.read_text())
@@ -45,7 +45,7 @@ def test_trace_shows_each_request_as_it_is_answered(tmp_path, public_catalog_pat
     out = tmp_path / "out.json"
     result = CliRunner().invoke(main, [
         "run", str(inp), "--functions_definition", str(public_catalog_path), "--output", str(out),
-        "--model", "smollm2-135m-instruct", "--threads", "1", "--trace",
+        "--model", "smollm2-135m-instruct", "--threads", "1", "--dtype", "float32", "--trace",
     ])
     assert result.exit_code == 0, result.output
     lines = result.stderr.splitlines()
@@ -67,7 +67,7 @@ def test_trace_shows_each_request_as_it_is_answered(tmp_path, public_catalog_pat
 def test_interactive_answers_each_line_until_an_empty_one(public_catalog_path):
     result = CliRunner().invoke(main, [
         "run", "--interactive", "--functions_definition", str(public_catalog_path),
-        "--model", "smollm2-135m-instruct", "--threads", "1",
+        "--model", "smollm2-135m-instruct", "--threads", "1", "--dtype", "float32",
     ], input="What is the sum of 2 and 3?\n\nnever read\n")
     assert result.exit_code == 0, result.output
     assert result.stdout.splitlines() == ['> {"name": "fn_add_numbers", "parameters": {"a": 2.0, "b": 3.0}}', "> "]
@@ -79,7 +79,7 @@ def test_profile_accounts_for_the_answering_time(tmp_path, public_catalog_path):
     inp.write_text(json.dumps(requests))
     result = CliRunner().invoke(main, [
         "run", str(inp), "--functions_definition", str(public_catalog_path), "--output", str(tmp_path / "o.json"),
-        "--model", "smollm2-135m-instruct", "--threads", "1", "--profile",
+        "--model", "smollm2-135m-instruct", "--threads", "1", "--dtype", "float32", "--profile",
     ])
     assert result.exit_code == 0, result.output
     lines = result.stderr.splitlines()

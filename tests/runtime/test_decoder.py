@@ -33,7 +33,7 @@ class ScriptedModel:
         self.preference = [ID[t] for t in preference]
         self.calls = []
 
-    def __call__(self, input_ids, cache=None, use_cache=True):
+    def __call__(self, input_ids, cache=None, use_cache=True, logits_to_keep=0):
         self.calls.append(input_ids.shape[1])
         logits = torch.zeros(1, input_ids.shape[1], VOCAB.vocab_size)
         for rank, tok in enumerate(self.preference):
@@ -80,7 +80,7 @@ class SequenceModel(ScriptedModel):
         super().__init__([])
         self.script = [ID[t] for t in script]
 
-    def __call__(self, input_ids, cache=None, use_cache=True):
+    def __call__(self, input_ids, cache=None, use_cache=True, logits_to_keep=0):
         tok = self.script[min(len(self.calls), len(self.script) - 1)]
         self.calls.append(input_ids.shape[1])
         logits = torch.zeros(1, input_ids.shape[1], VOCAB.vocab_size)

@@ -23,7 +23,7 @@ UNKNOWN = (
 
 @pytest.fixture(scope="module")
 def smollm2() -> LoadedModel:
-    return load_model(FIXTURE_MODEL)
+    return load_model(FIXTURE_MODEL, dtype="float32")
 
 
 def test_smollm2_loads_with_expected_width_eos_and_template(smollm2):
@@ -96,3 +96,33 @@ def test_local_directory(tmp_path):
 def test_bad_thread_count_raises():
     with pytest.raises(ModelError, match=r"^threads must be at least 1, got 0$"):
         load_model(FIXTURE_MODEL, threads=0)
+
+
+def test_bfloat16_is_cast_once_into_its_own_checkpoint(smollm2, monkeypatch):
+    """--dtype bfloat16 on a registry model: a checkpoint beside the float32 one, every floating-point weight
+    in bfloat16 (half the size on disk), loaded without a float32 copy; a second load reuses it."""
+    from callmaybe.runtime import model as model_module
+
+    lm = load_model(FIXTURE_MODEL, dtype="bfloat16", device="cpu")
+    assert lm.dtype == torch.bfloat16 and lm.path == smollm2.path.parent / "hf-bfloat16"
+    assert all(p.dtype == torch.bfloat16 for p in lm.model.parameters())
+    size = lambda d: sum(f.stat().st_size for f in d.glob("*.safetensors"))
+    assert 0.45 < size(lm.path) / size(smollm2.path) < 0.55
+    monkeypatch.setattr("safetensors.torch.save_file", lambda *a, **k: pytest.fail("cast again"))
+    assert model_module.resolve_model_dir(FIXTURE_MODEL, torch.bfloat16) == lm.path
+
+
+def test_dtype_and_device_choices():
+    from callmaybe.runtime.model import choose_device, choose_dtype
+
+    cpu = torch.device("cpu")
+    assert choose_dtype("float32", cpu) == torch.float32 and choose_dtype("bfloat16", cpu) == torch.bfloat16
+    assert choose_dtype("auto", cpu) == (torch.bfloat16 if torch.cpu._is_avx512_bf16_supported()
+                                         or torch.cpu._is_amx_tile_supported() else torch.float32)
+    assert choose_device("cpu") == cpu
+    if not torch.cuda.is_available():
+        assert choose_device("auto") == cpu
+        with pytest.raises(ModelError, match="--device cuda: no CUDA GPU is available to torch here"):
+            choose_device("cuda")
+    with pytest.raises(ModelError, match="unknown dtype 'float16' \\(expected auto, float32, bfloat16\\)"):
+        choose_dtype("float16", cpu)

@@ -14,7 +14,7 @@ from callmaybe.runtime.session import RunConfig, Runtime
 
 def test_generate_with_processor_matches_our_loop(public_catalog_path):
     torch.set_num_threads(1)
-    runtime = Runtime(RunConfig(model="smollm2-135m-instruct"), runtime_compiler)
+    runtime = Runtime(RunConfig(model="smollm2-135m-instruct", dtype="float32"), runtime_compiler)
     loaded, vocabulary = runtime.loaded, runtime.vocabulary
     functions = load_catalog(public_catalog_path)
     index = TokenIndex(runtime.index_for(functions), vocabulary.token_bytes)
