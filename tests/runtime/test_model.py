@@ -98,9 +98,10 @@ def test_bad_thread_count_raises():
         load_model(FIXTURE_MODEL, threads=0)
 
 
-def test_bfloat16_is_cast_once_into_its_own_checkpoint(smollm2, monkeypatch):
-    """--dtype bfloat16 on a registry model: a checkpoint beside the float32 one, every floating-point weight
-    in bfloat16 (half the size on disk), loaded without a float32 copy; a second load reuses it."""
+def test_bfloat16_is_converted_once_into_its_own_checkpoint(smollm2, monkeypatch):
+    """--dtype bfloat16 on a registry model: a checkpoint of its own beside the float32 one, every
+    floating-point weight in bfloat16 (half the size on disk), loaded without a float32 copy; a second load
+    reuses it."""
     from callmaybe.runtime import model as model_module
 
     lm = load_model(FIXTURE_MODEL, dtype="bfloat16", device="cpu")
@@ -108,7 +109,7 @@ def test_bfloat16_is_cast_once_into_its_own_checkpoint(smollm2, monkeypatch):
     assert all(p.dtype == torch.bfloat16 for p in lm.model.parameters())
     size = lambda d: sum(f.stat().st_size for f in d.glob("*.safetensors"))
     assert 0.45 < size(lm.path) / size(smollm2.path) < 0.55
-    monkeypatch.setattr("safetensors.torch.save_file", lambda *a, **k: pytest.fail("cast again"))
+    monkeypatch.setattr(model_module, "gguf_path", lambda name: pytest.fail("converted again"))
     assert model_module.resolve_model_dir(FIXTURE_MODEL, torch.bfloat16) == lm.path
 
 
