@@ -114,15 +114,20 @@ def match_cmd(schema_path, functions_path, jsonl, strict, texts) -> None:
 @main.command("bench", context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
 @click.pass_context
 def bench_cmd(ctx) -> None:
-    """Compile, load and mask benchmark against the peers (bench/compile_bench.py; its flags pass through).
-    Runs from a source checkout only."""
+    """Compile, load and mask benchmark against the peers (bench/compile_bench.py), or with --e2e the end-to-end
+    one (bench/e2e.py); their flags pass through. Runs from a source checkout only."""
     import runpy
 
-    script = Path(__file__).resolve().parent / "bench" / "compile_bench.py"
+    args = list(ctx.args)
+    name = "compile_bench.py"
+    if "--e2e" in args:
+        args.remove("--e2e")
+        name = "e2e.py"
+    script = Path(__file__).resolve().parent / "bench" / name
     if not script.exists():
         fail(CallmaybeError("callmaybe bench runs from a source checkout (bench/ is not installed with the "
                             "package): run it there, e.g. `make bench`"))
-    sys.argv = [str(script), *ctx.args]
+    sys.argv = [str(script), *args]
     runpy.run_path(str(script), run_name="__main__")
 
 

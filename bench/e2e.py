@@ -1,0 +1,222 @@
+"""End-to-end benchmark: the same prompts answered by callmaybe and by each peer that is installed, greedy, one
+request at a time, each system in its own subprocess (its peak RSS from ``os.wait4``), systems alternating.
+
+Systems:
+
+* ``callmaybe`` (``--dtype auto``: bfloat16 where the CPU computes it natively) and ``callmaybe-fp32``
+  (``--dtype float32``, the path before issue 11);
+* ``outlines``: transformers + outlines on the same converted weights (float32, as the issue's table), the call
+  constrained by one JSON schema (``anyOf`` over the catalog's functions), the same chat prompt as callmaybe's;
+* ``llama.cpp``: llama-cpp-python on the same GGUF with its JSON-schema grammar; reported as skipped with the
+  install command when it is not installed (it builds from source).
+
+Printed per system: wall time with and without model loading (s), seconds per request, forward passes (callmaybe
+only: the peers decode every token), tokens per second, peak RSS (MB), right answers (public rules, or BFCL's),
+and the ratio of each figure to callmaybe's. Usage::
+
+    python bench/e2e.py [--data public|bfcl100] [--systems callmaybe,callmaybe-fp32,outlines,llama.cpp]
+    callmaybe bench --e2e [same flags]
+
+No timed unit tests: the figures go in issue notes and the README.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+SHARED = Path(os.environ.get("CALLMAYBE_SHARED", REPO.parent / "shared"))
+MODEL = "qwen2.5-coder-1.5b-instruct"
+SYSTEMS = ("callmaybe", "callmaybe-fp32", "outlines", "llama.cpp")
+INSTALL = {"outlines": "pip install outlines",
+           "llama.cpp": "pip install llama-cpp-python  (compiles llama.cpp from source: several minutes)"}
+MODULE = {"outlines": "outlines", "llama.cpp": "llama_cpp"}
+
+
+def cases(data: str) -> list[dict]:
+    """The benchmark's cases: ``{"prompt", "functions", "expected", "rules"}``."""
+    from callmaybe.runtime.evaluation import evaluation_cases
+
+    if data == "public":
+        return evaluation_cases(SHARED / "data" / "public", None)
+    return evaluation_cases(SHARED / "data" / "bfcl_simple" / "cases.jsonl", 100)
+
+
+def score(call: dict | None, case: dict) -> bool:
+    from callmaybe.runtime.scoring import bfcl_match, public_match
+
+    if not call or "name" not in call:
+        return False
+    match = public_match if case["rules"] == "public" else bfcl_match
+    return bool(match(call, case["expected"])[1])
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Children: one system each, in its own process
+# ------------------------------------------------------------------------------------------------------------
+
+
+def child_callmaybe(data: str, dtype: str) -> dict:
+    from callmaybe.compiler.build import runtime_compiler
+    from callmaybe.runtime.session import RunConfig, Runtime
+
+    t0 = time.perf_counter()
+    runtime = Runtime(RunConfig(model=MODEL, dtype=dtype), runtime_compiler)
+    all_cases = cases(data)
+    loaded = time.perf_counter()
+    right = passes = tokens = 0
+    answerers = {}
+    for case in all_cases:
+        key = id(case["functions"]) if case["rules"] == "public" else case["prompt"]
+        if key not in answerers:
+            public = case["rules"] == "public"
+            answerers = {key: runtime.answerer(case["functions"], store=public, prefix_cache=public)}
+        entry, gen = answerers[key].answer({"prompt": case["prompt"]})
+        right += score(entry, case)
+        if gen is not None:
+            passes += gen.forward_passes
+            tokens += len(gen.tokens)
+    end = time.perf_counter()
+    return {"load_s": loaded - t0, "answer_s": end - loaded, "right": right, "cases": len(all_cases),
+            "passes": passes, "tokens": tokens}
+
+
+def call_schema(functions) -> dict:
+    """One JSON schema for a whole call ``{"name", "parameters"}`` of any function of the catalog."""
+    return {"anyOf": [{"type": "object", "properties": {"name": {"const": fn.name}, "parameters": fn.parameters},
+                       "required": ["name", "parameters"], "additionalProperties": False} for fn in functions]}
+
+
+def child_outlines(data: str) -> dict:
+    import outlines
+    import torch
+    from outlines.types import JsonSchema
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from callmaybe.runtime.calls import type_numbers
+    from callmaybe.runtime.model import resolve_model_dir
+    from callmaybe.runtime.prompt import system_message
+
+    t0 = time.perf_counter()
+    path = resolve_model_dir(MODEL, torch.float32)
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    hf = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
+    model = outlines.from_transformers(hf, tokenizer)
+    all_cases = cases(data)
+    loaded = time.perf_counter()
+    right = tokens = 0
+    generators = {}
+    for case in all_cases:
+        fns = case["functions"]
+        key = tuple(fn.name for fn in fns)
+        if key not in generators:
+            generators = {key: outlines.Generator(model, JsonSchema(call_schema(fns)))}
+        messages = [{"role": "system", "content": system_message(fns)}, {"role": "user", "content": case["prompt"]}]
+        prompt = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+        text = generators[key](prompt, max_new_tokens=256)
+        tokens += len(tokenizer.encode(text, add_special_tokens=False))
+        try:
+            call = json.loads(text)
+            by_name = {fn.name: fn for fn in fns}
+            call["parameters"] = type_numbers(call.get("parameters"), by_name[call["name"]].parameters)
+        except (ValueError, KeyError, TypeError):
+            call = None
+        right += score(call, case)
+    end = time.perf_counter()
+    return {"load_s": loaded - t0, "answer_s": end - loaded, "right": right, "cases": len(all_cases),
+            "passes": None, "tokens": tokens}
+
+
+def child(system: str, data: str) -> dict:
+    import torch
+
+    torch.set_num_threads(os.cpu_count() or 1)
+    if system == "callmaybe":
+        return child_callmaybe(data, "auto")
+    if system == "callmaybe-fp32":
+        return child_callmaybe(data, "float32")
+    if system == "outlines":
+        return child_outlines(data)
+    raise SystemExit(f"no child for {system}")
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Parent
+# ------------------------------------------------------------------------------------------------------------
+
+
+def measure(system: str, data: str) -> dict:
+    """Run one system's child; returns its figures with ``wall_s`` and ``rss_mb`` (peak), or its status."""
+    module = MODULE.get(system)
+    if module is not None and importlib.util.find_spec(module) is None:
+        return {"status": f"skipped (not installed: {INSTALL[system]})"}
+    if system == "llama.cpp":
+        return {"status": "skipped (no llama.cpp child yet: the package was not installed where this bench was "
+                          "written, so its runner is not written untested)"}
+    with tempfile.NamedTemporaryFile("w+", suffix=".json", delete=False) as out:
+        target = out.name
+    t0 = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, __file__, "--child", system, "--data", data, "--out", target])
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - t0
+    try:
+        if os.waitstatus_to_exitcode(status) != 0:
+            return {"status": f"failed (exit {os.waitstatus_to_exitcode(status)})"}
+        result = json.loads(Path(target).read_text())
+    finally:
+        Path(target).unlink(missing_ok=True)
+    return {**result, "status": "ok", "wall_s": wall, "rss_mb": usage.ru_maxrss / 1024}
+
+
+def table(rows: dict[str, dict]) -> list[str]:
+    base = rows.get("callmaybe", {})
+    head = (f"{'system':<16}{'wall s':>8}{'answer s':>10}{'s/req':>7}{'passes':>8}{'tok/s':>7}{'RSS MB':>8}"
+            f"{'right':>8}{'x wall':>8}{'x answer':>10}{'x RSS':>7}")
+    out = [head]
+    for system, r in rows.items():
+        if r.get("status") != "ok":
+            out.append(f"{system:<16}{r.get('status')}")
+            continue
+        ratio = lambda k: f"{r[k] / base[k]:.2f}" if base.get("status") == "ok" and base.get(k) else "-"
+        out.append(f"{system:<16}{r['wall_s']:>8.1f}{r['answer_s']:>10.1f}{r['answer_s'] / r['cases']:>7.2f}"
+                   f"{r['passes'] if r['passes'] is not None else '-':>8}{r['tokens'] / r['answer_s']:>7.1f}"
+                   f"{r['rss_mb']:>8.0f}{str(r['right']) + '/' + str(r['cases']):>8}{ratio('wall_s'):>8}"
+                   f"{ratio('answer_s'):>10}{ratio('rss_mb'):>7}")
+    return out
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data", choices=["public", "bfcl100"], default="public")
+    parser.add_argument("--systems", default=",".join(SYSTEMS),
+                        help="comma-separated, run in this order (default: all)")
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("--out", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.child:
+        Path(args.out).write_text(json.dumps(child(args.child, args.data)))
+        return
+    if not (SHARED / "data").is_dir():
+        raise SystemExit(f"shared data not found: {SHARED / 'data'} (clone the project beside ../shared)")
+    systems = [s for s in args.systems.split(",") if s]
+    unknown = [s for s in systems if s not in SYSTEMS]
+    if unknown:
+        raise SystemExit(f"unknown systems {unknown} (known: {', '.join(SYSTEMS)})")
+    rows = {}
+    for system in systems:
+        print(f"  {system:<16}{args.data} ...", end="", flush=True, file=sys.stderr)
+        rows[system] = measure(system, args.data)
+        print(f" {rows[system]['status']}", file=sys.stderr)
+    print("\n".join(table(rows)))
+
+
+if __name__ == "__main__":
+    main()
