@@ -93,18 +93,14 @@ def compile_cmd(schemas: Path, tokenizer: str, out_dir: Path, vocab_size: int | 
 def match_cmd(schema_path, functions_path, jsonl, strict, texts) -> None:
     """Say which texts (canonical layout) the compiled grammar accepts, one JSON line each."""
     from .compiler.build import match_texts
+    from .core.jsonio import read_text
 
     try:
         if (schema_path is None) == (functions_path is None):
             raise InputError("give exactly one of --schema FILE or --functions FILE")
         items = list(texts)
         if jsonl is not None:
-            try:
-                items += jsonl.read_text(encoding="utf-8").rstrip("\n").split("\n")
-            except OSError as exc:
-                raise InputError(f"{jsonl}: cannot read: {exc.strerror or exc}") from None
-            except UnicodeDecodeError as exc:
-                raise InputError(f"{jsonl}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+            items += read_text(jsonl).rstrip("\n").split("\n")
         for line in match_texts(schema_path, functions_path, items, strict):
             click.echo(json.dumps(line, ensure_ascii=False))
     except CallmaybeError as exc:

@@ -11,14 +11,22 @@ from .errors import InputError
 from .files import atomic_write_text
 
 
-def read_json(path: Path) -> Any:
-    """Read a JSON file; raises InputError naming the file for a missing file or malformed JSON."""
+def read_text(path: Path, encoding: str = "utf-8") -> str:
+    """The text of a file; raises InputError naming the file when it is missing, unreadable or not UTF-8."""
     try:
-        text = Path(path).read_text(encoding="utf-8-sig")
+        return Path(path).read_text(encoding=encoding)
     except FileNotFoundError:
         raise InputError(f"{path}: file not found") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"{path}: cannot read: {exc}") from None
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read: {exc.strerror or exc}") from None
+
+
+def read_json(path: Path) -> Any:
+    """Read a JSON file (a UTF-8 byte-order mark is allowed); raises InputError naming the file for a missing
+    or unreadable file or malformed JSON."""
+    text = read_text(path, encoding="utf-8-sig")
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from ..core.catalog import catalog_fingerprint, load_catalog, parse_catalog
 from ..core.errors import InputError
-from ..core.jsonio import check_output_path, read_json, read_requests, write_json
+from ..core.jsonio import check_output_path, read_json, read_requests, read_text, write_json
 from ..core.messages import progress
 from .runner import Answerer
 from .scoring import bfcl_match, public_match
@@ -33,12 +33,7 @@ def evaluation_cases(data: Path, limit: int | None) -> list[dict]:
             cases.append({"id": t.get("id", i), "prompt": t.get("prompt"), "functions": functions,
                           "expected": e, "rules": "public"})
     elif data.suffix == ".jsonl":
-        try:
-            lines = data.read_text(encoding="utf-8").split("\n")
-        except OSError as exc:
-            raise InputError(f"{data}: cannot read: {exc.strerror or exc}") from None
-        except UnicodeDecodeError as exc:
-            raise InputError(f"{data}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+        lines = read_text(data).split("\n")
         for n, line in enumerate(lines, 1):
             if not line.strip():
                 continue

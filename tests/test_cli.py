@@ -145,3 +145,22 @@ def test_old_flag_names_still_work(tmp_path, public_catalog_path):
     header = read_header(tmp_path / "functions_definition.smollm2-135m-instruct.tools.safetensors")
     assert header["options"] == {"parameters_key": "arguments", "opening": "<tool_call>\n"}
     assert header["vocab_size"] == 49160
+
+
+def test_an_unreadable_text_file_is_one_line_naming_it(tmp_path, public_catalog_path):
+    """Every command reads text files through one helper: missing, not UTF-8 -> one error line, exit 2."""
+    schema = tmp_path / "s.json"
+    schema.write_text('{"type": "integer"}')
+    bad = tmp_path / "bad.jsonl"
+    bad.write_bytes(b"\xff\xfe1\n")
+    r = invoke("match", "--schema", str(schema), "--jsonl", str(bad))
+    assert r.exit_code == 2 and r.stderr == f"error: {bad}: not UTF-8 text (invalid start byte at byte 0)\n"
+    r = invoke("match", "--schema", str(schema), "--jsonl", str(tmp_path / "missing.jsonl"))
+    assert r.exit_code == 2 and r.stderr == f"error: {tmp_path / 'missing.jsonl'}: file not found\n"
+    requests = tmp_path / "requests.json"
+    requests.write_bytes(b'[{"prompt": "\xff"}]')
+    r = invoke("run", str(requests), "--functions_definition", str(public_catalog_path), "--output",
+               str(tmp_path / "out.json"))
+    assert r.exit_code == 2
+    assert r.stderr == f"error: {requests}: not UTF-8 text (invalid start byte at byte 13)\n"
+    assert not (tmp_path / "out.json").exists()
