@@ -154,10 +154,10 @@ def run_options(f):
         click.option("--keep-unstated", is_flag=True,
                      help="Keep optional string arguments the request does not state (default: restate them "
                           "from the request, or leave them out)."),
-        click.option("--dtype", type=click.Choice(["auto", "float32", "bfloat16"]), default="auto",
+        click.option("--dtype", type=click.Choice(["auto", "float32", "bfloat16", "int8"]), default="auto",
                      show_default=True,
                      help="Weights' dtype. auto: bfloat16 where the CPU (AVX512-BF16 or AMX) or GPU computes it "
-                          "natively, else float32."),
+                          "natively, else float32. int8: weight-only int8 on the CPU, bfloat16 activations."),
         click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True,
                      help="auto: a CUDA GPU when torch sees one, else the CPU."),
         click.option("--profile", "profile", is_flag=True,

@@ -43,7 +43,9 @@ class LoadedModel:
     device: torch.device = torch.device("cpu")
 
 
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
+#: ``int8`` is weight-only int8 with bfloat16 activations (:mod:`.quant`), kept as ``torch.int8`` here.
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "int8": torch.int8}
+QUANTIZATION_FILE = "callmaybe-quantization.json"
 
 
 def bf16_is_fast(device: torch.device) -> bool:
@@ -82,6 +84,8 @@ def choose_dtype(requested: str, device: torch.device) -> torch.dtype:
         return torch.bfloat16 if bf16_is_fast(device) else torch.float32
     if requested not in DTYPES:
         raise ModelError(f"unknown dtype {requested!r} (expected auto, {', '.join(DTYPES)})")
+    if requested == "int8" and device.type != "cpu":
+        raise ModelError("--dtype int8 is for the CPU (its kernel is torch's int8 x bfloat16 CPU product)")
     return DTYPES[requested]
 
 
@@ -131,7 +135,10 @@ def load_model(spec: str, threads: int | None = None, dtype: str = "auto", devic
     path = resolve_model_dir(spec, weights)
     try:
         tokenizer = AutoTokenizer.from_pretrained(path)
-        model = AutoModelForCausalLM.from_pretrained(path, dtype=weights).to(where)
+        if weights == torch.int8:
+            model = _load_int8(path).to(where)
+        else:
+            model = AutoModelForCausalLM.from_pretrained(path, dtype=weights).to(where)
     except Exception as exc:
         raise ModelError(f"cannot load model '{spec}' from {path}: {_one_line(exc)}") from exc
     if not getattr(tokenizer, "is_fast", False):
@@ -150,6 +157,7 @@ def _converted_dir(name: str, dtype: torch.dtype = torch.float32) -> Path:
     parent = cache_dir("models", name)
     label = str(dtype).removeprefix("torch.")
     final = parent / ("hf" if dtype == torch.float32 else f"hf-{label}")
+    int8 = dtype == torch.int8
     if (final / "config.json").is_file():
         return final
     gguf = gguf_path(name)
@@ -161,11 +169,15 @@ def _converted_dir(name: str, dtype: torch.dtype = torch.float32) -> Path:
     try:
         try:
             tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
-            model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=dtype)
+            model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name,
+                                                         dtype=torch.bfloat16 if int8 else dtype)
             model.hf_quantizer = None  # else save_pretrained refuses: "quantized with gguf, not serializable"
             if hasattr(model.config, "quantization_config"):
                 del model.config.quantization_config
-            model.save_pretrained(tmp)
+            if int8:
+                _save_int8(model, tmp)
+            else:
+                model.save_pretrained(tmp)
             tokenizer.save_pretrained(tmp)
         except Exception as exc:
             raise ModelError(f"cannot convert {name} from GGUF: {_one_line(exc)}") from exc
@@ -179,6 +191,70 @@ def _converted_dir(name: str, dtype: torch.dtype = torch.float32) -> Path:
         shutil.rmtree(tmp, ignore_errors=True)
     say(f"converted {name} in {time.monotonic() - start:.0f} s")
     return final
+
+
+def _save_int8(model, folder: Path) -> None:
+    """Quantize ``model`` (:func:`.quant.quantize`) and write it to ``folder``: config, generation config, one
+    ``model.safetensors`` of its state (int8 weights, bfloat16 scales and the rest) and a file naming the scheme."""
+    import json
+
+    from safetensors.torch import save_file
+
+    from .quant import quantize
+
+    layers = quantize(model)
+    model.config.save_pretrained(folder)
+    if getattr(model, "generation_config", None) is not None:
+        model.generation_config.save_pretrained(folder)
+    save_file({k: v.contiguous() for k, v in model.state_dict().items()}, str(folder / "model.safetensors"),
+              metadata={"format": "pt"})
+    (folder / QUANTIZATION_FILE).write_text(json.dumps({"scheme": "int8 weight-only, per output channel",
+                                                        "layers": layers}) + "\n")
+
+
+def _load_int8(path: Path):
+    """Build the model of ``path``'s config with empty weights, give it the int8 layers, and read the saved
+    state into it tensor by tensor (no second copy of the weights)."""
+    from accelerate import init_empty_weights
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    from .quant import empty_like_quantized
+
+    config = AutoConfig.from_pretrained(path)
+    with init_empty_weights(include_buffers=False):
+        model = AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16)
+    empty_like_quantized(model)
+    model.load_state_dict(read_safetensors(path / "model.safetensors"), assign=True, strict=True)
+    return model
+
+
+def read_safetensors(path: Path) -> dict[str, torch.Tensor]:
+    """The tensors of a safetensors file (https://github.com/huggingface/safetensors: an 8-byte little-endian
+    header length, a JSON header of name -> dtype, shape, byte offsets, then the data), read with plain reads
+    into each tensor's own memory. ``safetensors.torch.load_file`` maps the file and copies out of the mapping,
+    which holds the file's pages in memory beside the copies until it returns: twice the weights at the peak.
+    Raises ValueError for a dtype it does not know."""
+    import json
+    import struct
+
+    dtypes = {"BF16": torch.bfloat16, "F16": torch.float16, "F32": torch.float32, "I8": torch.int8,
+              "U8": torch.uint8, "I32": torch.int32, "I64": torch.int64, "BOOL": torch.bool}
+    out: dict[str, torch.Tensor] = {}
+    with open(path, "rb", buffering=0) as f:
+        (size,) = struct.unpack("<Q", f.read(8))
+        header = json.loads(f.read(size))
+        header.pop("__metadata__", None)
+        for name, info in sorted(header.items(), key=lambda item: item[1]["data_offsets"][0]):
+            if info["dtype"] not in dtypes:
+                raise ValueError(f"{path}: tensor {name} has dtype {info['dtype']}")
+            start, end = info["data_offsets"]
+            t = torch.empty(info["shape"], dtype=dtypes[info["dtype"]])
+            f.seek(8 + size + start)
+            view = memoryview(t.view(-1).view(torch.uint8).numpy()) if t.numel() else memoryview(b"")
+            if f.readinto(view) != end - start:
+                raise ValueError(f"{path}: tensor {name} is truncated")
+            out[name] = t
+    return out
 
 
 def _one_line(exc: BaseException) -> str:

@@ -1,0 +1,62 @@
+"""Weight-only int8: the scheme's exact values, both product paths, and a registry model converted and loaded."""
+
+import pytest
+import torch
+from torch import nn
+
+from callmaybe.runtime.quant import SMALL_ROWS, Int8Linear, quantize
+
+
+def test_per_channel_absmax_values():
+    lin = nn.Linear(4, 2, bias=True)
+    with torch.no_grad():
+        lin.weight.copy_(torch.tensor([[1.0, -2.54, 0.5, 0.0], [0.127, 0.0, -0.05, 0.001]]))
+        lin.bias.copy_(torch.tensor([0.25, -1.0]))
+    q = Int8Linear.from_linear(lin)
+    assert q.weight_int8.tolist() == [[50, -127, 25, 0], [127, 0, -50, 1]]
+    assert q.scale.dtype == torch.bfloat16 and q.bias.tolist() == [0.25, -1.0]
+    assert torch.allclose(q.scale.float(), torch.tensor([0.02, 0.001]), rtol=1e-2)  # bfloat16: 3 digits
+
+
+@pytest.mark.parametrize("rows", [1, SMALL_ROWS, SMALL_ROWS + 1, 3 * SMALL_ROWS])
+def test_both_paths_compute_the_dequantized_product(rows):
+    """Up to SMALL_ROWS rows go through torch's int8 kernel, more through the dequantized weights: both equal
+    x @ dequantized.T + bias within bfloat16 rounding."""
+    torch.manual_seed(0)
+    lin = nn.Linear(64, 48, bias=True)
+    q = Int8Linear.from_linear(lin)
+    x = torch.randn(2, rows, 64)
+    want = x.to(torch.bfloat16).float() @ q.dequantized().float().T + q.bias.float()
+    got = q(x)
+    assert got.shape == (2, rows, 48) and got.dtype == torch.bfloat16
+    assert torch.allclose(got.float(), want, atol=0.05, rtol=0.02)
+    assert (q.dequantized().float() - lin.weight.detach()).abs().max() <= q.scale.float().max() / 2 + 1e-3
+
+
+def test_quantize_unties_the_output_layer_from_the_embeddings():
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    config = LlamaConfig(vocab_size=40, hidden_size=16, intermediate_size=32, num_hidden_layers=2,
+                         num_attention_heads=2, num_key_value_heads=2, tie_word_embeddings=True)
+    model = LlamaForCausalLM(config).to(torch.bfloat16)
+    embed = model.get_input_embeddings().weight.detach().clone()
+    assert quantize(model) == 2 * 7 + 1  # q, k, v, o, gate, up, down per layer, and the output layer
+    assert isinstance(model.lm_head, Int8Linear) and not model.config.tie_word_embeddings
+    assert torch.equal(model.get_input_embeddings().weight, embed)  # the embeddings stay bfloat16
+    out = model(input_ids=torch.tensor([[1, 2, 3]])).logits
+    assert out.shape == (1, 3, 40) and torch.isfinite(out).all()
+
+
+def test_a_registry_model_in_int8_is_converted_once_and_loaded_without_float_weights(monkeypatch):
+    from callmaybe.core.registry import FIXTURE_MODEL
+    from callmaybe.runtime import model as model_module
+    from callmaybe.runtime.model import QUANTIZATION_FILE, load_model
+
+    lm = load_model(FIXTURE_MODEL, dtype="int8", device="cpu")
+    assert lm.dtype == torch.int8 and lm.path.name == "hf-int8" and (lm.path / QUANTIZATION_FILE).is_file()
+    linears = [m for m in lm.model.modules() if isinstance(m, nn.Linear)]
+    quantized = [m for m in lm.model.modules() if isinstance(m, Int8Linear)]
+    assert linears == [] and len(quantized) == 30 * 7 + 1
+    assert not any(p.is_meta for p in lm.model.parameters()) and not any(b.is_meta for b in lm.model.buffers())
+    monkeypatch.setattr(model_module, "gguf_path", lambda name: pytest.fail("converted again"))
+    assert model_module.resolve_model_dir(FIXTURE_MODEL, torch.int8) == lm.path
