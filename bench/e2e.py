@@ -3,8 +3,8 @@ request at a time, each system in its own subprocess (its peak RSS from ``os.wai
 
 Systems:
 
-* ``callmaybe`` (``--dtype auto``: bfloat16 where the CPU computes it natively) and ``callmaybe-fp32``
-  (``--dtype float32``, the path before issue 11);
+* ``callmaybe`` (``--dtype auto``: bfloat16 where the CPU computes it natively), ``callmaybe-int8``
+  (``--dtype int8``, weight-only int8) and ``callmaybe-fp32`` (``--dtype float32``, the path before issue 11);
 * ``outlines``: transformers + outlines on the same converted weights (float32, as the issue's table), the call
   constrained by one JSON schema (``anyOf`` over the catalog's functions), the same chat prompt as callmaybe's;
 * ``llama.cpp``: llama-cpp-python on the same GGUF with its JSON-schema grammar; reported as skipped with the
@@ -14,7 +14,7 @@ Printed per system: wall time with and without model loading (s), seconds per re
 only: the peers decode every token), tokens per second, peak RSS (MB), right answers (public rules, or BFCL's),
 and the ratio of each figure to callmaybe's. Usage::
 
-    python bench/e2e.py [--data public|bfcl100] [--systems callmaybe,callmaybe-fp32,outlines,llama.cpp]
+    python bench/e2e.py [--data public|bfcl100] [--systems callmaybe,callmaybe-int8,callmaybe-fp32,outlines,llama.cpp]
     callmaybe bench --e2e [same flags]
 
 No timed unit tests: the figures go in issue notes and the README.
@@ -35,7 +35,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 SHARED = Path(os.environ.get("CALLMAYBE_SHARED", REPO.parent / "shared"))
 MODEL = "qwen2.5-coder-1.5b-instruct"
-SYSTEMS = ("callmaybe", "callmaybe-fp32", "outlines", "llama.cpp")
+SYSTEMS = ("callmaybe", "callmaybe-int8", "callmaybe-fp32", "outlines", "llama.cpp")
 INSTALL = {"outlines": "pip install outlines",
            "llama.cpp": "pip install llama-cpp-python  (compiles llama.cpp from source: several minutes)"}
 MODULE = {"outlines": "outlines", "llama.cpp": "llama_cpp"}
@@ -143,6 +143,8 @@ def child(system: str, data: str) -> dict:
         return child_callmaybe(data, "auto")
     if system == "callmaybe-fp32":
         return child_callmaybe(data, "float32")
+    if system == "callmaybe-int8":
+        return child_callmaybe(data, "int8")
     if system == "outlines":
         return child_outlines(data)
     raise SystemExit(f"no child for {system}")
