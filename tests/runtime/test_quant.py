@@ -60,3 +60,17 @@ def test_a_registry_model_in_int8_is_converted_once_and_loaded_without_float_wei
     assert not any(p.is_meta for p in lm.model.parameters()) and not any(b.is_meta for b in lm.model.buffers())
     monkeypatch.setattr(model_module, "gguf_path", lambda name: pytest.fail("converted again"))
     assert model_module.resolve_model_dir(FIXTURE_MODEL, torch.int8) == lm.path
+
+
+def test_a_local_checkpoint_in_int8_is_quantized_at_load(tmp_path):
+    """A model folder that is not a registry model has no int8 checkpoint: its weights are quantized in memory."""
+    from callmaybe.core.registry import FIXTURE_MODEL
+    from callmaybe.runtime.model import load_model, resolve_model_dir
+
+    folder = tmp_path / "local-model"
+    folder.mkdir()
+    for f in resolve_model_dir(FIXTURE_MODEL, torch.float32).iterdir():
+        (folder / f.name).symlink_to(f)
+    lm = load_model(str(folder), dtype="int8", device="cpu")
+    assert lm.dtype == torch.int8 and isinstance(lm.model.lm_head, Int8Linear)
+    assert not [m for m in lm.model.modules() if isinstance(m, nn.Linear)]
