@@ -91,18 +91,20 @@ class IndexData:
     def row(self, row: int) -> tuple[np.ndarray | None, np.ndarray | None]:
         """Row ``row`` exactly as stored, without a copy: ``(ids, None)`` with the sorted int32 id list, or
         ``(None, bits)`` with the uint8 packed bitmask of ceil(vocab_size / 8) bytes (little bit order)."""
-        return self.rows([row])[0]
+        a = self.arrays
+        return self._view(int(a["row_kind"][row]), int(a["row_offset"][row]), int(a["row_count"][row]))
 
     def rows(self, which: list[int] | None = None) -> list[tuple[np.ndarray | None, np.ndarray | None]]:
-        """:meth:`row` of each row in ``which`` (default: every row), in order; O(len(which)), no copy."""
+        """:meth:`row` of each row in ``which`` (default: every row), in order; the row arrays are read once,
+        so this is O(R + len(which)) with no copy of any row."""
         a = self.arrays
         kind, offset, count = a["row_kind"].tolist(), a["row_offset"].tolist(), a["row_count"].tolist()
-        ids, bits, nbytes = a["row_ids"], a["row_bits"], (self.vocab_size + 7) // 8
-        out = []
-        for r in range(len(kind)) if which is None else which:
-            off = offset[r]
-            out.append((ids[off : off + count[r]], None) if kind[r] == ROW_IDS else (None, bits[off : off + nbytes]))
-        return out
+        return [self._view(kind[r], offset[r], count[r]) for r in (range(len(kind)) if which is None else which)]
+
+    def _view(self, kind: int, offset: int, count: int) -> tuple[np.ndarray | None, np.ndarray | None]:
+        if kind == ROW_IDS:
+            return self.arrays["row_ids"][offset : offset + count], None
+        return None, self.arrays["row_bits"][offset : offset + (self.vocab_size + 7) // 8]
 
     def row_tokens(self, row: int) -> np.ndarray:
         """The allowed token ids (int32, sorted) of ``row``."""
