@@ -63,9 +63,7 @@ class PrefixCache:
             return None, 0
         prefix = prompt_ids[:prefix_len]
         if self.cache is None or self.ids != prefix:
-            t0 = time.perf_counter()
-            _, self.cache = forward(self.model, prefix, None)
-            self.profile.add("prefix", time.perf_counter() - t0, len(prefix))
+            _, self.cache = forward(self.model, prefix, None, self.profile, "prefix")
             self.ids = prefix
         return self.cache, prefix_len
 
@@ -76,13 +74,17 @@ class PrefixCache:
                 self.cache.crop(-extra)  # transformers 5: a negative count removes that many tokens
 
 
-def forward(model, ids: list[int], past):
+def forward(model, ids: list[int], past, profile: Profile | None = None, phase: str = ""):
     """Run ``model`` on ``ids`` after ``past``; returns (the logits of the last position, shape (vocab_size,),
     in the model's dtype and on its device; the cache). Only the last position's logits are computed
-    (``logits_to_keep=1``): the output layer is 151,936 x 1,536 for Qwen, a large share of a prefill's work."""
+    (``logits_to_keep=1``): the output layer is 151,936 x 1,536 for Qwen, a large share of a prefill's work.
+    With ``profile``, the pass's seconds and ``len(ids)`` tokens are added to its ``phase``."""
+    t0 = time.perf_counter()
     input_ids = torch.tensor([ids], dtype=torch.long, device=getattr(model, "device", None))
     with torch.inference_mode():
         out = model(input_ids=input_ids, cache=past, use_cache=True, logits_to_keep=1)
+    if profile is not None:
+        profile.add(phase, time.perf_counter() - t0, len(ids))
     return out.logits[0, -1], out.cache
 
 
@@ -127,9 +129,7 @@ def generate(
             if matcher.is_finished():
                 break
             phase = "prefill" if passes == 0 else "decode step" if len(pending) == 1 else "forced chunk"
-            t = clock()
-            logits, past = forward(model, pending, past)
-            profile.add(phase, clock() - t, len(pending))
+            logits, past = forward(model, pending, past, profile, phase)
             passes += 1
             t = clock()
             mask = matcher.mask()

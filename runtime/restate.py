@@ -27,7 +27,6 @@ from __future__ import annotations
 import json
 import math
 import re
-import time
 import unicodedata
 from dataclasses import dataclass
 
@@ -166,10 +165,7 @@ def restate(model, index: TokenIndex, prompt_ids: list[int], tokens: list[int], 
     past, cached = prefix.lookup(ids, prefix_len) if prefix is not None else (None, 0)
     passes, text, logp, chosen = 0, b"", 0.0, []
     try:
-        profile = profile if profile is not None else Profile()
-        t = time.perf_counter()
-        logits, past = forward(model, ids[cached:], past)
-        profile.add("restate pass", time.perf_counter() - t, len(ids) - cached)
+        logits, past = forward(model, ids[cached:], past, profile, "restate pass")
         passes = 1
         eos, said = set(index.eos_ids), fold(request)
         for _ in range(RESTATE_MAX_TOKENS):
@@ -195,9 +191,7 @@ def restate(model, index: TokenIndex, prompt_ids: list[int], tokens: list[int], 
             if closed:
                 value = _VALUE.match(text).group(1).decode("utf-8")
                 return Restated(value, math.exp(logp), chosen, passes)
-            t = time.perf_counter()
-            logits, past = forward(model, [tok], past)
-            profile.add("restate pass", time.perf_counter() - t, 1)
+            logits, past = forward(model, [tok], past, profile, "restate pass")
             passes += 1
         return Restated(None, 0.0, chosen, passes)
     finally:
