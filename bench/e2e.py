@@ -41,13 +41,16 @@ INSTALL = {"outlines": "pip install outlines",
 MODULE = {"outlines": "outlines", "llama.cpp": "llama_cpp"}
 
 
+#: each benchmark data set: (the path ``callmaybe eval`` reads, how many cases)
+DATA = {"public": (SHARED / "data" / "public", None),
+        "bfcl100": (SHARED / "data" / "bfcl_simple" / "cases.jsonl", 100)}
+
+
 def cases(data: str) -> list[dict]:
     """The benchmark's cases: ``{"prompt", "functions", "expected", "rules"}``."""
     from callmaybe.runtime.evaluation import evaluation_cases
 
-    if data == "public":
-        return evaluation_cases(SHARED / "data" / "public", None)
-    return evaluation_cases(SHARED / "data" / "bfcl_simple" / "cases.jsonl", 100)
+    return evaluation_cases(*DATA[data])
 
 
 def score(call: dict | None, case: dict) -> bool:
@@ -65,28 +68,18 @@ def score(call: dict | None, case: dict) -> bool:
 
 
 def child_callmaybe(data: str, dtype: str) -> dict:
+    """callmaybe's own ``eval`` on the benchmark's cases (the same scoring and answerer cache as the command)."""
     from callmaybe.compiler.build import runtime_compiler
-    from callmaybe.runtime.session import RunConfig, Runtime
+    from callmaybe.runtime.evaluation import evaluate
+    from callmaybe.runtime.session import RunConfig
 
     t0 = time.perf_counter()
-    runtime = Runtime(RunConfig(model=MODEL, dtype=dtype), runtime_compiler)
-    all_cases = cases(data)
-    loaded = time.perf_counter()
-    right = passes = tokens = 0
-    answerers = {}
-    for case in all_cases:
-        key = id(case["functions"]) if case["rules"] == "public" else case["prompt"]
-        if key not in answerers:
-            public = case["rules"] == "public"
-            answerers = {key: runtime.answerer(case["functions"], store=public, prefix_cache=public)}
-        entry, gen = answerers[key].answer({"prompt": case["prompt"]})
-        right += score(entry, case)
-        if gen is not None:
-            passes += gen.forward_passes
-            tokens += len(gen.tokens)
-    end = time.perf_counter()
-    return {"load_s": loaded - t0, "answer_s": end - loaded, "right": right, "cases": len(all_cases),
-            "passes": passes, "tokens": tokens}
+    path, limit = DATA[data]
+    totals = evaluate(RunConfig(model=MODEL, dtype=dtype), path, limit, None, runtime_compiler)
+    total = time.perf_counter() - t0
+    return {"load_s": total - totals["answer_seconds"], "answer_s": totals["answer_seconds"],
+            "right": totals["right_arguments"], "cases": totals["cases"], "passes": totals["forward_passes"],
+            "tokens": totals["tokens"]}
 
 
 def call_schema(functions) -> dict:
