@@ -196,7 +196,7 @@ class TokenIndex:
     def apply_mask(self, m: Mask, logits: torch.Tensor) -> torch.Tensor:
         """A new tensor like ``logits`` (shape (n,), same dtype) with every token ``m`` does not allow set to
         -inf. A short id row scatters the allowed logits into a -inf tensor; other shared rows add the cached
-        float32 :meth:`bias` on the logits' device (and cast back for half-precision logits); a per-step mask
+        float32 bias (:meth:`_bias`) on the logits' device (and cast back for half-precision logits); a per-step mask
         selects with its bool tensor. Ids at or past the index's vocab_size (n > vocab_size) are never
         allowed."""
         n = logits.shape[0]
