@@ -62,6 +62,14 @@ def test_refuses_corrupt_file(compiled):
     assert str(err.value) == f"{path.parent / 'missing.safetensors'}: index file not found"
 
 
+def assert_every_reader_refuses(path, message):
+    """Reading the whole index and reading only its header both raise IndexFileError with ``message``."""
+    for read in (read_index_for, read_header):
+        with pytest.raises(IndexFileError) as err:
+            read(path)
+        assert str(err.value) == message
+
+
 def test_refuses_a_foreign_safetensors_file(tmp_path):
     from safetensors.numpy import save_file
 
@@ -69,10 +77,7 @@ def test_refuses_a_foreign_safetensors_file(tmp_path):
     save_file({f"layer.{i}.weight": np.zeros((2, 2), dtype=np.float32) for i in range(5)}, str(path))
     expected = (f"{path}: not a callmaybe index (a safetensors file with tensors layer.0.weight, layer.1.weight, "
                 "layer.2.weight and 2 more, and no callmaybe header)")
-    for read in (read_index_for, read_header):
-        with pytest.raises(IndexFileError) as err:
-            read(path)
-        assert str(err.value) == expected
+    assert_every_reader_refuses(path, expected)
 
 
 def write_with_header(path, index, header):
@@ -105,10 +110,7 @@ def test_a_version_this_code_does_not_know_is_refused_naming_both(compiled, tmp_
     write_with_header(v3, index, {**index.header, "index_version": 3})
     message = (f"{v3}: index version 3 cannot be read by this callmaybe (it reads versions 1 and 2); "
                "recompile the index or upgrade callmaybe")
-    for read in (read_index_for, read_header):
-        with pytest.raises(IndexFileError) as err:
-            read(v3)
-        assert str(err.value) == message
+    assert_every_reader_refuses(v3, message)
 
 
 def test_written_files_carry_the_current_version(compiled):
