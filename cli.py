@@ -160,6 +160,9 @@ def run_options(f):
                           "natively, else float32. int8: weight-only int8 on the CPU, bfloat16 activations."),
         click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True,
                      help="auto: a CUDA GPU when torch sees one, else the CPU."),
+        click.option("--max-batch", type=click.IntRange(min=1), default=1, show_default=True,
+                     help="Decode up to N requests together, as rows of one forward pass (more requests per "
+                          "second on many requests; 1: one at a time)."),
         click.option("--profile", "profile", is_flag=True,
                      help="Print where the answering time went: seconds, calls and tokens per phase."),
     ]
@@ -181,15 +184,15 @@ def show_trace(record: dict) -> None:
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="Only the first N cases.")
 @click.option("--output", type=click.Path(path_type=Path), default=None,
               help="Write every case's call {id, prompt, name, parameters} (or error) here.")
-def eval_cmd(data, model, max_tokens, threads, call_format, keep_unstated, dtype, device, profile, limit,
-             output) -> None:
+def eval_cmd(data, model, max_tokens, threads, call_format, keep_unstated, dtype, device, max_batch, profile,
+             limit, output) -> None:
     """Score a data set with expected answers (a public-style folder or a BFCL cases.jsonl)."""
     from .compiler.build import runtime_compiler
     from .runtime.evaluation import evaluate
     from .runtime.session import RunConfig
 
     config = RunConfig(model=model, max_tokens=max_tokens, threads=threads, call_format=call_format,
-                       keep_unstated=keep_unstated, dtype=dtype, device=device)
+                       keep_unstated=keep_unstated, dtype=dtype, device=device, max_batch=max_batch)
     try:
         t = evaluate(config, data, limit, output, runtime_compiler)
     except CallmaybeError as exc:
@@ -199,7 +202,7 @@ def eval_cmd(data, model, max_tokens, threads, call_format, keep_unstated, dtype
     click.echo(f"cases {t['cases']}: parsed {t['parsed']}, schema-valid {t['schema_valid']}, "
                f"right function {t['right_function']} ({100 * t['right_function'] / n:.1f}%), "
                f"right arguments {t['right_arguments']} ({100 * t['right_arguments'] / n:.1f}%); "
-               f"{t['seconds'] / n:.2f} s and {t['forward_passes'] / n:.1f} forward passes per request "
+               f"{t['answer_seconds'] / n:.2f} s and {t['forward_passes'] / n:.1f} forward passes per request "
                f"({t['tokens'] / n:.1f} tokens)")
     if profile:
         say("\n".join(t["profile"].lines(t["answer_seconds"])))
@@ -221,14 +224,14 @@ def eval_cmd(data, model, max_tokens, threads, call_format, keep_unstated, dtype
 @click.option("--no-prefix-cache", is_flag=True, help="Recompute the catalog prompt for every request.")
 @click.option("--interactive", is_flag=True, help="Type requests at a prompt and get calls back.")
 def run_cmd(input_pos, functions, input_opt, output, model, max_tokens, threads, call_format, keep_unstated,
-            dtype, device, profile, index_path, trace, no_prefix_cache, interactive) -> None:
+            dtype, device, max_batch, profile, index_path, trace, no_prefix_cache, interactive) -> None:
     """Answer a file of requests with one schema-valid call each."""
     from .compiler.build import runtime_compiler
     from .runtime.session import RunConfig, interactive as interactive_session, run_file
 
     config = RunConfig(model=model, index_path=index_path, max_tokens=max_tokens, threads=threads,
                        call_format=call_format, prefix_cache=not no_prefix_cache, keep_unstated=keep_unstated,
-                       trace=trace, dtype=dtype, device=device)
+                       trace=trace, dtype=dtype, device=device, max_batch=max_batch)
     on_answer = show_trace if trace else None
     try:
         if interactive:
@@ -242,10 +245,10 @@ def run_cmd(input_pos, functions, input_opt, output, model, max_tokens, threads,
         fail(exc)
         return
     s = outcome.stats
-    tps = s.tokens / s.seconds if s.seconds else 0.0
+    tps = s.tokens / outcome.answer_seconds if outcome.answer_seconds else 0.0
     say(f"wrote {len(outcome.results)} results to {output} ({s.failed} failed) in {outcome.seconds:.1f} s; "
         f"{s.tokens} tokens ({s.chosen} chosen, {s.forced} forced), {s.forward_passes} forward passes, "
-        f"{tps:.1f} tokens/s while decoding")
+        f"{tps:.1f} tokens/s while answering")
     if profile:
         say("\n".join(outcome.profile.lines(outcome.answer_seconds)))
 

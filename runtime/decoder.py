@@ -23,7 +23,7 @@ from .masks import TokenIndex
 from .matcher import BudgetExhausted, Matcher
 from .profile import Profile
 
-__all__ = ["BudgetExhausted", "Generation", "PrefixCache", "forward", "generate"]
+__all__ = ["BudgetExhausted", "Decoding", "Generation", "PrefixCache", "forward", "generate"]
 
 
 @dataclass
@@ -88,6 +88,91 @@ def forward(model, ids: list[int], past, profile: Profile | None = None, phase: 
     return out.logits[0, -1], out.cache
 
 
+class Decoding:
+    """One call being decoded: its :class:`~.matcher.Matcher`, loop guard, the tokens waiting to be fed to the
+    model (``pending``: the prompt's uncached part first, then each chosen token with the forced text after
+    it) and the counts. The caller runs the model on ``pending`` whenever :meth:`take_forced` says the call
+    goes on, and hands the last position's logits to :meth:`choose`; :func:`generate` does this for one call,
+    :class:`~.batch.Batch` for several at once.
+
+    Raises BudgetExhausted when even the shortest completion needs more than ``max_tokens`` tokens.
+    """
+
+    def __init__(self, index: TokenIndex, tokenizer, max_tokens: int, pending: list[int], trace: bool = False,
+                 profile: Profile | None = None):
+        self.index, self.tokenizer, self.trace = index, tokenizer, trace
+        self.profile = profile if profile is not None else Profile()
+        self.matcher = Matcher(index, max_tokens, tokenizer)
+        self.pending = list(pending)
+        self.loops = LoopGuard()
+        self.passes = self.chosen = self.forced = 0
+        self.loop_closed = False
+        self.steps: list[dict] = []
+        self.t0 = time.perf_counter()
+
+    @property
+    def phase(self) -> str:
+        """The profile phase of the next forward pass: prefill, decode step or forced chunk."""
+        return "prefill" if self.passes == 0 else "decode step" if len(self.pending) == 1 else "forced chunk"
+
+    def take_forced(self) -> bool:
+        """Append the tokens of any forced text to ``pending`` without asking the model; returns True when the
+        call is finished (nothing may follow), False when the model must choose the next token."""
+        clock = time.perf_counter
+        while True:
+            t = clock()
+            ids = self.matcher.forced_tokens()
+            if not ids:
+                self.profile.add("forced tokens", clock() - t, calls=0)  # looked, nothing forced
+                return self.matcher.is_finished()
+            for tok in ids:
+                if self.trace:
+                    self.steps.append({"step": len(self.matcher.tokens), "kind": "forced", "token": tok,
+                                       "text": self.tokenizer.decode([tok])})
+                self.matcher.advance(tok)
+                self.loops.forced(self.index.token_bytes[tok])
+            self.pending += ids
+            self.forced += len(ids)
+            self.profile.add("forced tokens", clock() - t, len(ids))
+
+    def choose(self, logits: torch.Tensor) -> bool:
+        """Take the most likely allowed token from ``logits`` (shape (vocab_size,), the model's output after
+        ``pending``) and advance; returns True when the call is finished. When the model loops (:mod:`.loops`)
+        the budget is cut to the shortest completion."""
+        self.passes += 1
+        t = time.perf_counter()
+        mask = self.matcher.mask()
+        tok = int(torch.argmax(self.index.apply_mask(mask, logits)))
+        self.profile.add("mask", time.perf_counter() - t)
+        if self.trace:
+            self.steps.append(_chosen_step(self.tokenizer, len(self.matcher.tokens), tok, logits, mask.count()))
+        self.chosen += 1
+        self.matcher.advance(tok)
+        if self.matcher.finished:
+            self.pending = []
+            return True
+        self.pending = [tok]
+        if self.loops.chosen(self.index.token_bytes[tok]) and not self.loop_closed:
+            self.matcher.close_early()  # from here, only the shortest completion fits the budget
+            self.loop_closed = True
+        return False
+
+    def result(self, prompt_tokens: int = 0, cached_prompt_tokens: int = 0) -> Generation:
+        """The decoded call as a :class:`Generation` (seconds since this Decoding was made)."""
+        return Generation(
+            text=self.matcher.data.decode("utf-8", errors="replace"),
+            tokens=self.matcher.call_tokens(),
+            forward_passes=self.passes,
+            chosen_tokens=self.chosen,
+            forced_tokens=self.forced,
+            seconds=time.perf_counter() - self.t0,
+            prompt_tokens=prompt_tokens,
+            cached_prompt_tokens=cached_prompt_tokens,
+            loop_closed=self.loop_closed,
+            trace=self.steps,
+        )
+
+
 def generate(
     model, tokenizer, index: TokenIndex, prompt_ids: list[int], max_tokens: int = 256, trace: bool = False,
     prefix: PrefixCache | None = None, prefix_len: int = 0, profile: Profile | None = None,
@@ -100,66 +185,18 @@ def generate(
     ``profile``: where the seconds of each phase are added (:mod:`.profile`).
     Raises BudgetExhausted when even the shortest completion needs more than ``max_tokens`` tokens.
     """
-    t0 = time.perf_counter()
     profile = profile if profile is not None else Profile()
-    matcher = Matcher(index, max_tokens, tokenizer)
     past, cached = prefix.lookup(prompt_ids, prefix_len) if prefix is not None else (None, 0)
-    pending = list(prompt_ids[cached:])
-    loops = LoopGuard()
-    passes = chosen = forced = 0
-    loop_closed = False
-    steps: list[dict] = []
-    clock = time.perf_counter
     try:
-        while True:
-            t = clock()
-            ids = matcher.forced_tokens()
-            if ids:
-                for tok in ids:
-                    if trace:
-                        steps.append({"step": len(matcher.tokens), "kind": "forced", "token": tok,
-                                      "text": tokenizer.decode([tok])})
-                    matcher.advance(tok)
-                    loops.forced(index.token_bytes[tok])
-                pending += ids
-                forced += len(ids)
-                profile.add("forced tokens", clock() - t, len(ids))
-                continue
-            profile.add("forced tokens", clock() - t, calls=0)
-            if matcher.is_finished():
+        row = Decoding(index, tokenizer, max_tokens, prompt_ids[cached:], trace, profile)
+        while not row.take_forced():
+            logits, past = forward(model, row.pending, past, profile, row.phase)
+            if row.choose(logits):
                 break
-            phase = "prefill" if passes == 0 else "decode step" if len(pending) == 1 else "forced chunk"
-            logits, past = forward(model, pending, past, profile, phase)
-            passes += 1
-            t = clock()
-            mask = matcher.mask()
-            tok = int(torch.argmax(index.apply_mask(mask, logits)))
-            profile.add("mask", clock() - t)
-            if trace:
-                steps.append(_chosen_step(tokenizer, len(matcher.tokens), tok, logits, mask.count()))
-            chosen += 1
-            matcher.advance(tok)
-            if matcher.finished:
-                break
-            pending = [tok]
-            if loops.chosen(index.token_bytes[tok]) and not loop_closed:
-                matcher.close_early()  # from here, only the shortest completion fits the budget
-                loop_closed = True
     finally:
         if prefix is not None:
             prefix.release()
-    return Generation(
-        text=matcher.data.decode("utf-8", errors="replace"),
-        tokens=matcher.call_tokens(),
-        forward_passes=passes,
-        chosen_tokens=chosen,
-        forced_tokens=forced,
-        seconds=time.perf_counter() - t0,
-        prompt_tokens=len(prompt_ids),
-        cached_prompt_tokens=cached,
-        loop_closed=loop_closed,
-        trace=steps,
-    )
+    return row.result(len(prompt_ids), cached)
 
 
 def _chosen_step(tokenizer, step: int, tok: int, logits: torch.Tensor, allowed: int) -> dict:

@@ -10,7 +10,7 @@ from ..core.catalog import catalog_fingerprint, load_catalog, parse_catalog
 from ..core.errors import InputError
 from ..core.jsonio import check_output_path, read_json, read_requests, read_text, write_json
 from ..core.messages import progress
-from .runner import Answerer
+from .runner import Answerer, answer_batched
 from .scoring import bfcl_match, public_match
 from .session import Compile, RunConfig, Runtime
 
@@ -72,33 +72,44 @@ def evaluate(config: RunConfig, data: Path, limit: int | None, output: Path | No
     runtime = Runtime(config, compile)
     t_start = time.perf_counter()
     answerers: dict[str, Answerer] = {}
-    rows, totals = [], {"cases": 0, "parsed": 0, "schema_valid": 0, "right_function": 0, "right_arguments": 0,
-                        "seconds": 0.0, "forward_passes": 0, "tokens": 0}
-    for case in progress(cases, desc="eval", unit="case"):
+
+    def answerer_for(case: dict) -> Answerer:
         key = catalog_fingerprint(case["functions"])
         if key not in answerers:
             if len(answerers) > 8:
-                answerers.clear()
+                answerers.clear()  # rows still decoding keep their own answerer
             public = case["rules"] == "public"
             answerers[key] = runtime.answerer(case["functions"], store=public, prefix_cache=public)
-        t = time.perf_counter()
-        entry, gen = answerers[key].answer({"prompt": case["prompt"]})
-        totals["seconds"] += time.perf_counter() - t
-        totals["cases"] += 1
-        rows.append({"id": case["id"], **entry})
-        if gen is not None:
-            totals["forward_passes"] += gen.forward_passes
-            totals["tokens"] += len(gen.tokens)
-        if "error" in entry:
-            if "not JSON" not in entry["error"]:
-                totals["parsed"] += 1 if gen is not None else 0
-            continue
-        totals["parsed"] += 1
-        totals["schema_valid"] += 1
-        match = public_match if case["rules"] == "public" else bfcl_match
-        fn_ok, args_ok = match(entry, case["expected"])
-        totals["right_function"] += fn_ok
-        totals["right_arguments"] += args_ok
+        return answerers[key]
+
+    items = ((answerer_for(case), {"prompt": case["prompt"]}) for case in cases)
+    if config.max_batch > 1:
+        answers = answer_batched(items, config.max_batch)
+    else:
+        answers = ((i, *answerer.answer(request)) for i, (answerer, request) in enumerate(items))
+    rows: list[dict | None] = [None] * len(cases)
+    totals = {"cases": 0, "parsed": 0, "schema_valid": 0, "right_function": 0, "right_arguments": 0,
+              "seconds": 0.0, "forward_passes": 0, "tokens": 0}
+    with progress(total=len(cases), desc="eval", unit="case") as bar:
+        for position, entry, gen in answers:
+            bar.update(1)
+            case = cases[position]
+            totals["cases"] += 1
+            rows[position] = {"id": case["id"], **entry}
+            if gen is not None:
+                totals["seconds"] += gen.seconds
+                totals["forward_passes"] += gen.forward_passes
+                totals["tokens"] += len(gen.tokens)
+            if "error" in entry:
+                if "not JSON" not in entry["error"]:
+                    totals["parsed"] += 1 if gen is not None else 0
+                continue
+            totals["parsed"] += 1
+            totals["schema_valid"] += 1
+            match = public_match if case["rules"] == "public" else bfcl_match
+            fn_ok, args_ok = match(entry, case["expected"])
+            totals["right_function"] += fn_ok
+            totals["right_arguments"] += args_ok
     if output is not None:
         write_json(output, rows)
     totals["answer_seconds"] = time.perf_counter() - t_start

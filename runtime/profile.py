@@ -1,12 +1,14 @@
 """Where the time of a run goes: seconds, calls and tokens per phase, printed by ``run --profile`` and ``eval
 --profile``.
 
-Phases (every forward pass is in exactly one of the first five):
+Phases (every forward pass is in exactly one of the first six):
 
 * ``prefix``: the catalog prompt's keys and values, computed once per run (per catalog);
 * ``prefill``: a request's first pass, over the prompt after the shared prefix;
 * ``decode step``: a pass over one new token (the one the model just chose);
 * ``forced chunk``: a pass over forced text appended without asking the model (with the chosen token before it);
+* ``batch step``: with ``--max-batch``, a pass over the pending tokens of every row of the batch (:mod:`.batch`;
+  a row's prefill is still its own ``prefill``);
 * ``restate pass``: the passes of restating an unstated argument (:mod:`.restate`);
 * ``mask``: the matcher's mask, applying it to the logits, and the argmax;
 * ``forced tokens``: finding and taking forced text (tokenizing it the first time a state is seen);
@@ -21,9 +23,9 @@ import time
 from contextlib import contextmanager
 from collections.abc import Iterator
 
-PHASES = ("prefix", "prefill", "decode step", "forced chunk", "restate pass", "mask", "forced tokens", "prompt",
-          "check")
-MODEL_PHASES = PHASES[:5]
+PHASES = ("prefix", "prefill", "decode step", "forced chunk", "batch step", "restate pass", "mask", "forced tokens",
+          "prompt", "check")
+MODEL_PHASES = PHASES[:6]
 
 
 class Profile:

@@ -5,14 +5,15 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Iterable, Iterator
 
 from ..core.callformat import call_format_of
 from ..core.catalog import Function
 from ..core.errors import CallmaybeError
 from ..core.messages import progress
 from .calls import to_call
-from .decoder import Generation, PrefixCache, generate
+from .batch import Batch, Started, start
+from .decoder import Decoding, Generation, PrefixCache, generate
 from .grounding import drop, unstated, valid
 from .masks import TokenIndex
 from .profile import Profile
@@ -51,6 +52,28 @@ class RunStats:
         return record
 
 
+def request_error(request: Any) -> dict[str, Any] | None:
+    """The error entry of a request that cannot be answered (not ``{"prompt": <non-empty text>}``), else None."""
+    prompt = request.get("prompt") if isinstance(request, dict) else None
+    if not isinstance(request, dict) or "prompt" not in request:
+        return {"prompt": None, "error": "missing prompt (expected {\"prompt\": ...})"}
+    if not isinstance(prompt, str):
+        return {"prompt": prompt, "error": f"prompt must be a string, got {type(prompt).__name__}"}
+    if not prompt.strip():
+        return {"prompt": prompt, "error": "empty or missing prompt"}
+    try:
+        prompt.encode("utf-8")
+    except UnicodeEncodeError:
+        return {"prompt": prompt.encode("utf-8", "replace").decode(), "error": "prompt is not valid Unicode"}
+    return None
+
+
+def _error_entry(prompt: str, exc: Exception) -> dict[str, Any]:
+    if isinstance(exc, CallmaybeError):
+        return {"prompt": prompt, "error": str(exc)}
+    return {"prompt": prompt, "error": f"{type(exc).__name__}: {exc}"}
+
+
 class Answerer:
     """Answers requests against one loaded model, index and catalog, reusing the catalog prompt's KV cache.
 
@@ -80,36 +103,61 @@ class Answerer:
         A bad request (missing or empty prompt) or a failed decode gives ``{"prompt", "error"}``; the
         Generation is returned whenever decoding ran (also when its output then failed the schema check).
         """
-        prompt = request.get("prompt") if isinstance(request, dict) else None
-        if not isinstance(request, dict) or "prompt" not in request:
-            return {"prompt": None, "error": "missing prompt (expected {\"prompt\": ...})"}, None
-        if not isinstance(prompt, str):
-            return {"prompt": prompt, "error": f"prompt must be a string, got {type(prompt).__name__}"}, None
-        if not prompt.strip():
-            return {"prompt": prompt, "error": "empty or missing prompt"}, None
+        error = request_error(request)
+        if error is not None:
+            return error, None
+        prompt, gen = request["prompt"], None
         try:
-            prompt.encode("utf-8")
-        except UnicodeEncodeError:
-            return {"prompt": prompt.encode("utf-8", "replace").decode(), "error": "prompt is not valid Unicode"}, None
-        gen = None
-        try:
-            with self.profile.timed("prompt"):
-                ids = prompt_ids(self.tokenizer, self.functions, prompt, self.call_format)
+            ids = self._prompt_ids(prompt)
             gen = generate(self.model, self.tokenizer, self.index, ids, self.max_tokens, trace,
                            self.prefix, self.prefix_len, self.profile)
-            t0, restating = time.perf_counter(), self.profile.seconds["restate pass"]
-            try:
-                call = to_call(gen.text, self.by_name, self.key)
-                if not self.keep_unstated:
-                    call["parameters"] = self._ground(call, prompt, ids, gen)
-            finally:  # the restate passes are a phase of their own
-                spent = time.perf_counter() - t0 - (self.profile.seconds["restate pass"] - restating)
-                self.profile.add("check", spent)
-        except CallmaybeError as exc:  # the Generation (if any) is kept: its trace and counts still show
-            return {"prompt": prompt, "error": str(exc)}, gen
-        except (RuntimeError, ValueError, TypeError) as exc:  # one bad request never stops the others
-            return {"prompt": prompt, "error": f"{type(exc).__name__}: {exc}"}, gen
-        return {"prompt": prompt, **call}, gen
+            return self._finish(prompt, ids, gen), gen
+        except (CallmaybeError, RuntimeError, ValueError, TypeError) as exc:  # one bad request never stops the others
+            return _error_entry(prompt, exc), gen
+
+    def begin(self, request: Any, trace: bool = False) -> "Job | tuple[dict[str, Any], None]":
+        """Start answering ``request`` for a batch (:func:`answer_batched`): its prompt goes through the model
+        alone and its first token is chosen. Returns the :class:`Job`, or (error entry, None) for a bad
+        request or a failed start."""
+        error = request_error(request)
+        if error is not None:
+            return error, None
+        prompt = request["prompt"]
+        try:
+            ids = self._prompt_ids(prompt)
+            cached = self.prefix_len if self.prefix.enabled and self.prefix_len > 0 else 0
+            row = Decoding(self.index, self.tokenizer, self.max_tokens, ids[cached:], trace, self.profile)
+            return Job(self, prompt, ids, cached, start(self.model, row, ids, self.prefix, self.prefix_len))
+        except (CallmaybeError, RuntimeError, ValueError, TypeError) as exc:
+            return _error_entry(prompt, exc), None
+
+    def complete(self, job: "Job", failure: Exception | None = None) -> tuple[dict[str, Any], Generation]:
+        """The result entry of a job whose decoding finished (or failed with ``failure``), and its
+        Generation."""
+        gen = job.started.row.result(len(job.ids), job.cached)
+        if failure is not None:
+            return _error_entry(job.prompt, failure), gen
+        try:
+            return self._finish(job.prompt, job.ids, gen), gen
+        except (CallmaybeError, RuntimeError, ValueError, TypeError) as exc:
+            return _error_entry(job.prompt, exc), gen
+
+    def _prompt_ids(self, prompt: str) -> list[int]:
+        with self.profile.timed("prompt"):
+            return prompt_ids(self.tokenizer, self.functions, prompt, self.call_format)
+
+    def _finish(self, prompt: str, ids: list[int], gen: Generation) -> dict[str, Any]:
+        """The result entry of a decoded call: parsed, checked and grounded. Raises CallmaybeError when the
+        output is not a valid call."""
+        t0, restating = time.perf_counter(), self.profile.seconds["restate pass"]
+        try:
+            call = to_call(gen.text, self.by_name, self.key)
+            if not self.keep_unstated:
+                call["parameters"] = self._ground(call, prompt, ids, gen)
+        finally:  # the restate passes are a phase of their own
+            spent = time.perf_counter() - t0 - (self.profile.seconds["restate pass"] - restating)
+            self.profile.add("check", spent)
+        return {"prompt": prompt, **call}
 
     def _ground(self, call: dict, prompt: str, ids: list[int], gen: Generation) -> dict:
         """The call's arguments with each unstated optional one restated (:mod:`~.restate`) when the model
@@ -139,20 +187,81 @@ class Answerer:
         return params
 
 
-def run_requests(answerer: Answerer, requests: list[Any], trace: bool = False, progress_bar: bool = True,
-                 on_answer: Callable[[dict], None] | None = None) -> tuple[list[dict], RunStats]:
-    """Answer every request in order with ``answerer``; one failure never stops the others.
+@dataclass
+class Job:
+    """A request being answered in a batch: its answerer, prompt text, prompt ids, how many of them came from
+    the prefix cache, and its started decoding (:func:`~.batch.start`)."""
 
-    Returns (one result entry per request, the run's totals). ``on_answer`` (if given) is called after each
-    request with its record (:meth:`RunStats.add`), so a trace can be shown while the run goes on."""
+    answerer: Answerer
+    prompt: str
+    ids: list[int]
+    cached: int
+    started: Started
+
+
+def answer_batched(items: Iterable[tuple[Answerer, Any]], max_batch: int, trace: bool = False,
+                   ) -> Iterator[tuple[int, dict[str, Any], Generation | None]]:
+    """Answer ``(answerer, request)`` pairs with up to ``max_batch`` calls decoding together
+    (:class:`~.batch.Batch`); answerers must share one model. Yields (position in ``items``, result entry,
+    Generation or None) as each call finishes, so not in order. A request joins as soon as a row is free; a
+    step that fails (out of memory) gives every row in it an error entry and the rest go on."""
+    pending = iter(enumerate(items))
+    batch: Batch | None = None
+    jobs: dict[int, tuple[int, Job]] = {}
+    exhausted = False
+    while True:
+        while not exhausted and (batch is None or len(batch) < max_batch):
+            try:
+                position, (answerer, request) = next(pending)
+            except StopIteration:
+                exhausted = True
+                break
+            begun = answerer.begin(request, trace)
+            if not isinstance(begun, Job):
+                yield (position, *begun)
+                continue
+            if begun.started.kv is None:  # finished by its first token or by forced text alone
+                yield (position, *answerer.complete(begun))
+                continue
+            if batch is None:
+                batch = Batch(answerer.model, answerer.profile)
+            batch.join(begun.started)
+            jobs[id(begun.started.row)] = (position, begun)
+        if batch is None or not len(batch):
+            if exhausted:
+                return
+            continue
+        try:
+            done, failure = batch.step(), None
+        except RuntimeError as exc:
+            done, failure = batch.drop_all(), exc
+        for row in done:
+            position, job = jobs.pop(id(row))
+            yield (position, *job.answerer.complete(job, failure))
+
+
+def run_requests(answerer: Answerer, requests: list[Any], trace: bool = False, progress_bar: bool = True,
+                 on_answer: Callable[[dict], None] | None = None, max_batch: int = 1,
+                 ) -> tuple[list[dict], RunStats]:
+    """Answer every request with ``answerer``, ``max_batch`` at a time (1: one after another, each alone;
+    more: :func:`answer_batched`); one failure never stops the others.
+
+    Returns (one result entry per request, in the requests' order; the run's totals). ``on_answer`` (if
+    given) is called as each request is answered (in order when ``max_batch`` is 1, as calls finish
+    otherwise) with its record (:meth:`RunStats.add`), so a trace can be shown while the run goes on."""
     stats = RunStats()
-    results = []
-    for request in progress(requests, desc="requests", unit="req", disable=not progress_bar):
-        entry, gen = answerer.answer(request, trace)
-        results.append(entry)
-        record = stats.add(entry, gen)
-        if on_answer is not None:
-            on_answer(record)
+    results: list[dict | None] = [None] * len(requests)
+    if max_batch <= 1:
+        answers = ((i, *answerer.answer(r, trace)) for i, r in enumerate(requests))
+    else:
+        answers = answer_batched(((answerer, r) for r in requests), max_batch, trace)
+    with progress(total=len(requests), desc="requests", unit="req", disable=not progress_bar) as bar:
+        for position, entry, gen in answers:
+            results[position] = entry
+            record = stats.add(entry, gen)
+            bar.update(1)
+            if on_answer is not None:
+                on_answer(record)
     return results, stats
 
 

@@ -40,8 +40,9 @@ class RunConfig:
     (must match). ``max_tokens``: the token budget per call. ``threads``: torch CPU threads (None: torch's
     choice). ``call_format``: ``plain``, ``tools`` or ``auto``. ``prefix_cache``: reuse the catalog prompt's
     keys and values. ``keep_unstated``: keep optional arguments the request does not state. ``trace``: record
-    every token. ``dtype``: the weights' dtype (``auto``, ``float32``, ``bfloat16``); ``device``: ``auto``,
-    ``cpu`` or ``cuda`` (:mod:`.model`).
+    every token. ``dtype``: the weights' dtype (``auto``, ``float32``, ``bfloat16``, ``int8``); ``device``:
+    ``auto``, ``cpu`` or ``cuda`` (:mod:`.model`). ``max_batch``: how many calls decode together
+    (:mod:`.batch`; 1: one at a time).
     """
 
     model: str = DEFAULT_MODEL
@@ -54,6 +55,7 @@ class RunConfig:
     trace: bool = False
     dtype: str = "auto"
     device: str = "auto"
+    max_batch: int = 1
 
 
 def model_vocabulary(spec: str, loaded) -> Vocabulary:
@@ -143,7 +145,8 @@ def run_file(config: RunConfig, functions_path: Path, input_path: Path, output_p
     runtime = Runtime(config, compile)
     answerer = runtime.answerer(functions)
     t1 = time.perf_counter()
-    results, stats = run_requests(answerer, requests, config.trace, on_answer=on_answer)
+    results, stats = run_requests(answerer, requests, config.trace, on_answer=on_answer,
+                                  max_batch=config.max_batch)
     write_json(output_path, results)
     t2 = time.perf_counter()
     return RunOutcome(results, stats, t2 - t0, t2 - t1, runtime.profile)

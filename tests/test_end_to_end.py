@@ -3,6 +3,7 @@
 import json
 
 import jsonschema
+import pytest
 import torch
 from click.testing import CliRunner
 
@@ -12,14 +13,15 @@ from callmaybe.cli import main
 torch.set_num_threads(1)
 
 
-def test_run_public_prompts_with_smollm2(tmp_path, public_catalog_path):
+@pytest.mark.parametrize("max_batch", ["1", "2"])
+def test_run_public_prompts_with_smollm2(tmp_path, public_catalog_path, max_batch):
     requests = [{"prompt": "What is the sum of 2 and 3?"}, {"prompt": ""}, {"prompt": "Reverse the string 'hello'"}]
     inp = tmp_path / "in.json"
     inp.write_text(json.dumps(requests))
     out = tmp_path / "out.json"
     result = CliRunner().invoke(main, [
         "run", str(inp), "--functions_definition", str(public_catalog_path), "--output", str(out),
-        "--model", "smollm2-135m-instruct", "--threads", "1", "--dtype", "float32",
+        "--model", "smollm2-135m-instruct", "--threads", "1", "--dtype", "float32", "--max-batch", max_batch,
     ])
     assert result.exit_code == 0, result.output
     results = json.loads(out.read_text())

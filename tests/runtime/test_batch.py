@@ -1,0 +1,130 @@
+"""Batched decoding (--max-batch) with the SmolLM2 fixture model in float32: rows of different lengths give
+the logits each would get alone, rows join and leave between steps, and the answers equal one-at-a-time ones."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from callmaybe.core.catalog import load_catalog
+from callmaybe.core.registry import FIXTURE_MODEL
+from callmaybe.runtime import batch as batch_module
+from callmaybe.runtime.batch import Batch, Started
+from callmaybe.runtime.decoder import forward
+from callmaybe.runtime.model import load_model
+from callmaybe.runtime.runner import Answerer, answer_batched, run_requests
+
+from ..conftest import REPO
+
+PROMPTS = ["What is the sum of 2 and 3?", "Greet shrek", "Reverse the string 'hello'",
+           "What is the square root of 16?", "Calculate the square root of 144", "Greet john", ""]
+
+
+@pytest.fixture(scope="module")
+def smollm2():
+    torch.set_num_threads(1)
+    return load_model(FIXTURE_MODEL, dtype="float32")
+
+
+class Fed:
+    """A stand-in for a Decoding: feeds fixed chunks and records the logits it is given."""
+
+    def __init__(self, chunks):
+        self.chunks, self.pending, self.seen = list(chunks[1:]), list(chunks[0]), []
+
+    def take_forced(self):
+        return False
+
+    def choose(self, logits):
+        self.seen.append(logits.clone())
+        if not self.chunks:
+            return True
+        self.pending = self.chunks.pop(0)
+        return False
+
+
+def alone(model, chunks):
+    """The last logits after each chunk, the chunks fed one pass each to a batch of one."""
+    past, out = None, []
+    for chunk in chunks:
+        logits, past = forward(model, chunk, past)
+        out.append(logits)
+    return out
+
+
+def started(model, chunks):
+    """A Fed row whose first chunk went through the model alone, as :func:`batch.start` leaves it."""
+    row = Fed(chunks)
+    logits, past = forward(model, row.pending, None)
+    row.choose(logits)
+    return Started(row, [(layer.keys.clone(), layer.values.clone()) for layer in past.layers])
+
+
+def test_rows_of_different_lengths_get_the_logits_they_get_alone(smollm2, monkeypatch):
+    model = smollm2.model
+    scripts = [
+        [[1, 2, 3, 4, 5, 6, 7, 8, 9, 10], [20, 21, 22], [30], [31]],
+        [[11, 12, 13], [40], [50, 51, 52, 53, 54], [60], [61], [62]],
+        [[70, 71, 72, 73, 74, 75], [80], [81, 82]],
+    ]
+    monkeypatch.setattr(batch_module, "REPACK_SLACK", 0)  # repack at every departure
+    batch = Batch(model)
+    rows = [started(model, s) for s in scripts[:2]]
+    for r in rows:
+        batch.join(r)
+    assert batch.slots == 10 and batch.valid.sum(dim=1).tolist() == [10, 3]
+    assert batch.step() == []
+    late = started(model, scripts[2])  # joins between steps
+    batch.join(late)
+    rows.append(late)
+    departures = []
+    while len(batch):
+        departures.append([scripts[[r.row for r in rows].index(d)][0][0] for d in batch.step()])
+    assert departures == [[], [1, 70], [], [11]]  # each leaves after its last chunk; the others go on
+    for r, script in zip(rows, scripts):
+        expected = alone(model, script)
+        assert len(r.row.seen) == len(expected)
+        for got, want in zip(r.row.seen, expected):
+            assert torch.allclose(got, want, atol=1e-4), (got - want).abs().max()
+
+
+@pytest.fixture(scope="module")
+def answerer(smollm2):
+    from callmaybe.compiler.build import runtime_compiler
+    from callmaybe.core.callformat import compile_options
+    from callmaybe.runtime.masks import TokenIndex
+    from callmaybe.runtime.session import model_vocabulary
+
+    functions = load_catalog(REPO / "schemas" / "functions_definition.json")
+    vocabulary = model_vocabulary(FIXTURE_MODEL, smollm2)
+    data = runtime_compiler(functions, vocabulary, compile_options("plain"), True)
+    index = TokenIndex(data, vocabulary.token_bytes)
+    return Answerer(smollm2.model, smollm2.tokenizer, index, functions)
+
+
+def test_batched_answers_equal_one_at_a_time(answerer):
+    requests = [{"prompt": p} for p in PROMPTS]
+    one, stats_one = run_requests(answerer, requests, progress_bar=False)
+    three, stats_three = run_requests(answerer, requests, progress_bar=False, max_batch=3)
+    assert three == one
+    assert one[-1] == {"prompt": "", "error": "empty or missing prompt"}
+    assert [r["name"] for r in one[:3]] == ["fn_add_numbers", "fn_greet", "fn_reverse_string"]
+    assert (stats_three.tokens, stats_three.failed) == (stats_one.tokens, stats_one.failed)
+
+
+def test_answers_come_as_calls_finish_and_a_failed_step_fails_only_its_rows(answerer, monkeypatch):
+    real_step, calls = Batch.step, []
+
+    def step_failing_once(self):
+        calls.append(len(self))
+        if len(calls) == 2:
+            raise RuntimeError("out of memory")
+        return real_step(self)
+
+    monkeypatch.setattr(Batch, "step", step_failing_once)
+    answers = list(answer_batched(((answerer, {"prompt": p}) for p in PROMPTS[:5]), max_batch=2))
+    assert sorted(position for position, _, _ in answers) == [0, 1, 2, 3, 4]
+    failed = {position for position, entry, _ in answers if "error" in entry}
+    assert len(failed) == calls[1] == 2
+    assert all(entry["error"] == "RuntimeError: out of memory" for _, entry, _ in answers if "error" in entry)
+    assert all("name" in entry for position, entry, _ in answers if position not in failed)
