@@ -3,18 +3,24 @@ request at a time, each system in its own subprocess (its peak RSS from ``os.wai
 
 Systems:
 
-* ``callmaybe`` (``--dtype auto``: bfloat16 where the CPU computes it natively), ``callmaybe-int8``
-  (``--dtype int8``, weight-only int8) and ``callmaybe-fp32`` (``--dtype float32``, the path before issue 11);
+* ``callmaybe`` (``--dtype auto``), ``callmaybe-bf16`` (``--dtype bfloat16``), ``callmaybe-int8``
+  (``--dtype int8``, weight-only int8) and ``callmaybe-fp32`` (``--dtype float32``, the path before issue 11),
+  one request at a time; ``callmaybe-batch`` (``--dtype auto --max-batch N``, N from ``--max-batch``, default 8):
+  many requests decoding together, for throughput;
 * ``outlines``: transformers + outlines on the same converted weights (float32, as the issue's table), the call
   constrained by one JSON schema (``anyOf`` over the catalog's functions), the same chat prompt as callmaybe's;
-* ``llama.cpp``: llama-cpp-python on the same GGUF with its JSON-schema grammar; reported as skipped with the
+* ``llama.cpp``: llama-cpp-python on the same GGUF (all layers on the CPU, as many threads as cores, its own
+  chat template from the GGUF) with the same messages, greedy (temperature 0), the call constrained by its
+  JSON-schema grammar (``response_format``) of the same schema as outlines'; reported as skipped with the
   install command when it is not installed (it builds from source).
 
-Printed per system: wall time with and without model loading (s), seconds per request, forward passes (callmaybe
-only: the peers decode every token), tokens per second, peak RSS (MB), right answers (public rules, or BFCL's),
-and the ratio of each figure to callmaybe's. Usage::
+Printed per system: wall time with and without model loading (s), seconds per request, requests per second,
+forward passes (callmaybe only: the peers decode every token), tokens per second, peak RSS (MB), right answers
+(public rules, or BFCL's), and the ratio of wall time, answering time and RSS to the baseline's (``--baseline``,
+default callmaybe). Usage::
 
-    python bench/e2e.py [--data public|bfcl100] [--systems callmaybe,callmaybe-int8,callmaybe-fp32,outlines,llama.cpp]
+    python bench/e2e.py [--data public|bfcl100|bfcl64] [--systems callmaybe,callmaybe-fp32,...] [--max-batch 8]
+                        [--baseline callmaybe]
     callmaybe bench --e2e [same flags]
 
 No timed unit tests: the figures go in issue notes and the README.
@@ -35,7 +41,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 SHARED = Path(os.environ.get("CALLMAYBE_SHARED", REPO.parent / "shared"))
 MODEL = "qwen2.5-coder-1.5b-instruct"
-SYSTEMS = ("callmaybe", "callmaybe-int8", "callmaybe-fp32", "outlines", "llama.cpp")
+SYSTEMS = ("callmaybe", "callmaybe-bf16", "callmaybe-int8", "callmaybe-fp32", "callmaybe-batch", "outlines",
+           "llama.cpp")
+DTYPE = {"callmaybe": "auto", "callmaybe-bf16": "bfloat16", "callmaybe-int8": "int8", "callmaybe-fp32": "float32",
+         "callmaybe-batch": "auto"}
 INSTALL = {"outlines": "pip install outlines",
            "llama.cpp": "pip install llama-cpp-python  (compiles llama.cpp from source: several minutes)"}
 MODULE = {"outlines": "outlines", "llama.cpp": "llama_cpp"}
@@ -43,7 +52,8 @@ MODULE = {"outlines": "outlines", "llama.cpp": "llama_cpp"}
 
 #: each benchmark data set: (the path ``callmaybe eval`` reads, how many cases)
 DATA = {"public": (SHARED / "data" / "public", None),
-        "bfcl100": (SHARED / "data" / "bfcl_simple" / "cases.jsonl", 100)}
+        "bfcl100": (SHARED / "data" / "bfcl_simple" / "cases.jsonl", 100),
+        "bfcl64": (SHARED / "data" / "bfcl_simple" / "cases.jsonl", 64)}
 
 
 def cases(data: str) -> list[dict]:
@@ -67,7 +77,7 @@ def score(call: dict | None, case: dict) -> bool:
 # ------------------------------------------------------------------------------------------------------------
 
 
-def child_callmaybe(data: str, dtype: str) -> dict:
+def child_callmaybe(data: str, dtype: str, max_batch: int = 1) -> dict:
     """callmaybe's own ``eval`` on the benchmark's cases (the same scoring and answerer cache as the command)."""
     from callmaybe.compiler.build import runtime_compiler
     from callmaybe.runtime.evaluation import evaluate
@@ -75,7 +85,7 @@ def child_callmaybe(data: str, dtype: str) -> dict:
 
     t0 = time.perf_counter()
     path, limit = DATA[data]
-    totals = evaluate(RunConfig(model=MODEL, dtype=dtype), path, limit, None, runtime_compiler)
+    totals = evaluate(RunConfig(model=MODEL, dtype=dtype, max_batch=max_batch), path, limit, None, runtime_compiler)
     total = time.perf_counter() - t0
     return {"load_s": total - totals["answer_seconds"], "answer_s": totals["answer_seconds"],
             "right": totals["right_arguments"], "cases": totals["cases"], "passes": totals["forward_passes"],
@@ -128,18 +138,48 @@ def child_outlines(data: str) -> dict:
             "passes": None, "tokens": tokens}
 
 
-def child(system: str, data: str) -> dict:
+def child_llama_cpp(data: str) -> dict:
+    from llama_cpp import Llama
+
+    from callmaybe.core.registry import gguf_path
+    from callmaybe.runtime.calls import type_numbers
+    from callmaybe.runtime.prompt import system_message
+
+    t0 = time.perf_counter()
+    llm = Llama(model_path=str(gguf_path(MODEL)), n_ctx=4096, n_threads=os.cpu_count() or 1, n_gpu_layers=0,
+                verbose=False)
+    all_cases = cases(data)
+    loaded = time.perf_counter()
+    right = tokens = 0
+    for case in all_cases:
+        fns = case["functions"]
+        messages = [{"role": "system", "content": system_message(fns)}, {"role": "user", "content": case["prompt"]}]
+        out = llm.create_chat_completion(messages, temperature=0.0, max_tokens=256,
+                                         response_format={"type": "json_object", "schema": call_schema(fns)})
+        text = out["choices"][0]["message"]["content"] or ""
+        tokens += out["usage"]["completion_tokens"]
+        try:
+            call = json.loads(text)
+            by_name = {fn.name: fn for fn in fns}
+            call["parameters"] = type_numbers(call.get("parameters"), by_name[call["name"]].parameters)
+        except (ValueError, KeyError, TypeError):
+            call = None
+        right += score(call, case)
+    end = time.perf_counter()
+    return {"load_s": loaded - t0, "answer_s": end - loaded, "right": right, "cases": len(all_cases),
+            "passes": None, "tokens": tokens}
+
+
+def child(system: str, data: str, max_batch: int) -> dict:
     import torch
 
     torch.set_num_threads(os.cpu_count() or 1)
-    if system == "callmaybe":
-        return child_callmaybe(data, "auto")
-    if system == "callmaybe-fp32":
-        return child_callmaybe(data, "float32")
-    if system == "callmaybe-int8":
-        return child_callmaybe(data, "int8")
+    if system in DTYPE:
+        return child_callmaybe(data, DTYPE[system], max_batch if system == "callmaybe-batch" else 1)
     if system == "outlines":
         return child_outlines(data)
+    if system == "llama.cpp":
+        return child_llama_cpp(data)
     raise SystemExit(f"no child for {system}")
 
 
@@ -148,18 +188,16 @@ def child(system: str, data: str) -> dict:
 # ------------------------------------------------------------------------------------------------------------
 
 
-def measure(system: str, data: str) -> dict:
+def measure(system: str, data: str, max_batch: int) -> dict:
     """Run one system's child; returns its figures with ``wall_s`` and ``rss_mb`` (peak), or its status."""
     module = MODULE.get(system)
     if module is not None and importlib.util.find_spec(module) is None:
         return {"status": f"skipped (not installed: {INSTALL[system]})"}
-    if system == "llama.cpp":
-        return {"status": "skipped (no llama.cpp child yet: the package was not installed where this bench was "
-                          "written, so its runner is not written untested)"}
     with tempfile.NamedTemporaryFile("w+", suffix=".json", delete=False) as out:
         target = out.name
     t0 = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, __file__, "--child", system, "--data", data, "--out", target])
+    proc = subprocess.Popen([sys.executable, __file__, "--child", system, "--data", data, "--out", target,
+                             "--max-batch", str(max_batch)])
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - t0
     try:
@@ -171,10 +209,10 @@ def measure(system: str, data: str) -> dict:
     return {**result, "status": "ok", "wall_s": wall, "rss_mb": usage.ru_maxrss / 1024}
 
 
-def table(rows: dict[str, dict]) -> list[str]:
-    base = rows.get("callmaybe", {})
-    head = (f"{'system':<16}{'wall s':>8}{'answer s':>10}{'s/req':>7}{'passes':>8}{'tok/s':>7}{'RSS MB':>8}"
-            f"{'right':>8}{'x wall':>8}{'x answer':>10}{'x RSS':>7}")
+def table(rows: dict[str, dict], baseline: str = "callmaybe") -> list[str]:
+    base = rows.get(baseline, {})
+    head = (f"{'system':<16}{'wall s':>8}{'answer s':>10}{'s/req':>7}{'req/s':>7}{'passes':>8}{'tok/s':>7}"
+            f"{'RSS MB':>8}{'right':>8}{'x wall':>8}{'x answer':>10}{'x RSS':>7}")
     out = [head]
     for system, r in rows.items():
         if r.get("status") != "ok":
@@ -182,6 +220,7 @@ def table(rows: dict[str, dict]) -> list[str]:
             continue
         ratio = lambda k: f"{r[k] / base[k]:.2f}" if base.get("status") == "ok" and base.get(k) else "-"
         out.append(f"{system:<16}{r['wall_s']:>8.1f}{r['answer_s']:>10.1f}{r['answer_s'] / r['cases']:>7.2f}"
+                   f"{r['cases'] / r['answer_s']:>7.3f}"
                    f"{r['passes'] if r['passes'] is not None else '-':>8}{r['tokens'] / r['answer_s']:>7.1f}"
                    f"{r['rss_mb']:>8.0f}{str(r['right']) + '/' + str(r['cases']):>8}{ratio('wall_s'):>8}"
                    f"{ratio('answer_s'):>10}{ratio('rss_mb'):>7}")
@@ -190,14 +229,16 @@ def table(rows: dict[str, dict]) -> list[str]:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--data", choices=["public", "bfcl100"], default="public")
+    parser.add_argument("--data", choices=list(DATA), default="public")
+    parser.add_argument("--max-batch", type=int, default=8, help="rows of callmaybe-batch (default 8)")
+    parser.add_argument("--baseline", default="callmaybe", help="the system the ratios divide by")
     parser.add_argument("--systems", default=",".join(SYSTEMS),
                         help="comma-separated, run in this order (default: all)")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--out", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
-        Path(args.out).write_text(json.dumps(child(args.child, args.data)))
+        Path(args.out).write_text(json.dumps(child(args.child, args.data, args.max_batch)))
         return
     if not (SHARED / "data").is_dir():
         raise SystemExit(f"shared data not found: {SHARED / 'data'} (clone the project beside ../shared)")
@@ -208,9 +249,9 @@ def main(argv: list[str] | None = None) -> None:
     rows = {}
     for system in systems:
         print(f"  {system:<16}{args.data} ...", end="", flush=True, file=sys.stderr)
-        rows[system] = measure(system, args.data)
+        rows[system] = measure(system, args.data, args.max_batch)
         print(f" {rows[system]['status']}", file=sys.stderr)
-    print("\n".join(table(rows)))
+    print("\n".join(table(rows, args.baseline)))
 
 
 if __name__ == "__main__":
