@@ -7,12 +7,14 @@ one ``error:`` line and its exit code. Messages go through :mod:`callmaybe.core.
 from __future__ import annotations
 
 import json
+import signal
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 
 import click
 
-from .core.errors import CallmaybeError, InputError
+from .core.errors import CallmaybeError, InputError, Interrupted
 from .core.messages import say
 from .core.registry import DEFAULT_MODEL, MODELS
 
@@ -23,6 +25,22 @@ CALL_FORMAT_HELP = ("plain: a system message listing the catalog, then {\"name\"
                     "template's tools= support and the model's own call format (<tool_call> then {\"name\", "
                     "\"arguments\"}); auto: tools where the template supports it. --prompt-format is the "
                     "deprecated old name.")
+
+
+@contextmanager
+def signals_interrupt():
+    """Within the block, SIGTERM raises :class:`~callmaybe.core.errors.Interrupted` (SIGINT already raises
+    KeyboardInterrupt), so a run can keep its journal and say how to continue; the old handler comes back
+    after."""
+
+    def terminated(signum, frame):
+        raise Interrupted(signum)
+
+    previous = signal.signal(signal.SIGTERM, terminated)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def fail(exc: CallmaybeError) -> None:
@@ -223,9 +241,20 @@ def eval_cmd(data, model, max_tokens, threads, call_format, keep_unstated, dtype
 @click.option("--trace", is_flag=True, help="Print every generated token: forced or chosen, allowed, top 3.")
 @click.option("--no-prefix-cache", is_flag=True, help="Recompute the catalog prompt for every request.")
 @click.option("--interactive", is_flag=True, help="Type requests at a prompt and get calls back.")
+@click.option("--resume", is_flag=True,
+              help="Continue an interrupted run from its journal (OUTPUT.journal.jsonl): requests it answered "
+                   "(same position, same prompt) are not answered again. Refused for a journal of another model, "
+                   "index or flags.")
 def run_cmd(input_pos, functions, input_opt, output, model, max_tokens, threads, call_format, keep_unstated,
-            dtype, device, max_batch, profile, index_path, trace, no_prefix_cache, interactive) -> None:
-    """Answer a file of requests with one schema-valid call each."""
+            dtype, device, max_batch, profile, index_path, trace, no_prefix_cache, interactive, resume) -> None:
+    """Answer a file of requests with one schema-valid call each.
+
+    Each answer is appended to a journal beside the output as it is produced; the output is written
+    atomically at the end and the journal deleted. Exit status: 0 every request answered; 1 some requests got
+    an error entry, or the output could not be written (the journal keeps the answers); 2 bad input (before
+    the model is loaded); 130 / 143 interrupted by SIGINT / SIGTERM (the journal is kept: rerun with
+    --resume).
+    """
     from .compiler.build import runtime_compiler
     from .runtime.session import RunConfig, interactive as interactive_session, run_file
 
@@ -239,18 +268,25 @@ def run_cmd(input_pos, functions, input_opt, output, model, max_tokens, threads,
             return
         if input_pos is not None and input_opt is not None and input_pos != input_opt:
             raise InputError("give the input file once: as INPUT or as --input")
-        outcome = run_file(config, functions, input_pos or input_opt or DEFAULT_INPUT, output, runtime_compiler,
-                           on_answer)
+        with signals_interrupt():
+            outcome = run_file(config, functions, input_pos or input_opt or DEFAULT_INPUT, output,
+                               runtime_compiler, on_answer, resume)
     except CallmaybeError as exc:
         fail(exc)
         return
+    except Interrupted as exc:
+        say(str(exc))
+        sys.exit(exc.exit_code)
     s = outcome.stats
     tps = s.tokens / outcome.answer_seconds if outcome.answer_seconds else 0.0
-    say(f"wrote {len(outcome.results)} results to {output} ({s.failed} failed) in {outcome.seconds:.1f} s; "
-        f"{s.tokens} tokens ({s.chosen} chosen, {s.forced} forced), {s.forward_passes} forward passes, "
-        f"{tps:.1f} tokens/s while answering")
+    resumed = f", {outcome.resumed} from the journal" if outcome.resumed else ""
+    say(f"wrote {len(outcome.results)} results to {output} ({outcome.failed} failed{resumed}) in "
+        f"{outcome.seconds:.1f} s; {s.tokens} tokens ({s.chosen} chosen, {s.forced} forced), "
+        f"{s.forward_passes} forward passes, {tps:.1f} tokens/s while answering")
     if profile:
         say("\n".join(outcome.profile.lines(outcome.answer_seconds)))
+    if outcome.failed:
+        sys.exit(1)
 
 
 if __name__ == "__main__":

@@ -45,3 +45,19 @@ class IndexVersionError(IndexFileError):
 
 class CacheError(CallmaybeError):
     """The cache folder cannot be created or written."""
+
+
+class OutputError(CallmaybeError):
+    """The results could not be written (the answers are kept in the run's journal)."""
+
+    exit_code = 1
+
+
+class Interrupted(BaseException):
+    """A run stopped by SIGINT or SIGTERM; ``exit_code`` is 128 + the signal's number (130, 143), as a shell
+    reports it. A BaseException, like KeyboardInterrupt, so that no per-request handler swallows it."""
+
+    def __init__(self, signum: int, message: str = ""):
+        super().__init__(message)
+        self.signum = signum
+        self.exit_code = 128 + signum

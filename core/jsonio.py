@@ -23,9 +23,10 @@ def read_text(path: Path, encoding: str = "utf-8") -> str:
         raise InputError(f"{path}: cannot read: {exc.strerror or exc}") from None
 
 
-def read_json(path: Path) -> Any:
+def read_json(path: Path, surrogates: bool = False) -> Any:
     """Read a JSON file (a UTF-8 byte-order mark is allowed); raises InputError naming the file for a missing
-    or unreadable file or malformed JSON."""
+    or unreadable file or malformed JSON, and, unless ``surrogates``, for a lone surrogate escape such as
+    ``"\\ud800"`` (text no UTF-8 file can hold)."""
     text = read_text(path, encoding="utf-8-sig")
     try:
         data = json.loads(text)
@@ -33,6 +34,8 @@ def read_json(path: Path) -> Any:
         raise InputError(f"{path}: malformed JSON: {exc}") from None
     except RecursionError:
         raise InputError(f"{path}: JSON nested too deeply") from None
+    if surrogates:
+        return data
     try:
         json.dumps(data, ensure_ascii=False).encode("utf-8")
     except UnicodeEncodeError:
@@ -43,8 +46,9 @@ def read_json(path: Path) -> Any:
 
 
 def read_requests(path: Path) -> list[Any]:
-    """Read a requests file (a JSON list of ``{"prompt": ...}``); raises InputError for a bad file."""
-    data = read_json(path)
+    """Read a requests file (a JSON list of ``{"prompt": ...}``); raises InputError for a bad file. A request
+    whose text is not valid Unicode (a lone surrogate escape) is kept: it gets an error entry of its own."""
+    data = read_json(path, surrogates=True)
     if not isinstance(data, list):
         raise InputError(f"{path}: expected a JSON list of {{\"prompt\": ...}} objects")
     return data
@@ -62,6 +66,15 @@ def check_output_path(path: Path) -> None:
         raise InputError(f"{path}: cannot create the output file ({parent} is not a folder)")
     if not os.access(parent, os.W_OK):
         raise InputError(f"{path}: the folder {parent} is not writable")
+
+
+def check_distinct(output: Path, inputs: dict[str, Path]) -> None:
+    """Raise InputError when ``output`` is one of ``inputs`` (label -> path) by resolved path (links and
+    relative paths followed), so writing it would destroy an input."""
+    target = Path(output).resolve()
+    for label, path in inputs.items():
+        if Path(path).resolve() == target:
+            raise InputError(f"{output}: the output file is the {label}; writing it would destroy the {label}")
 
 
 def write_json(path: Path, data: Any) -> None:

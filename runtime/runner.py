@@ -242,13 +242,14 @@ def answer_batched(items: Iterable[tuple[Answerer, Any]], max_batch: int, trace:
 
 def run_requests(answerer: Answerer, requests: list[Any], trace: bool = False, progress_bar: bool = True,
                  on_answer: Callable[[dict], None] | None = None, max_batch: int = 1,
-                 ) -> tuple[list[dict], RunStats]:
+                 on_result: Callable[[int, dict], None] | None = None) -> tuple[list[dict], RunStats]:
     """Answer every request with ``answerer``, ``max_batch`` at a time (1: one after another, each alone;
     more: :func:`answer_batched`); one failure never stops the others.
 
-    Returns (one result entry per request, in the requests' order; the run's totals). ``on_answer`` (if
-    given) is called as each request is answered (in order when ``max_batch`` is 1, as calls finish
-    otherwise) with its record (:meth:`RunStats.add`), so a trace can be shown while the run goes on."""
+    Returns (one result entry per request, in the requests' order; the run's totals). As each request is
+    answered (in order when ``max_batch`` is 1, as calls finish otherwise), ``on_result`` (if given) gets its
+    position and entry (to journal it) and ``on_answer`` its record (:meth:`RunStats.add`, for a trace shown
+    while the run goes on)."""
     stats = RunStats()
     results: list[dict | None] = [None] * len(requests)
     if max_batch <= 1:
@@ -258,6 +259,8 @@ def run_requests(answerer: Answerer, requests: list[Any], trace: bool = False, p
     with progress(total=len(requests), desc="requests", unit="req", disable=not progress_bar) as bar:
         for position, entry, gen in answers:
             results[position] = entry
+            if on_result is not None:
+                on_result(position, entry)
             record = stats.add(entry, gen)
             bar.update(1)
             if on_answer is not None:

@@ -17,8 +17,10 @@ from typing import Any, Callable
 from ..core import indexes
 from ..core.callformat import compile_options
 from ..core.catalog import Function, catalog_fingerprint, load_catalog
-from ..core.indexfile import IndexData, save_index
-from ..core.jsonio import check_output_path, read_requests, write_json
+from ..core.errors import InputError, Interrupted, OutputError
+from ..core.indexfile import IndexData, read_index, save_index
+from ..core.journal import Journal, journal_path
+from ..core.jsonio import check_distinct, check_output_path, read_requests, write_json
 from ..core.messages import say
 from ..core.registry import DEFAULT_MODEL
 from ..core.sources import HUB, PATH, REGISTRY, classify
@@ -123,33 +125,100 @@ class Runtime:
 
 @dataclass
 class RunOutcome:
-    """What :func:`run_file` did: the result entries, the run's totals, its wall time in seconds (model
-    loading included), the seconds spent answering (from the first request to the written output) and where
-    they went (:class:`~.profile.Profile`)."""
+    """What :func:`run_file` did: the result entries (those taken from a resumed journal included), the totals
+    of the requests answered in this run, its wall time in seconds (model loading included), the seconds spent
+    answering (from the first request to the written output), where they went (:class:`~.profile.Profile`)
+    and how many results came from the journal."""
 
     results: list[dict]
     stats: RunStats
     seconds: float
     answer_seconds: float
     profile: Profile
+    resumed: int = 0
+
+    @property
+    def failed(self) -> int:
+        """How many results are error entries."""
+        return sum(1 for r in self.results if "error" in r)
+
+
+def run_identity(config: RunConfig, functions: list[Function]) -> dict[str, Any]:
+    """What decides a run's answers, as a journal records it (:mod:`callmaybe.core.journal`): the model, its
+    dtype and device, the catalog's fingerprint, the index file's SHA-256 (or ``auto``), the token budget,
+    the call format, grounding, and callmaybe's version. Threads, batching and tracing are left out."""
+    from .. import __version__
+    from ..core.files import sha256_file
+
+    return {"model": config.model, "dtype": config.dtype, "device": config.device,
+            "catalog": catalog_fingerprint(functions),
+            "index": sha256_file(config.index_path) if config.index_path is not None else "auto",
+            "max_tokens": config.max_tokens, "call_format": config.call_format,
+            "keep_unstated": config.keep_unstated, "callmaybe": __version__}
 
 
 def run_file(config: RunConfig, functions_path: Path, input_path: Path, output_path: Path, compile: Compile,
-             on_answer: Callable[[dict], None] | None = None) -> RunOutcome:
+             on_answer: Callable[[dict], None] | None = None, resume: bool = False) -> RunOutcome:
     """Answer the requests in ``input_path`` against the catalog ``functions_path`` and write ``output_path``
-    atomically. Input problems raise (InputError, CatalogError) before anything is loaded or written."""
+    atomically.
+
+    Every answer is journaled as it is produced (:mod:`callmaybe.core.journal`); the journal is deleted once
+    the output is written. ``resume`` continues the journal of an interrupted run: requests it holds (same
+    position, same prompt) are not answered again. Before the model is loaded, input problems raise
+    InputError / CatalogError / IndexFileError: a missing or malformed file, an output that is the input or
+    the catalog, an unreadable ``--index``, a journal there without ``resume`` (or of another run). SIGINT or
+    SIGTERM (:class:`~callmaybe.core.errors.Interrupted`; KeyboardInterrupt is turned into one) keeps the
+    journal and raises Interrupted saying how to continue; a failed final write raises OutputError naming the
+    journal that keeps the answers.
+    """
+    import signal
+
     t0 = time.perf_counter()
     functions = load_catalog(functions_path)
     requests = read_requests(input_path)
     check_output_path(output_path)
-    runtime = Runtime(config, compile)
-    answerer = runtime.answerer(functions)
-    t1 = time.perf_counter()
-    results, stats = run_requests(answerer, requests, config.trace, on_answer=on_answer,
-                                  max_batch=config.max_batch)
-    write_json(output_path, results)
+    check_distinct(output_path, {"requests file": input_path, "catalog": functions_path})
+    if config.index_path is not None:
+        read_index(config.index_path)  # a folder, a truncated or corrupt file: said now, not after loading
+    journal = Journal(journal_path(output_path))
+    journal.open(run_identity(config, functions), resume)
+    try:
+        kept = {i: journal.done(i, r.get("prompt") if isinstance(r, dict) else None) for i, r in enumerate(requests)}
+        todo = [i for i, entry in kept.items() if entry is None]
+        results: list[dict] = [kept[i] for i in range(len(requests))]
+        runtime = Runtime(config, compile)
+        answerer = runtime.answerer(functions)
+        t1 = time.perf_counter()
+
+        def journaled(position: int, entry: dict) -> None:
+            i = todo[position]
+            results[i] = entry
+            request = requests[i]
+            journal.add(i, request.get("prompt") if isinstance(request, dict) else None, entry)
+
+        _, stats = run_requests(answerer, [requests[i] for i in todo], config.trace, on_answer=on_answer,
+                                max_batch=config.max_batch, on_result=journaled)
+    except KeyboardInterrupt:
+        journal.close()
+        raise Interrupted(signal.SIGINT, _interrupted(journal, len(requests))) from None
+    except Interrupted as exc:
+        journal.close()
+        raise Interrupted(exc.signum, _interrupted(journal, len(requests))) from None
+    finally:
+        journal.close()
+    try:
+        write_json(output_path, results)
+    except InputError as exc:
+        raise OutputError(f"{exc}; the {len(results)} answers are kept in {journal.path}: rerun the same command "
+                          "with --resume once it can be written") from None
+    journal.remove()
     t2 = time.perf_counter()
-    return RunOutcome(results, stats, t2 - t0, t2 - t1, runtime.profile)
+    return RunOutcome(results, stats, t2 - t0, t2 - t1, runtime.profile, len(requests) - len(todo))
+
+
+def _interrupted(journal: Journal, total: int) -> str:
+    return (f"interrupted: {len(journal.answers)} of {total} answers are kept in {journal.path}; rerun the same "
+            "command with --resume to continue")
 
 
 def interactive(config: RunConfig, functions_path: Path, compile: Compile, read: Callable[[str], str] = input,

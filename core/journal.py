@@ -1,0 +1,111 @@
+"""The journal of a run: every answer appended as it is produced, so an interrupted or failed run loses nothing.
+
+A journal is a JSON-lines file beside the output, named ``<output name>.journal.jsonl``. Its first line is the
+header: ``{"journal": 1, "run": {...}}``, where ``run`` names what decides the answers (the model, the index,
+the flags; :func:`callmaybe.runtime.session.run_identity`). Each following line is one answer:
+``{"position": i, "prompt": <the request's prompt>, "entry": <its result entry>}``, flushed and synced to disk
+as soon as it is written. A line cut short by a kill is ignored. The journal is deleted once the output file
+is written from it; ``run --resume`` continues one, skipping the requests it holds (matched by position and
+prompt text), and refuses one whose header names another model, index or flags.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from .errors import InputError
+
+JOURNAL_VERSION = 1
+
+
+def journal_path(output: Path) -> Path:
+    """The journal of a run writing ``output``: ``<output>.journal.jsonl`` in the same folder."""
+    output = Path(output)
+    return output.with_name(output.name + ".journal.jsonl")
+
+
+class Journal:
+    """An open journal (see the module docstring). :meth:`open` starts or continues it; :meth:`add` appends
+    one answer; :meth:`remove` deletes it. ``answers`` maps position -> (prompt, entry) of the answers it
+    holds (those of an earlier run too)."""
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        self.answers: dict[int, tuple[Any, dict]] = {}
+        self._file = None
+
+    def open(self, run: dict[str, Any], resume: bool) -> None:
+        """Start a journal for ``run`` or, with ``resume``, continue the one there.
+
+        Raises InputError when a journal exists and ``resume`` is not given (it holds the answers of an
+        interrupted run), when ``resume`` is given and there is none, when the journal there was written for
+        another run (the differing fields are named), or when it cannot be read or written.
+        """
+        exists = self.path.exists()
+        if exists and not resume:
+            raise InputError(f"{self.path}: a journal of an interrupted run is here; rerun with --resume to "
+                             "continue it, or delete it to start again")
+        if resume and not exists:
+            raise InputError(f"{self.path}: no journal to resume (nothing was interrupted for this output)")
+        try:
+            if exists:
+                self._read(run)
+                self._file = open(self.path, "a", encoding="utf-8")
+                if self.path.read_bytes()[-1:] not in (b"", b"\n"):
+                    self._file.write("\n")  # end the line a kill cut short, so the next one stands alone
+            else:
+                self._file = open(self.path, "x", encoding="utf-8")
+                self._write({"journal": JOURNAL_VERSION, "run": run})
+        except OSError as exc:
+            raise InputError(f"{self.path}: cannot write the journal: {exc.strerror or exc}") from None
+
+    def done(self, position: int, prompt: Any) -> dict | None:
+        """The entry already journaled for the request at ``position`` with this ``prompt``, else None."""
+        held = self.answers.get(position)
+        return held[1] if held is not None and held[0] == prompt else None
+
+    def add(self, position: int, prompt: Any, entry: dict) -> None:
+        """Append one answer and sync it to disk."""
+        self.answers[position] = (prompt, entry)
+        self._write({"position": position, "prompt": prompt, "entry": entry})
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+    def remove(self) -> None:
+        """Close and delete the journal (once the output is written)."""
+        self.close()
+        self.path.unlink(missing_ok=True)
+
+    def _write(self, record: dict) -> None:
+        self._file.write(json.dumps(record) + "\n")  # ASCII: a lone surrogate in a prompt is kept as an escape
+        self._file.flush()
+        os.fsync(self._file.fileno())
+
+    def _read(self, run: dict[str, Any]) -> None:
+        try:
+            lines = self.path.read_text(encoding="utf-8").split("\n")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise InputError(f"{self.path}: cannot read the journal: {exc}") from None
+        try:
+            header = json.loads(lines[0])
+            assert isinstance(header, dict) and header.get("journal") == JOURNAL_VERSION
+        except (ValueError, AssertionError):
+            raise InputError(f"{self.path}: not a callmaybe journal (bad first line)") from None
+        theirs = header.get("run", {})
+        differ = sorted(k for k in set(run) | set(theirs) if run.get(k) != theirs.get(k))
+        if differ:
+            raise InputError(f"{self.path}: the journal was written by a run with another "
+                             f"{', '.join(differ)} ({'; '.join(f'{k}: {theirs.get(k)!r}' for k in differ)}); "
+                             "rerun with the same options, or delete it to start again")
+        for line in lines[1:]:
+            try:
+                record = json.loads(line)
+                self.answers[int(record["position"])] = (record["prompt"], record["entry"])
+            except (ValueError, KeyError, TypeError):
+                continue  # the last line of a killed run may be cut short
