@@ -9,7 +9,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 from ..core.callformat import call_format_of
 from ..core.catalog import Function
-from ..core.errors import CallmaybeError
+from ..core.errors import CallmaybeError, CatalogError, InputError
 from ..core.messages import progress
 from .calls import to_call
 from .batch import Batch, Started, start
@@ -82,6 +82,10 @@ class Answerer:
     to text the request states (:mod:`~callmaybe.runtime.restate`), and drops it when the model gives no such
     value enough probability (:mod:`~callmaybe.runtime.grounding`); the Generation's ``restated`` and
     ``dropped`` name them.
+
+    The model's context (``model.config.max_position_embeddings``) bounds every prompt: a catalog whose prompt
+    alone fills it raises CatalogError here; a request whose prompt does raises no error but gets an error
+    entry; otherwise the token budget is cut to what the context has left.
     """
 
     def __init__(self, model, tokenizer, index: TokenIndex, functions: list[Function], max_tokens: int = 256,
@@ -95,7 +99,12 @@ class Answerer:
         self.by_name = {fn.name: fn for fn in functions}
         self.profile = profile if profile is not None else Profile()
         self.prefix = PrefixCache(model, enabled=prefix_cache, profile=self.profile)
-        self.prefix_len = shared_prefix_length(tokenizer, functions, self.call_format) if prefix_cache else 0
+        shared = shared_prefix_length(tokenizer, functions, self.call_format)
+        self.prefix_len = shared if prefix_cache else 0
+        self.context: int | None = getattr(getattr(model, "config", None), "max_position_embeddings", None)
+        if self.context is not None and shared >= self.context:
+            raise CatalogError(f"the catalog's prompt is {shared} tokens; the model's context is {self.context} "
+                               "(shorten the descriptions or split the catalog)")
 
     def answer(self, request: Any, trace: bool = False) -> tuple[dict[str, Any], Generation | None]:
         """Answer one request entry ``{"prompt": ...}``: returns (result entry, Generation or None).
@@ -109,7 +118,7 @@ class Answerer:
         prompt, gen = request["prompt"], None
         try:
             ids = self._prompt_ids(prompt)
-            gen = generate(self.model, self.tokenizer, self.index, ids, self.max_tokens, trace,
+            gen = generate(self.model, self.tokenizer, self.index, ids, self._budget(ids), trace,
                            self.prefix, self.prefix_len, self.profile)
             return self._finish(prompt, ids, gen), gen
         except (CallmaybeError, RuntimeError, ValueError, TypeError) as exc:  # one bad request never stops the others
@@ -126,7 +135,7 @@ class Answerer:
         try:
             ids = self._prompt_ids(prompt)
             cached = self.prefix_len if self.prefix.enabled and self.prefix_len > 0 else 0
-            row = Decoding(self.index, self.tokenizer, self.max_tokens, ids[cached:], trace, self.profile)
+            row = Decoding(self.index, self.tokenizer, self._budget(ids), ids[cached:], trace, self.profile)
             return Job(self, prompt, ids, cached, start(self.model, row, ids, self.prefix, self.prefix_len))
         except (CallmaybeError, RuntimeError, ValueError, TypeError) as exc:
             return _error_entry(prompt, exc), None
@@ -143,8 +152,16 @@ class Answerer:
             return _error_entry(job.prompt, exc), gen
 
     def _prompt_ids(self, prompt: str) -> list[int]:
+        """The request's prompt token ids; raises InputError when they fill the model's context."""
         with self.profile.timed("prompt"):
-            return prompt_ids(self.tokenizer, self.functions, prompt, self.call_format)
+            ids = prompt_ids(self.tokenizer, self.functions, prompt, self.call_format)
+        if self.context is not None and len(ids) >= self.context:
+            raise InputError(f"the prompt is {len(ids)} tokens; the model's context is {self.context}")
+        return ids
+
+    def _budget(self, ids: list[int]) -> int:
+        """The token budget of a call after ``ids``: ``max_tokens``, or what the context has left."""
+        return self.max_tokens if self.context is None else min(self.max_tokens, self.context - len(ids))
 
     def _finish(self, prompt: str, ids: list[int], gen: Generation) -> dict[str, Any]:
         """The result entry of a decoded call: parsed, checked and grounded. Raises CallmaybeError when the

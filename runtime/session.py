@@ -17,7 +17,7 @@ from typing import Any, Callable
 from ..core import indexes
 from ..core.callformat import compile_options
 from ..core.catalog import Function, catalog_fingerprint, load_catalog
-from ..core.errors import InputError, Interrupted, OutputError
+from ..core.errors import CallmaybeError, InputError, Interrupted, OutputError
 from ..core.indexfile import IndexData, read_index, save_index
 from ..core.journal import Journal, journal_path
 from ..core.jsonio import check_distinct, check_output_path, read_requests, write_json
@@ -198,6 +198,10 @@ def run_file(config: RunConfig, functions_path: Path, input_path: Path, output_p
 
         _, stats = run_requests(answerer, [requests[i] for i in todo], config.trace, on_answer=on_answer,
                                 max_batch=config.max_batch, on_result=journaled)
+    except CallmaybeError:
+        if not journal.answers:  # nothing answered: no journal to leave behind
+            journal.remove()
+        raise
     except KeyboardInterrupt:
         journal.close()
         raise Interrupted(signal.SIGINT, _interrupted(journal, len(requests))) from None
