@@ -19,8 +19,10 @@ classes): storing that instead of a (state, token) -> next table keeps files 100
 
 The header holds the index version, the vocabulary fingerprint (SHA-256 of the regular tokens' bytes, EOS
 ids and W), W itself (``vocab_size``), the catalog fingerprint, the call regex, compile options and
-statistics, and a SHA-256 of every array so that a corrupt file is refused. Imports neither torch nor
-interegular.
+statistics, a SHA-256 of every array (``arrays_sha256``) and, from version 3, a SHA-256 of the header itself
+(``header_sha256``, over every other field, ``arrays_sha256`` included), so that a file with any byte changed
+is refused. The checksums catch accidents (a truncated download, a flipped bit, a hand edit), not an attacker:
+anyone who can write the file can recompute them. Imports neither torch nor interegular.
 
 Version policy: ``INDEX_VERSION`` is the version this code writes. A reader reads every version in
 :data:`READABLE_VERSIONS` (older ones are upgraded in memory: version 1 called ``vocab_size`` ``width``) and
@@ -42,7 +44,7 @@ import numpy as np
 from .files import atomic_write_bytes
 from .errors import IndexFileError, IndexVersionError
 
-INDEX_VERSION = 2
+INDEX_VERSION = 3
 
 
 def _upgrade_v1(header: dict[str, Any]) -> dict[str, Any]:
@@ -53,7 +55,9 @@ def _upgrade_v1(header: dict[str, Any]) -> dict[str, Any]:
 
 
 #: index version -> the function that turns its header into the current version's.
-READABLE_VERSIONS = {1: _upgrade_v1, 2: lambda header: header}
+READABLE_VERSIONS = {1: _upgrade_v1, 2: lambda header: header, 3: lambda header: header}
+#: the first version whose header carries ``header_sha256``.
+HEADER_DIGEST_SINCE = 3
 
 ARRAYS = (
     "byte_class", "transitions", "accepting", "state_row", "row_kind", "row_offset", "row_count",
@@ -130,6 +134,21 @@ def _digest(arrays: dict[str, np.ndarray]) -> str:
     return h.hexdigest()
 
 
+def _canonical(value: Any) -> Any:
+    """``value`` with every map's keys sorted, so that equal headers pack to equal bytes."""
+    if isinstance(value, dict):
+        return {k: _canonical(value[k]) for k in sorted(value, key=str)}
+    if isinstance(value, (list, tuple)):
+        return [_canonical(v) for v in value]
+    return value
+
+
+def _header_digest(header: dict[str, Any]) -> str:
+    """SHA-256 (hex) of the header's fields but ``header_sha256``, packed canonically."""
+    rest = {k: v for k, v in header.items() if k != "header_sha256"}
+    return hashlib.sha256(msgpack.packb(_canonical(rest), use_bin_type=True)).hexdigest()
+
+
 def to_bytes(index: IndexData) -> bytes:
     """Serialize ``index`` to the bytes of one safetensors file (header digest filled in)."""
     from safetensors.numpy import save
@@ -138,6 +157,8 @@ def to_bytes(index: IndexData) -> bytes:
     header = dict(index.header)
     header["index_version"] = INDEX_VERSION
     header["arrays_sha256"] = _digest(arrays)
+    header.pop("header_sha256", None)
+    header["header_sha256"] = _header_digest(header)
     packed = msgpack.packb(header, use_bin_type=True)
     arrays["header"] = np.frombuffer(packed, dtype=np.uint8)
     return save(arrays, metadata={"format": "callmaybe-index"})
@@ -216,6 +237,8 @@ def _current(path, header: Any) -> dict[str, Any]:
         known = " and ".join(str(v) for v in sorted(READABLE_VERSIONS))
         raise IndexVersionError(f"{path}: index version {version} cannot be read by this callmaybe (it reads "
                              f"versions {known}); recompile the index or upgrade callmaybe")
+    if version >= HEADER_DIGEST_SINCE and _header_digest(header) != header.get("header_sha256"):
+        raise IndexFileError(f"{path}: corrupt index file (header checksum mismatch)")
     return READABLE_VERSIONS[version](header)
 
 

@@ -106,18 +106,35 @@ def test_version_1_is_read_and_upgraded(compiled, tmp_path):
 
 def test_a_version_this_code_does_not_know_is_refused_naming_both(compiled, tmp_path):
     _, _, index, _ = compiled
-    v3 = tmp_path / "v3.safetensors"
-    write_with_header(v3, index, {**index.header, "index_version": 3})
-    message = (f"{v3}: index version 3 cannot be read by this callmaybe (it reads versions 1 and 2); "
+    v4 = tmp_path / "v4.safetensors"
+    write_with_header(v4, index, {**index.header, "index_version": 4})
+    message = (f"{v4}: index version 4 cannot be read by this callmaybe (it reads versions 1 and 2 and 3); "
                "recompile the index or upgrade callmaybe")
-    assert_every_reader_refuses(v3, message)
+    assert_every_reader_refuses(v4, message)
+
+
+def test_an_edited_header_or_arrays_with_a_recomputed_array_checksum_are_refused(compiled, tmp_path):
+    """Issue 12 item 6: the header (eos_ids, the array checksum itself) is covered by ``header_sha256``."""
+    _, path, _, _ = compiled
+    index = read_index_for(path)  # as written: with its version and both checksums
+    edited = tmp_path / "eos.safetensors"
+    write_with_header(edited, index, {**index.header, "eos_ids": [0]})  # the array checksum is recomputed
+    assert_every_reader_refuses(edited, f"{edited}: corrupt index file (header checksum mismatch)")
+    transitions = index.arrays["transitions"].copy()
+    transitions[0, 0] = 0 if transitions[0, 0] < 0 else -1
+    other = type(index)(header=index.header, arrays={**index.arrays, "transitions": transitions})
+    tampered = tmp_path / "transitions.safetensors"
+    write_with_header(tampered, other, index.header)  # arrays_sha256 recomputed, header_sha256 left as it was
+    assert_every_reader_refuses(tampered, f"{tampered}: corrupt index file (header checksum mismatch)")
+    write_with_header(tmp_path / "same.safetensors", index, index.header)  # an untouched copy still reads
+    assert read_index_for(tmp_path / "same.safetensors").header["eos_ids"] == index.header["eos_ids"]
 
 
 def test_written_files_carry_the_current_version(compiled):
     from callmaybe.core.indexfile import INDEX_VERSION
 
     _, path, _, _ = compiled
-    assert INDEX_VERSION == 2 and read_header(path)["index_version"] == 2
+    assert INDEX_VERSION == 3 and read_header(path)["index_version"] == 3
 
 
 def test_find_says_why_it_skips_an_index_of_an_unknown_version(compiled, tmp_path, monkeypatch, capsys):
@@ -128,11 +145,11 @@ def test_find_says_why_it_skips_an_index_of_an_unknown_version(compiled, tmp_pat
     monkeypatch.setenv("CALLMAYBE_CACHE", str(tmp_path / "cache"))
     folder = tmp_path / "model" / "callmaybe"
     folder.mkdir(parents=True)
-    write_with_header(folder / "new.safetensors", index, {**index.header, "index_version": 3})
+    write_with_header(folder / "new.safetensors", index, {**index.header, "index_version": 4})
     assert indexes.find(VOCAB.fingerprint(), catalog_fingerprint(fns), {}, tmp_path / "model") is None
     assert capsys.readouterr().err == (
-        f"skipping {folder / 'new.safetensors'}: index version 3 cannot be read by this callmaybe (it reads "
-        "versions 1 and 2); recompile the index or upgrade callmaybe\n")
+        f"skipping {folder / 'new.safetensors'}: index version 4 cannot be read by this callmaybe (it reads "
+        "versions 1 and 2 and 3); recompile the index or upgrade callmaybe\n")
 
 
 def test_inspect_describes_a_shipped_index():
@@ -144,7 +161,7 @@ def test_inspect_describes_a_shipped_index():
     r = CliRunner().invoke(main, ["inspect", str(shipped / "functions_definition.smollm2-135m-instruct.safetensors")])
     assert r.exit_code == 0, r.output
     assert r.stdout.splitlines()[1:] == [
-        "index version: 2, compiler 0.1.0",
+        "index version: 3, compiler 0.1.0",
         "functions: 5 (fn_add_numbers, fn_greet, fn_reverse_string, fn_get_square_root, "
         "fn_substitute_string_with_regex)",
         "states: 354 (1 accepting), byte classes: 50",
