@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+import re
+from typing import Any, Callable
 
 from ..core.callformat import TOOLS_OPENING
 from ..core.catalog import Function
@@ -86,19 +87,140 @@ def prompt_ids(tokenizer, functions: list[Function], request: str, call_format: 
 
     "plain": a system message listing the catalog; "tools": the chat template's ``tools=`` rendering, with
     the model's opening text (``<tool_call>\\n``) already appended after the assistant turn starts.
+
+    Only the chat template's own markers (and the opening) become added tokens (``<|im_start|>``,
+    ``<|im_end|>``, ``<tool_call>`` ...): catalog and request text that spells one is encoded as plain text,
+    as :func:`_literal_ids` explains. A prompt whose texts spell no marker is encoded exactly as its rendered
+    text always was.
     """
+    markers = _marker_pattern(tokenizer)
+    texts = [request, *_catalog_strings(functions, call_format)]
+    if markers is None or not any(markers.search(t) for t in texts):
+        return list(tokenizer.encode(_render(tokenizer, functions, request, call_format), add_special_tokens=False))
+    return _literal_ids(tokenizer, functions, request, call_format, markers, texts)
+
+
+def _literal_ids(tokenizer, functions: list[Function], request: str, call_format: str, markers: re.Pattern,
+                 texts: list[str]) -> list[int]:
+    """The prompt's token ids when a catalog or request text spells a marker.
+
+    Each marker spelled in a text is replaced by a placeholder (letters, digits and ``_``, which no template
+    escapes and no text of this prompt contains) before the chat template renders it, so every marker left
+    in the rendered text is the template's own. That text is encoded as usual; each stretch between two of
+    its added tokens that holds a placeholder is then encoded again with the placeholders put back, by the
+    tokenizer's normalizer, pre-tokenizer and model alone (its added tokens, special or not, never match
+    there). The other stretches keep the ids the tokenizer gave them. ``texts``: the request and the catalog's
+    texts, as :func:`prompt_ids` collected them.
+    """
+    sources = [str(getattr(tokenizer, "chat_template", None) or ""), *texts]
+    base, n = "CallmaybeLiteral", 0
+    while any(f"{base}{n}" in s for s in sources):
+        n += 1
+    base = f"{base}{n}x"
+    spellings: list[str] = []
+
+    def hide(text: str) -> str:
+        def tag(match: re.Match) -> str:
+            if match.group() not in spellings:
+                spellings.append(match.group())
+            return f"{base}{spellings.index(match.group())}_"
+        hidden = markers.sub(tag, text)
+        if markers.search(hidden):  # cannot happen (a placeholder never completes a marker), but never trusted
+            raise ValueError("cannot encode the prompt's text without control tokens")
+        return hidden
+
+    tags = re.compile(re.escape(base) + r"(\d+)_")
+    text = _render(tokenizer, functions, request, call_format, hide)
+    encoding = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+    added = set(getattr(tokenizer, "added_tokens_decoder", {}))
+    ids, offsets = list(encoding["input_ids"]), list(encoding["offset_mapping"])
+    out: list[int] = []
+    start, run = 0, 0  # the current stretch: its first character, its first token
+    for k in range(len(ids) + 1):
+        if k < len(ids) and not (ids[k] in added and markers.fullmatch(text, *offsets[k])):
+            continue
+        end = offsets[k][0] if k < len(ids) else len(text)
+        stretch = text[start:end]
+        if tags.search(stretch):
+            out += plain_text_ids(tokenizer, tags.sub(lambda m: spellings[int(m.group(1))], stretch), start == 0)
+        else:
+            out += ids[run:k]
+        if k < len(ids):
+            out.append(ids[k])
+            start, run = offsets[k][1], k + 1
+    return out
+
+
+def plain_text_ids(tokenizer, text: str, at_start: bool = True) -> list[int]:
+    """``text`` encoded with no added token (special or not): the backend tokenizer's normalizer, pre-tokenizer
+    and model, as the tokenizer encodes a stretch between two added tokens. ``at_start``: the stretch opens
+    the prompt (a Metaspace pre-tokenizer with ``prepend_scheme="first"`` adds its ``▁`` only there)."""
+    backend = tokenizer.backend_tokenizer
+    if backend.normalizer is not None:
+        text = backend.normalizer.normalize_str(text)
+    pre = backend.pre_tokenizer
+    if pre is None:
+        return [token.id for token in backend.model.tokenize(text)]
+    if not at_start and getattr(pre, "prepend_scheme", None) == "first":
+        from tokenizers.pre_tokenizers import Metaspace
+
+        pre = Metaspace(replacement=pre.replacement, prepend_scheme="never", split=pre.split)
+    return [token.id for piece, _ in pre.pre_tokenize_str(text) for token in backend.model.tokenize(piece)]
+
+
+def _marker_pattern(tokenizer) -> re.Pattern | None:
+    """A pattern matching any of the tokenizer's added tokens (longest first), or None when it has none."""
+    contents = {t.content for t in getattr(tokenizer, "added_tokens_decoder", {}).values() if t.content}
+    if not contents:
+        return None
+    return re.compile("|".join(re.escape(c) for c in sorted(contents, key=len, reverse=True)))
+
+
+def _catalog_strings(functions: list[Function], call_format: str) -> list[str]:
+    """Every text of the catalog that reaches the prompt."""
     if call_format == "tools":
-        messages = [{"role": "user", "content": request}]
-        text = tokenizer.apply_chat_template(messages, tools=[tool_spec(fn) for fn in functions],
-                                             add_generation_prompt=True, tokenize=False)
-        text += TOOLS_OPENING
-    else:
-        messages = [
-            {"role": "system", "content": system_message(functions)},
-            {"role": "user", "content": request},
-        ]
-        text = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
-    return list(tokenizer.encode(text, add_special_tokens=False))
+        return [s for fn in functions for s in _strings(tool_spec(fn))]
+    return [system_message(functions)]
+
+
+def _strings(value: Any) -> list[str]:
+    """The strings in a JSON value, keys included."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for k, v in value.items() for s in (*_strings(k), *_strings(v))]
+    if isinstance(value, (list, tuple)):
+        return [s for v in value for s in _strings(v)]
+    return []
+
+
+def _map_strings(value: Any, fn: Callable[[str], str]) -> Any:
+    """``value`` with ``fn`` applied to each of its strings, keys included."""
+    if isinstance(value, str):
+        return fn(value)
+    if isinstance(value, dict):
+        return {_map_strings(k, fn): _map_strings(v, fn) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_map_strings(v, fn) for v in value]
+    return value
+
+
+def _render(tokenizer, functions: list[Function], request: str, call_format: str,
+            text: Callable[[str], str] | None = None) -> str:
+    """The prompt's text by the chat template, each catalog and request text passed through ``text`` if given."""
+    def own(value: Any) -> Any:
+        return value if text is None else _map_strings(value, text)
+
+    if call_format == "tools":
+        messages = [{"role": "user", "content": own(request)}]
+        tools = [own(tool_spec(fn)) for fn in functions]
+        rendered = tokenizer.apply_chat_template(messages, tools=tools, add_generation_prompt=True, tokenize=False)
+        return rendered + TOOLS_OPENING
+    messages = [
+        {"role": "system", "content": own(system_message(functions))},
+        {"role": "user", "content": own(request)},
+    ]
+    return tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
 
 
 def shared_prefix_length(tokenizer, functions: list[Function], call_format: str) -> int:

@@ -147,7 +147,7 @@ def run_identity(config: RunConfig, functions: list[Function]) -> dict[str, Any]
     """What decides a run's answers, as a journal records it (:mod:`callmaybe.core.journal`): the model, its
     dtype and device, the catalog's fingerprint, the index file's SHA-256 (or ``auto``), the token budget,
     the call format, grounding, and callmaybe's version. Threads, batching and tracing are left out."""
-    from .. import __version__
+    from ..core import __version__
     from ..core.files import sha256_file
 
     return {"model": config.model, "dtype": config.dtype, "device": config.device,
