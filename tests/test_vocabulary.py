@@ -10,6 +10,7 @@ a fresh, empty vocabulary cache (tmp_path), so the preparation path is what is t
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -22,6 +23,7 @@ import callmaybe.core.registry as registry
 import callmaybe.core.sources as core_sources
 import callmaybe.core.vocabulary as V
 from callmaybe.core.errors import VocabularyError
+from callmaybe.core.files import sha256_file
 from callmaybe.core.sources import HubUnavailable
 from callmaybe.core.vocabulary.gguf import WANTED_ARRAYS, GgufHeader
 
@@ -573,14 +575,26 @@ def test_cache_cold_and_warm(calls, tmp_path, spec, capsys):
         print(f"\n{spec}: cold {t_cold * 1000:.0f} ms, warm {t_warm * 1000:.0f} ms", end="")
 
 
-def test_corrupt_cache_is_rebuilt(calls, tmp_path):
+def test_corrupt_cache_is_rebuilt(calls, tmp_path, capfd):
     v = V.load_vocabulary("smollm2-135m-instruct")
     (path,) = (tmp_path / "cache" / "vocab").glob("*.npz")
+    assert (path.parent / (path.name + ".sha256")).read_text() == f"{sha256_file(path)}  {path.name}\n"
     path.write_bytes(b"garbage")
     assert V.load_vocabulary("smollm2-135m-instruct") == v
     assert calls["gguf_path"] == 2
     assert V.load_vocabulary("smollm2-135m-instruct") == v
     assert calls["gguf_path"] == 2
+    # One byte changed, same size and modification time: the recorded SHA-256 catches it.
+    st = path.stat()
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 1
+    path.write_bytes(bytes(data))
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    capfd.readouterr()
+    assert V.load_vocabulary("smollm2-135m-instruct") == v
+    assert calls["gguf_path"] == 3
+    assert capfd.readouterr().err == (f"vocabulary cache {path}: its SHA-256 differs from the one recorded when it "
+                                      "was written; rebuilding it\n")
 
 
 def test_cache_key_depends_on_vocab_size_and_source(calls, tmp_path):
