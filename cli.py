@@ -61,6 +61,20 @@ def call_format_option(choices: list[str], default: str):
                         default=default, show_default=True, help=CALL_FORMAT_HELP)
 
 
+def compile_limits_option():
+    """``--compile-limits``: raise the bounds on the compiler's work (see :mod:`callmaybe.compiler.limits`)."""
+    from .compiler.limits import CompileLimits, help_text
+
+    def parse(ctx, param, value):
+        try:
+            return CompileLimits.parse(value)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc)) from None
+
+    return click.option("--compile-limits", "compile_limits", default=None, metavar="NAME=N,...|Nx", callback=parse,
+                        help=help_text())
+
+
 @main.command("compile")
 @click.argument("schemas", type=click.Path(path_type=Path))
 @click.option("--tokenizer", "tokenizer", default="Qwen/Qwen3-0.6B", show_default=True,
@@ -73,8 +87,9 @@ def call_format_option(choices: list[str], default: str):
                    "(--vocab-width: the old name).")
 @click.option("--strict", is_flag=True, help="Fail when some keyword is not enforced by the grammar.")
 @call_format_option(["plain", "tools"], "plain")
+@compile_limits_option()
 def compile_cmd(schemas: Path, tokenizer: str, out_dir: Path, vocab_size: int | None, strict: bool,
-                call_format: str) -> None:
+                call_format: str, compile_limits) -> None:
     """Compile a catalog (a file or a folder of them) into an index for a tokenizer."""
     import time
 
@@ -87,14 +102,14 @@ def compile_cmd(schemas: Path, tokenizer: str, out_dir: Path, vocab_size: int | 
     try:
         functions = load_catalog(schemas)
         if strict:
-            check_strict(functions)
+            check_strict(functions, compile_limits)
         t = time.perf_counter()
         vocabulary = load_vocabulary(tokenizer, vocab_size)
         say(f"vocabulary {tokenizer}: {len(vocabulary.token_bytes):,} tokens, vocabulary size "
             f"{vocabulary.vocab_size:,}, prepared in {time.perf_counter() - t:.2f} s")
         name = schemas.stem if schemas.is_file() else schemas.resolve().name
         path = out_dir / index_file_name(name, tokenizer, call_format)
-        build_index(functions, vocabulary, path, compile_options(call_format), source=schemas)
+        build_index(functions, vocabulary, path, compile_options(call_format), source=schemas, limits=compile_limits)
     except CallmaybeError as exc:
         fail(exc)
 
@@ -107,8 +122,9 @@ def compile_cmd(schemas: Path, tokenizer: str, out_dir: Path, vocab_size: int | 
 @click.option("--jsonl", "jsonl", type=click.Path(path_type=Path), default=None,
               help="A file with one text per line.")
 @click.option("--strict", is_flag=True, help="Fail when some keyword is not enforced by the grammar.")
+@compile_limits_option()
 @click.argument("texts", nargs=-1)
-def match_cmd(schema_path, functions_path, jsonl, strict, texts) -> None:
+def match_cmd(schema_path, functions_path, jsonl, strict, compile_limits, texts) -> None:
     """Say which texts (canonical layout) the compiled grammar accepts, one JSON line each."""
     from .compiler.build import match_texts
     from .core.jsonio import read_text
@@ -119,7 +135,7 @@ def match_cmd(schema_path, functions_path, jsonl, strict, texts) -> None:
         items = list(texts)
         if jsonl is not None:
             items += read_text(jsonl).rstrip("\n").split("\n")
-        for line in match_texts(schema_path, functions_path, items, strict):
+        for line in match_texts(schema_path, functions_path, items, strict, compile_limits):
             click.echo(json.dumps(line, ensure_ascii=False))
     except CallmaybeError as exc:
         fail(exc)

@@ -18,6 +18,7 @@ from ..core.messages import say
 from ..core.vocabulary import Vocabulary
 from .compile import CompileOptions, CompileReport, compile_index, compile_to_file
 from .grammar import compile_grammar, schema_dfa
+from .limits import CompileLimits
 from .schema import Note
 
 
@@ -35,9 +36,10 @@ def report_notes(notes: list[Note], strict: bool) -> None:
             say(f"{n.kind}: {n}")
 
 
-def check_strict(functions: list[Function]) -> None:
-    """Raise SchemaError when some keyword of ``functions`` is not enforced by the grammar (``--strict``)."""
-    report_notes(compile_grammar(functions).notes, strict=True)
+def check_strict(functions: list[Function], limits: CompileLimits | None = None) -> None:
+    """Raise SchemaError when some keyword of ``functions`` is not enforced by the grammar (``--strict``);
+    ``limits``: the compile limits (the defaults when None)."""
+    report_notes(compile_grammar(functions, limits=limits).notes, strict=True)
 
 
 def say_compiled(report: CompileReport, functions: list[Function], vocabulary: Vocabulary,
@@ -52,15 +54,15 @@ def say_compiled(report: CompileReport, functions: list[Function], vocabulary: V
 
 
 def _compile(functions: list[Function], vocabulary: Vocabulary, path: Path | None, options: dict[str, str],
-             source: str | Path | None) -> tuple[IndexData, CompileReport]:
+             source: str | Path | None, limits: CompileLimits | None = None) -> tuple[IndexData, CompileReport]:
     """compile_index / compile_to_file with errors naming ``source`` (the catalog) or ``path`` (the output)."""
     prefix = f"{source}: " if source is not None else ""
     try:
         if path is None:
-            return compile_index(functions, vocabulary, CompileOptions(**options))
-        return compile_to_file(functions, vocabulary, path, CompileOptions(**options))
-    except SchemaError as exc:
-        raise SchemaError(f"{prefix}{exc}") from None
+            return compile_index(functions, vocabulary, CompileOptions(**options), limits)
+        return compile_to_file(functions, vocabulary, path, CompileOptions(**options), limits)
+    except SchemaError as exc:  # the same kind (a CompileLimitError stays one), with the catalog named
+        raise type(exc)(f"{prefix}{exc}") from None
     except RecursionError:
         raise SchemaError(f"{prefix}schema nested too deeply") from None
     except OSError as exc:
@@ -69,15 +71,16 @@ def _compile(functions: list[Function], vocabulary: Vocabulary, path: Path | Non
 
 def build_index(functions: list[Function], vocabulary: Vocabulary, path: Path | None = None,
                 options: dict[str, str] | None = None, source: str | Path | None = None,
-                quiet: bool = False) -> IndexData:
+                quiet: bool = False, limits: CompileLimits | None = None) -> IndexData:
     """Compile ``functions`` for ``vocabulary`` into an index, written atomically to ``path`` when given.
 
     ``options``: :class:`~.compile.CompileOptions` fields (the call format's). ``source`` names the catalog in
-    errors. Unless ``quiet``, says what the grammar does not enforce and the compile's figures.
-    Raises SchemaError / CatalogError (naming ``source``) for a catalog that cannot be compiled, InputError
-    when ``path`` cannot be written.
+    errors. ``limits``: the compile limits (:mod:`.limits`; the defaults when None). Unless ``quiet``, says
+    what the grammar does not enforce and the compile's figures.
+    Raises SchemaError / CatalogError (naming ``source``) for a catalog that cannot be compiled (a
+    CompileLimitError past a limit), InputError when ``path`` cannot be written.
     """
-    index, report = _compile(functions, vocabulary, path, options or {}, source)
+    index, report = _compile(functions, vocabulary, path, options or {}, source, limits)
     if not quiet:
         report_notes(report.notes, strict=False)
         say_compiled(report, functions, vocabulary, path)
@@ -92,15 +95,16 @@ def runtime_compiler(functions: list[Function], vocabulary: Vocabulary, options:
 
 
 def match_texts(schema_path: Path | None, functions_path: Path | None, texts: list[str],
-                strict: bool = False) -> Iterator[dict[str, Any]]:
+                strict: bool = False, limits: CompileLimits | None = None) -> Iterator[dict[str, Any]]:
     """Yield ``{"text", "accepted"}`` for each text against a schema's values or a catalog's whole calls.
 
-    Raises InputError / SchemaError (one line) when the schema or catalog cannot be read or compiled.
+    ``limits``: the compile limits (the defaults when None). Raises InputError / SchemaError (one line) when
+    the schema or catalog cannot be read or compiled.
     """
     if schema_path is not None:
-        dfa, notes = schema_dfa(read_json(schema_path), name=str(schema_path))
+        dfa, notes = schema_dfa(read_json(schema_path), name=str(schema_path), limits=limits)
     else:
-        grammar = compile_grammar(load_catalog(functions_path))
+        grammar = compile_grammar(load_catalog(functions_path), limits=limits)
         dfa, notes = grammar.dfa, grammar.notes
     report_notes(notes, strict)
     for text in texts:
@@ -109,14 +113,15 @@ def match_texts(schema_path: Path | None, functions_path: Path | None, texts: li
 
 
 def compile_catalog(functions: list[Function], vocabulary: Vocabulary, path: str | Path | None = None,
-                    call_format: str = "plain") -> IndexData:
+                    call_format: str = "plain", limits: CompileLimits | None = None) -> IndexData:
     """Public API: compile ``functions`` for ``vocabulary`` into an index for ``call_format`` ("plain" or
-    "tools"), written atomically to ``path`` when given, silently.
+    "tools"), written atomically to ``path`` when given, silently. ``limits``: the compile limits
+    (:class:`~.limits.CompileLimits`; the defaults when None).
 
-    Raises SchemaError / CatalogError for a catalog that cannot be compiled, InputError when ``path`` cannot be
-    written, ValueError for an unknown call format.
+    Raises SchemaError / CatalogError for a catalog that cannot be compiled (CompileLimitError past a limit),
+    InputError when ``path`` cannot be written, ValueError for an unknown call format.
     """
     from ..core.callformat import compile_options
 
     return build_index(functions, vocabulary, None if path is None else Path(path), compile_options(call_format),
-                       quiet=True)
+                       quiet=True, limits=limits)

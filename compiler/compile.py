@@ -19,6 +19,7 @@ from ..core.indexfile import IndexData, save_index
 from ..core.vocabulary import Vocabulary
 from .dfa import byte_classes
 from .grammar import compile_grammar
+from .limits import CompileLimits
 from .table import build_rows, min_tokens
 from .trie import TRIE_CACHE, TokenTrie
 from .walk import walk
@@ -69,25 +70,30 @@ def token_trie(vocabulary: Vocabulary) -> TokenTrie:
 
 
 def compile_index(
-    functions: list[Function], vocabulary: Vocabulary, options: CompileOptions | None = None
+    functions: list[Function], vocabulary: Vocabulary, options: CompileOptions | None = None,
+    limits: CompileLimits | None = None,
 ) -> tuple[IndexData, CompileReport]:
     """Compile ``functions`` for ``vocabulary`` into an index (not yet written) and a report of the compile.
 
-    The index's arrays and header are described in :mod:`callmaybe.core.indexfile`. Raises SchemaError /
-    CatalogError for an uncompilable catalog.
+    The index's arrays and header are described in :mod:`callmaybe.core.indexfile`. ``limits``: the compile
+    limits (:mod:`.limits`; the defaults when None), which bound the work but not the result, so they are
+    not recorded. Raises SchemaError / CatalogError for an uncompilable catalog (CompileLimitError past a
+    limit).
     """
     options = options or CompileOptions()
+    limits = limits or CompileLimits()
     report = CompileReport()
     t0 = time.perf_counter()
     trie = token_trie(vocabulary)
     t1 = time.perf_counter()
     report.timings["vocabulary"] = t1 - t0
-    grammar = compile_grammar(functions, parameters_key=options.parameters_key, timings=report.timings)
+    grammar = compile_grammar(functions, parameters_key=options.parameters_key, timings=report.timings,
+                              limits=limits)
     dfa = grammar.dfa
     report.notes = grammar.notes
     t2 = time.perf_counter()
     byte_class, class_trans = byte_classes(dfa.transitions)  # for the walk's state groups and the table
-    result = walk(dfa.transitions, trie, class_transitions=class_trans)
+    result = walk(dfa.transitions, trie, class_transitions=class_trans, max_entries=limits.entries)
     t3 = time.perf_counter()
     report.timings["token walk"] = t3 - t2
     arrays = build_rows(result, dfa.num_states, vocabulary.vocab_size)
@@ -118,10 +124,11 @@ def compile_index(
 
 
 def compile_to_file(
-    functions: list[Function], vocabulary: Vocabulary, path: str | Path, options: CompileOptions | None = None
+    functions: list[Function], vocabulary: Vocabulary, path: str | Path, options: CompileOptions | None = None,
+    limits: CompileLimits | None = None,
 ) -> tuple[IndexData, CompileReport]:
     """Compile and write the index atomically to ``path``; the report includes write time and file size."""
-    index, report = compile_index(functions, vocabulary, options)
+    index, report = compile_index(functions, vocabulary, options, limits)
     t = time.perf_counter()
     report.size_bytes = save_index(path, index)
     report.timings["write"] = time.perf_counter() - t

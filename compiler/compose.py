@@ -10,7 +10,9 @@ big regex (the grammar nodes of :mod:`.nodes` use these):
   that may come next, every subset of optional members in declaration order, so the size is linear in the
   members instead of the quadratic regex; arrays and maps loop back into their item).
 
-Results are not minimized here; callers trim and minimize (:func:`~callmaybe.compiler.dfa.minimize`).
+Results are not minimized here; callers trim and minimize (:func:`~callmaybe.compiler.dfa.minimize`). Each
+join counts the states it builds against the compile budget (:func:`~.limits.count_states`) before it
+allocates them.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import numpy as np
 
 from . import dfa as D
 from .dfa import ByteDFA
+from .limits import count_states
 
 
 class Clash(Exception):
@@ -50,6 +53,7 @@ def seq(parts: list[ByteDFA]) -> ByteDFA:
     """The DFA of ``parts`` one after another (see the module docstring); raises Clash when a part's
     continuation and the next part's start disagree on a byte."""
     sizes = [p.num_states for p in parts]
+    count_states(sum(sizes))
     offs = np.cumsum([0] + sizes)
     trans = np.concatenate([_shift(p.transitions, int(o)) for p, o in zip(parts, offs)])
     acc = np.zeros(int(offs[-1]), dtype=bool)
@@ -73,6 +77,7 @@ def union(a: ByteDFA, b: ByteDFA) -> ByteDFA:
     def state(pair):
         s = index.get(pair)
         if s is None:
+            count_states(1)
             s = len(order)
             index[pair] = s
             order.append(pair)
@@ -129,6 +134,7 @@ def literals(texts: list[bytes]) -> ByteDFA:
     acc = {0: False}
     for t in texts:
         acc[_insert(rows, 0, t)] = True
+    count_states(len(rows))
     trans = _empty(len(rows))
     for s, row in enumerate(rows):
         for byte, t in row.items():
@@ -170,6 +176,7 @@ def structure(prefix: bytes, items: list[ByteDFA], boundaries: list[list[tuple[b
     accepts (nothing may follow). Raises Clash when choices collide with each other or with an item's own
     continuation.
     """
+    count_states(sum(d.num_states for d in items))
     b = _Builder()
     starts, accs = [], []
     for d in items:
@@ -186,6 +193,7 @@ def structure(prefix: bytes, items: list[ByteDFA], boundaries: list[list[tuple[b
         rows.append({})
         for data, j in choices:
             merges.append((_insert(rows, root, lead + data), j))
+        count_states(len(rows) - root)  # an object's tries grow with the square of its optional members
         return root
 
     start_row = trie(entry, prefix)

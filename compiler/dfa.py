@@ -18,15 +18,18 @@ refinement, vectorized with numpy over byte classes.
 
 from __future__ import annotations
 
+import contextvars
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 
 import interegular
+import interegular.fsm
 import numpy as np
 from interegular.fsm import anything_else
 
 from ..core.errors import SchemaError
+from . import limits
 from .intervals import MAX_CODE_POINT, SURROGATES, complement, normalize, restrict, subtract
 
 
@@ -146,6 +149,32 @@ class _ByteBuilder:
         return ByteDFA(trans, accepting, start)
 
 
+# interegular builds every automaton (each step of a regex: concatenation, repetition, reduction) with
+# ``interegular.fsm.crawl``, which calls ``final(state)`` once per state it creates. While a regex is compiled
+# under a compile budget, that call is counted, so that a regex whose character automaton explodes (a pattern
+# such as ``^[ab]*a[ab]{20}$``: 2**20 states, which interegular would not finish) stops at the ``pattern``
+# limit. Outside such a compile the wrapper only forwards.
+_interegular_crawl = interegular.fsm.crawl
+_CRAWLED: contextvars.ContextVar[tuple | None] = contextvars.ContextVar("callmaybe_crawled", default=None)
+
+
+def _counted_crawl(alphabet, initial, final, follow):
+    counter = _CRAWLED.get()
+    if counter is None:
+        return _interegular_crawl(alphabet, initial, final, follow)
+    budget, seen = counter
+
+    def counted_final(state):
+        seen[0] += 1
+        budget.pattern_states(seen[0])
+        return final(state)
+
+    return _interegular_crawl(alphabet, initial, counted_final, follow)
+
+
+interegular.fsm.crawl = _counted_crawl
+
+
 @contextmanager
 def _timed(timings: dict[str, float] | None, phase: str):
     """Add the seconds spent in the ``with`` block to ``timings[phase]`` (nothing when ``timings`` is None)."""
@@ -162,13 +191,20 @@ def from_regex(regex: str, timings: dict[str, float] | None = None) -> ByteDFA:
 
     ``timings`` (if given) accumulates seconds under "automaton" (interegular's character DFA) and "byte
     expansion" (the UTF-8 expansion and minimization). Raises SchemaError when interegular cannot parse the
-    regex, or when its language is empty.
+    regex, or when its language is empty; under a compile budget (:mod:`.limits`), CompileLimitError when the
+    character automaton passes the ``pattern`` limit or the byte automaton the ``states`` budget.
     """
+    budget = limits.current()
     with _timed(timings, "automaton"):
+        token = _CRAWLED.set(None if budget is None else (budget, [0]))
         try:
             fsm = interegular.parse_pattern(regex).to_fsm()
+        except limits.CompileLimitError:
+            raise
         except Exception as exc:  # interegular raises several unrelated types
             raise SchemaError(f"cannot compile regex: {type(exc).__name__}: {exc}") from None
+        finally:
+            _CRAWLED.reset(token)
     with _timed(timings, "byte expansion"):
         return _expand(fsm)
 
@@ -186,6 +222,7 @@ def _expand(fsm: interegular.FSM) -> ByteDFA:
                 merged.append((lo, hi, index[target]))
         merged.sort()
         builder.add_state(index[s], merged)
+    limits.count_states(len(builder.rows))
     dfa = builder.to_dfa({index[f] for f in fsm.finals}, index[fsm.initial])
     return minimize(dfa)
 
@@ -231,6 +268,7 @@ def coreachable(transitions: np.ndarray, accepting: np.ndarray) -> np.ndarray:
     alive = accepting.copy()
     frontier = np.flatnonzero(alive)
     while len(frontier):
+        limits.tick()
         lo, hi = starts[frontier], starts[frontier + 1]
         counts = hi - lo
         if not counts.sum():
@@ -250,6 +288,7 @@ def bfs_order(transitions: np.ndarray, start: int) -> np.ndarray:
     order = [np.array([start])]
     frontier = order[0]
     while len(frontier):
+        limits.tick()
         targets = transitions[frontier].reshape(-1)
         targets = targets[targets >= 0]
         targets = targets[~seen[targets]]
@@ -294,6 +333,7 @@ def _refine_exact(ct: np.ndarray, accepting: np.ndarray) -> np.ndarray:
     block = accepting.astype(np.int64)
     n_blocks = len(np.unique(block))
     while True:
+        limits.tick()
         nxt = np.where(ct >= 0, block[np.maximum(ct, 0)], -1)
         sig = np.concatenate([block[:, None], nxt], axis=1)
         _, block = np.unique(sig, axis=0, return_inverse=True)
@@ -317,6 +357,7 @@ def minimize(dfa: ByteDFA) -> ByteDFA:
     rng = np.random.default_rng(0x5EED)
     mult = rng.integers(1, 2**63, size=ct.shape[1] + 1, dtype=np.uint64) | np.uint64(1)
     while True:
+        limits.tick()
         nxt = np.where(ct >= 0, block[np.maximum(ct, 0)], -1)
         sig = np.concatenate([block[:, None], nxt], axis=1)
         # a 64-bit multiplicative hash of each row stands in for the row (a collision would merge two
@@ -331,11 +372,8 @@ def minimize(dfa: ByteDFA) -> ByteDFA:
         n_blocks = n_new
     if not _consistent(ct, block):
         block = _refine_exact(ct, dfa.accepting)
-        n_blocks = int(block.max()) + 1
-    reps = np.full(n_blocks, -1, dtype=np.int64)
-    # representative of each block: its lowest state
-    for s in range(dfa.num_states - 1, -1, -1):
-        reps[block[s]] = s
+    # representative of each block (blocks are numbered 0..n_blocks-1): its lowest state
+    _, reps = np.unique(block, return_index=True)
     t = dfa.transitions[reps]
     merged = np.where(t >= 0, block[np.maximum(t, 0)], -1).astype(np.int32)
     out = ByteDFA(merged, dfa.accepting[reps].copy(), int(block[dfa.start]))

@@ -1,6 +1,7 @@
 """What the schema compiler says about a schema: :class:`Note` (a keyword not enforced, ignored or cut) and
 :class:`SchemaContext`, the state every part of the schema compiler shares (the function named in messages,
-the root schema ``$ref`` pointers resolve against, the limits, and the notes collected so far)."""
+the root schema ``$ref`` pointers resolve against, the limits and the work counted against them, and the
+notes collected so far)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..core.errors import SchemaError
+from .limits import Budget, CompileLimits
 
 
 @dataclass(frozen=True)
@@ -31,17 +33,25 @@ class SchemaContext:
     ``function`` names it in messages, after ``label`` ("function" or "schema"); ``root`` is the schema
     ``$ref`` pointers resolve against; ``max_recursion`` is how many times one ``$ref`` may be entered on a
     path; ``any_depth`` how deep an unconstrained value ("any JSON value") may nest. ``notes`` collects what
-    was not enforced, ignored, limited or unrolled, each once, in order.
+    was not enforced, ignored, limited or unrolled, each once, in order. ``budget`` counts the work against
+    ``limits`` (:mod:`.limits`; the defaults when None). ``cuts`` lists each ``(ref, place)`` where recursion
+    through ``ref`` was cut; a ref in ``assume`` is taken to admit some value where it is cut (used to tell
+    a recursion with no base case from other unsatisfiable schemas).
     """
 
     def __init__(self, function: str, root: Any = None, max_recursion: int = 3, any_depth: int = 2,
-                 label: str = "function"):
+                 label: str = "function", limits: CompileLimits | None = None):
         self.function = function
         self.label = label
         self.root = root if root is not None else {}
         self.max_recursion = max_recursion
         self.any_depth = any_depth
         self.notes: list[Note] = []
+        self._noted: set[Note] = set()  # the same notes, to find one again at once (schemas note thousands)
+        self.limits = limits or CompileLimits()
+        self.budget = Budget(self.limits, self.where_at)
+        self.cuts: list[tuple[str, str]] = []
+        self.assume: frozenset[str] = frozenset()
 
     def where(self, path: list[str]) -> str:
         """``function 'f', parameter 'a.b'`` for ``path`` ``["a", "b"]`` (the function alone for ``[]``)."""
@@ -50,6 +60,11 @@ class SchemaContext:
             where += f", parameter '{'.'.join(path)}'"
         return where
 
+    def where_at(self, at: str) -> str:
+        """``function 'f' at '#/properties/p'``: the function and a place in its schema (a JSON pointer, as
+        ``$ref`` writes it)."""
+        return f"{self.label} '{self.function}' at '{at}'"
+
     def error(self, path: list[str], message: str) -> SchemaError:
         """A SchemaError (returned, for the caller to raise) naming the function, the path and ``message``."""
         return SchemaError(f"{self.where(path)}: {message}")
@@ -57,5 +72,6 @@ class SchemaContext:
     def note(self, kind: str, path: list[str], keyword: str, detail: str = "") -> None:
         """Record a :class:`Note` (once: an equal note already recorded is not repeated)."""
         n = Note(kind, self.where(path), keyword, detail)
-        if n not in self.notes:
+        if n not in self._noted:
+            self._noted.add(n)
             self.notes.append(n)

@@ -18,6 +18,7 @@ from ..core.catalog import Function
 from . import dfa as dfa_mod
 from .compose import structure
 from .dfa import ByteDFA
+from .limits import Budget, CompileLimits, active
 from .nodes import Node
 from .schema import Note, SchemaCompiler
 from .syntax import call_regex
@@ -38,17 +39,25 @@ class Grammar:
         return [n for n in self.notes if n.kind == "not enforced"]
 
 
-def parameters_node(fn: Function, notes: list[Note] | None = None, max_recursion: int = 3) -> Node:
-    """The grammar node of ``fn``'s parameters object (``.regex``: what the grammar accepts after
-    ``"parameters": ``); raises SchemaError naming the function and parameter.
-
-    What the grammar does not enforce is appended to ``notes``.
-    """
-    compiler = SchemaCompiler(fn.name, max_recursion=max_recursion)
+def _compile_node(fn: Function, notes: list[Note] | None, max_recursion: int,
+                  limits: CompileLimits | None) -> tuple[Node, Budget]:
+    """``fn``'s parameters node and the budget its automaton is built against (see :func:`parameters_node`)."""
+    compiler = SchemaCompiler(fn.name, max_recursion=max_recursion, limits=limits)
     node = compiler.parameters(fn.parameters)
     if notes is not None:
         notes.extend(compiler.notes)
-    return node
+    return node, compiler.budget
+
+
+def parameters_node(fn: Function, notes: list[Note] | None = None, max_recursion: int = 3,
+                    limits: CompileLimits | None = None) -> Node:
+    """The grammar node of ``fn``'s parameters object (``.regex``: what the grammar accepts after
+    ``"parameters": ``); raises SchemaError naming the function and parameter, CompileLimitError past one
+    of ``limits`` (the defaults when None).
+
+    What the grammar does not enforce is appended to ``notes``.
+    """
+    return _compile_node(fn, notes, max_recursion, limits)[0]
 
 
 def compile_grammar(
@@ -56,30 +65,34 @@ def compile_grammar(
     parameters_key: str = "parameters",
     timings: dict[str, float] | None = None,
     max_recursion: int = 3,
+    limits: CompileLimits | None = None,
 ) -> Grammar:
     """Compile a catalog into its call regex and byte DFA.
 
     ``parameters_key`` is the key holding the arguments; ``max_recursion`` bounds how often one ``$ref`` is
-    unrolled on a path. ``timings`` (if given) receives seconds spent in "automaton" (interegular on the
-    leaf regexes), "byte expansion" (their UTF-8 byte DFAs) and "join" (composing objects, arrays and the
-    call, and minimizing); leaves found in :data:`~.nodes.LEAF_CACHE` cost nothing. Raises SchemaError for
-    an uncompilable schema.
+    unrolled on a path; ``limits`` bound each function's work (:mod:`.limits`; the defaults when None).
+    ``timings`` (if given) receives seconds spent in "automaton" (interegular on the leaf regexes), "byte
+    expansion" (their UTF-8 byte DFAs) and "join" (composing objects, arrays and the call, and minimizing);
+    leaves found in :data:`~.nodes.LEAF_CACHE` cost nothing. Raises SchemaError for an uncompilable schema,
+    CompileLimitError (a SchemaError) for one past a limit. The automata are built before the regexes,
+    whose size grows like theirs, so a limit stops both.
     """
     timings = {} if timings is None else timings
     leaves = {"automaton": 0.0, "byte expansion": 0.0}
     t0 = time.perf_counter()
     notes: list[Note] = []
-    nodes = {fn.name: parameters_node(fn, notes, max_recursion) for fn in functions}
-    regexes = {name: node.regex for name, node in nodes.items()}
-    parts: dict[str, ByteDFA] = {}
+    nodes = {fn.name: _compile_node(fn, notes, max_recursion, limits) for fn in functions}
+    parts: dict[str, ByteDFA] = {}  # functions with the same parameters schema share one automaton
     key = json.dumps(parameters_key, ensure_ascii=False).encode("utf-8")
     alternatives = []
     for fn in functions:
-        regex = regexes[fn.name]
-        if regex not in parts:
-            parts[regex] = nodes[fn.name].dfa(leaves)  # minimized once, with the whole call
+        same = json.dumps(fn.parameters, ensure_ascii=False)
+        if same not in parts:
+            node, budget = nodes[fn.name]
+            with active(budget):
+                parts[same] = node.dfa(leaves)  # minimized once, with the whole call
         prefix = json.dumps(fn.name, ensure_ascii=False).encode("utf-8") + b", " + key + b": "
-        alternatives.append((prefix, parts[regex]))
+        alternatives.append((prefix, parts[same]))
     # `{"name": ` then a trie of `"<fn>", "parameters": ` prefixes, each entering its function's automaton,
     # whose completion is followed by the closing `}`
     entry = [(prefix, i) for i, (prefix, _) in enumerate(alternatives)]
@@ -89,18 +102,19 @@ def compile_grammar(
     timings["automaton"] = leaves["automaton"]
     timings["byte expansion"] = leaves["byte expansion"]
     timings["join"] = time.perf_counter() - t0 - timings["automaton"] - timings["byte expansion"]
-    regex = call_regex([(fn.name, regexes[fn.name]) for fn in functions], parameters_key)
+    regex = call_regex([(fn.name, nodes[fn.name][0].regex) for fn in functions], parameters_key)
     return Grammar(regex=regex, dfa=call, notes=notes)
 
 
-def schema_dfa(schema: Any, max_recursion: int = 3, name: str = "schema") -> tuple[ByteDFA, list[Note]]:
+def schema_dfa(schema: Any, max_recursion: int = 3, name: str = "schema",
+               limits: CompileLimits | None = None) -> tuple[ByteDFA, list[Note]]:
     """The minimal byte DFA of the values of one JSON schema (a parameters schema or any other), with its
-    notes. ``name`` names the schema in messages.
+    notes. ``name`` names the schema in messages; ``limits`` bound the work (the defaults when None).
 
-    Raises SchemaError when the schema cannot be compiled or admits no value.
+    Raises SchemaError when the schema cannot be compiled or admits no value, CompileLimitError (a
+    SchemaError) past a limit.
     """
-    compiler = SchemaCompiler(name, root=schema, max_recursion=max_recursion, label="schema")
-    node = compiler.value(schema, [], ())
-    if node is None:
-        raise compiler.error([], "the schema admits no value (unsatisfiable)")
-    return dfa_mod.minimize(node.dfa()), compiler.notes
+    compiler = SchemaCompiler(name, root=schema, max_recursion=max_recursion, label="schema", limits=limits)
+    node = compiler.whole(schema, "the schema admits no value (unsatisfiable)")
+    with active(compiler.budget):
+        return dfa_mod.minimize(node.dfa()), compiler.notes

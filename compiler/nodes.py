@@ -12,6 +12,8 @@ DFAs (:mod:`.compose`), without determinizing one big regex:
   member's automaton with literal tries between them.
 
 When a composition clashes (:class:`~.compose.Clash`), the node falls back to interegular on its own regex.
+Each node records ``at``, the place of its schema (a JSON pointer such as ``'#/properties/p'``), which a
+compile limit exceeded while building its automaton names (:mod:`.limits`).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 
 from . import dfa as D
+from . import limits
 from .compose import Clash, literals, seq, structure, union_all
 from .dfa import ByteDFA
 from .lexical import alternation, escape
@@ -77,6 +80,8 @@ class Node:
     """A grammar node: ``regex`` (interegular dialect) and :meth:`dfa` (a byte DFA)."""
 
     regex: str
+    #: The place of this node's schema (a JSON pointer), set by the schema compiler; None when not known.
+    at: str | None = None
 
     def build(self, timings: dict[str, float] | None = None) -> ByteDFA:
         """This node's byte DFA composed from its children; raises Clash when they cannot be joined."""
@@ -86,11 +91,12 @@ class Node:
         """This node's byte DFA (not necessarily trimmed or minimal: callers minimize), composed from its
         children, or from its regex if composition clashes. ``timings``: as in :meth:`LeafCache.get`, for
         every leaf built on the way. Raises SchemaError when a leaf regex cannot be compiled or its language
-        is empty."""
-        try:
-            return self.build(timings)
-        except Clash:
-            return LEAF_CACHE.get(self.regex, timings)
+        is empty, CompileLimitError past a compile limit (:mod:`.limits`)."""
+        with limits.place(self.at):
+            try:
+                return self.build(timings)
+            except Clash:
+                return LEAF_CACHE.get(self.regex, timings)
 
 
 @dataclass(eq=False)
@@ -203,7 +209,9 @@ class ArrayNode(Node):
         boundaries = [after(i) for i in range(count)]
         if loop:
             boundaries.append([(b", ", tail), (b"]", None)])
-        return structure(b"[", [n.dfa(timings) for n in nodes], boundaries, entry)
+        built: dict[int, ByteDFA] = {}  # the rest item repeats: its automaton is built once and copied
+        items = [built[id(n)] if id(n) in built else built.setdefault(id(n), n.dfa(timings)) for n in nodes]
+        return structure(b"[", items, boundaries, entry)
 
 
 @dataclass(eq=False)

@@ -34,58 +34,65 @@ def resolve(ctx: SchemaContext, ref: str, path: list[str]) -> Any:
     return node
 
 
-def expand(ctx: SchemaContext, schema: dict[str, Any], path: list[str], refs: tuple[str, ...]):
+def expand(ctx: SchemaContext, schema: dict[str, Any], path: list[str], refs: tuple[str, ...], at: str = "#"):
     """Inline ``$ref`` and merge ``allOf`` until neither is left at the top of ``schema``.
 
-    ``refs``: the references entered on the path so far. Returns (schema, refs), or (None, refs) when the
-    schema admits no value or recursion through one reference reaches ``ctx.max_recursion`` (noted as
-    "unrolled"). Raises SchemaError for a malformed ``allOf`` or an unresolvable ``$ref``.
+    ``refs``: the references entered on the path so far; ``at``: the place of ``schema`` (a JSON pointer).
+    Returns (schema, refs, place), the place being that of the last ``$ref`` target inlined (else ``at``),
+    or (None, refs, place) when the schema admits no value or recursion through one reference reaches
+    ``ctx.max_recursion`` (noted as "unrolled", and recorded in ``ctx.cuts``; a reference in ``ctx.assume``
+    is then taken as admitting any value). Raises SchemaError for a malformed ``allOf`` or an unresolvable
+    ``$ref``.
     """
     while "$ref" in schema or "allOf" in schema:
         if "$ref" in schema:
             ref = schema["$ref"]
             if refs.count(ref) >= ctx.max_recursion:
                 ctx.note("unrolled", path, "$ref", f"recursion through {ref} cut at depth {ctx.max_recursion}")
-                return None, refs
+                ctx.cuts.append((ref, at))
+                return ({} if ref in ctx.assume else None), refs, at
             target = resolve(ctx, ref, path)
             refs = refs + (ref,)
+            at = ref
             rest = {k: v for k, v in schema.items() if k != "$ref"}
             if target is True or target == {}:
                 schema = rest or {}
                 if not schema:
-                    return {}, refs
+                    return {}, refs, at
                 continue
             if target is False:
-                return None, refs
-            schema = merge(ctx, target, rest, path) if rest else dict(target)
+                return None, refs, at
+            schema = merge(ctx, target, rest, path, at) if rest else dict(target)
         else:
             subs = schema["allOf"]
             if not isinstance(subs, list) or not subs:
                 raise ctx.error(path, "'allOf' must be a non-empty list")
             merged = {k: v for k, v in schema.items() if k != "allOf"}
-            for sub in subs:
+            for i, sub in enumerate(subs):
                 if sub is False:
-                    return None, refs
+                    return None, refs, at
                 if sub is True:
                     continue
                 if not isinstance(sub, dict):
                     raise ctx.error(path, "'allOf' entries must be schemas")
                 if "$ref" in sub:
-                    sub, refs = expand(ctx, sub, path, refs)
+                    sub, refs, _ = expand(ctx, sub, path, refs, f"{at}/allOf/{i}")
                     if sub is None:
-                        return None, refs
-                merged = merge(ctx, merged, sub, path)
+                        return None, refs, at
+                merged = merge(ctx, merged, sub, path, at)
             schema = merged
-    return schema, refs
+    return schema, refs, at
 
 
-def merge(ctx: SchemaContext, a: dict[str, Any], b: dict[str, Any], path: list[str]) -> dict[str, Any]:
+def merge(ctx: SchemaContext, a: dict[str, Any], b: dict[str, Any], path: list[str],
+          at: str = "#") -> dict[str, Any]:
     """The conjunction of two schemas as one schema (``allOf`` of both), as far as the grammar needs.
 
     Keywords of one side only are kept; where both sides give a keyword: properties are merged per name,
     required lists joined, types and enums intersected, bounds tightened, ``items`` and
     ``additionalProperties`` conjoined, ``anyOf``/``oneOf`` multiplied out; any other conflict keeps the
-    first value (noted as not enforced).
+    first value (noted as not enforced). ``at`` (the place, a JSON pointer) is named when the product of two
+    ``anyOf`` lists would pass the ``nodes`` limit (CompileLimitError).
     """
     out = dict(a)
     for key, value in b.items():
@@ -122,7 +129,9 @@ def merge(ctx: SchemaContext, a: dict[str, Any], b: dict[str, Any], path: list[s
             elif value is not True:
                 out[key] = {"allOf": [mine, value]}
         elif key in ("anyOf", "oneOf"):
-            out[key] = [merge(ctx, x, y, path) if isinstance(x, dict) and isinstance(y, dict) else x
+            if isinstance(mine, list) and isinstance(value, list):
+                ctx.budget.check_nodes(len(mine) * len(value), at)
+            out[key] = [merge(ctx, x, y, path, at) if isinstance(x, dict) and isinstance(y, dict) else x
                         for x in mine for y in value]
         elif key in ANNOTATIONS:
             continue

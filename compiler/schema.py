@@ -22,6 +22,12 @@ Size: literal sets (names, enum values) become alternations of literals, which i
 into a literal trie, and each function is determinized on its own and joined after its name
 (:mod:`.grammar`), so a 1,000-value enum or a 30-function catalog does not explode.
 
+Work: bounded by the compile limits (:mod:`.limits`): the schema's size, the sub-schemas compiled (with
+``$ref`` inlined), the optional properties of one object, the automaton states built, the states of one
+pattern; past one, CompileLimitError names it and the place (a JSON pointer: each method takes ``at``, the
+place of the schema it reads, and each node records it). A schema that admits no value because a ``$ref``
+cycle never reaches a value without itself is reported as a recursion with no base case, at the ``$ref``.
+
 Modules: this one dispatches on the schema (``anyOf``/``oneOf`` branches, ``type``) and handles the
 containers (arrays, objects, maps, any value); :mod:`.references` inlines ``$ref`` and merges ``allOf``;
 :mod:`.scalars` reads the keywords of enums, strings, integers and numbers; :mod:`.keywords` lists the
@@ -33,6 +39,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from ..core.errors import SchemaError
 from . import scalars
 from .diagnostics import Note, SchemaContext
 from .keywords import (
@@ -50,21 +57,69 @@ class SchemaCompiler(SchemaContext):
     """Compile the JSON schemas of one function into grammar nodes (``node.regex``, ``node.dfa()``).
 
     ``function`` names the function in messages; ``root`` is the schema ``$ref`` pointers resolve against;
-    ``max_recursion`` is how many times one ``$ref`` may be entered on a path (3 by default).
-    ``notes`` collects what was not enforced, ignored or unrolled. Raises SchemaError naming the function,
-    the parameter path and the keyword for anything it cannot compile.
+    ``max_recursion`` is how many times one ``$ref`` may be entered on a path (3 by default); ``limits``
+    bound the work (:mod:`.limits`, the defaults when None). ``notes`` collects what was not enforced,
+    ignored or unrolled. Raises SchemaError naming the function, the parameter path and the keyword for
+    anything it cannot compile; CompileLimitError (a SchemaError) past a compile limit.
     """
 
     def parameters(self, schema: dict[str, Any]) -> Node:
         """The node of a function's whole ``parameters`` object schema; raises SchemaError if unsatisfiable."""
         self.root = schema
-        node = self.value(schema, [], ())
+        return self.whole(schema, "the parameters schema admits no value (unsatisfiable)")
+
+    def whole(self, schema: Any, unsatisfiable: str) -> Node:
+        """The node of the whole schema ``self.root`` (``schema``): its size checked against the ``bytes``
+        limit first. When it admits no value, raises SchemaError: a recursion with no base case where a
+        ``$ref`` cycle is the cause (:meth:`endless_recursion`), else ``unsatisfiable``."""
+        self.budget.check_bytes(schema)
+        with self.budget.running():
+            node = self.value(schema, [], (), "#")
         if node is None:
-            raise self.error([], "the parameters schema admits no value (unsatisfiable)")
+            endless = self.endless_recursion(schema)
+            if endless is not None:
+                ref, at = endless
+                raise SchemaError(f"{self.where_at(at)}: recursive $ref with no base case "
+                                  f"({ref!r} admits no finite value)")
+            raise self.error([], unsatisfiable)
         return node
 
-    def value(self, schema: Any, path: list[str], refs: tuple[str, ...] = ()) -> Node | None:
-        """The node of any value ``schema`` accepts (``.regex`` is its regex), or None when it accepts none."""
+    def endless_recursion(self, schema: Any) -> tuple[str, str] | None:
+        """After ``schema`` compiled to no value: the ``(ref, place)`` of a cut recursion that is the cause,
+        or None when the schema admits no value even if every cut recursion admitted one.
+
+        Compiles the schema again (grammar nodes only, no automata) taking the cut references as admitting
+        any value: all of them, then all but one, to name the first one the schema cannot do without.
+        """
+        first: dict[str, str] = {}
+        for ref, at in self.cuts:
+            first.setdefault(ref, at)
+        if not first:
+            return None
+
+        def satisfiable(assume: frozenset[str]) -> bool:
+            again = SchemaCompiler(self.function, self.root, self.max_recursion, self.any_depth, self.label,
+                                   self.limits)
+            again.assume = assume
+            return again.value(schema, [], (), "#") is not None
+
+        if not satisfiable(frozenset(first)):
+            return None
+        for ref, at in first.items():
+            if not satisfiable(frozenset(first) - {ref}):
+                return ref, at
+        return next(iter(first.items()))
+
+    def value(self, schema: Any, path: list[str], refs: tuple[str, ...] = (), at: str = "#") -> Node | None:
+        """The node of any value ``schema`` accepts (``.regex`` is its regex), or None when it accepts none.
+        ``at``: the place of ``schema`` (a JSON pointer), recorded in the node and named by limit errors."""
+        self.budget.count_nodes(1, at)
+        node = self._value(schema, path, refs, at)
+        if node is not None and node.at is None:
+            node.at = at
+        return node
+
+    def _value(self, schema: Any, path: list[str], refs: tuple[str, ...], at: str) -> Node | None:
         if schema is True or schema == {}:
             self.note("limited", path, "any value", f"nested at most {self.any_depth} deep")
             return self.any_value(self.any_depth)
@@ -72,27 +127,36 @@ class SchemaCompiler(SchemaContext):
             return None
         if not isinstance(schema, dict):
             raise self.error(path, f"schema must be a JSON object, got {type(schema).__name__}")
-        schema, refs = expand(self, schema, path, refs)
+        schema, refs, at = expand(self, schema, path, refs, at)
         if schema is None:
             return None
+        node = self._expanded(schema, path, refs, at)
+        if node is not None and node.at is None:
+            node.at = at  # the place of the definition a $ref led to
+        return node
+
+    def _expanded(self, schema: dict[str, Any], path: list[str], refs: tuple[str, ...], at: str) -> Node | None:
         for key in schema:
             if key in NOT_ENFORCEABLE:
                 self.note("not enforced", path, key)
             elif key not in STRUCTURAL and key not in ANNOTATIONS:
                 self.note("ignored", path, key, "unknown keyword")
         if "anyOf" in schema or "oneOf" in schema:
-            return self.branches(schema, path, refs)
+            return self.branches(schema, path, refs, at)
         if "const" in schema or "enum" in schema:
             return scalars.enum(self, schema, path)
         types = self.types(schema, path)
-        parts = [self.typed(t, schema, path, refs) for t in types]
+        parts = [self.typed(t, schema, path, refs, at) for t in types]
         return _alt([p for p in parts if p is not None])
 
-    def branches(self, schema: dict[str, Any], path: list[str], refs: tuple[str, ...]) -> Node | None:
+    def branches(self, schema: dict[str, Any], path: list[str], refs: tuple[str, ...],
+                 at: str = "#") -> Node | None:
         """The alternation of ``anyOf``/``oneOf`` branches, each merged with the schema's other keywords
         (both lists multiplied out when both are present); None when no branch admits a value."""
         base = {k: v for k, v in schema.items() if k not in ("anyOf", "oneOf")}
-        options: list[dict[str, Any]] = [base]
+        # each option with the references entered to make it (a branch that is a $ref counts as entering
+        # it, so that a cycle through anyOf is cut like any other) and its place
+        options: list[tuple[dict[str, Any], tuple[str, ...], str]] = [(base, refs, at)]
         for key in ("anyOf", "oneOf"):
             if key not in schema:
                 continue
@@ -101,20 +165,23 @@ class SchemaCompiler(SchemaContext):
                 raise self.error(path, f"'{key}' must be a non-empty list")
             if key == "oneOf" and len(subs) > 1:
                 self.note("not enforced", path, "oneOf", "compiled as anyOf: exclusivity is not enforced")
+            self.budget.check_nodes(len(options) * len(subs), at)
             nxt = []
-            for opt in options:
-                for sub in subs:
+            for opt, opt_refs, _ in options:
+                for i, sub in enumerate(subs):
+                    sub_at, sub_refs = f"{at}/{key}/{i}", opt_refs
                     if sub is False:
                         continue
                     if sub is True:
-                        nxt.append(opt)
+                        nxt.append((opt, opt_refs, sub_at))
                         continue
-                    sub, _ = expand(self, sub, path, refs) if isinstance(sub, dict) else (sub, refs)
+                    if isinstance(sub, dict):
+                        sub, sub_refs, sub_at = expand(self, sub, path, opt_refs, sub_at)
                     if sub is None:
                         continue
-                    nxt.append(merge(self, opt, sub, path) if opt else sub)
+                    nxt.append((merge(self, opt, sub, path, sub_at) if opt else sub, sub_refs, sub_at))
             options = nxt
-        parts = [self.value(opt, path, refs) for opt in options]
+        parts = [self.value(opt, path, opt_refs, opt_at) for opt, opt_refs, opt_at in options]
         return _alt([p for p in parts if p is not None])
 
     def types(self, schema: dict[str, Any], path: list[str]) -> list[str]:
@@ -148,7 +215,8 @@ class SchemaCompiler(SchemaContext):
             t = [x for x in t if x != "integer"]
         return list(dict.fromkeys(t))
 
-    def typed(self, type_: str, schema: dict[str, Any], path: list[str], refs: tuple[str, ...]) -> Node | None:
+    def typed(self, type_: str, schema: dict[str, Any], path: list[str], refs: tuple[str, ...],
+              at: str = "#") -> Node | None:
         """The node of ``schema`` restricted to one JSON type."""
         if type_ == "any":
             self.note("limited", path, "any value", f"nested at most {self.any_depth} deep")
@@ -164,10 +232,10 @@ class SchemaCompiler(SchemaContext):
         if type_ == "null":
             return Literals(["null"])
         if type_ == "array":
-            return self.array(schema, path, refs)
-        return self.object(schema, path, refs)
+            return self.array(schema, path, refs, at)
+        return self.object(schema, path, refs, at)
 
-    def array(self, schema: dict[str, Any], path: list[str], refs: tuple[str, ...]) -> Node | None:
+    def array(self, schema: dict[str, Any], path: list[str], refs: tuple[str, ...], at: str = "#") -> Node | None:
         """An array: ``prefixItems`` (or draft-4 tuple ``items``/``additionalItems``), then ``items``, with
         ``minItems``/``maxItems`` (capped at MAX_COUNT); None when no array fits."""
         lo, hi = counts(self, schema, path, "minItems", "maxItems")
@@ -177,14 +245,16 @@ class SchemaCompiler(SchemaContext):
         items = schema.get("items", True)
         prefix: list[Any] = []
         rest: Any = items
+        prefix_at, rest_at = f"{at}/prefixItems", f"{at}/items"
         if "prefixItems" in schema:
             prefix = list(schema["prefixItems"])
         elif isinstance(items, list):  # draft 4-7 tuple form
             prefix = items
             rest = schema.get("additionalItems", True)
+            prefix_at, rest_at = f"{at}/items", f"{at}/additionalItems"
         sub = path + ["[]"]
-        prefix_rx = [self.value(p, sub, refs) for p in prefix]
-        rest_rx = self.value(rest, sub, refs) if rest is not False else None
+        prefix_rx = [self.value(p, sub, refs, f"{prefix_at}/{i}") for i, p in enumerate(prefix)]
+        rest_rx = self.value(rest, sub, refs, rest_at) if rest is not False else None
         # the longest possible array: up to the first impossible prefix item, or the prefix if no rest
         usable = len(prefix_rx)
         for i, rx in enumerate(prefix_rx):
@@ -198,10 +268,11 @@ class SchemaCompiler(SchemaContext):
             return None
         return ArrayNode(prefix_rx[:usable], rest_rx if usable == len(prefix_rx) else None, lo, cap)
 
-    def object(self, schema: dict[str, Any], path: list[str], refs: tuple[str, ...]) -> Node | None:
+    def object(self, schema: dict[str, Any], path: list[str], refs: tuple[str, ...], at: str = "#") -> Node | None:
         """An object closed to its ``properties`` (in declaration order, optional ones may be left out) and
         its ``required`` names; without either, a map (:meth:`map`). None when a required member admits no
-        value; raises SchemaError for malformed ``properties``/``required``."""
+        value; raises SchemaError for malformed ``properties``/``required``, CompileLimitError for more
+        optional properties than the ``properties`` limit."""
         props = schema.get("properties", {})
         if not isinstance(props, dict):
             raise self.error(path, "'properties' must be a JSON object")
@@ -212,10 +283,11 @@ class SchemaCompiler(SchemaContext):
         if not props and not [r for r in required if isinstance(r, str)]:
             if extra is False:
                 return ObjectNode([])
-            return self.map(extra, schema, path, refs)
+            return self.map(extra, schema, path, refs, at)
+        self.budget.check_properties(sum(1 for name in props if name not in required), at)
         members = []
         for name, sub in props.items():
-            rx = self.value(sub, path + [name], refs)
+            rx = self.value(sub, path + [name], refs, f"{at}/properties/{_pointer_token(name)}")
             if rx is None:
                 if name in required:
                     return None
@@ -223,13 +295,15 @@ class SchemaCompiler(SchemaContext):
             members.append((json.dumps(name, ensure_ascii=False), rx, name in required))
         for name in required:
             if isinstance(name, str) and name not in props:
-                rx = self.value(extra if isinstance(extra, dict) else True, path + [name], refs)
+                rx = self.value(extra if isinstance(extra, dict) else True, path + [name], refs,
+                                f"{at}/additionalProperties")
                 if rx is None:
                     return None
                 members.append((json.dumps(name, ensure_ascii=False), rx, True))
         return ObjectNode(members)
 
-    def map(self, extra: Any, schema: dict[str, Any], path: list[str], refs: tuple[str, ...]) -> Node:
+    def map(self, extra: Any, schema: dict[str, Any], path: list[str], refs: tuple[str, ...],
+            at: str = "#") -> Node:
         """An object with string keys and values of ``additionalProperties`` (any value if absent/true)."""
         pattern_props = schema.get("patternProperties")
         if isinstance(pattern_props, dict) and pattern_props:
@@ -238,7 +312,8 @@ class SchemaCompiler(SchemaContext):
                 extra = catch_all[0]  # every key matches: values follow that schema
             else:
                 self.note("not enforced", path, "patternProperties", "keys are any string")
-        value = self.value(extra if isinstance(extra, dict) else True, path + ["*"], refs)
+        value = self.value(extra if isinstance(extra, dict) else True, path + ["*"], refs,
+                           f"{at}/additionalProperties")
         if value is None:
             return ObjectNode([])
         return MapNode(Leaf(STRING), value)
@@ -250,6 +325,11 @@ class SchemaCompiler(SchemaContext):
             return Alt(leaves)
         inner = self.any_value(depth - 1)
         return Alt(leaves + [ArrayNode([], inner, 0, None), MapNode(Leaf(STRING), inner)])
+
+
+def _pointer_token(name: str) -> str:
+    """``name`` as one JSON pointer token (RFC 6901: ``~`` is ``~0``, ``/`` is ``~1``)."""
+    return name.replace("~", "~0").replace("/", "~1")
 
 
 def _alt(parts: list[Node]) -> Node | None:

@@ -19,10 +19,12 @@ cache"; the correspondence-and-core construction here is ours.)
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
 
+from .limits import entries_error
 from .trie import TokenTrie
 
 
@@ -76,13 +78,28 @@ def _sorted_triples(out_s: list[np.ndarray], out_t: list[np.ndarray], out_n: lis
     return s[order], t[order], n[order]
 
 
+class _Entries:
+    """The entries a walk has produced, against ``limit`` (None: no limit): raises the ``entries``
+    CompileLimitError as soon as they pass it, before they are joined."""
+
+    def __init__(self, limit: int | None):
+        self.limit = limit
+        self.count = 0
+
+    def add(self, n: int) -> None:
+        self.count += n
+        if self.limit is not None and self.count > self.limit:
+            raise entries_error(self.limit)
+
+
 def _descend(
     flat_t: np.ndarray, trie: TokenTrie, frontier: tuple[np.ndarray, np.ndarray, np.ndarray],
-    seeds: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] | None = None,
+    seeds: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] | None = None, entries: _Entries | None = None,
 ) -> tuple[list[np.ndarray], list[np.ndarray], list[np.ndarray]]:
     """The level-wise walk. ``frontier``: int64 arrays (start state, node, current state) of live depth-1
     nodes. ``seeds``: per depth index d, more (start, node, current) triples whose node (at depth d + 1)
-    was already reported: they only descend. Returns lists of (start, token, next state) int32 pieces."""
+    was already reported: they only descend. ``entries`` (if given) counts the triples found. Returns lists
+    of (start, token, next state) int32 pieces."""
     start, node, cur = frontier
     seeds = seeds or {}
     out_s, out_t, out_n = [], [], []
@@ -90,6 +107,8 @@ def _descend(
         if len(node):
             owner, tokens = _ends(trie, d, node)
             if len(owner):
+                if entries is not None:
+                    entries.add(len(owner))
                 out_s.append(start[owner].astype(np.int32))
                 out_t.append(tokens)
                 out_n.append(cur[owner].astype(np.int32))
@@ -168,34 +187,39 @@ def _match(ctrans: np.ndarray, rep: int, member: int) -> tuple[np.ndarray, np.nd
 
 def state_groups(transitions: np.ndarray, states: np.ndarray,
                  class_transitions: np.ndarray | None = None) -> list[StateGroup]:
+    """The groups of :func:`iter_state_groups`, as a list."""
+    return list(iter_state_groups(transitions, states, class_transitions))
+
+
+def iter_state_groups(transitions: np.ndarray, states: np.ndarray,
+                      class_transitions: np.ndarray | None = None) -> Iterator[StateGroup]:
     """Group the many-byte states of ``states`` (e.g. the contents of different string values) whose
     automata look alike from there, so that one walk of the trie serves each group.
 
     Candidates share their pattern of dead, self-looping and other transitions over all 256 bytes; the
     first of each pattern is the rep, and a member is kept when the rep is core for it (see
     :func:`_match`). The group's core is the intersection of its members' cores. ``class_transitions``:
-    ``byte_classes(transitions)[1]`` when the caller has it already (computed here otherwise).
+    ``byte_classes(transitions)[1]`` when the caller has it already (computed here otherwise). Groups are made
+    one at a time (each holds a members x states table), so that a walk can stop after any of them.
     """
     from .dfa import byte_classes
 
     live_bytes = (transitions[states] >= 0).sum(axis=1)
     cand = states[live_bytes >= GROUP_MIN_LIVE_BYTES]
     if len(cand) < 2:
-        return []
+        return
     rows = transitions[cand]
     pattern = np.where(rows < 0, 0, np.where(rows == cand[:, None], 1, 2)).astype(np.uint8)
     ctrans = byte_classes(transitions)[1] if class_transitions is None else class_transitions
     by_pattern: dict[bytes, list[int]] = {}
     for st, pat in zip(cand.tolist(), pattern):
         by_pattern.setdefault(pat.tobytes(), []).append(st)
-    groups = []
     chunk = max(2, GROUP_MAX_ENTRIES // transitions.shape[0])
     for alike in by_pattern.values():
         for at in range(0, len(alike), chunk):
             group = _group(ctrans, alike[at : at + chunk], transitions.shape[0])
             if group is not None:
-                groups.append(group)
-    return groups
+                yield group
 
 
 def _group(ctrans: np.ndarray, members: list[int], num_states: int) -> StateGroup | None:
@@ -265,7 +289,8 @@ def _walk_group(flat_t: np.ndarray, trie: TokenTrie, g: StateGroup):
 
 
 def walk(transitions: np.ndarray, trie: TokenTrie, states: np.ndarray | None = None,
-         share: bool = True, class_transitions: np.ndarray | None = None) -> WalkResult:
+         share: bool = True, class_transitions: np.ndarray | None = None,
+         max_entries: int | None = None) -> WalkResult:
     """Walk all tokens of ``trie`` from each of ``states`` (default: all) through ``transitions``.
 
     ``transitions``: int32 (num_states, 256), -1 = dead. Returns the allowed (state, token, next state)
@@ -273,6 +298,8 @@ def walk(transitions: np.ndarray, trie: TokenTrie, states: np.ndarray | None = N
     states that look alike (:func:`state_groups`: the contents of the catalog's many string values) share
     one walk, and only the tokens that leave the shared part (a closing quote inside a token) are walked
     apart; the result is the same as without. ``class_transitions`` is passed on to :func:`state_groups`.
+    ``max_entries``: raise the ``entries`` CompileLimitError (:mod:`.limits`) as soon as more triples than
+    this are found (each free-text string position allows most of the vocabulary: ~150,000 entries).
     """
     num_states = transitions.shape[0]
     if states is None:
@@ -282,17 +309,19 @@ def walk(transitions: np.ndarray, trie: TokenTrie, states: np.ndarray | None = N
     if not trie.byte or len(states) == 0:
         empty = np.zeros(0, dtype=np.int32)
         return WalkResult(empty, empty, empty)
-    groups = state_groups(transitions, states, class_transitions) if share else []
-    grouped = np.concatenate([g.members for g in groups]) if groups else np.zeros(0, np.int64)
-    alone = np.setdiff1d(states, grouped)
-    s, t, n = _sorted_triples(*_descend(flat_t, trie, _first_level(flat_t, trie, alone)))
-    if not groups:
+    entries = _Entries(max_entries)
+    pieces: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # each grouped state's (tokens, next states)
+    grouped = [np.zeros(0, np.int64)]
+    for g in iter_state_groups(transitions, states, class_transitions) if share else ():
+        grouped.append(g.members)
+        for m, t_i, n_i in _walk_group(flat_t, trie, g):
+            entries.add(len(t_i))
+            pieces[m] = (t_i, n_i)
+    alone = np.setdiff1d(states, np.concatenate(grouped))
+    s, t, n = _sorted_triples(*_descend(flat_t, trie, _first_level(flat_t, trie, alone), entries=entries))
+    if not pieces:
         return WalkResult(s, t, n)
     # assemble per state in state order: slices of the lone walk and each member's own arrays
-    pieces: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-    for g in groups:
-        for m, t_i, n_i in _walk_group(flat_t, trie, g):
-            pieces[m] = (t_i, n_i)
     alone32 = alone.astype(np.int32)
     lo = np.searchsorted(s, alone32, side="left")
     hi = np.searchsorted(s, alone32, side="right")
