@@ -190,8 +190,8 @@ def run_options(f):
                           "from the request, or leave them out)."),
         click.option("--dtype", type=click.Choice(["auto", "float32", "bfloat16", "int8"]), default="auto",
                      show_default=True,
-                     help="Weights' dtype. auto: bfloat16 where the CPU (AVX512-BF16 or AMX) or GPU computes it "
-                          "natively, else float32. int8: weight-only int8 on the CPU, bfloat16 activations."),
+                     help="Weights' dtype. auto: int8 on the CPU (weight-only int8, bfloat16 activations: the "
+                          "default model in 2.3 GB), bfloat16 on a GPU that computes it natively, else float32."),
         click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True,
                      help="auto: a CUDA GPU when torch sees one, else the CPU."),
         click.option("--max-batch", type=click.IntRange(min=1), default=1, show_default=True,

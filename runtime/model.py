@@ -2,16 +2,17 @@
 
 A model is named by a registry name (``callmaybe.core.registry.MODELS``), a local transformers checkpoint
 directory, or a model hub id. Registry models ship as GGUF files; on first use they are dequantized once per
-dtype into a safetensors checkpoint under ``cache_dir("models", name)`` (``hf`` for float32, ``hf-bfloat16``),
-which later loads in seconds. ``--dtype auto`` picks bfloat16 where the hardware computes it natively.
+dtype into a safetensors checkpoint under ``cache_dir("models", name)`` (``hf`` for float32, ``hf-bfloat16``,
+``hf-int8-v2`` for int8, streamed by :mod:`.convert`), which later loads in seconds. ``--dtype auto`` picks
+weight-only int8 on the CPU, bfloat16 on a GPU that computes it natively.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
-import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,10 +20,11 @@ from typing import Any
 import torch
 
 from ..core.errors import ModelError
-from ..core.files import cache_dir
+from ..core.files import cache_dir, check_manifest, record_manifest, remove_stale, temporary_dir
 from ..core.messages import say
 from ..core.registry import MODELS, gguf_path
 from ..core.sources import HUB, PATH, REGISTRY, HubUnavailable, classify, fetch_from_hub
+from .convert import QUANTIZATION_FILE
 
 
 @dataclass
@@ -45,7 +47,6 @@ class LoadedModel:
 
 #: ``int8`` is weight-only int8 with bfloat16 activations (:mod:`.quant`), kept as ``torch.int8`` here.
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "int8": torch.int8}
-QUANTIZATION_FILE = "callmaybe-quantization.json"
 
 
 def bf16_is_fast(device: torch.device) -> bool:
@@ -73,15 +74,20 @@ def choose_device(requested: str = "auto") -> torch.device:
 
 
 def choose_dtype(requested: str, device: torch.device) -> torch.dtype:
-    """The weights' dtype: ``bfloat16`` for ``auto`` where :func:`bf16_is_fast`, else ``float32``; an explicit
-    ``float32``, ``bfloat16`` or ``int8`` (weight-only, CPU only: ``torch.int8`` stands for it) as asked.
-    Raises ModelError for an unknown name, or int8 on a GPU.
+    """The weights' dtype: for ``auto``, ``int8`` on the CPU (weight-only, :mod:`.quant`; ``torch.int8`` stands
+    for it), and on a GPU ``bfloat16`` where :func:`bf16_is_fast`, else ``float32``; an explicit ``float32``,
+    ``bfloat16`` or ``int8`` (CPU only) as asked. Raises ModelError for an unknown name, or int8 on a GPU.
+
+    int8 on the CPU because it is what keeps the default model under 2.5 GB (1.5B parameters are 3.1 GB in
+    bfloat16 alone) and it is as fast as bfloat16 or faster (issue 11's benchmark, in the README).
 
     Measured on this project's 2-core CPU (AVX512-BF16), Qwen2.5-Coder-1.5B, 250-token context: a decode step
     383 ms in float32 and 182 ms in bfloat16; an 8-token chunk 660 and 210 ms; a 250-token prefill 4.4-4.8 s and
     2.4-2.6 s.
     """
     if requested == "auto":
+        if device.type == "cpu":
+            return torch.int8
         return torch.bfloat16 if bf16_is_fast(device) else torch.float32
     if requested not in DTYPES:
         raise ModelError(f"unknown dtype {requested!r} (expected auto, {', '.join(DTYPES)})")
@@ -118,15 +124,17 @@ def resolve_model_dir(spec: str, dtype: torch.dtype = torch.float32) -> Path:
     )
 
 
-def load_model(spec: str, threads: int | None = None, dtype: str = "auto", device: str = "auto") -> LoadedModel:
+def load_model(spec: str, threads: int | None = None, dtype: str = "auto", device: str = "auto",
+               retry: bool = True) -> LoadedModel:
     """Load the model and tokenizer named by ``spec`` (see :func:`resolve_model_dir`) with weights of ``dtype``
     (:func:`choose_dtype`) on ``device`` (:func:`choose_device`).
 
     ``threads`` sets ``torch.set_num_threads`` (a count of CPU threads) when given; None leaves torch's default.
-    Takes a few seconds from a cached checkpoint. Raises ModelError when the model cannot be found or loaded.
+    Takes a few seconds from a cached checkpoint. A registry model's converted checkpoint is hashed in full
+    against the manifest recorded at conversion (``SHA256SUMS``, :func:`callmaybe.core.files.check_manifest`)
+    on a second thread while it loads; one that differs (or has no manifest) is converted again, once
+    (``retry``). Raises ModelError when the model cannot be found or loaded.
     """
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
     if threads is not None:
         if threads < 1:
             raise ModelError(f"threads must be at least 1, got {threads}")
@@ -134,6 +142,24 @@ def load_model(spec: str, threads: int | None = None, dtype: str = "auto", devic
     where = choose_device(device)
     weights = choose_dtype(dtype, where)
     path = resolve_model_dir(spec, weights)
+    ours = classify(spec).kind == REGISTRY  # a checkpoint this cache converted: checked against its manifest
+    with ThreadPoolExecutor(1) as pool:
+        check = pool.submit(check_manifest, path) if ours else None  # hashes while the model loads
+        loaded = _load(spec, path, weights, where)
+        bad = check.result() if check is not None else []
+    if bad:
+        if not retry:
+            raise ModelError(f"{path}: {', '.join(bad)} still differ from the manifest after converting again")
+        say(f"{path}: {', '.join(bad)} differ from the SHA-256s recorded when it was converted; converting again")
+        shutil.rmtree(path, ignore_errors=True)
+        return load_model(spec, threads, dtype, device, retry=False)
+    return loaded
+
+
+def _load(spec: str, path: Path, weights: torch.dtype, where: torch.device) -> LoadedModel:
+    """Load the checkpoint in ``path`` with weights of ``weights`` on ``where``. Raises ModelError."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
     try:
         tokenizer = AutoTokenizer.from_pretrained(path)
         if weights == torch.int8 and (path / QUANTIZATION_FILE).is_file():
@@ -156,83 +182,91 @@ def load_model(spec: str, threads: int | None = None, dtype: str = "auto", devic
 
 def _converted_dir(name: str, dtype: torch.dtype = torch.float32) -> Path:
     """Return the safetensors checkpoint of registry model ``name`` with weights of ``dtype``, converting the
-    GGUF once per dtype into ``hf`` (float32) or ``hf-<dtype>``.
+    GGUF once per dtype into ``hf`` (float32), ``hf-bfloat16`` or, for int8, :data:`.convert.INT8_FOLDER`
+    (``hf-int8-v2``: the scheme's version is in the name, so a checkpoint of another layout is never read).
 
-    Measured for Qwen2.5-Coder-1.5B on this project's 2-core CPU: float32, about 80 s, 9.1 GB of memory at the
-    peak, 6.7 GB on disk; bfloat16, 54 s, 5.7 GB at the peak, 3.4 GB on disk; int8 (:mod:`.quant`, quantized
-    from bfloat16), 66 s, 1.9 GB on disk.
+    float32 and bfloat16 load the whole model through transformers' GGUF loader, which dequantizes every tensor
+    at once; int8 streams tensor by tensor (:func:`.convert.convert_gguf_int8`). Measured for
+    Qwen2.5-Coder-1.5B (a 1.12 GB GGUF) on this project's 2-core CPU: float32, about 80 s, 9.1 GB of memory at
+    the peak, 6.7 GB on disk; bfloat16, 54 s, 5.7 GB at the peak, 3.4 GB on disk; int8, 48 s, 1.06 GB at the
+    peak (the whole process, torch included), 1.56 GB on disk.
     """
+    from .convert import INT8_FOLDER
+
     parent = cache_dir("models", name)
+    remove_stale(parent, (".hf-",))  # what a conversion killed midway left
     label = str(dtype).removeprefix("torch.")
-    final = parent / ("hf" if dtype == torch.float32 else f"hf-{label}")
     int8 = dtype == torch.int8
+    final = parent / ("hf" if dtype == torch.float32 else INT8_FOLDER if int8 else f"hf-{label}")
     if (final / "config.json").is_file():
         return final
     gguf = gguf_path(name)
-    from transformers import AutoModelForCausalLM, AutoTokenizer
 
     say(f"converting {name} GGUF to {label} safetensors (once for this dtype, ~1 min)...")
     start = time.monotonic()
-    tmp = Path(tempfile.mkdtemp(prefix=".hf-", dir=parent))
-    try:
+    with temporary_dir(parent, ".hf-") as tmp:
         try:
-            tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
-            model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name,
-                                                         dtype=torch.bfloat16 if int8 else dtype)
-            model.hf_quantizer = None  # else save_pretrained refuses: "quantized with gguf, not serializable"
-            if hasattr(model.config, "quantization_config"):
-                del model.config.quantization_config
             if int8:
-                _save_int8(model, tmp)
+                from .convert import convert_gguf_int8
+
+                convert_gguf_int8(gguf, tmp)
             else:
-                model.save_pretrained(tmp)
-            tokenizer.save_pretrained(tmp)
+                _convert_float(gguf, dtype, tmp)
+        except ModelError:
+            raise
         except Exception as exc:
             raise ModelError(f"cannot convert {name} from GGUF: {_one_line(exc)}") from exc
+        record_manifest(tmp)  # the SHA-256 of every file, checked at each load
         try:
             os.rename(tmp, final)  # atomic; fails if another process got there first
         except OSError:
             if not (final / "config.json").is_file():
                 shutil.rmtree(final, ignore_errors=True)  # an empty or broken leftover: replace it
                 os.rename(tmp, final)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
     say(f"converted {name} in {time.monotonic() - start:.0f} s")
     return final
 
 
-def _save_int8(model, folder: Path) -> None:
-    """Quantize ``model`` (:func:`.quant.quantize`) and write it to ``folder``: config, generation config, one
-    ``model.safetensors`` of its state (int8 weights, bfloat16 scales and the rest) and a file naming the scheme."""
-    import json
+def _convert_float(gguf: Path, dtype: torch.dtype, folder: Path) -> None:
+    """Write the float checkpoint (weights of ``dtype``) of GGUF file ``gguf`` and its tokenizer into ``folder``,
+    through transformers' GGUF loader (the whole model in memory at once)."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from safetensors.torch import save_file
-
-    from .quant import quantize
-
-    layers = quantize(model)
-    model.config.save_pretrained(folder)
-    if getattr(model, "generation_config", None) is not None:
-        model.generation_config.save_pretrained(folder)
-    save_file({k: v.contiguous() for k, v in model.state_dict().items()}, str(folder / "model.safetensors"),
-              metadata={"format": "pt"})
-    (folder / QUANTIZATION_FILE).write_text(json.dumps({"scheme": "int8 weight-only, per output channel",
-                                                        "layers": layers}) + "\n")
+    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=dtype)
+    model.hf_quantizer = None  # else save_pretrained refuses: "quantized with gguf, not serializable"
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
 
 
 def _load_int8(path: Path):
     """Build the model of ``path``'s config with empty weights, give it the int8 layers, and read the saved
-    state into it tensor by tensor (no second copy of the weights)."""
+    state into it tensor by tensor (no second copy of the weights). With tied embeddings the output layer gets
+    the embedding's tensors themselves (:func:`.quant.tied_keys`): one int8 matrix in memory for both.
+    Raises ModelError for a checkpoint of another scheme version (:data:`.convert.SCHEME_VERSION`)."""
+    import json
+
     from accelerate import init_empty_weights
     from transformers import AutoConfig, AutoModelForCausalLM
 
-    from .quant import empty_like_quantized
+    from .convert import SCHEME_VERSION
+    from .quant import empty_like_quantized, tied_keys
 
+    version = json.loads((path / QUANTIZATION_FILE).read_text()).get("version", 1)
+    if version != SCHEME_VERSION:
+        raise ModelError(f"{path}: int8 checkpoint of scheme version {version}, this callmaybe reads "
+                         f"{SCHEME_VERSION}; delete the folder to convert the model again")
     config = AutoConfig.from_pretrained(path)
     with init_empty_weights(include_buffers=False):
         model = AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16)
     empty_like_quantized(model)
-    model.load_state_dict(read_safetensors(path / "model.safetensors"), assign=True, strict=True)
+    state = read_safetensors(path / "model.safetensors")
+    for key, source in tied_keys(model).items():
+        if source in state:  # else load_state_dict names the missing key
+            state[key] = state[source]
+    model.load_state_dict(state, assign=True, strict=True)
     return model
 
 
@@ -258,7 +292,7 @@ def read_safetensors(path: Path) -> dict[str, torch.Tensor]:
             start, end = info["data_offsets"]
             t = torch.empty(info["shape"], dtype=dtypes[info["dtype"]])
             f.seek(8 + size + start)
-            view = memoryview(t.view(-1).view(torch.uint8).numpy()) if t.numel() else memoryview(b"")
+            view = memoryview(t.view(-1).view(torch.uint8).numpy()) if t.numel() else memoryview(bytearray())
             if f.readinto(view) != end - start:
                 raise ValueError(f"{path}: tensor {name} is truncated")
             out[name] = t

@@ -118,8 +118,7 @@ def test_dtype_and_device_choices():
 
     cpu = torch.device("cpu")
     assert choose_dtype("float32", cpu) == torch.float32 and choose_dtype("bfloat16", cpu) == torch.bfloat16
-    assert choose_dtype("auto", cpu) == (torch.bfloat16 if torch.cpu._is_avx512_bf16_supported()
-                                         or torch.cpu._is_amx_tile_supported() else torch.float32)
+    assert choose_dtype("auto", cpu) == torch.int8  # the CPU default: weight-only int8
     assert choose_device("cpu") == cpu
     if not torch.cuda.is_available():
         assert choose_device("auto") == cpu

@@ -1,10 +1,12 @@
-"""Weight-only int8: the scheme's exact values, both product paths, and a registry model converted and loaded."""
+"""Weight-only int8: the scheme's exact values, both product paths, tied embeddings sharing one int8 matrix, and a
+registry model converted and loaded."""
 
 import pytest
 import torch
 from torch import nn
 
-from callmaybe.runtime.quant import SMALL_ROWS, Int8Linear, quantize
+from callmaybe.runtime import quant
+from callmaybe.runtime.quant import SMALL_ROWS, Int8Embedding, Int8Linear, quantize
 
 
 def test_per_channel_absmax_values():
@@ -33,18 +35,44 @@ def test_both_paths_compute_the_dequantized_product(rows):
     assert (q.dequantized().float() - lin.weight.detach()).abs().max() <= q.scale.float().max() / 2 + 1e-3
 
 
-def test_quantize_unties_the_output_layer_from_the_embeddings():
+def test_a_long_product_dequantizes_in_blocks_of_output_features(monkeypatch):
+    """Past SMALL_ROWS rows a layer larger than DEQUANT_ELEMENTS weights is dequantized a block of output
+    features at a time, with the same result as the whole matrix at once."""
+    torch.manual_seed(1)
+    q = Int8Linear.from_linear(nn.Linear(16, 40, bias=True))
+    x = torch.randn(SMALL_ROWS + 5, 16)
+    whole = q(x)
+    monkeypatch.setattr(quant, "DEQUANT_ELEMENTS", 16 * 7)  # blocks of 7 output features, the last one of 5
+    assert torch.equal(q(x), whole)
+
+
+def tiny_llama(tied: bool):
     from transformers import LlamaConfig, LlamaForCausalLM
 
     config = LlamaConfig(vocab_size=40, hidden_size=16, intermediate_size=32, num_hidden_layers=2,
-                         num_attention_heads=2, num_key_value_heads=2, tie_word_embeddings=True)
-    model = LlamaForCausalLM(config).to(torch.bfloat16)
+                         num_attention_heads=2, num_key_value_heads=2, tie_word_embeddings=tied)
+    torch.manual_seed(0)
+    return LlamaForCausalLM(config).to(torch.bfloat16)
+
+
+@pytest.mark.parametrize("tied", [True, False])
+def test_quantize_makes_the_embeddings_int8_and_keeps_tied_ones_tied(tied):
+    model = tiny_llama(tied)
     embed = model.get_input_embeddings().weight.detach().clone()
-    assert quantize(model) == 2 * 7 + 1  # q, k, v, o, gate, up, down per layer, and the output layer
-    assert isinstance(model.lm_head, Int8Linear) and not model.config.tie_word_embeddings
-    assert torch.equal(model.get_input_embeddings().weight, embed)  # the embeddings stay bfloat16
+    # q, k, v, o, gate, up, down per layer, the embeddings and the output layer
+    assert quantize(model) == 2 * 7 + 2
+    q_embed = model.get_input_embeddings()
+    assert isinstance(q_embed, Int8Embedding) and isinstance(model.lm_head, Int8Linear)
+    assert model.config.tie_word_embeddings == tied
+    assert (model.lm_head.weight_int8.data_ptr() == q_embed.weight_int8.data_ptr()) == tied
+    assert (model.lm_head.scale.data_ptr() == q_embed.scale.data_ptr()) == tied
+    assert (q_embed.dequantized().float() - embed.float()).abs().max() <= q_embed.scale.float().max()
+    assert not [m for m in model.modules() if isinstance(m, (nn.Linear, nn.Embedding))]
     out = model(input_ids=torch.tensor([[1, 2, 3]])).logits
     assert out.shape == (1, 3, 40) and torch.isfinite(out).all()
+    keys = quant.tied_keys(model)
+    assert keys == ({"lm_head.weight_int8": "model.embed_tokens.weight_int8",
+                     "lm_head.scale": "model.embed_tokens.scale"} if tied else {})
 
 
 def test_a_registry_model_in_int8_is_converted_once_and_loaded_without_float_weights(monkeypatch):
@@ -53,10 +81,12 @@ def test_a_registry_model_in_int8_is_converted_once_and_loaded_without_float_wei
     from callmaybe.runtime.model import QUANTIZATION_FILE, load_model
 
     lm = load_model(FIXTURE_MODEL, dtype="int8", device="cpu")
-    assert lm.dtype == torch.int8 and lm.path.name == "hf-int8" and (lm.path / QUANTIZATION_FILE).is_file()
-    linears = [m for m in lm.model.modules() if isinstance(m, nn.Linear)]
+    assert lm.dtype == torch.int8 and lm.path.name == "hf-int8-v2" and (lm.path / QUANTIZATION_FILE).is_file()
+    linears = [m for m in lm.model.modules() if isinstance(m, (nn.Linear, nn.Embedding))]
     quantized = [m for m in lm.model.modules() if isinstance(m, Int8Linear)]
     assert linears == [] and len(quantized) == 30 * 7 + 1
+    embed = lm.model.get_input_embeddings()  # SmolLM2 ties its embeddings: one int8 matrix for both
+    assert isinstance(embed, Int8Embedding) and lm.model.lm_head.weight_int8.data_ptr() == embed.weight_int8.data_ptr()
     assert not any(p.is_meta for p in lm.model.parameters()) and not any(b.is_meta for b in lm.model.buffers())
     monkeypatch.setattr(model_module, "gguf_path", lambda name: pytest.fail("converted again"))
     assert model_module.resolve_model_dir(FIXTURE_MODEL, torch.int8) == lm.path
@@ -73,4 +103,4 @@ def test_a_local_checkpoint_in_int8_is_quantized_at_load(tmp_path):
         (folder / f.name).symlink_to(f)
     lm = load_model(str(folder), dtype="int8", device="cpu")
     assert lm.dtype == torch.int8 and isinstance(lm.model.lm_head, Int8Linear)
-    assert not [m for m in lm.model.modules() if isinstance(m, nn.Linear)]
+    assert not [m for m in lm.model.modules() if isinstance(m, (nn.Linear, nn.Embedding))]
