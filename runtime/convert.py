@@ -404,3 +404,29 @@ def _read_rows(f, t: GgufTensor, a: int, b: int) -> np.ndarray:
     if f.readinto(memoryview(buf).cast("B")) != buf.nbytes:
         raise ModelError(f"{f.name}: tensor {t.name} is truncated")
     return buf
+
+
+def convert_in_subprocess(gguf: Path, folder: Path) -> None:
+    """Run :func:`convert_gguf_int8` in a child Python process, so that the memory the conversion touched
+    (freed, but kept by the allocator) is returned to the system before the model loads: converting then
+    answering in one process peaked at 4.1 GB for Qwen2.5-Coder-1.5B, against 1.0 GB for the child and 2.3 GB
+    for the answering process apart. Raises ModelError with the child's one-line error."""
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-m", __name__, str(gguf), str(folder)], stdout=subprocess.DEVNULL,
+                          stderr=subprocess.PIPE, text=True, errors="replace")
+    if proc.returncode != 0:
+        lines = [line for line in proc.stderr.strip().splitlines() if line.strip()]
+        raise ModelError(lines[-1].removeprefix("error: ") if lines else f"{gguf}: conversion failed "
+                         f"(exit status {proc.returncode})")
+
+
+if __name__ == "__main__":  # python -m callmaybe.runtime.convert GGUF FOLDER (see convert_in_subprocess)
+    import sys
+
+    try:
+        convert_gguf_int8(Path(sys.argv[1]), Path(sys.argv[2]))
+    except ModelError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(2)

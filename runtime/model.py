@@ -207,9 +207,9 @@ def _converted_dir(name: str, dtype: torch.dtype = torch.float32) -> Path:
     with temporary_dir(parent, ".hf-") as tmp:
         try:
             if int8:
-                from .convert import convert_gguf_int8
+                from .convert import convert_in_subprocess
 
-                convert_gguf_int8(gguf, tmp)
+                convert_in_subprocess(gguf, tmp)
             else:
                 _convert_float(gguf, dtype, tmp)
         except ModelError:

