@@ -47,8 +47,12 @@ class Generation:
 class PrefixCache:
     """Keys and values of a prompt prefix shared by requests, computed once and reused.
 
-    ``lookup(prompt_ids)`` returns (cache to continue from, number of prompt tokens it covers); after a
-    request, :meth:`release` crops the cache back to the prefix so it can serve the next one.
+    ``lookup(prompt_ids, prefix_len)`` returns (cache to continue from, number of prompt tokens it covers);
+    after a request, :meth:`release` crops the cache back to the prefix so it can serve the next one. When
+    the prefix asked for is another one (another catalog), the tokens both share (the template's header and the
+    instructions before the catalog listing: ~130 tokens of a BFCL prompt) are kept and only the rest is
+    computed: keys and values at a position depend only on the tokens up to it. One PrefixCache may serve
+    every catalog of a run (:class:`~.session.Runtime` shares one).
     """
 
     def __init__(self, model, enabled: bool = True, profile: Profile | None = None):
@@ -62,8 +66,15 @@ class PrefixCache:
         if not self.enabled or prefix_len <= 0:
             return None, 0
         prefix = prompt_ids[:prefix_len]
-        if self.cache is None or self.ids != prefix:
-            _, self.cache = forward(self.model, prefix, None, self.profile, "prefix")
+        if self.cache is not None and self.ids != prefix:
+            shared = _common_length(self.ids, prefix)
+            if shared == 0:
+                self.cache, self.ids = None, []
+            elif shared < len(self.ids):
+                self.cache.crop(shared - len(self.ids))  # transformers 5: a negative count removes that many
+                self.ids = self.ids[:shared]
+        if len(self.ids) < len(prefix):
+            _, self.cache = forward(self.model, prefix[len(self.ids):], self.cache, self.profile, "prefix")
             self.ids = prefix
         return self.cache, prefix_len
 
@@ -72,6 +83,16 @@ class PrefixCache:
             extra = self.cache.get_seq_length() - len(self.ids)
             if extra > 0:
                 self.cache.crop(-extra)  # transformers 5: a negative count removes that many tokens
+
+
+def _common_length(a: list[int], b: list[int]) -> int:
+    """How many leading ids ``a`` and ``b`` share."""
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return n
 
 
 def forward(model, ids: list[int], past, profile: Profile | None = None, phase: str = ""):

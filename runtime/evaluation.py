@@ -78,8 +78,7 @@ def evaluate(config: RunConfig, data: Path, limit: int | None, output: Path | No
         if key not in answerers:
             if len(answerers) > 8:
                 answerers.clear()  # rows still decoding keep their own answerer
-            public = case["rules"] == "public"
-            answerers[key] = runtime.answerer(case["functions"], store=public, prefix_cache=public)
+            answerers[key] = runtime.answerer(case["functions"], store=case["rules"] == "public")
         return answerers[key]
 
     items = ((answerer_for(case), {"prompt": case["prompt"]}) for case in cases)

@@ -77,7 +77,9 @@ def _error_entry(prompt: str, exc: Exception) -> dict[str, Any]:
 class Answerer:
     """Answers requests against one loaded model, index and catalog, reusing the catalog prompt's KV cache.
 
-    ``prefix_cache=False`` recomputes the whole prompt for every request (for measuring the difference).
+    ``prefix_cache=False`` recomputes the whole prompt for every request (for measuring the difference);
+    ``prefix``: a :class:`~.decoder.PrefixCache` shared with other answerers (then ``prefix_cache`` is its own
+    ``enabled``).
     ``keep_unstated=False`` decodes an optional string argument the request does not state again, limited
     to text the request states (:mod:`~callmaybe.runtime.restate`), and drops it when the model gives no such
     value enough probability (:mod:`~callmaybe.runtime.grounding`); the Generation's ``restated`` and
@@ -89,7 +91,8 @@ class Answerer:
     """
 
     def __init__(self, model, tokenizer, index: TokenIndex, functions: list[Function], max_tokens: int = 256,
-                 prefix_cache: bool = True, keep_unstated: bool = False, profile: Profile | None = None):
+                 prefix_cache: bool = True, keep_unstated: bool = False, profile: Profile | None = None,
+                 prefix: PrefixCache | None = None):
         self.keep_unstated = keep_unstated
         self.model, self.tokenizer, self.index, self.functions = model, tokenizer, index, functions
         self.max_tokens = max_tokens
@@ -98,9 +101,9 @@ class Answerer:
         self.call_format = call_format_of(options)
         self.by_name = {fn.name: fn for fn in functions}
         self.profile = profile if profile is not None else Profile()
-        self.prefix = PrefixCache(model, enabled=prefix_cache, profile=self.profile)
+        self.prefix = prefix if prefix is not None else PrefixCache(model, enabled=prefix_cache, profile=self.profile)
         shared = shared_prefix_length(tokenizer, functions, self.call_format)
-        self.prefix_len = shared if prefix_cache else 0
+        self.prefix_len = shared if self.prefix.enabled else 0
         self.context: int | None = getattr(getattr(model, "config", None), "max_position_embeddings", None)
         if self.context is not None and shared >= self.context:
             raise CatalogError(f"the catalog's prompt is {shared} tokens; the model's context is {self.context} "

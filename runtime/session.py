@@ -25,6 +25,7 @@ from ..core.messages import say
 from ..core.registry import DEFAULT_MODEL
 from ..core.sources import HUB, PATH, REGISTRY, classify
 from ..core.vocabulary import Vocabulary, load_vocabulary, vocabulary_from_tokenizer
+from .decoder import PrefixCache
 from .masks import TokenIndex
 from .profile import Profile
 from .runner import Answerer, RunStats, run_requests
@@ -90,6 +91,8 @@ class Runtime:
         # a local or hub checkpoint folder may carry its publisher's indexes in callmaybe/
         self.model_dir = self.loaded.path if classify(config.model).kind in (PATH, HUB) else None
         self.profile = Profile()  # the seconds of every answerer of this runtime, per phase
+        # one prefix cache for every catalog: another catalog reuses the prompt's header and instructions
+        self.prefix = PrefixCache(self.loaded.model, enabled=config.prefix_cache, profile=self.profile)
 
     def index_for(self, functions: list[Function], store: bool = True) -> IndexData:
         """The index of ``functions`` for this model: ``config.index_path`` (must match), else a shipped,
@@ -119,8 +122,9 @@ class Runtime:
         """An :class:`~.runner.Answerer` for ``functions`` under this runtime's configuration."""
         index = TokenIndex(self.index_for(functions, store), self.vocabulary.token_bytes)
         c = self.config
-        return Answerer(self.loaded.model, self.loaded.tokenizer, index, functions, c.max_tokens,
-                        c.prefix_cache if prefix_cache is None else prefix_cache, c.keep_unstated, self.profile)
+        enabled = c.prefix_cache if prefix_cache is None else prefix_cache
+        return Answerer(self.loaded.model, self.loaded.tokenizer, index, functions, c.max_tokens, enabled,
+                        c.keep_unstated, self.profile, self.prefix if enabled else None)
 
 
 @dataclass

@@ -128,3 +128,20 @@ def test_answers_come_as_calls_finish_and_a_failed_step_fails_only_its_rows(answ
     assert len(failed) == calls[1] == 2
     assert all(entry["error"] == "RuntimeError: out of memory" for _, entry, _ in answers if "error" in entry)
     assert all("name" in entry for position, entry, _ in answers if position not in failed)
+
+
+def test_a_prefix_cache_shared_by_two_catalogs_computes_only_what_differs(smollm2):
+    from callmaybe.runtime.decoder import PrefixCache
+    from callmaybe.runtime.profile import Profile
+
+    model, profile = smollm2.model, Profile()
+    cache = PrefixCache(model, profile=profile)
+    a, b = [1, 2, 3, 4, 5, 6, 7, 8], [1, 2, 3, 4, 5, 60, 70]
+    cache.lookup(a + [9], 8)
+    cache.release()
+    past, covered = cache.lookup(b + [9], 7)
+    assert covered == 7 and cache.ids == b and past.get_seq_length() == 7
+    assert profile.tokens["prefix"] == 8 + 2  # b computed only from where it leaves a
+    reused, _ = forward(model, [9], past)
+    alone_logits = alone(model, [b, [9]])[-1]
+    assert torch.allclose(reused, alone_logits, atol=1e-4)
