@@ -271,20 +271,21 @@ def run_cmd(input_pos, functions, input_opt, output, model, max_tokens, threads,
     the model is loaded); 130 / 143 interrupted by SIGINT / SIGTERM (the journal is kept: rerun with
     --resume).
     """
-    from .compiler.build import runtime_compiler
-    from .runtime.session import RunConfig, interactive as interactive_session, run_file
-
-    config = RunConfig(model=model, index_path=index_path, max_tokens=max_tokens, threads=threads,
-                       call_format=call_format, prefix_cache=not no_prefix_cache, keep_unstated=keep_unstated,
-                       trace=trace, dtype=dtype, device=device, max_batch=max_batch)
-    on_answer = show_trace if trace else None
     try:
-        if interactive:
-            interactive_session(config, functions, runtime_compiler, on_answer=on_answer)
-            return
-        if input_pos is not None and input_opt is not None and input_pos != input_opt:
-            raise InputError("give the input file once: as INPUT or as --input")
         with signals_interrupt():
+            from .compiler.build import runtime_compiler
+            from .runtime.session import RunConfig, interactive as interactive_session, run_file
+
+            config = RunConfig(model=model, index_path=index_path, max_tokens=max_tokens, threads=threads,
+                               call_format=call_format, prefix_cache=not no_prefix_cache,
+                               keep_unstated=keep_unstated, trace=trace, dtype=dtype, device=device,
+                               max_batch=max_batch)
+            on_answer = show_trace if trace else None
+            if interactive:
+                interactive_session(config, functions, runtime_compiler, on_answer=on_answer)
+                return
+            if input_pos is not None and input_opt is not None and input_pos != input_opt:
+                raise InputError("give the input file once: as INPUT or as --input")
             outcome = run_file(config, functions, input_pos or input_opt or DEFAULT_INPUT, output,
                                runtime_compiler, on_answer, resume)
     except CallmaybeError as exc:
@@ -293,6 +294,10 @@ def run_cmd(input_pos, functions, input_opt, output, model, max_tokens, threads,
     except Interrupted as exc:
         say(str(exc))
         sys.exit(exc.exit_code)
+    except KeyboardInterrupt:  # before the run began (loading modules, reading inputs), or ending --interactive
+        if not interactive:
+            say("interrupted before any request was answered")
+        sys.exit(128 + signal.SIGINT)
     s = outcome.stats
     tps = s.tokens / outcome.answer_seconds if outcome.answer_seconds else 0.0
     resumed = f", {outcome.resumed} from the journal" if outcome.resumed else ""

@@ -4,13 +4,15 @@ A journal is a JSON-lines file beside the output, named ``<output name>.journal.
 header: ``{"journal": 1, "run": {...}}``, where ``run`` names what decides the answers (the model, the index,
 the flags; :func:`callmaybe.runtime.session.run_identity`). Each following line is one answer:
 ``{"position": i, "prompt": <the request's prompt>, "entry": <its result entry>}``, flushed and synced to disk
-as soon as it is written. A line cut short by a kill is ignored. The journal is deleted once the output file
+as soon as it is written. A line cut short by a kill is ignored. A run holds an exclusive ``flock`` on its
+journal, so a second run writing the same output is refused while the first is alive. The journal is deleted once the output file
 is written from it; ``run --resume`` continues one, skipping the requests it holds (matched by position and
 prompt text), and refuses one whose header names another model, index or flags.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 from pathlib import Path
@@ -19,6 +21,20 @@ from typing import Any
 from .errors import InputError
 
 JOURNAL_VERSION = 1
+
+
+def _in_use(path: Path, mine=None) -> bool:
+    """True when another process holds the journal at ``path`` (an exclusive ``flock``). With ``mine``, an
+    open file of that journal, take the lock on it and keep it (released when it is closed)."""
+    f = mine if mine is not None else open(path, "rb")
+    try:
+        fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        if mine is None:
+            f.close()
+    return False
 
 
 def journal_path(output: Path) -> Path:
@@ -44,6 +60,13 @@ class Journal:
         interrupted run), when ``resume`` is given and there is none, when the journal there was written for
         another run (the differing fields are named), or when it cannot be read or written.
         """
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)  # as the output's own write would
+        except OSError as exc:
+            raise InputError(f"{self.path}: cannot write the journal: {exc.strerror or exc}") from None
+        if self.path.exists() and _in_use(self.path):
+            raise InputError(f"{self.path}: another callmaybe run is writing this output now (its journal is in "
+                             "use); wait for it, or choose another --output")
         exists = self.path.exists()
         if exists and not resume:
             raise InputError(f"{self.path}: a journal of an interrupted run is here; rerun with --resume to "
@@ -58,6 +81,11 @@ class Journal:
                     self._file.write("\n")  # end the line a kill cut short, so the next one stands alone
             else:
                 self._file = open(self.path, "x", encoding="utf-8")
+            if _in_use(self.path, self._file):  # lost a race with another run opening it
+                self.close()
+                raise InputError(f"{self.path}: another callmaybe run is writing this output now (its journal "
+                                 "is in use); wait for it, or choose another --output")
+            if not exists:
                 self._write({"journal": JOURNAL_VERSION, "run": run})
         except OSError as exc:
             raise InputError(f"{self.path}: cannot write the journal: {exc.strerror or exc}") from None
@@ -78,9 +106,10 @@ class Journal:
             self._file = None
 
     def remove(self) -> None:
-        """Close and delete the journal (once the output is written)."""
-        self.close()
+        """Delete and close the journal (once the output is written); deleted while still locked, so no other
+        run can take it up in between."""
         self.path.unlink(missing_ok=True)
+        self.close()
 
     def _write(self, record: dict) -> None:
         self._file.write(json.dumps(record) + "\n")  # ASCII: a lone surrogate in a prompt is kept as an escape

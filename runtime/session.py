@@ -187,7 +187,9 @@ def run_file(config: RunConfig, functions_path: Path, input_path: Path, output_p
     journal = Journal(journal_path(output_path))
     journal.open(run_identity(config, functions), resume)
     try:
-        kept = {i: journal.done(i, r.get("prompt") if isinstance(r, dict) else None) for i, r in enumerate(requests)}
+        by_name = {fn.name: fn for fn in functions}
+        kept = {i: _still_good(journal.done(i, r.get("prompt") if isinstance(r, dict) else None), by_name)
+                for i, r in enumerate(requests)}
         todo = [i for i, entry in kept.items() if entry is None]
         results: list[dict] = [kept[i] for i in range(len(requests))]
         runtime = Runtime(config, compile)
@@ -206,22 +208,41 @@ def run_file(config: RunConfig, functions_path: Path, input_path: Path, output_p
         if not journal.answers:  # nothing answered: no journal to leave behind
             journal.remove()
         raise
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, Interrupted) as exc:
+        signum = exc.signum if isinstance(exc, Interrupted) else signal.SIGINT
+        if not journal.answers:  # nothing answered yet: nothing to resume
+            journal.remove()
+            raise Interrupted(signum, "interrupted before any request was answered") from None
         journal.close()
-        raise Interrupted(signal.SIGINT, _interrupted(journal, len(requests))) from None
-    except Interrupted as exc:
-        journal.close()
-        raise Interrupted(exc.signum, _interrupted(journal, len(requests))) from None
+        raise Interrupted(signum, _interrupted(journal, len(requests))) from None
     finally:
         journal.close()
     try:
         write_json(output_path, results)
+    except (KeyboardInterrupt, Interrupted) as exc:  # the output is unchanged (atomic write): the journal has all
+        signum = exc.signum if isinstance(exc, Interrupted) else signal.SIGINT
+        raise Interrupted(signum, _interrupted(journal, len(requests))) from None
     except InputError as exc:
         raise OutputError(f"{exc}; the {len(results)} answers are kept in {journal.path}: rerun the same command "
                           "with --resume once it can be written") from None
     journal.remove()
     t2 = time.perf_counter()
     return RunOutcome(results, stats, t2 - t0, t2 - t1, runtime.profile, len(requests) - len(todo))
+
+
+def _still_good(entry: Any, by_name: dict[str, Function]) -> dict | None:
+    """A journaled entry as it may be reused: an error entry, or a call whose function is in the catalog and
+    whose parameters match its schema (checked again: a journal is a file anyone can edit); else None, and
+    the request is answered again."""
+    from .grounding import valid
+
+    if not isinstance(entry, dict):
+        return None
+    if "error" in entry and isinstance(entry.get("error"), str):
+        return entry
+    fn = by_name.get(entry.get("name"))
+    params = entry.get("parameters")
+    return entry if fn is not None and isinstance(params, dict) and valid(params, fn) else None
 
 
 def _interrupted(journal: Journal, total: int) -> str:

@@ -177,3 +177,66 @@ def test_a_journal_cut_short_by_a_kill_resumes_from_its_whole_lines(tmp_path):
     r = run("--input", str(tmp_path / "in.json"), "--output", str(out), *MODEL, "--resume")
     assert r.exit_code == 0, r.output
     assert [e["prompt"] for e in json.loads(out.read_text())] == PROMPTS[:4]
+
+
+def test_an_output_folder_that_does_not_exist_yet_is_created(tmp_path):
+    out = tmp_path / "new" / "deeper" / "out.json"
+    r = run("--input", str(write_requests(tmp_path / "in.json", PROMPTS[:1])), "--output", str(out), *MODEL)
+    assert r.exit_code == 0, r.output
+    assert json.loads(out.read_text())[0]["name"] == "fn_add_numbers"
+    assert not journal_path(out).exists()
+
+
+def test_a_journal_another_run_is_writing_is_refused(tmp_path):
+    import fcntl
+
+    out = tmp_path / "out.json"
+    journal = journal_path(out)
+    journal.write_text('{"journal": 1, "run": {}}\n')
+    with open(journal, "rb") as held:  # a live run holds its journal locked
+        fcntl.flock(held.fileno(), fcntl.LOCK_EX)
+        for resume in ([], ["--resume"]):
+            r = run("--input", str(write_requests(tmp_path / "in.json", PROMPTS[:1])), "--output", str(out),
+                    "--model", "no-such-model", *resume)
+            assert r.exit_code == 2
+            assert r.stderr == (f"error: {journal}: another callmaybe run is writing this output now (its journal "
+                                "is in use); wait for it, or choose another --output\n")
+
+
+def test_journaled_entries_are_checked_again_on_resume(tmp_path, monkeypatch):
+    """An edited journal cannot put an invalid call (or a non-entry) into the output: it is answered again."""
+    from callmaybe.core.errors import InputError
+    from callmaybe.runtime import session
+
+    def full_disk(path, data):
+        raise InputError(f"{path}: cannot write: No space left on device")
+
+    monkeypatch.setattr(session, "write_json", full_disk)
+    out = tmp_path / "out.json"
+    requests = write_requests(tmp_path / "in.json", PROMPTS[:3])
+    assert run("--input", str(requests), "--output", str(out), *MODEL).exit_code == 1
+    monkeypatch.undo()
+    journal = journal_path(out)
+    lines = journal.read_text().splitlines()
+    first, second = json.loads(lines[1]), json.loads(lines[2])
+    first["entry"] = {"prompt": first["prompt"], "name": "fn_does_not_exist", "parameters": {"a": "x"}}
+    second["entry"] = 5
+    journal.write_text("\n".join([lines[0], json.dumps(first), json.dumps(second), lines[3]]) + "\n")
+    r = run("--input", str(requests), "--output", str(out), *MODEL, "--resume")
+    assert r.exit_code == 0, r.output
+    assert "1 from the journal" in r.stderr
+    assert [e["name"] for e in json.loads(out.read_text())] == ["fn_add_numbers", "fn_greet", "fn_reverse_string"]
+
+
+def test_an_interrupt_before_any_answer_leaves_no_journal(tmp_path, monkeypatch):
+    from callmaybe.runtime import session
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(session, "Runtime", interrupted)  # as if Ctrl-C came while the model loads
+    out = tmp_path / "out.json"
+    r = run("--input", str(write_requests(tmp_path / "in.json", PROMPTS[:1])), "--output", str(out), *MODEL)
+    assert r.exit_code == 130
+    assert r.stderr.splitlines()[-1] == "interrupted before any request was answered"
+    assert not journal_path(out).exists() and not out.exists()
