@@ -98,15 +98,34 @@ def call_schema(functions) -> dict:
                        "required": ["name", "parameters"], "additionalProperties": False} for fn in functions]}
 
 
+def chat_messages(case: dict) -> list[dict]:
+    """The peers' chat: callmaybe's own system message listing the catalog, then the request."""
+    from callmaybe.runtime.prompt import system_message
+
+    return [{"role": "system", "content": system_message(case["functions"])},
+            {"role": "user", "content": case["prompt"]}]
+
+
+def peer_call(text: str, fns) -> dict | None:
+    """A peer's output text as a call with numbers typed as callmaybe types them, or None when it is not one."""
+    from callmaybe.runtime.calls import type_numbers
+
+    try:
+        call = json.loads(text)
+        by_name = {fn.name: fn for fn in fns}
+        call["parameters"] = type_numbers(call.get("parameters"), by_name[call["name"]].parameters)
+    except (ValueError, KeyError, TypeError):
+        return None
+    return call
+
+
 def child_outlines(data: str) -> dict:
     import outlines
     import torch
     from outlines.types import JsonSchema
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from callmaybe.runtime.calls import type_numbers
     from callmaybe.runtime.model import resolve_model_dir
-    from callmaybe.runtime.prompt import system_message
 
     t0 = time.perf_counter()
     path = resolve_model_dir(MODEL, torch.float32)
@@ -122,17 +141,11 @@ def child_outlines(data: str) -> dict:
         key = tuple(fn.name for fn in fns)
         if key not in generators:
             generators = {key: outlines.Generator(model, JsonSchema(call_schema(fns)))}
-        messages = [{"role": "system", "content": system_message(fns)}, {"role": "user", "content": case["prompt"]}]
+        messages = chat_messages(case)
         prompt = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
         text = generators[key](prompt, max_new_tokens=256)
         tokens += len(tokenizer.encode(text, add_special_tokens=False))
-        try:
-            call = json.loads(text)
-            by_name = {fn.name: fn for fn in fns}
-            call["parameters"] = type_numbers(call.get("parameters"), by_name[call["name"]].parameters)
-        except (ValueError, KeyError, TypeError):
-            call = None
-        right += score(call, case)
+        right += score(peer_call(text, fns), case)
     end = time.perf_counter()
     return {"load_s": loaded - t0, "answer_s": end - loaded, "right": right, "cases": len(all_cases),
             "passes": None, "tokens": tokens}
@@ -142,8 +155,6 @@ def child_llama_cpp(data: str) -> dict:
     from llama_cpp import Llama
 
     from callmaybe.core.registry import gguf_path
-    from callmaybe.runtime.calls import type_numbers
-    from callmaybe.runtime.prompt import system_message
 
     t0 = time.perf_counter()
     llm = Llama(model_path=str(gguf_path(MODEL)), n_ctx=4096, n_threads=os.cpu_count() or 1, n_gpu_layers=0,
@@ -153,18 +164,12 @@ def child_llama_cpp(data: str) -> dict:
     right = tokens = 0
     for case in all_cases:
         fns = case["functions"]
-        messages = [{"role": "system", "content": system_message(fns)}, {"role": "user", "content": case["prompt"]}]
+        messages = chat_messages(case)
         out = llm.create_chat_completion(messages, temperature=0.0, max_tokens=256,
                                          response_format={"type": "json_object", "schema": call_schema(fns)})
         text = out["choices"][0]["message"]["content"] or ""
         tokens += out["usage"]["completion_tokens"]
-        try:
-            call = json.loads(text)
-            by_name = {fn.name: fn for fn in fns}
-            call["parameters"] = type_numbers(call.get("parameters"), by_name[call["name"]].parameters)
-        except (ValueError, KeyError, TypeError):
-            call = None
-        right += score(call, case)
+        right += score(peer_call(text, fns), case)
     end = time.perf_counter()
     return {"load_s": loaded - t0, "answer_s": end - loaded, "right": right, "cases": len(all_cases),
             "passes": None, "tokens": tokens}
