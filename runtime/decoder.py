@@ -22,6 +22,7 @@ from .loops import LoopGuard
 from .masks import TokenIndex
 from .matcher import BudgetExhausted, Matcher
 from .profile import Profile
+from .prompt import common_length
 
 __all__ = ["BudgetExhausted", "Decoding", "Generation", "PrefixCache", "forward", "generate"]
 
@@ -67,7 +68,7 @@ class PrefixCache:
             return None, 0
         prefix = prompt_ids[:prefix_len]
         if self.cache is not None and self.ids != prefix:
-            shared = _common_length(self.ids, prefix)
+            shared = common_length(self.ids, prefix)
             if shared == 0:
                 self.cache, self.ids = None, []
             elif shared < len(self.ids):
@@ -83,16 +84,6 @@ class PrefixCache:
             extra = self.cache.get_seq_length() - len(self.ids)
             if extra > 0:
                 self.cache.crop(-extra)  # transformers 5: a negative count removes that many tokens
-
-
-def _common_length(a: list[int], b: list[int]) -> int:
-    """How many leading ids ``a`` and ``b`` share."""
-    n = 0
-    for x, y in zip(a, b):
-        if x != y:
-            break
-        n += 1
-    return n
 
 
 def forward(model, ids: list[int], past, profile: Profile | None = None, phase: str = ""):

@@ -10,7 +10,7 @@ from ..core.catalog import catalog_fingerprint, load_catalog, parse_catalog
 from ..core.errors import InputError
 from ..core.jsonio import check_output_path, read_json, read_requests, read_text, write_json
 from ..core.messages import progress
-from .runner import Answerer, answer_batched
+from .runner import Answerer, answer_all
 from .scoring import bfcl_match, public_match
 from .session import Compile, RunConfig, Runtime
 
@@ -82,10 +82,7 @@ def evaluate(config: RunConfig, data: Path, limit: int | None, output: Path | No
         return answerers[key]
 
     items = ((answerer_for(case), {"prompt": case["prompt"]}) for case in cases)
-    if config.max_batch > 1:
-        answers = answer_batched(items, config.max_batch)
-    else:
-        answers = ((i, *answerer.answer(request)) for i, (answerer, request) in enumerate(items))
+    answers = answer_all(items, config.max_batch)
     rows: list[dict | None] = [None] * len(cases)
     totals = {"cases": 0, "parsed": 0, "schema_valid": 0, "right_function": 0, "right_arguments": 0,
               "seconds": 0.0, "forward_passes": 0, "tokens": 0}

@@ -228,7 +228,14 @@ def shared_prefix_length(tokenizer, functions: list[Function], call_format: str)
     prompts of two different requests."""
     a = prompt_ids(tokenizer, functions, "Request one?", call_format)
     b = prompt_ids(tokenizer, functions, "Another request entirely.", call_format)
+    return common_length(a, b)
+
+
+def common_length(a: list[int], b: list[int]) -> int:
+    """How many leading ids ``a`` and ``b`` share."""
     n = 0
-    while n < min(len(a), len(b)) and a[n] == b[n]:
+    for x, y in zip(a, b):
+        if x != y:
+            break
         n += 1
     return n

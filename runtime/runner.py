@@ -260,6 +260,15 @@ def answer_batched(items: Iterable[tuple[Answerer, Any]], max_batch: int, trace:
             yield (position, *job.answerer.complete(job, failure))
 
 
+def answer_all(items: Iterable[tuple[Answerer, Any]], max_batch: int = 1, trace: bool = False,
+               ) -> Iterator[tuple[int, dict[str, Any], Generation | None]]:
+    """Answer ``(answerer, request)`` pairs, yielding (position in ``items``, result entry, Generation or None):
+    one after another, each alone, in order when ``max_batch`` is 1; else :func:`answer_batched`."""
+    if max_batch > 1:
+        return answer_batched(items, max_batch, trace)
+    return ((i, *answerer.answer(request, trace)) for i, (answerer, request) in enumerate(items))
+
+
 def run_requests(answerer: Answerer, requests: list[Any], trace: bool = False, progress_bar: bool = True,
                  on_answer: Callable[[dict], None] | None = None, max_batch: int = 1,
                  on_result: Callable[[int, dict], None] | None = None) -> tuple[list[dict], RunStats]:
@@ -272,10 +281,7 @@ def run_requests(answerer: Answerer, requests: list[Any], trace: bool = False, p
     while the run goes on)."""
     stats = RunStats()
     results: list[dict | None] = [None] * len(requests)
-    if max_batch <= 1:
-        answers = ((i, *answerer.answer(r, trace)) for i, r in enumerate(requests))
-    else:
-        answers = answer_batched(((answerer, r) for r in requests), max_batch, trace)
+    answers = answer_all(((answerer, r) for r in requests), max_batch, trace)
     with progress(total=len(requests), desc="requests", unit="req", disable=not progress_bar) as bar:
         for position, entry, gen in answers:
             results[position] = entry
