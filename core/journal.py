@@ -65,8 +65,7 @@ class Journal:
         except OSError as exc:
             raise InputError(f"{self.path}: cannot write the journal: {exc.strerror or exc}") from None
         if self.path.exists() and _in_use(self.path):
-            raise InputError(f"{self.path}: another callmaybe run is writing this output now (its journal is in "
-                             "use); wait for it, or choose another --output")
+            raise self._busy()
         exists = self.path.exists()
         if exists and not resume:
             raise InputError(f"{self.path}: a journal of an interrupted run is here; rerun with --resume to "
@@ -83,12 +82,15 @@ class Journal:
                 self._file = open(self.path, "x", encoding="utf-8")
             if _in_use(self.path, self._file):  # lost a race with another run opening it
                 self.close()
-                raise InputError(f"{self.path}: another callmaybe run is writing this output now (its journal "
-                                 "is in use); wait for it, or choose another --output")
+                raise self._busy()
             if not exists:
                 self._write({"journal": JOURNAL_VERSION, "run": run})
         except OSError as exc:
             raise InputError(f"{self.path}: cannot write the journal: {exc.strerror or exc}") from None
+
+    def _busy(self) -> InputError:
+        return InputError(f"{self.path}: another callmaybe run is writing this output now (its journal is in use); "
+                          "wait for it, or choose another --output")
 
     def done(self, position: int, prompt: Any) -> dict | None:
         """The entry already journaled for the request at ``position`` with this ``prompt``, else None."""

@@ -188,10 +188,9 @@ def run_file(config: RunConfig, functions_path: Path, input_path: Path, output_p
     journal.open(run_identity(config, functions), resume)
     try:
         by_name = {fn.name: fn for fn in functions}
-        kept = {i: _still_good(journal.done(i, r.get("prompt") if isinstance(r, dict) else None), by_name)
-                for i, r in enumerate(requests)}
-        todo = [i for i, entry in kept.items() if entry is None]
-        results: list[dict] = [kept[i] for i in range(len(requests))]
+        prompts = [r.get("prompt") if isinstance(r, dict) else None for r in requests]
+        results: list[dict | None] = [_still_good(journal.done(i, p), by_name) for i, p in enumerate(prompts)]
+        todo = [i for i, entry in enumerate(results) if entry is None]
         runtime = Runtime(config, compile)
         answerer = runtime.answerer(functions)
         t1 = time.perf_counter()
@@ -199,14 +198,19 @@ def run_file(config: RunConfig, functions_path: Path, input_path: Path, output_p
         def journaled(position: int, entry: dict) -> None:
             i = todo[position]
             results[i] = entry
-            request = requests[i]
-            journal.add(i, request.get("prompt") if isinstance(request, dict) else None, entry)
+            journal.add(i, prompts[i], entry)
 
         _, stats = run_requests(answerer, [requests[i] for i in todo], config.trace, on_answer=on_answer,
                                 max_batch=config.max_batch, on_result=journaled)
+        try:
+            write_json(output_path, results)  # the journal stays open, and locked, until the output is written
+        except InputError as exc:
+            raise OutputError(f"{exc}; the {len(results)} answers are kept in {journal.path}: rerun the same "
+                              "command with --resume once it can be written") from None
     except CallmaybeError:
         if not journal.answers:  # nothing answered: no journal to leave behind
             journal.remove()
+        journal.close()
         raise
     except (KeyboardInterrupt, Interrupted) as exc:
         signum = exc.signum if isinstance(exc, Interrupted) else signal.SIGINT
@@ -215,16 +219,9 @@ def run_file(config: RunConfig, functions_path: Path, input_path: Path, output_p
             raise Interrupted(signum, "interrupted before any request was answered") from None
         journal.close()
         raise Interrupted(signum, _interrupted(journal, len(requests))) from None
-    finally:
+    except BaseException:
         journal.close()
-    try:
-        write_json(output_path, results)
-    except (KeyboardInterrupt, Interrupted) as exc:  # the output is unchanged (atomic write): the journal has all
-        signum = exc.signum if isinstance(exc, Interrupted) else signal.SIGINT
-        raise Interrupted(signum, _interrupted(journal, len(requests))) from None
-    except InputError as exc:
-        raise OutputError(f"{exc}; the {len(results)} answers are kept in {journal.path}: rerun the same command "
-                          "with --resume once it can be written") from None
+        raise
     journal.remove()
     t2 = time.perf_counter()
     return RunOutcome(results, stats, t2 - t0, t2 - t1, runtime.profile, len(requests) - len(todo))
