@@ -4,7 +4,9 @@ big regex (the grammar nodes of :mod:`.nodes` use these):
 * :func:`seq`: parts one after another; each part's accepting states take the next part's start
   transitions. JSON values never continue with the byte that follows them (``,``, ``}``, ``]``, ``:``), so
   the merge is deterministic; a clash raises :class:`Clash` (the caller falls back to interegular);
-* :func:`union` / :func:`union_all`: alternatives, by the product construction over pairs of states;
+* :func:`product`: two automata run side by side over pairs of states, accepting by a boolean mode; from it
+  :func:`union` / :func:`union_all` (alternatives), :func:`intersect` (``allOf`` of languages, a length
+  with a pattern), :func:`difference` (``not``, ``if``/``else``) and :func:`exactly_one` (``oneOf``);
 * :func:`literals`: a finite set of byte strings as a trie;
 * :func:`structure`: one copy of each item automaton with literal tries between them (objects: the keys
   that may come next, every subset of optional members in declaration order, so the size is linear in the
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..core.errors import SchemaError
 from . import dfa as D
 from .dfa import ByteDFA
 from .limits import count_states
@@ -69,8 +72,16 @@ def seq(parts: list[ByteDFA]) -> ByteDFA:
     return ByteDFA(trans, acc, int(offs[0]) + parts[0].start)
 
 
-def union(a: ByteDFA, b: ByteDFA) -> ByteDFA:
-    """The DFA of L(a) | L(b) by the product construction over reachable pairs of states."""
+def product(a: ByteDFA, b: ByteDFA, mode: str) -> ByteDFA:
+    """The product automaton of ``a`` and ``b`` over their reachable pairs of states, accepting by ``mode``:
+    "or" (L(a) | L(b)), "and" (L(a) & L(b)), "minus" (L(a) - L(b)) or "xor" (in exactly one).
+
+    A dead side is written -1 in a pair; pairs that can no longer accept are not built ("and": both sides
+    live; "minus": the left side live). Each new pair counts one state against the compile budget
+    (:func:`~.limits.count_states`). Not minimized. Raises ValueError for an unknown ``mode``.
+    """
+    if mode not in ("or", "and", "minus", "xor"):
+        raise ValueError(f"unknown product mode {mode!r}")
     index: dict[tuple[int, int], int] = {}
     order: list[tuple[int, int]] = []
 
@@ -87,24 +98,66 @@ def union(a: ByteDFA, b: ByteDFA) -> ByteDFA:
     rows = []
     i = 0
     none = np.full(256, -1, dtype=np.int64)
+    width = b.num_states + 1
     while i < len(order):
         sa, sb = order[i]
         ta = a.transitions[sa].astype(np.int64) if sa >= 0 else none
         tb = b.transitions[sb].astype(np.int64) if sb >= 0 else none
-        live = (ta >= 0) | (tb >= 0)
-        key = ta * (b.num_states + 1) + (tb + 1)
+        if mode == "and":
+            live = (ta >= 0) & (tb >= 0)
+        elif mode == "minus":
+            live = ta >= 0
+        else:
+            live = (ta >= 0) | (tb >= 0)
+        key = ta * width + (tb + 1)
         row = np.full(256, -1, dtype=np.int32)
         if live.any():
             uniq, inv = np.unique(key[live], return_inverse=True)
-            targets = []
-            for k in uniq.tolist():
-                targets.append(state((k // (b.num_states + 1), k % (b.num_states + 1) - 1)))
-            row[live] = np.asarray(targets, dtype=np.int32)[inv]
+            targets = [state((k // width, k % width - 1)) for k in uniq.tolist()]
+            row[live] = np.asarray(targets, dtype=np.int32)[inv.reshape(-1)]
         rows.append(row)
         i += 1
     trans = np.stack(rows)
-    acc = np.array([(sa >= 0 and a.accepting[sa]) or (sb >= 0 and b.accepting[sb]) for sa, sb in order])
+    in_a = np.array([sa >= 0 and bool(a.accepting[sa]) for sa, _ in order], dtype=bool)
+    in_b = np.array([sb >= 0 and bool(b.accepting[sb]) for _, sb in order], dtype=bool)
+    acc = {"or": in_a | in_b, "and": in_a & in_b, "minus": in_a & ~in_b, "xor": in_a ^ in_b}[mode]
     return ByteDFA(trans, acc, 0)
+
+
+def union(a: ByteDFA, b: ByteDFA) -> ByteDFA:
+    """The DFA of L(a) | L(b) (:func:`product` "or")."""
+    return product(a, b, "or")
+
+
+def intersect(a: ByteDFA, b: ByteDFA) -> ByteDFA:
+    """The DFA of L(a) & L(b) (:func:`product` "and"), minimized; raises SchemaError when it is empty."""
+    return D.minimize(product(D.minimize(a), D.minimize(b), "and"))
+
+
+def difference(a: ByteDFA, b: ByteDFA) -> ByteDFA:
+    """The DFA of L(a) - L(b) (:func:`product` "minus"), minimized; raises SchemaError when it is empty."""
+    return D.minimize(product(D.minimize(a), D.minimize(b), "minus"))
+
+
+def is_empty(dfa: ByteDFA) -> bool:
+    """True when ``dfa`` accepts no text (no accepting state reachable from the start)."""
+    return not D.coreachable(dfa.transitions, dfa.accepting)[dfa.start] if dfa.num_states else True
+
+
+def exactly_one(parts: list[ByteDFA]) -> ByteDFA:
+    """The texts in exactly one of ``parts`` (JSON Schema ``oneOf``): the union of each part minus the union
+    of the others, minimized; raises SchemaError when no text is in exactly one part."""
+    if len(parts) == 1:
+        return D.minimize(parts[0])
+    pieces = []
+    for i, p in enumerate(parts):
+        others = union_all([q for j, q in enumerate(parts) if j != i])
+        only = product(D.minimize(p), others, "minus")
+        if not is_empty(only):
+            pieces.append(D.minimize(only))
+    if not pieces:
+        raise SchemaError("the schema accepts no value (empty language)")
+    return union_all(pieces)
 
 
 def union_all(parts: list[ByteDFA]) -> ByteDFA:

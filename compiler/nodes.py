@@ -21,10 +21,12 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
+from typing import Callable
 
 from . import dfa as D
 from . import limits
-from .compose import Clash, literals, seq, structure, union_all
+from ..core.errors import SchemaError
+from .compose import Clash, difference, exactly_one, intersect, literals, seq, structure, union_all
 from .dfa import ByteDFA
 from .lexical import alternation, escape
 from .syntax import array_regex, map_regex, object_regex
@@ -87,6 +89,15 @@ class Node:
         """This node's byte DFA composed from its children; raises Clash when they cannot be joined."""
         raise NotImplementedError
 
+    def children(self) -> list[Node]:
+        """The nodes this one is composed of (none for a leaf)."""
+        return []
+
+    def regular(self) -> bool:
+        """True when :attr:`regex` is a regex interegular can compile (False when this node or one below is
+        an intersection, difference or direct automaton, whose regex text is a description)."""
+        return all(c.regular() for c in self.children())
+
     def dfa(self, timings: dict[str, float] | None = None) -> ByteDFA:
         """This node's byte DFA (not necessarily trimmed or minimal: callers minimize), composed from its
         children, or from its regex if composition clashes. ``timings``: as in :meth:`LeafCache.get`, for
@@ -96,6 +107,9 @@ class Node:
             try:
                 return self.build(timings)
             except Clash:
+                if not self.regular():
+                    raise SchemaError(f"the automata at {self.at or '#'} cannot be joined "
+                                      "(a value's continuation collides with what follows it)") from None
                 return LEAF_CACHE.get(self.regex, timings)
 
 
@@ -136,6 +150,9 @@ class Alt(Node):
     def build(self, timings: dict[str, float] | None = None) -> ByteDFA:
         return union_all([p.dfa(timings) for p in self.parts])
 
+    def children(self) -> list[Node]:
+        return list(self.parts)
+
 
 @dataclass(eq=False)
 class ObjectNode(Node):
@@ -147,6 +164,9 @@ class ObjectNode(Node):
     @property
     def regex(self) -> str:
         return object_regex([(k, v.regex, r) for k, v, r in self.members])
+
+    def children(self) -> list[Node]:
+        return [v for _, v, _ in self.members]
 
     def build(self, timings: dict[str, float] | None = None) -> ByteDFA:
         n = len(self.members)
@@ -182,6 +202,9 @@ class ArrayNode(Node):
     def regex(self) -> str:
         return array_regex([p.regex for p in self.prefix], None if self.rest is None else self.rest.regex,
                            self.lo, self.hi)
+
+    def children(self) -> list[Node]:
+        return self.prefix + ([] if self.rest is None else [self.rest])
 
     def build(self, timings: dict[str, float] | None = None) -> ByteDFA:
         cap = self.hi
@@ -225,6 +248,101 @@ class MapNode(Node):
     def regex(self) -> str:
         return map_regex(self.key.regex, self.value.regex)
 
+    def children(self) -> list[Node]:
+        return [self.key, self.value]
+
     def build(self, timings: dict[str, float] | None = None) -> ByteDFA:
         pair = seq([self.key.dfa(timings), literals([b": "]), self.value.dfa(timings)])
         return structure(b"{", [pair], [[(b", ", 0), (b"}", None)]], [(b"", 0), (b"}", None)])
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Boolean combinations (closure of regular languages under intersection and difference) and automata built
+# directly. Their ``regex`` is a description in an extended notation that interegular does not read:
+# ``(?:A)&(?:B)`` (both), ``(?:A)-(?:B)`` (A but not B), ``(?^:A|B)`` (exactly one), ``<name>`` (an
+# automaton built directly); the index header records it, and composition never falls back to it.
+
+
+@dataclass(eq=False)
+class Both(Node):
+    """Texts every part accepts: the intersection of the parts' languages (``allOf`` of value languages, a
+    length with a pattern or format, a range with ``multipleOf``)."""
+
+    parts: list[Node]
+
+    @property
+    def regex(self) -> str:
+        return "&".join(f"(?:{p.regex})" for p in self.parts)
+
+    def children(self) -> list[Node]:
+        return list(self.parts)
+
+    def regular(self) -> bool:
+        return False
+
+    def build(self, timings: dict[str, float] | None = None) -> ByteDFA:
+        out = self.parts[0].dfa(timings)
+        for p in self.parts[1:]:
+            out = intersect(out, p.dfa(timings))
+        return out
+
+
+@dataclass(eq=False)
+class Minus(Node):
+    """Texts ``keep`` accepts and ``drop`` does not (``not``, the ``else`` side of ``if``)."""
+
+    keep: Node
+    drop: Node
+
+    @property
+    def regex(self) -> str:
+        return f"(?:{self.keep.regex})-(?:{self.drop.regex})"
+
+    def children(self) -> list[Node]:
+        return [self.keep, self.drop]
+
+    def regular(self) -> bool:
+        return False
+
+    def build(self, timings: dict[str, float] | None = None) -> ByteDFA:
+        return difference(self.keep.dfa(timings), self.drop.dfa(timings))
+
+
+@dataclass(eq=False)
+class OneOf(Node):
+    """Texts exactly one part accepts (JSON Schema ``oneOf``, exclusive)."""
+
+    parts: list[Node]
+
+    @property
+    def regex(self) -> str:
+        return "(?^:" + "|".join(p.regex for p in self.parts) + ")"
+
+    def children(self) -> list[Node]:
+        return list(self.parts)
+
+    def regular(self) -> bool:
+        return False
+
+    def build(self, timings: dict[str, float] | None = None) -> ByteDFA:
+        return exactly_one([p.dfa(timings) for p in self.parts])
+
+
+@dataclass(eq=False)
+class Automaton(Node):
+    """A language given by an automaton built directly (``make()`` returns its byte DFA), for those no
+    short regex writes (a remainder automaton for ``multipleOf``, a counter). ``name`` describes it in
+    :attr:`regex` as ``<name>``."""
+
+    name: str
+    make: Callable[[], ByteDFA]
+
+    @property
+    def regex(self) -> str:
+        return f"<{self.name}>"
+
+    def regular(self) -> bool:
+        return False
+
+    def build(self, timings: dict[str, float] | None = None) -> ByteDFA:
+        return self.make()
