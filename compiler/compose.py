@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..core.errors import SchemaError
 from . import dfa as D
 from .dfa import ByteDFA
 from .limits import count_states
@@ -144,19 +143,27 @@ def is_empty(dfa: ByteDFA) -> bool:
     return not D.coreachable(dfa.transitions, dfa.accepting)[dfa.start] if dfa.num_states else True
 
 
-def exactly_one(parts: list[ByteDFA]) -> ByteDFA:
+def exactly_one(parts: list[ByteDFA], loose: list[ByteDFA | None] | None = None) -> ByteDFA:
     """The texts in exactly one of ``parts`` (JSON Schema ``oneOf``): the union of each part minus the union
-    of the others, minimized; raises SchemaError when no text is in exactly one part."""
-    if len(parts) == 1:
-        return D.minimize(parts[0])
+    of the others, minimized; raises EmptyLanguage when no text is in exactly one part.
+
+    ``loose`` (same length as ``parts``, optional): for each part, a language that contains it, subtracted
+    instead of the part itself (a schema compiled exactly where the part is an under-approximation: then
+    a text is kept only when no other part could possibly accept it)."""
+    loose = list(parts) if loose is None else loose
     pieces = []
     for i, p in enumerate(parts):
-        others = union_all([q for j, q in enumerate(parts) if j != i])
-        only = product(D.minimize(p), others, "minus")
+        if p is None:
+            continue
+        rest = [q for j, q in enumerate(loose) if j != i and q is not None]
+        if not rest:
+            pieces.append(D.minimize(p))
+            continue
+        only = product(D.minimize(p), union_all(rest), "minus")
         if not is_empty(only):
             pieces.append(D.minimize(only))
     if not pieces:
-        raise SchemaError("the schema accepts no value (empty language)")
+        raise D.EmptyLanguage("the schema accepts no value (empty language)")
     return union_all(pieces)
 
 
@@ -271,3 +278,59 @@ def structure(prefix: bytes, items: list[ByteDFA], boundaries: list[list[tuple[b
                 merge_rows(trans, accs[i], trans[base + r].copy())
             acc[accs[i]] = False
     return ByteDFA(trans, acc, base + start_row)
+
+
+#: Bytes that never occur in UTF-8 text (RFC 3629: 0xC0, 0xC1 and 0xF5-0xFF), used as end markers of the
+#: members of :func:`members_any_order` while it is built.
+_MARKERS = [0xC0, 0xC1] + list(range(0xF5, 0x100))
+
+
+def members_any_order(pairs: list[ByteDFA], required: list[bool]) -> ByteDFA:
+    """An object of members in any order and any number: ``{}`` or ``{M, M, ...}``, each member ``M`` a text of
+    one of ``pairs`` (each the automaton of ``"key": value`` for its keys; the pairs' keys must be disjoint),
+    with every pair marked ``required`` used at least once.
+
+    Built by marking the end of each pair with a byte UTF-8 never uses (one marker per required pair, one
+    shared by the rest), joining the pairs into one minimal automaton, then copying it once per subset of
+    required pairs seen so far and turning each marker into the ``, `` or ``}`` that may follow: states grow
+    like ``2 ** required`` (at most 12 required pairs; raises ValueError past that). Raises Clash when a
+    member's automaton may itself continue with ``,`` or ``}`` (never for JSON values).
+    """
+    need = [i for i, r in enumerate(required) if r]
+    if len(need) > len(_MARKERS) - 1:
+        raise ValueError(f"at most {len(_MARKERS) - 1} required members, got {len(need)}")
+    mark = {i: _MARKERS[n] for n, i in enumerate(need)}
+    rest = _MARKERS[-1]
+    union_of = union_all([seq([p, literals([bytes([mark.get(i, rest)])])]) for i, p in enumerate(pairs)])
+    n, k = union_of.num_states, len(need)
+    markers = [mark[i] for i in need] + [rest]
+    base = union_of.transitions.copy()
+    ends = {m: np.flatnonzero(base[:, m] >= 0) for m in markers}
+    base[:, _MARKERS] = -1
+    full = (1 << k) - 1
+    count_states(3 + (1 << k) * (n + 1))
+    block = n + 1  # a copy of the members' automaton, then the state after ", " (reads the space)
+    trans = _empty(3 + (1 << k) * block)
+    final = 2
+    trans[0, ord("{")] = 1
+    off = [3 + c * block for c in range(1 << k)]
+    for c in range(1 << k):
+        trans[off[c]:off[c] + n] = _shift(base, off[c])
+    for c in range(1 << k):
+        sep = np.full(256, -1, dtype=np.int32)  # after ",": the space, then a member in this subset's copy
+        sep[ord(" ")] = off[c] + union_of.start
+        trans[off[c] + n] = sep
+    trans[1] = trans[off[0] + union_of.start]
+    if k == 0:
+        trans[1, ord("}")] = final
+    for c in range(1 << k):
+        for bit, m in enumerate(markers):
+            after = c | (1 << bit) if bit < k else c
+            row = np.full(256, -1, dtype=np.int32)
+            row[ord(",")] = off[after] + n
+            if after == full:
+                row[ord("}")] = final
+            merge_rows(trans, ends[m] + off[c], row)
+    accepting = np.zeros(len(trans), dtype=bool)
+    accepting[final] = True
+    return ByteDFA(trans, accepting, 0)

@@ -33,6 +33,10 @@ from . import limits
 from .intervals import MAX_CODE_POINT, SURROGATES, complement, normalize, restrict, subtract
 
 
+class EmptyLanguage(SchemaError):
+    """An automaton that accepts no text (a schema, or a combination of schemas, that admits no value)."""
+
+
 @dataclass
 class ByteDFA:
     """A deterministic automaton over bytes.
@@ -305,12 +309,12 @@ def trim(dfa: ByteDFA) -> ByteDFA:
     """Remove states unreachable from the start and states that cannot reach an accepting state.
 
     States are renumbered breadth-first from the start in byte order, so equal languages give equal
-    arrays after :func:`minimize`. Raises SchemaError when the language is empty.
+    arrays after :func:`minimize`. Raises EmptyLanguage (a SchemaError) when the language is empty.
     """
     t = dfa.transitions
     alive = coreachable(t, dfa.accepting)
     if not alive[dfa.start]:
-        raise SchemaError("the schema accepts no value (empty language)")
+        raise EmptyLanguage("the schema accepts no value (empty language)")
     t = np.where((t >= 0) & alive[np.maximum(t, 0)], t, -1)
     old = bfs_order(t, dfa.start)
     remap = np.full(dfa.num_states + 1, -1, dtype=np.int32)

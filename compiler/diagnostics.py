@@ -5,11 +5,14 @@ notes collected so far)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 from ..core.errors import SchemaError
 from .limits import Budget, CompileLimits
+from .uris import Resources
 
 
 @dataclass(frozen=True)
@@ -52,6 +55,35 @@ class SchemaContext:
         self.budget = Budget(self.limits, self.where_at)
         self.cuts: list[tuple[str, str]] = []
         self.assume: frozenset[str] = frozenset()
+        #: True while compiling a schema loosely: a language that contains every valid value (what is
+        #: subtracted for ``not``, an ``if`` condition's else side, the other ``oneOf`` branches).
+        self.loose = False
+
+    @contextmanager
+    def loosened(self) -> Iterator[None]:
+        """Compile loosely inside the ``with`` block (see :attr:`loose`): keywords the grammar narrows by
+        design (closed objects, key order, formats stricter than their definition, ``3.0`` not an integer,
+        recursion cut) are widened instead, and keywords not enforced are dropped, so that the language
+        contains every valid value."""
+        before, self.loose = self.loose, True
+        try:
+            yield
+        finally:
+            self.loose = before
+
+    @property
+    def resources(self) -> Resources:
+        """The resources, anchors and base URIs of :attr:`root` (:mod:`.uris`), found once per root."""
+        if getattr(self, "_resources_of", None) is not self.root:
+            self._resources = Resources(self.root)
+            self._resources_of = self.root
+        return self._resources
+
+    @property
+    def ref_overrides(self) -> bool:
+        """True under drafts 4-7 (the root's ``$schema``), where keywords beside ``$ref`` are ignored."""
+        declared = self.root.get("$schema") if isinstance(self.root, dict) else None
+        return isinstance(declared, str) and any(f"draft-0{n}" in declared for n in (3, 4, 6, 7))
 
     def where(self, path: list[str]) -> str:
         """``function 'f', parameter 'a.b'`` for ``path`` ``["a", "b"]`` (the function alone for ``[]``)."""
@@ -70,7 +102,10 @@ class SchemaContext:
         return SchemaError(f"{self.where(path)}: {message}")
 
     def note(self, kind: str, path: list[str], keyword: str, detail: str = "") -> None:
-        """Record a :class:`Note` (once: an equal note already recorded is not repeated)."""
+        """Record a :class:`Note` (once: an equal note already recorded is not repeated). Nothing is recorded
+        while compiling loosely: what a loose language leaves out only widens what is subtracted."""
+        if self.loose:
+            return
         n = Note(kind, self.where(path), keyword, detail)
         if n not in self._noted:
             self._noted.add(n)

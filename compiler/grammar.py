@@ -14,6 +14,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from ..core.catalog import Function
 from . import dfa as dfa_mod
 from .compose import structure
@@ -107,14 +109,23 @@ def compile_grammar(
 
 
 def schema_dfa(schema: Any, max_recursion: int = 3, name: str = "schema",
-               limits: CompileLimits | None = None) -> tuple[ByteDFA, list[Note]]:
+               limits: CompileLimits | None = None, empty_ok: bool = False) -> tuple[ByteDFA, list[Note]]:
     """The minimal byte DFA of the values of one JSON schema (a parameters schema or any other), with its
     notes. ``name`` names the schema in messages; ``limits`` bound the work (the defaults when None).
+    ``empty_ok``: a schema that admits no value gives an automaton that accepts nothing (one state, noted
+    as "empty") instead of an error, for checking texts against it (``callmaybe match``).
 
-    Raises SchemaError when the schema cannot be compiled or admits no value, CompileLimitError (a
-    SchemaError) past a limit.
+    Raises SchemaError when the schema cannot be compiled or (unless ``empty_ok``) admits no value,
+    CompileLimitError (a SchemaError) past a limit.
     """
     compiler = SchemaCompiler(name, root=schema, max_recursion=max_recursion, label="schema", limits=limits)
-    node = compiler.whole(schema, "the schema admits no value (unsatisfiable)")
-    with active(compiler.budget):
-        return dfa_mod.minimize(node.dfa()), compiler.notes
+    node = compiler.whole(schema, None if empty_ok else "the schema admits no value (unsatisfiable)")
+    if node is not None:
+        with active(compiler.budget):
+            try:
+                return dfa_mod.minimize(node.dfa()), compiler.notes
+            except dfa_mod.EmptyLanguage:
+                if not empty_ok:
+                    raise
+    compiler.note("empty", [], "schema", "admits no value: every text is rejected")
+    return ByteDFA(np.full((1, 256), -1, dtype=np.int32), np.zeros(1, dtype=bool), 0), compiler.notes

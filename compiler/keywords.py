@@ -16,16 +16,18 @@ ANNOTATIONS = frozenset({
 #: Keywords that restrict values in ways the grammar does not follow (checked after generation).
 NOT_ENFORCEABLE = frozenset({
     "multipleOf", "uniqueItems", "contains", "minContains", "maxContains", "minProperties", "maxProperties",
-    "dependencies", "dependentRequired", "dependentSchemas", "not", "if", "then", "else", "propertyNames",
+    "dependencies", "dependentRequired", "dependentSchemas", "propertyNames",
     "unevaluatedProperties", "unevaluatedItems",
 })
 #: Keywords the grammar handles.
 STRUCTURAL = frozenset({
     "type", "enum", "const", "properties", "required", "additionalProperties", "patternProperties", "items",
-    "prefixItems", "additionalItems", "minItems", "maxItems", "anyOf", "oneOf", "allOf", "$ref",
+    "prefixItems", "additionalItems", "minItems", "maxItems", "anyOf", "allOf", "$ref", "$dynamicRef",
     "minLength", "maxLength", "pattern", "format", "minimum", "maximum", "exclusiveMinimum",
     "exclusiveMaximum",
 })
+#: Boolean combinations of schemas, enforced by intersection and difference of automata (:meth:`SchemaCompiler.logic`).
+LOGIC = frozenset({"oneOf", "not", "if", "then", "else"})
 TYPES = ("null", "boolean", "object", "array", "number", "string")
 STRING_KEYWORDS = {"minLength", "maxLength", "pattern", "format"}
 NUMBER_KEYWORDS = {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"}

@@ -27,6 +27,9 @@ INTEGER = r"-?(?:0|[1-9][0-9]{0,14})"
 FRACTION_EXPONENT = r"(?:\.[0-9]{1,15})?(?:[eE][+\-]?[0-9]{1,2})?"
 NUMBER = INTEGER + FRACTION_EXPONENT
 NONNEGATIVE_NUMBER = r"(?:0|[1-9][0-9]{0,14})" + FRACTION_EXPONENT
+#: Numbers with an integral value written as floats (``3.0``, ``1.5e+16``, and more: a superset), which JSON
+#: Schema counts as integers; only loose languages use it (the grammar writes integers without a fraction).
+INTEGRAL_FLOAT = r"-?(?:0|[1-9][0-9]*)(?:\.0+|(?:\.[0-9]+)?[eE]\+?[0-9]+)"
 BOOLEAN = "(?:true|false)"
 NULL = "null"
 

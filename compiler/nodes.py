@@ -26,7 +26,9 @@ from typing import Callable
 from . import dfa as D
 from . import limits
 from ..core.errors import SchemaError
-from .compose import Clash, difference, exactly_one, intersect, literals, seq, structure, union_all
+from .compose import (
+    Clash, difference, exactly_one, intersect, literals, members_any_order, seq, structure, union_all,
+)
 from .dfa import ByteDFA
 from .lexical import alternation, escape
 from .syntax import array_regex, map_regex, object_regex
@@ -103,14 +105,19 @@ class Node:
         children, or from its regex if composition clashes. ``timings``: as in :meth:`LeafCache.get`, for
         every leaf built on the way. Raises SchemaError when a leaf regex cannot be compiled or its language
         is empty, CompileLimitError past a compile limit (:mod:`.limits`)."""
+        built = self.__dict__.get("_built")
+        if built is not None:
+            return built
         with limits.place(self.at):
             try:
-                return self.build(timings)
+                built = self.build(timings)
             except Clash:
                 if not self.regular():
                     raise SchemaError(f"the automata at {self.at or '#'} cannot be joined "
                                       "(a value's continuation collides with what follows it)") from None
-                return LEAF_CACHE.get(self.regex, timings)
+                built = LEAF_CACHE.get(self.regex, timings)
+        self.__dict__["_built"] = built  # a node is built once (the schema compiler may build it early)
+        return built
 
 
 @dataclass(eq=False)
@@ -239,20 +246,27 @@ class ArrayNode(Node):
 
 @dataclass(eq=False)
 class MapNode(Node):
-    """An object of any string keys with values of ``value``: ``{}`` or ``{K: V, ...}``."""
+    """An object of any string keys with values of ``value``: ``{}`` or ``{K: V, ...}``. ``more``: other
+    ``(key, value)`` pairs a member may be instead (keys of each pair its own language: a member's value
+    follows the schema of the pair its key belongs to)."""
 
     key: Node
     value: Node
+    more: list[tuple[Node, Node]] = None
 
     @property
     def regex(self) -> str:
-        return map_regex(self.key.regex, self.value.regex)
+        if not self.more:
+            return map_regex(self.key.regex, self.value.regex)
+        pair = alternation([f"(?:{k.regex}): (?:{v.regex})" for k, v in [(self.key, self.value)] + self.more])
+        return r"\{(?:" + pair + "(?:, " + pair + r")*)?\}"
 
     def children(self) -> list[Node]:
-        return [self.key, self.value]
+        return [self.key, self.value] + [n for pair in (self.more or []) for n in pair]
 
     def build(self, timings: dict[str, float] | None = None) -> ByteDFA:
-        pair = seq([self.key.dfa(timings), literals([b": "]), self.value.dfa(timings)])
+        pairs = [(self.key, self.value)] + list(self.more or [])
+        pair = union_all([seq([k.dfa(timings), literals([b": "]), v.dfa(timings)]) for k, v in pairs])
         return structure(b"{", [pair], [[(b", ", 0), (b"}", None)]], [(b"", 0), (b"}", None)])
 
 
@@ -310,22 +324,26 @@ class Minus(Node):
 
 @dataclass(eq=False)
 class OneOf(Node):
-    """Texts exactly one part accepts (JSON Schema ``oneOf``, exclusive)."""
+    """Texts exactly one part accepts (JSON Schema ``oneOf``, exclusive). ``loose``: for each part, a node
+    whose language contains the part's (its schema compiled loosely), subtracted from the other parts
+    (see :func:`~.compose.exactly_one`); a part may be None (admits no value) where its loose node is not."""
 
-    parts: list[Node]
+    parts: list[Node | None]
+    loose: list[Node | None]
 
     @property
     def regex(self) -> str:
-        return "(?^:" + "|".join(p.regex for p in self.parts) + ")"
+        return "(?^:" + "|".join("(?!)" if p is None else p.regex for p in self.parts) + ")"
 
     def children(self) -> list[Node]:
-        return list(self.parts)
+        return [p for p in self.parts + self.loose if p is not None]
 
     def regular(self) -> bool:
         return False
 
     def build(self, timings: dict[str, float] | None = None) -> ByteDFA:
-        return exactly_one([p.dfa(timings) for p in self.parts])
+        return exactly_one([None if p is None else p.dfa(timings) for p in self.parts],
+                           [None if p is None else p.dfa(timings) for p in self.loose])
 
 
 @dataclass(eq=False)
@@ -346,3 +364,29 @@ class Automaton(Node):
 
     def build(self, timings: dict[str, float] | None = None) -> ByteDFA:
         return self.make()
+
+
+@dataclass(eq=False)
+class MembersNode(Node):
+    """An object of members in any order and number (a loose object, :meth:`~.schema.SchemaCompiler.loose_object`):
+    each member is one of ``pairs`` ``(key, value)`` (keys disjoint), and every pair marked in ``required``
+    appears at least once (see :func:`~.compose.members_any_order`)."""
+
+    pairs: list[tuple[Node, Node]]
+    required: list[bool]
+
+    @property
+    def regex(self) -> str:
+        need = [k.regex for (k, _), r in zip(self.pairs, self.required) if r]
+        pair = alternation([f"(?:{k.regex}): (?:{v.regex})" for k, v in self.pairs])
+        return "<members " + pair + (" requiring " + ", ".join(need) if need else "") + ">"
+
+    def children(self) -> list[Node]:
+        return [n for pair in self.pairs for n in pair]
+
+    def regular(self) -> bool:
+        return False
+
+    def build(self, timings: dict[str, float] | None = None) -> ByteDFA:
+        pairs = [seq([k.dfa(timings), literals([b": "]), v.dfa(timings)]) for k, v in self.pairs]
+        return members_any_order(pairs, self.required)

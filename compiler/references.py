@@ -5,56 +5,57 @@ conjunction of schemas into one schema, before the keywords of each type are rea
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import unquote
 
 from .diagnostics import SchemaContext
 from .keywords import ANNOTATIONS, is_number
+from .uris import RemoteRef, UnresolvedRef
 
 
-def _unescape_pointer(token: str) -> str:
-    """One JSON pointer token with its escapes undone (RFC 6901: ``~1`` is ``/``, ``~0`` is ``~``)."""
-    return token.replace("~1", "/").replace("~0", "~")
-
-
-def resolve(ctx: SchemaContext, ref: str, path: list[str]) -> Any:
-    """The sub-schema of ``ctx.root`` that the local ``$ref`` ``ref`` points to (a URI fragment holding a JSON
-    pointer, RFC 6901: percent-decoded, then ``~1`` -> ``/`` and ``~0`` -> ``~``). Raises SchemaError for a
-    non-local reference or one that does not resolve."""
-    if not isinstance(ref, str) or not ref.startswith("#"):
-        raise ctx.error(path, f"unsupported $ref {ref!r} (only local references '#/...' are supported)")
-    node = ctx.root
-    for token in filter(None, unquote(ref[1:]).split("/")):  # a URI fragment: percent-decoded first
-        token = _unescape_pointer(token)
-        if isinstance(node, dict) and token in node:
-            node = node[token]
-        elif isinstance(node, list) and token.isdigit() and int(token) < len(node):
-            node = node[int(token)]
+def resolve(ctx: SchemaContext, ref: Any, path: list[str], at: str = "#", refs: tuple[str, ...] = (),
+            dynamic: bool = False) -> tuple[Any, str]:
+    """The sub-schema of ``ctx.root`` that ``ref`` (a ``$ref``, or a ``$dynamicRef`` when ``dynamic``) written
+    at location ``at`` refers to, and its location (a JSON pointer from the root, see :mod:`.uris`: base
+    URIs from ``$id``, JSON pointers, ``$anchor``, ``$dynamicAnchor`` with the dynamic scope made of the
+    root and the references entered, ``refs``). Raises SchemaError for a reference outside the document
+    (nothing is fetched) or one that does not resolve."""
+    if not isinstance(ref, str):
+        raise ctx.error(path, f"$ref must be a string, got {type(ref).__name__}")
+    try:
+        if dynamic:
+            location = ctx.resources.locate_dynamic(ref, at, ["#", *refs, at])
         else:
-            raise ctx.error(path, f"$ref {ref!r} does not resolve")
-    return node
+            location = ctx.resources.locate(ref, at)
+        return ctx.resources.at(location), location
+    except RemoteRef:
+        raise ctx.error(path, f"unsupported $ref {ref!r} (a reference outside the document: nothing is "
+                              "fetched)") from None
+    except UnresolvedRef:
+        raise ctx.error(path, f"$ref {ref!r} does not resolve") from None
 
 
 def expand(ctx: SchemaContext, schema: dict[str, Any], path: list[str], refs: tuple[str, ...], at: str = "#"):
-    """Inline ``$ref`` and merge ``allOf`` until neither is left at the top of ``schema``.
+    """Inline ``$ref`` / ``$dynamicRef`` and merge ``allOf`` until none is left at the top of ``schema``.
 
-    ``refs``: the references entered on the path so far; ``at``: the place of ``schema`` (a JSON pointer).
-    Returns (schema, refs, place), the place being that of the last ``$ref`` target inlined (else ``at``),
-    or (None, refs, place) when the schema admits no value or recursion through one reference reaches
-    ``ctx.max_recursion`` (noted as "unrolled", and recorded in ``ctx.cuts``; a reference in ``ctx.assume``
-    is then taken as admitting any value). Raises SchemaError for a malformed ``allOf`` or an unresolvable
-    ``$ref``.
+    ``refs``: the locations of the references entered on the path so far; ``at``: the place of ``schema``
+    (a JSON pointer from the root). Returns (schema, refs, place), the place being the location of the last
+    reference target inlined (else ``at``), or (None, refs, place) when the schema admits no value or
+    recursion through one reference reaches ``ctx.max_recursion`` (noted as "unrolled", and recorded in
+    ``ctx.cuts``; a reference in ``ctx.assume``, or any reference while compiling loosely, is then taken as
+    admitting any value). Under drafts 4-7 (the root's ``$schema``), keywords beside ``$ref`` are ignored
+    as those drafts say. Raises SchemaError for a malformed ``allOf`` or an unresolvable reference.
     """
-    while "$ref" in schema or "allOf" in schema:
-        if "$ref" in schema:
-            ref = schema["$ref"]
-            if refs.count(ref) >= ctx.max_recursion:
-                ctx.note("unrolled", path, "$ref", f"recursion through {ref} cut at depth {ctx.max_recursion}")
-                ctx.cuts.append((ref, at))
-                return ({} if ref in ctx.assume else None), refs, at
-            target = resolve(ctx, ref, path)
-            refs = refs + (ref,)
-            at = ref
-            rest = {k: v for k, v in schema.items() if k != "$ref"}
+    while "$ref" in schema or "$dynamicRef" in schema or "allOf" in schema:
+        if "$ref" in schema or "$dynamicRef" in schema:
+            key = "$ref" if "$ref" in schema else "$dynamicRef"
+            ref = schema[key]
+            target, location = resolve(ctx, ref, path, at, refs, dynamic=key == "$dynamicRef")
+            if refs.count(location) >= ctx.max_recursion:
+                ctx.note("unrolled", path, key, f"recursion through {ref} cut at depth {ctx.max_recursion}")
+                ctx.cuts.append((location, at))
+                return ({} if location in ctx.assume or ctx.loose else None), refs, at
+            refs = refs + (location,)
+            at = location
+            rest = {} if ctx.ref_overrides else {k: v for k, v in schema.items() if k != key}
             if target is True or target == {}:
                 schema = rest or {}
                 if not schema:
@@ -62,6 +63,8 @@ def expand(ctx: SchemaContext, schema: dict[str, Any], path: list[str], refs: tu
                 continue
             if target is False:
                 return None, refs, at
+            if not isinstance(target, dict):
+                raise ctx.error(path, f"{key} {ref!r} points to a {type(target).__name__}, not a schema")
             schema = merge(ctx, target, rest, path, at) if rest else dict(target)
         else:
             subs = schema["allOf"]
@@ -75,7 +78,7 @@ def expand(ctx: SchemaContext, schema: dict[str, Any], path: list[str], refs: tu
                     continue
                 if not isinstance(sub, dict):
                     raise ctx.error(path, "'allOf' entries must be schemas")
-                if "$ref" in sub:
+                if "$ref" in sub or "$dynamicRef" in sub:
                     sub, refs, _ = expand(ctx, sub, path, refs, f"{at}/allOf/{i}")
                     if sub is None:
                         return None, refs, at

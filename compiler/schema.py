@@ -43,14 +43,22 @@ from ..core.errors import SchemaError
 from . import scalars
 from .diagnostics import Note, SchemaContext
 from .keywords import (
-    ANNOTATIONS, ARRAY_KEYWORDS, NOT_ENFORCEABLE, NUMBER_KEYWORDS, OBJECT_KEYWORDS, STRING_KEYWORDS, STRUCTURAL,
-    TYPES, capped, counts,
+    ANNOTATIONS, ARRAY_KEYWORDS, LOGIC, NOT_ENFORCEABLE, NUMBER_KEYWORDS, OBJECT_KEYWORDS, STRING_KEYWORDS,
+    STRUCTURAL, TYPES, capped, counts,
 )
-from .lexical import NUMBER, STRING
-from .nodes import Alt, ArrayNode, Leaf, Literals, MapNode, Node, ObjectNode
+from .lexical import INTEGRAL_FLOAT, NUMBER, STRING
+from .dfa import EmptyLanguage
+from .limits import active
+from .nodes import Alt, ArrayNode, Both, Leaf, Literals, MapNode, MembersNode, Minus, Node, ObjectNode, OneOf
 from .references import expand, merge
 
 __all__ = ["Note", "SchemaCompiler"]
+
+#: How many ``required`` names a loose object tracks (its states grow like two to this power); the rest are
+#: not required there, which only widens the loose language.
+LOOSE_REQUIRED = 4
+#: Array keywords dropped when compiling loosely (they only narrow the language).
+LOOSE_ARRAY_DROPS = ("uniqueItems", "contains", "minContains", "maxContains", "unevaluatedItems")
 
 
 class SchemaCompiler(SchemaContext):
@@ -68,13 +76,16 @@ class SchemaCompiler(SchemaContext):
         self.root = schema
         return self.whole(schema, "the parameters schema admits no value (unsatisfiable)")
 
-    def whole(self, schema: Any, unsatisfiable: str) -> Node:
+    def whole(self, schema: Any, unsatisfiable: str | None) -> Node | None:
         """The node of the whole schema ``self.root`` (``schema``): its size checked against the ``bytes``
         limit first. When it admits no value, raises SchemaError: a recursion with no base case where a
-        ``$ref`` cycle is the cause (:meth:`endless_recursion`), else ``unsatisfiable``."""
+        ``$ref`` cycle is the cause (:meth:`endless_recursion`), else ``unsatisfiable``; returns None instead
+        when ``unsatisfiable`` is None."""
         self.budget.check_bytes(schema)
         with self.budget.running():
             node = self.value(schema, [], (), "#")
+        if node is None and unsatisfiable is None:
+            return None
         if node is None:
             endless = self.endless_recursion(schema)
             if endless is not None:
@@ -121,8 +132,7 @@ class SchemaCompiler(SchemaContext):
 
     def _value(self, schema: Any, path: list[str], refs: tuple[str, ...], at: str) -> Node | None:
         if schema is True or schema == {}:
-            self.note("limited", path, "any value", f"nested at most {self.any_depth} deep")
-            return self.any_value(self.any_depth)
+            return self.anything(path)
         if schema is False:
             return None
         if not isinstance(schema, dict):
@@ -139,9 +149,11 @@ class SchemaCompiler(SchemaContext):
         for key in schema:
             if key in NOT_ENFORCEABLE:
                 self.note("not enforced", path, key)
-            elif key not in STRUCTURAL and key not in ANNOTATIONS:
+            elif key not in STRUCTURAL and key not in ANNOTATIONS and key not in LOGIC:
                 self.note("ignored", path, key, "unknown keyword")
-        if "anyOf" in schema or "oneOf" in schema:
+        if any(k in schema for k in ("not", "if", "oneOf")):
+            return self.logic(schema, path, refs, at)
+        if "anyOf" in schema:
             return self.branches(schema, path, refs, at)
         if "const" in schema or "enum" in schema:
             return scalars.enum(self, schema, path)
@@ -149,22 +161,105 @@ class SchemaCompiler(SchemaContext):
         parts = [self.typed(t, schema, path, refs, at) for t in types]
         return _alt([p for p in parts if p is not None])
 
+    def logic(self, schema: dict[str, Any], path: list[str], refs: tuple[str, ...], at: str) -> Node | None:
+        """The node of a schema with ``oneOf``, ``not`` or ``if``/``then``/``else``, by the closure of regular
+        languages under intersection and difference (:mod:`.compose`):
+
+        * ``oneOf``: each branch (merged with the other keywords) minus every other branch compiled loosely
+          (a language that contains all its valid values), so a value is kept only when it can satisfy no
+          other branch;
+        * ``not``: the rest of the schema minus the negated schema compiled loosely;
+        * ``if``/``then``/``else``: (the schema and ``then``, within the condition compiled exactly) or (the
+          schema and ``else``, outside the condition compiled loosely).
+
+        Each combination's automaton is built here, so that one admitting no value is None like any other
+        (:meth:`settle`). Raises SchemaError for a malformed ``oneOf``.
+        """
+        base = {k: v for k, v in schema.items() if k not in ("oneOf", "not", "if", "then", "else")}
+        if "oneOf" in schema:
+            subs = schema["oneOf"]
+            if not isinstance(subs, list) or not subs:
+                raise self.error(path, "'oneOf' must be a non-empty list")
+            strict, loose = [], []
+            for i, sub in enumerate(subs):
+                both = self.conjoin(base, sub, path, f"{at}/oneOf/{i}")
+                strict.append(None if both is None else self.value(both, path, refs, f"{at}/oneOf/{i}"))
+                with self.loosened():
+                    loose.append(None if sub is False else self.value(sub, path, refs, f"{at}/oneOf/{i}"))
+            if all(p is None for p in strict):
+                return None
+            node = self.settle(OneOf(strict, loose)) if len(subs) > 1 else strict[0]
+        else:
+            node = self.value(base, path, refs, at)
+        if node is None:
+            return None
+        if "not" in schema:
+            with self.loosened():
+                negated = self.value(schema["not"], path, refs, f"{at}/not")
+            if negated is not None:
+                node = self.settle(Minus(node, negated))
+                if node is None:
+                    return None
+        if "if" in schema and ("then" in schema or "else" in schema):
+            within_base = self.conjoin(base, schema["if"], path, f"{at}/if")
+            condition = None if within_base is None else self.value(within_base, path, refs, f"{at}/if")
+            with self.loosened():
+                outside = self.value(schema["if"], path, refs, f"{at}/if")
+            parts = []
+            for key, within in (("then", True), ("else", False)):
+                branch = node
+                if key in schema:
+                    sub = self.conjoin(base, schema[key], path, f"{at}/{key}")
+                    extra = None if sub is None else self.value(sub, path, refs, f"{at}/{key}")
+                    if extra is None:
+                        continue
+                    branch = Both([node, extra])
+                if within:
+                    if condition is None:
+                        continue
+                    part = self.settle(Both([branch, condition]))
+                else:
+                    part = branch if outside is None else self.settle(Minus(branch, outside))
+                if part is not None:
+                    parts.append(part)
+            node = _alt(parts)
+        return node
+
+    def conjoin(self, base: dict[str, Any], sub: Any, path: list[str], at: str) -> dict[str, Any] | bool | None:
+        """The schema ``base`` and ``sub`` (``allOf`` of both, merged: :func:`~.references.merge`); None when
+        ``sub`` is false."""
+        if sub is False:
+            return None
+        if sub is True or sub == {}:
+            return base if base else True
+        if not isinstance(sub, dict):
+            raise self.error(path, f"schema must be a JSON object, got {type(sub).__name__}")
+        return merge(self, base, sub, path, at) if base else sub
+
+    def settle(self, node: Node) -> Node | None:
+        """``node`` with its automaton built now (kept in the node), or None when its language is empty (an
+        intersection or difference that leaves no value). Raises CompileLimitError past a limit."""
+        with active(self.budget):
+            try:
+                node.dfa()
+            except EmptyLanguage:
+                return None
+        return node
+
     def branches(self, schema: dict[str, Any], path: list[str], refs: tuple[str, ...],
                  at: str = "#") -> Node | None:
-        """The alternation of ``anyOf``/``oneOf`` branches, each merged with the schema's other keywords
-        (both lists multiplied out when both are present); None when no branch admits a value."""
-        base = {k: v for k, v in schema.items() if k not in ("anyOf", "oneOf")}
+        """The alternation of ``anyOf`` branches, each merged with the schema's other keywords; None when no
+        branch admits a value."""
+        base = {k: v for k, v in schema.items() if k != "anyOf"}
         # each option with the references entered to make it (a branch that is a $ref counts as entering
         # it, so that a cycle through anyOf is cut like any other) and its place
         options: list[tuple[dict[str, Any], tuple[str, ...], str]] = [(base, refs, at)]
-        for key in ("anyOf", "oneOf"):
+        for key in ("anyOf",):
             if key not in schema:
                 continue
             subs = schema[key]
             if not isinstance(subs, list) or not subs:
                 raise self.error(path, f"'{key}' must be a non-empty list")
-            if key == "oneOf" and len(subs) > 1:
-                self.note("not enforced", path, "oneOf", "compiled as anyOf: exclusivity is not enforced")
             self.budget.check_nodes(len(options) * len(subs), at)
             nxt = []
             for opt, opt_refs, _ in options:
@@ -189,19 +284,9 @@ class SchemaCompiler(SchemaContext):
         malformed or unknown ``type``."""
         t = schema.get("type")
         if t is None:
-            # Without "type" every type is allowed and type-specific keywords constrain only their own type.
-            # Scalars are always included; objects and arrays only when their keywords say so (an
-            # unconstrained structure would be any JSON value), which narrows the language (noted).
-            keys = set(schema)
-            inferred = []
-            if keys & OBJECT_KEYWORDS:
-                inferred.append("object")
-            if keys & ARRAY_KEYWORDS:
-                inferred.append("array")
-            if not inferred and not keys & (STRING_KEYWORDS | NUMBER_KEYWORDS):
-                return ["any"]
-            self.note("limited", path, "type", "no 'type': " + ", ".join(inferred + ["scalars"]))
-            return inferred + ["string", "number", "boolean", "null"]
+            # Without "type" every type is allowed, and type-specific keywords constrain only their own type.
+            return ["any"] if not set(schema) & (OBJECT_KEYWORDS | ARRAY_KEYWORDS | STRING_KEYWORDS |
+                                                 NUMBER_KEYWORDS) else list(TYPES)
         if isinstance(t, str):
             t = [t]
         if not isinstance(t, list):
@@ -219,12 +304,16 @@ class SchemaCompiler(SchemaContext):
               at: str = "#") -> Node | None:
         """The node of ``schema`` restricted to one JSON type."""
         if type_ == "any":
-            self.note("limited", path, "any value", f"nested at most {self.any_depth} deep")
-            return self.any_value(self.any_depth)
+            return self.anything(path)
         if type_ == "string":
+            if self.loose and "format" in schema:  # formats are written stricter than their definitions
+                schema = {k: v for k, v in schema.items() if k != "format"}
             return scalars.string(self, schema, path)
         if type_ == "integer":
-            return scalars.integer(self, schema, path)
+            node = scalars.integer(self, schema, path)
+            if self.loose:  # JSON Schema counts 3.0 and 1.5e+16 as integers; the grammar writes neither
+                return _alt([p for p in (node, Leaf(INTEGRAL_FLOAT)) if p is not None])
+            return node
         if type_ == "number":
             return scalars.number(self, schema, path)
         if type_ == "boolean":
@@ -232,7 +321,11 @@ class SchemaCompiler(SchemaContext):
         if type_ == "null":
             return Literals(["null"])
         if type_ == "array":
+            if self.loose:
+                schema = {k: v for k, v in schema.items() if k not in LOOSE_ARRAY_DROPS}
             return self.array(schema, path, refs, at)
+        if self.loose:
+            return self.loose_object(schema, path, refs, at)
         return self.object(schema, path, refs, at)
 
     def array(self, schema: dict[str, Any], path: list[str], refs: tuple[str, ...], at: str = "#") -> Node | None:
@@ -302,6 +395,43 @@ class SchemaCompiler(SchemaContext):
                 members.append((json.dumps(name, ensure_ascii=False), rx, True))
         return ObjectNode(members)
 
+    def loose_object(self, schema: dict[str, Any], path: list[str], refs: tuple[str, ...], at: str = "#") -> Node | None:
+        """An object compiled loosely: members in any order, any number of them; a declared key's value follows
+        its (loose) schema, any other key's value ``additionalProperties`` (any value when absent, or when
+        ``patternProperties`` may apply); the first :data:`LOOSE_REQUIRED` ``required`` names must appear.
+        Contains every valid object (:class:`~.nodes.MembersNode`); None when a required member admits no
+        value."""
+        props = schema.get("properties", {})
+        props = props if isinstance(props, dict) else {}
+        required = [r for r in schema.get("required", []) if isinstance(r, str)][:LOOSE_REQUIRED] \
+            if isinstance(schema.get("required"), list) else []
+        extra = schema.get("additionalProperties", True)
+        if schema.get("patternProperties"):
+            extra = True
+        pairs: list[tuple[Node, Node]] = []
+        needed: list[bool] = []
+        names = []
+        for name in list(props) + [r for r in required if r not in props]:
+            key = json.dumps(name, ensure_ascii=False)
+            names.append(key)
+            sub = props[name] if name in props else (extra if isinstance(extra, dict) else extra is not False)
+            value = self.value(sub, path + [name], refs, f"{at}/properties/{_pointer_token(name)}")
+            if value is None:
+                if name in required:
+                    return None
+                continue
+            pairs.append((Literals([key]), value))
+            needed.append(name in required)
+        if extra is not False:
+            value = self.value(extra if isinstance(extra, dict) else True, path + ["*"], refs,
+                               f"{at}/additionalProperties")
+            if value is not None:
+                pairs.append((Minus(Leaf(STRING), Literals(names)) if names else Leaf(STRING), value))
+                needed.append(False)
+        if not pairs:
+            return ObjectNode([])
+        return MembersNode(pairs, needed)
+
     def map(self, extra: Any, schema: dict[str, Any], path: list[str], refs: tuple[str, ...],
             at: str = "#") -> Node:
         """An object with string keys and values of ``additionalProperties`` (any value if absent/true)."""
@@ -317,6 +447,14 @@ class SchemaCompiler(SchemaContext):
         if value is None:
             return ObjectNode([])
         return MapNode(Leaf(STRING), value)
+
+    def anything(self, path: list[str]) -> Node:
+        """Any JSON value, nested at most ``any_depth`` deep (noted as limited), two levels more when compiling
+        loosely (so that a loose language contains the exact one it is subtracted from)."""
+        if self.loose:
+            return self.any_value(self.any_depth + 2)
+        self.note("limited", path, "any value", f"nested at most {self.any_depth} deep")
+        return self.any_value(self.any_depth)
 
     def any_value(self, depth: int) -> Node:
         """Any JSON value, nested at most ``depth`` arrays/objects deep."""

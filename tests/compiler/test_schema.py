@@ -61,7 +61,7 @@ def test_call_regex():
         ({"type": "date"}, "function 'f', parameter 'p': unknown type \"date\""),
         ({"type": "string", "minLength": -1}, "function 'f', parameter 'p': malformed minLength/maxLength (-1, None)"),
         ({"$ref": "http://example.com/s.json"},
-         "function 'f', parameter 'p': unsupported $ref 'http://example.com/s.json' (only local references '#/...' are supported)"),
+         "function 'f', parameter 'p': unsupported $ref 'http://example.com/s.json' (a reference outside the document: nothing is fetched)"),
         ({"$ref": "#/$defs/missing"}, "function 'f', parameter 'p': $ref '#/$defs/missing' does not resolve"),
     ],
 )
