@@ -85,15 +85,20 @@ def compile_limits_option():
 @click.option("--vocab-size", "--vocab-width", "vocab_size", type=click.IntRange(min=1), default=None,
               help="Logits per position (the model's vocabulary size) when the tokenizer does not say "
                    "(--vocab-width: the old name).")
-@click.option("--strict", is_flag=True, help="Fail when some keyword is not enforced by the grammar.")
+@click.option("--strict", is_flag=True,
+              help="Fail when some keyword is not enforced by the grammar (checked after generation) or unknown.")
+@click.option("--explain", is_flag=True,
+              help="Say, per function and parameter, which keywords the grammar enforces and which are checked "
+                   "after generation, then stop (no index is written).")
 @call_format_option(["plain", "tools"], "plain")
 @compile_limits_option()
-def compile_cmd(schemas: Path, tokenizer: str, out_dir: Path, vocab_size: int | None, strict: bool,
+def compile_cmd(schemas: Path, tokenizer: str, out_dir: Path, vocab_size: int | None, strict: bool, explain: bool,
                 call_format: str, compile_limits) -> None:
     """Compile a catalog (a file or a folder of them) into an index for a tokenizer."""
     import time
 
     from .compiler.build import build_index, check_strict
+    from .compiler.explain import explain as explain_catalog
     from .core.callformat import compile_options
     from .core.catalog import load_catalog
     from .core.indexes import index_file_name
@@ -101,6 +106,10 @@ def compile_cmd(schemas: Path, tokenizer: str, out_dir: Path, vocab_size: int | 
 
     try:
         functions = load_catalog(schemas)
+        if explain:
+            for line in explain_catalog(functions, compile_limits):
+                click.echo(line)
+            return
         if strict:
             check_strict(functions, compile_limits)
         t = time.perf_counter()
@@ -121,7 +130,8 @@ def compile_cmd(schemas: Path, tokenizer: str, out_dir: Path, vocab_size: int | 
               help="A catalog (either spelling): texts are whole calls {\"name\": ..., \"parameters\": ...}.")
 @click.option("--jsonl", "jsonl", type=click.Path(path_type=Path), default=None,
               help="A file with one text per line.")
-@click.option("--strict", is_flag=True, help="Fail when some keyword is not enforced by the grammar.")
+@click.option("--strict", is_flag=True,
+              help="Fail when some keyword is not enforced by the grammar (checked after generation) or unknown.")
 @compile_limits_option()
 @click.argument("texts", nargs=-1)
 def match_cmd(schema_path, functions_path, jsonl, strict, compile_limits, texts) -> None:

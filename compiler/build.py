@@ -24,11 +24,13 @@ from .schema import Note
 
 def report_notes(notes: list[Note], strict: bool) -> None:
     """Say what the grammar does not enforce (checked after generation) and the other notes; with ``strict``,
-    raise SchemaError naming the first keyword not enforced instead."""
+    raise SchemaError naming the first keyword not enforced or unknown (ignored) instead."""
     missing = [n for n in notes if n.kind == "not enforced"]
-    if strict and missing:
-        raise SchemaError(f"not enforced by the grammar (--strict): {missing[0]}" +
-                          (f" and {len(missing) - 1} more" if len(missing) > 1 else ""))
+    unknown = [n for n in notes if n.kind == "ignored"]
+    if strict and (missing or unknown):
+        first, what = (missing[0], "not enforced by the grammar") if missing else (unknown[0], "unknown keyword")
+        more = len(missing) + len(unknown) - 1
+        raise SchemaError(f"{what} (--strict): {first}" + (f" and {more} more" if more else ""))
     if missing:
         say("not enforced by the grammar (checked after generation):\n" + "\n".join(f"  {n}" for n in missing))
     for n in notes:
@@ -37,7 +39,8 @@ def report_notes(notes: list[Note], strict: bool) -> None:
 
 
 def check_strict(functions: list[Function], limits: CompileLimits | None = None) -> None:
-    """Raise SchemaError when some keyword of ``functions`` is not enforced by the grammar (``--strict``);
+    """Raise SchemaError when some keyword of ``functions`` is not enforced by the grammar or unknown
+    (``--strict``);
     ``limits``: the compile limits (the defaults when None)."""
     report_notes(compile_grammar(functions, limits=limits).notes, strict=True)
 
