@@ -1,0 +1,113 @@
+"""oneOf, not, if/then/else, schemas without type, $id / anchors / $dynamicRef, --strict and --explain
+(issue 13 items 4 and 12): exact verdicts on the issue's examples, written in the canonical layout."""
+
+from __future__ import annotations
+
+import pytest
+
+from callmaybe.compiler.compose import literals, members_any_order
+from callmaybe.compiler.explain import explain
+from callmaybe.compiler.grammar import schema_dfa
+from callmaybe.compiler.lexical import canonical
+from callmaybe.core.catalog import parse_catalog
+from callmaybe.core.errors import SchemaError
+
+
+def verdicts(schema, values, **kw):
+    dfa, _ = schema_dfa(schema, **kw)
+    return [dfa.accepts(canonical(v).encode()) for v in values]
+
+
+def test_one_of_is_exclusive():
+    schema = {"oneOf": [{"type": "integer"}, {"type": "number", "minimum": 0}]}
+    # 3 matches both branches; -3 only the first; 2.5 only the second; -2.5 neither
+    assert verdicts(schema, [3, -3, 2.5, -2.5]) == [False, True, True, False]
+    assert [n.keyword for n in schema_dfa(schema)[1] if n.kind == "not enforced"] == []
+
+
+def test_one_of_objects_told_apart_by_their_required_keys():
+    schema = {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+              "oneOf": [{"required": ["a"]}, {"required": ["b"]}]}
+    assert verdicts(schema, [{"a": 1}, {"b": 2}, {"a": 1, "b": 2}, {}]) == [True, True, False, False]
+
+
+def test_not():
+    assert verdicts({"not": {"type": "integer"}}, [1, 3.0, "a", 1.5, [1], {"a": 1}, None]) == \
+        [False, False, True, True, True, True, True]
+    schema = {"type": "object", "properties": {"a": {"type": "integer"}},
+              "not": {"properties": {"a": {"const": 1}}, "required": ["a"]}}
+    assert verdicts(schema, [{"a": 1}, {"a": 2}, {}]) == [False, True, True]
+
+
+def test_if_then_else():
+    assert verdicts({"if": {"const": 1}, "then": False}, [1, 2, "x"]) == [False, True, True]
+    schema = {"type": "object", "properties": {"k": {"type": "string"}, "n": {"type": "integer"}},
+              "if": {"properties": {"k": {"const": "x"}}, "required": ["k"]},
+              "then": {"required": ["n"]}, "else": {"not": {"required": ["n"]}}}
+    values = [{"k": "x"}, {"k": "x", "n": 1}, {"k": "y"}, {"k": "y", "n": 1}]
+    assert verdicts(schema, values) == [False, True, True, False]
+
+
+def test_a_schema_without_type_admits_every_type():
+    assert verdicts({"minimum": 5}, [7, "s", None, True, [1], {"a": 1}]) == [True] * 6
+
+
+def test_anchor_and_id_relative_references():
+    schema = {"$id": "https://example.com/root.json",
+              "$defs": {"a": {"$anchor": "foo", "type": "integer"},
+                        "b": {"$id": "b.json", "type": "string"}},
+              "properties": {"x": {"$ref": "#foo"}, "y": {"$ref": "b.json"}}, "required": ["x", "y"]}
+    assert verdicts(schema, [{"x": 1, "y": "s"}, {"x": "s", "y": "s"}, {"x": 1, "y": 2}]) == [True, False, False]
+
+
+def test_dynamic_ref_resolves_to_the_outermost_dynamic_anchor():
+    # the 2020-12 extension pattern: a generic list whose items the outer resource defines
+    schema = {"$id": "https://example.com/strings.json", "$ref": "list.json",
+              "$defs": {"items": {"$dynamicAnchor": "item", "type": "string"},
+                        "list": {"$id": "list.json", "type": "array", "items": {"$dynamicRef": "#item"},
+                                 "$defs": {"default": {"$dynamicAnchor": "item"}}}}}
+    assert verdicts(schema, [["a", "b"], ["a", 1], []]) == [True, False, True]
+
+
+def test_a_remote_reference_is_refused_by_name():
+    with pytest.raises(SchemaError, match=r"unsupported \$ref 'https://example.com/other.json' "
+                                          r"\(a reference outside the document: nothing is fetched\)"):
+        schema_dfa({"$ref": "https://example.com/other.json"})
+
+
+def test_an_unsatisfiable_schema_matches_nothing_when_asked():
+    dfa, notes = schema_dfa({"not": {}}, empty_ok=True)
+    assert dfa.num_states == 1 and not dfa.accepts(b"null")
+    assert [str(n) for n in notes if n.kind == "empty"] == ["schema 'schema': schema (admits no value: every text is rejected)"]
+    with pytest.raises(SchemaError, match="admits no value"):
+        schema_dfa({"not": {}})
+
+
+def test_members_in_any_order_with_required_members():
+    a = literals([b'"a": 1'])
+    b = literals([b'"b": 2'])
+    dfa = members_any_order([a, b], [True, False])
+    accepted = [t for t in (b"{}", b'{"a": 1}', b'{"b": 2}', b'{"b": 2, "a": 1}', b'{"a": 1, "a": 1}',
+                            b'{"a": 1,"b": 2}') if dfa.accepts(t)]
+    assert accepted == [b'{"a": 1}', b'{"b": 2, "a": 1}', b'{"a": 1, "a": 1}']
+
+
+def test_explain_says_what_is_enforced_and_what_is_checked_after():
+    fns = parse_catalog([{"name": "f", "parameters": {
+        "q": {"oneOf": [{"type": "integer"}, {"type": "string"}]},
+        "s": {"type": "string", "x-custom": 1}}}], "t")
+    assert explain(fns) == [
+        "function 'f':",
+        "  q: enforced: oneOf, type",
+        "  s: enforced: type",
+        "  ignored: function 'f', parameter 's': x-custom (unknown keyword)",
+    ]
+
+
+def test_strict_refuses_an_unknown_keyword():
+    from callmaybe.compiler.build import check_strict
+
+    fns = parse_catalog([{"name": "f", "parameters": {"s": {"type": "string", "x-custom": 1}}}], "t")
+    with pytest.raises(SchemaError) as err:
+        check_strict(fns)
+    assert str(err.value) == "unknown keyword (--strict): function 'f', parameter 's': x-custom (unknown keyword)"
