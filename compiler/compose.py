@@ -81,44 +81,48 @@ def product(a: ByteDFA, b: ByteDFA, mode: str) -> ByteDFA:
     """
     if mode not in ("or", "and", "minus", "xor"):
         raise ValueError(f"unknown product mode {mode!r}")
-    index: dict[tuple[int, int], int] = {}
-    order: list[tuple[int, int]] = []
-
-    def state(pair):
-        s = index.get(pair)
-        if s is None:
-            count_states(1)
-            s = len(order)
-            index[pair] = s
-            order.append(pair)
-        return s
-
-    state((a.start, b.start))
-    rows = []
-    i = 0
-    none = np.full(256, -1, dtype=np.int64)
+    dead = np.full((1, 256), -1, dtype=np.int64)
+    ta = np.concatenate([a.transitions.astype(np.int64), dead])  # row -1: the dead side
+    tb = np.concatenate([b.transitions.astype(np.int64), dead])
     width = b.num_states + 1
-    while i < len(order):
-        sa, sb = order[i]
-        ta = a.transitions[sa].astype(np.int64) if sa >= 0 else none
-        tb = b.transitions[sb].astype(np.int64) if sb >= 0 else none
+    index: dict[int, int] = {}  # (sa + 1) * width + (sb + 1) -> state
+    pairs_a: list[int] = [a.start]
+    pairs_b: list[int] = [b.start]
+    index[(a.start + 1) * width + b.start + 1] = 0
+    count_states(1)
+    rows: list[np.ndarray] = []
+    lo, hi = 0, 1
+    # breadth first, one level of new pairs at a time: every transition of the level in one numpy pass,
+    # a dictionary lookup only per distinct target pair
+    while lo < hi:
+        na = ta[np.asarray(pairs_a[lo:hi])]
+        nb = tb[np.asarray(pairs_b[lo:hi])]
         if mode == "and":
-            live = (ta >= 0) & (tb >= 0)
+            live = (na >= 0) & (nb >= 0)
         elif mode == "minus":
-            live = ta >= 0
+            live = na >= 0
         else:
-            live = (ta >= 0) | (tb >= 0)
-        key = ta * width + (tb + 1)
-        row = np.full(256, -1, dtype=np.int32)
-        if live.any():
-            uniq, inv = np.unique(key[live], return_inverse=True)
-            targets = [state((k // width, k % width - 1)) for k in uniq.tolist()]
-            row[live] = np.asarray(targets, dtype=np.int32)[inv.reshape(-1)]
-        rows.append(row)
-        i += 1
-    trans = np.stack(rows)
-    in_a = np.array([sa >= 0 and bool(a.accepting[sa]) for sa, _ in order], dtype=bool)
-    in_b = np.array([sb >= 0 and bool(b.accepting[sb]) for _, sb in order], dtype=bool)
+            live = (na >= 0) | (nb >= 0)
+        keys = (na + 1) * width + (nb + 1)
+        uniq, inverse = np.unique(keys[live], return_inverse=True)
+        ids = np.empty(len(uniq), dtype=np.int32)
+        for j, key in enumerate(uniq.tolist()):
+            s = index.get(key)
+            if s is None:
+                count_states(1)
+                s = len(pairs_a)
+                index[key] = s
+                pairs_a.append(key // width - 1)
+                pairs_b.append(key % width - 1)
+            ids[j] = s
+        level = np.full(na.shape, -1, dtype=np.int32)
+        level[live] = ids[inverse.reshape(-1)]
+        rows.append(level)
+        lo, hi = hi, len(pairs_a)
+    trans = np.concatenate(rows)
+    sa, sb = np.asarray(pairs_a), np.asarray(pairs_b)
+    in_a = (sa >= 0) & np.concatenate([a.accepting, [False]])[sa]
+    in_b = (sb >= 0) & np.concatenate([b.accepting, [False]])[sb]
     acc = {"or": in_a | in_b, "and": in_a & in_b, "minus": in_a & ~in_b, "xor": in_a ^ in_b}[mode]
     return ByteDFA(trans, acc, 0)
 

@@ -390,3 +390,32 @@ class MembersNode(Node):
     def build(self, timings: dict[str, float] | None = None) -> ByteDFA:
         pairs = [seq([k.dfa(timings), literals([b": "]), v.dfa(timings)]) for k, v in self.pairs]
         return members_any_order(pairs, self.required)
+
+
+_ANY_VALUES: dict[int, ByteDFA] = {}
+_ANY_LOCK = threading.Lock()
+
+
+@dataclass(eq=False)
+class AnyValue(Node):
+    """Any JSON value nested at most ``depth`` deep; ``tree`` is its composition (alternatives of the scalars,
+    arrays and maps), built once per process and depth and shared (callers never modify the arrays)."""
+
+    depth: int
+    tree: Node
+
+    @property
+    def regex(self) -> str:
+        return self.tree.regex
+
+    def children(self) -> list[Node]:
+        return [self.tree]
+
+    def build(self, timings: dict[str, float] | None = None) -> ByteDFA:
+        with _ANY_LOCK:
+            known = _ANY_VALUES.get(self.depth)
+        if known is None:
+            known = D.minimize(self.tree.dfa(timings))
+            with _ANY_LOCK:
+                _ANY_VALUES[self.depth] = known
+        return known

@@ -49,7 +49,7 @@ from .keywords import (
 from .lexical import INTEGRAL_FLOAT, NUMBER, STRING
 from .dfa import EmptyLanguage
 from .limits import active
-from .nodes import Alt, ArrayNode, Both, Leaf, Literals, MapNode, MembersNode, Minus, Node, ObjectNode, OneOf
+from .nodes import Alt, AnyValue, ArrayNode, Both, Leaf, Literals, MapNode, MembersNode, Minus, Node, ObjectNode, OneOf
 from .references import expand, merge
 
 __all__ = ["Note", "SchemaCompiler"]
@@ -449,20 +449,22 @@ class SchemaCompiler(SchemaContext):
         return MapNode(Leaf(STRING), value)
 
     def anything(self, path: list[str]) -> Node:
-        """Any JSON value, nested at most ``any_depth`` deep (noted as limited), two levels more when compiling
-        loosely (so that a loose language contains the exact one it is subtracted from)."""
+        """Any JSON value, nested at most ``any_depth`` deep (noted as limited, except when compiling loosely:
+        a loose language only adds levels around it, so it still contains the exact one it is subtracted
+        from)."""
         if self.loose:
-            return self.any_value(self.any_depth + 2)
+            return self.any_value(self.any_depth)
         self.note("limited", path, "any value", f"nested at most {self.any_depth} deep")
         return self.any_value(self.any_depth)
 
     def any_value(self, depth: int) -> Node:
-        """Any JSON value, nested at most ``depth`` arrays/objects deep."""
+        """Any JSON value, nested at most ``depth`` arrays/objects deep (its automaton is built once per
+        process, :class:`~.nodes.AnyValue`)."""
         leaves = [Leaf(STRING), Leaf(NUMBER), Literals(["true", "false", "null"])]
         if depth <= 0:
-            return Alt(leaves)
+            return AnyValue(0, Alt(leaves))
         inner = self.any_value(depth - 1)
-        return Alt(leaves + [ArrayNode([], inner, 0, None), MapNode(Leaf(STRING), inner)])
+        return AnyValue(depth, Alt(leaves + [ArrayNode([], inner, 0, None), MapNode(Leaf(STRING), inner)]))
 
 
 def _pointer_token(name: str) -> str:
