@@ -32,6 +32,8 @@ from callmaybe.compiler.grammar import compile_grammar, schema_dfa
 from callmaybe.compiler.lexical import canonical
 from callmaybe.core.errors import CallmaybeError
 
+from _schema_checks import declared_order, integral_floats  # bench/ is on sys.path when run as a script
+
 SHARED = Path(__file__).resolve().parent.parent.parent / "shared" / "data"
 SUBSETS = ["glaiveai2k", "github_easy", "github_medium", "kubernetes", "jsonschemastore"]
 
@@ -42,26 +44,6 @@ class Timeout(Exception):
 
 def _alarm(signum, frame):
     raise Timeout()
-
-
-def declared_order(schema) -> dict[str, int]:
-    """Every property name declared anywhere in ``schema``, with its first position."""
-    order: dict[str, int] = {}
-
-    def walk(node):
-        if isinstance(node, dict):
-            props = node.get("properties")
-            if isinstance(props, dict):
-                for k in props:
-                    order.setdefault(k, len(order))
-            for v in node.values():
-                walk(v)
-        elif isinstance(node, list):
-            for v in node:
-                walk(v)
-
-    walk(schema)
-    return order
 
 
 def reorder(value, order, drop_undeclared=False):
@@ -90,17 +72,6 @@ def past_caps(value) -> bool:
         return any(past_caps(v) for v in value)
     if isinstance(value, dict):
         return any(past_caps(v) for v in value.values())
-    return False
-
-
-def integral_floats(value) -> bool:
-    """A float with an integral value (1.0), which JSON Schema counts as an integer."""
-    if isinstance(value, float):
-        return value.is_integer()
-    if isinstance(value, list):
-        return any(integral_floats(v) for v in value)
-    if isinstance(value, dict):
-        return any(integral_floats(v) for v in value.values())
     return False
 
 
