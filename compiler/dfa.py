@@ -69,18 +69,23 @@ class ByteDFA:
 # regex -> byte DFA
 
 
-def _intervals_of_symbols(fsm: interegular.FSM) -> dict[object, list[tuple[int, int]]]:
-    """Map each symbol of ``fsm``'s alphabet to its sorted code-point intervals (surrogates excluded)."""
-    explicit: dict[object, list[int]] = {}
+def _intervals_of_symbols(fsm: interegular.FSM,
+                          atoms: dict[str, list[tuple[int, int]]] | None = None) -> dict[object, list[tuple[int, int]]]:
+    """Map each symbol of ``fsm``'s alphabet to its sorted code-point intervals (surrogates excluded).
+
+    ``atoms`` (optional): characters of the regex that stand for sets of code points (character -> sorted
+    intervals); any other character stands for itself."""
+    explicit: dict[object, list[tuple[int, int]]] = {}
     else_symbol = None
     for char, symbol in fsm.alphabet._symbol_mapping.items():
         if char is anything_else:
             else_symbol = symbol
         else:
-            explicit.setdefault(symbol, []).append(ord(char))
-    result = {symbol: normalize((cp, cp) for cp in cps) for symbol, cps in explicit.items()}
+            runs = atoms.get(char) if atoms else None
+            explicit.setdefault(symbol, []).extend(runs if runs is not None else [(ord(char), ord(char))])
+    result = {symbol: normalize(runs) for symbol, runs in explicit.items()}
     if else_symbol is not None:  # "anything else": every code point no symbol names
-        gaps = complement((cp, cp) for cps in explicit.values() for cp in cps)
+        gaps = complement(run for runs in explicit.values() for run in runs)
         result[else_symbol] = sorted(result.get(else_symbol, []) + gaps)
     return {symbol: subtract(runs, *SURROGATES) for symbol, runs in result.items()}
 
@@ -186,8 +191,14 @@ def _timed(timings: dict[str, float] | None, phase: str):
             timings[phase] = timings.get(phase, 0.0) + time.perf_counter() - t
 
 
-def from_regex(regex: str, timings: dict[str, float] | None = None) -> ByteDFA:
+def from_regex(regex: str, timings: dict[str, float] | None = None,
+               atoms: dict[str, list[tuple[int, int]]] | None = None) -> ByteDFA:
     """Compile ``regex`` (interegular's dialect) into a trimmed, minimal byte-level DFA.
+
+    ``atoms`` (optional): characters of ``regex`` that each stand for a set of code points (character ->
+    sorted disjoint intervals), so that a class of many thousands of code points (``\\p{L}``) is one
+    character for interegular (which expands a class one character at a time) and intervals again in the
+    byte expansion.
 
     ``timings`` (if given) accumulates seconds under "automaton" (interegular's character DFA) and "byte
     expansion" (the UTF-8 expansion and minimization). Raises SchemaError when interegular cannot parse the
@@ -206,14 +217,14 @@ def from_regex(regex: str, timings: dict[str, float] | None = None) -> ByteDFA:
         finally:
             _CRAWLED.reset(token)
     with _timed(timings, "byte expansion"):
-        return _expand(fsm)
+        return _expand(fsm, atoms)
 
 
-def _expand(fsm: interegular.FSM) -> ByteDFA:
+def _expand(fsm: interegular.FSM, atoms: dict[str, list[tuple[int, int]]] | None = None) -> ByteDFA:
     """interegular's character DFA -> a trimmed, minimal DFA over UTF-8 bytes (see the module docstring)."""
     states = sorted(fsm.states)
     index = {s: i for i, s in enumerate(states)}
-    symbol_intervals = _intervals_of_symbols(fsm)
+    symbol_intervals = _intervals_of_symbols(fsm, atoms)
     builder = _ByteBuilder(len(states))
     for s in states:
         merged: list[tuple[int, int, int]] = []
