@@ -1,7 +1,7 @@
 """The string formats the grammar enforces: regexes of the text between the quotes, and :func:`format_node`.
 
 Each is stricter than or equal to its definition, and accepts nothing that jsonschema's format checker
-(``Draft202012Validator.FORMAT_CHECKER`` with ``jsonschema[format-nongpl]`` installed) refuses:
+(``Draft202012Validator.FORMAT_CHECKER`` with the packages of the test extra installed) refuses:
 
 * ``date``: RFC 3339 full-date ``YYYY-MM-DD`` with the days of each month, February 29 in leap years only
   (divisible by 4, not by 100 unless by 400: a regular condition on the four digits), years 0001-9999

@@ -66,7 +66,7 @@ def schema_error(value: Any, schema: Any) -> str | None:
     """The message of the most relevant error of ``value`` against ``schema`` (its draft's validator, default
     2020-12, *with* the draft's format checker, so that a ``format`` the grammar does not enforce is still
     checked: ``'300.1.2.3' is not a 'ipv4'``), or None when it is valid. A format whose check needs an
-    optional package that is not installed (``jsonschema[format-nongpl]``) passes unchecked. Raises
+    optional package that is not installed (the test extra lists them) passes unchecked. Raises
     jsonschema.SchemaError when ``schema`` is not valid JSON Schema."""
     cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
     cls.check_schema(schema)
