@@ -25,7 +25,9 @@ Each is stricter than or equal to its definition, and accepts nothing that jsons
 * ``uri``, ``uri-reference``: RFC 3986 ``URI`` / ``URI-reference`` (host ``IP-literal`` with ``ipv6`` or
   ``IPvFuture``; an IPv4 address is a ``reg-name``);
 * ``json-pointer``, ``relative-json-pointer``: RFC 6901 and draft-bhutton-relative-json-pointer-00 (as
-  JSON Schema patterns: their characters may need JSON escapes).
+  JSON Schema patterns: their characters may need JSON escapes); the leading number of a relative pointer
+  has no digit after a 0 (``10`` but not ``100``: jsonschema's check takes any digit after a 0 for a
+  leading zero).
 
 Other format names are not enforced (the schema compiler notes them); jsonschema checks the known ones
 after generation.
@@ -137,7 +139,8 @@ FORMATS = {
 #: formats given as JSON Schema patterns (over the decoded value; see :mod:`.pattern`).
 PATTERN_FORMATS = {
     "json-pointer": "^(?:/(?:[^~/]|~[01])*)*$",
-    "relative-json-pointer": "^(?:0|[1-9][0-9]*)(?:#|(?:/(?:[^~/]|~[01])*)*)$",
+    # jsonschema's check reads any digit after a 0 as a leading zero ("100" fails): no digit follows a 0 here
+    "relative-json-pointer": "^(?:0|[1-9]+0?)(?:#|(?:/(?:[^~/]|~[01])*)*)$",
 }
 
 

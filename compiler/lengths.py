@@ -6,7 +6,8 @@ itself (1 to 4 UTF-8 bytes), a short escape (``\\n``), a ``\\uXXXX`` escape of a
 surrogate-pair escape ``\\ud83d\\ude00`` (one code point; lone surrogate escapes are refused). Its minimal
 byte DFA (:func:`unit`, 21 states, the accepting one without transitions since no unit is a prefix of
 another) is copied once per count: state ``(k, s)`` is unit state ``s`` after ``k`` whole units, and a
-completed unit moves to ``(k + 1, start)``; without ``hi`` the copy at ``lo`` loops into itself. The
+completed unit moves to ``(k + 1, start)``; without ``hi`` the copy at ``lo`` loops into itself (and the
+``lo``-th unit, once begun, continues in it). The
 automaton has ``(count + 1) x 20 + 2`` states (``count`` = ``hi``, or ``lo`` when unbounded), each counted
 against the compile budget's ``states`` before it is allocated (:mod:`.limits`), so a length the budget
 cannot hold is refused with a CompileLimitError instead of being dropped.
@@ -49,7 +50,8 @@ def unit_states() -> int:
 
 def length_dfa(lo: int, hi: int | None) -> ByteDFA:
     """The byte DFA of the JSON strings (with their quotes) of ``lo``..``hi`` decoded code points (``hi``
-    None: no upper bound); not minimized (it is minimal but for unreachable states when ``lo`` > 0).
+    None: no upper bound); minimal once trimmed (the states of the last copy that cannot finish a unit,
+    and those of copy ``lo`` - 1 past its start when unbounded, are unreachable or dead).
 
     Raises ValueError when ``lo`` < 0 or ``hi`` < ``lo``; CompileLimitError when its states pass the compile
     budget (counted before anything is allocated)."""
@@ -75,6 +77,8 @@ def length_dfa(lo: int, hi: int | None) -> ByteDFA:
     else:
         after[-1] = -1  # no unit after hi
     blocks = np.where(done[None], after[:, None, None], blocks)
+    if hi is None and lo > 0:  # inside the lo-th unit the count is reached already: share the loop's states
+        blocks[lo - 1] = np.where(done, after[lo - 1], np.where(stay >= 0, stay + lo * m, -1))
     n = copies * m + 2
     trans = np.full((n, 256), -1, dtype=np.int32)
     trans[: copies * m] = blocks.reshape(copies * m, 256)
@@ -92,7 +96,7 @@ _LOCK = threading.Lock()
 
 
 def cached_length_dfa(lo: int, hi: int | None) -> ByteDFA:
-    """:func:`length_dfa`, minimized, kept per process for the last 64 (lo, hi) pairs (shared: callers never
+    """:func:`length_dfa`, trimmed (so minimal), kept per process for the last 64 (lo, hi) pairs (shared: callers never
     modify it; a hit counts nothing against the budget, as the leaf cache of :mod:`.nodes`)."""
     key = (lo, hi)
     with _LOCK:
