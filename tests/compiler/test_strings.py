@@ -589,3 +589,51 @@ def test_json_schema_test_suite(name, schema, test):
         assert not accepts(schema, test["data"])  # refused, as the grammar enforces the format
         return
     assert accepts(schema, test["data"]) is test["valid"]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# minimization of long chains (dfa.minimize recomputes only the states that may split after FULL_ROUNDS)
+
+
+def _moore_only(dfa: D.ByteDFA) -> D.ByteDFA:
+    saved, D.FULL_ROUNDS = D.FULL_ROUNDS, 10**9
+    try:
+        return D.minimize(dfa)
+    finally:
+        D.FULL_ROUNDS = saved
+
+
+def _same(a: D.ByteDFA, b: D.ByteDFA) -> bool:
+    return (a.start == b.start and np.array_equal(a.transitions, b.transitions)
+            and np.array_equal(a.accepting, b.accepting))
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
+@given(n=st.integers(1, 60), data=st.data(), full=st.integers(0, 3))
+def test_incremental_refinement_equals_moore(n, data, full):
+    """Random automata (few bytes, some chains) minimize to the same arrays either way."""
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
+    trans = np.full((n, 256), -1, dtype=np.int32)
+    for b in (0x61, 0x62, 0x63)[: data.draw(st.integers(1, 3))]:
+        targets = rng.integers(-1, n, size=n)
+        if data.draw(st.booleans()):  # a chain: each state to the next
+            targets = np.where(rng.random(n) < 0.8, np.minimum(np.arange(n) + 1, n - 1), targets)
+        trans[:, b] = targets
+    accepting = rng.random(n) < data.draw(st.sampled_from([0.1, 0.5]))
+    accepting[rng.integers(0, n)] = True
+    dfa = D.ByteDFA(trans, accepting, 0)
+    try:
+        expected = _moore_only(dfa)
+    except SchemaError:
+        return
+    saved, D.FULL_ROUNDS = D.FULL_ROUNDS, full
+    try:
+        assert _same(D.minimize(dfa), expected)
+    finally:
+        D.FULL_ROUNDS = saved
+
+
+def test_incremental_refinement_on_counters_and_patterns():
+    for dfa in (length_dfa(0, 300), length_dfa(7, None), length_dfa(40, 90), pattern_dfa("^[a-c]{5,60}x?$"),
+                compiled({"type": "string", "pattern": "^\\p{L}+$", "maxLength": 50})[0]):
+        assert _same(D.minimize(dfa), _moore_only(dfa))
