@@ -40,24 +40,24 @@ def pattern_node(pattern: str) -> Node:
     return FastLeaf(string_of(regex), lambda timings: pattern_dfa(pattern, timings))
 
 
-def _count(ctx: SchemaContext, schema: dict[str, Any], path: list[str], key: str) -> int | None:
-    """The value of ``key`` (a non-negative integer; an integral float such as 2.0 is one), None when
-    absent; raises SchemaError when malformed."""
-    value = schema.get(key)
-    if value is None:
-        return None
-    if isinstance(value, float) and value.is_integer():
-        value = int(value)
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ctx.error(path, f"malformed {key} ({value!r}): expected a non-negative integer")
-    return value
+def _lengths(ctx: SchemaContext, schema: dict[str, Any], path: list[str]) -> tuple[int, int | None]:
+    """(minLength, maxLength) (0 and None when absent); an integral number such as 2.0 is a length. Raises
+    SchemaError when either is not a non-negative integer."""
+    raw = (schema.get("minLength", 0), schema.get("maxLength"))
+    out = []
+    for value in raw:
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+            raise ctx.error(path, f"malformed minLength/maxLength ({raw[0]!r}, {raw[1]!r})")
+        out.append(value)
+    return out[0], out[1]
 
 
 def string_node(ctx: SchemaContext, schema: dict[str, Any], path: list[str]) -> Node | None:
     """The node of a string schema (see the module docstring); None when the lengths admit no string.
     Raises SchemaError for a malformed length."""
-    lo = _count(ctx, schema, path, "minLength") or 0
-    hi = _count(ctx, schema, path, "maxLength")
+    lo, hi = _lengths(ctx, schema, path)
     if hi is not None and hi < lo:
         return None
     parts: list[Node] = []
