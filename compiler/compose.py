@@ -172,9 +172,14 @@ def exactly_one(parts: list[ByteDFA], loose: list[ByteDFA | None] | None = None)
 
 
 def union_all(parts: list[ByteDFA]) -> ByteDFA:
-    """The union of several DFAs, minimized along the way to keep the pairs few."""
-    out = D.minimize(parts[0])
-    for p in parts[1:]:
+    """The union of several DFAs, minimized along the way to keep the pairs few. Parts that accept nothing
+    are left out (an impossible ``anyOf`` branch); when every part is empty, so is the result (not
+    minimized: minimizing an empty language raises SchemaError)."""
+    live = [p for p in parts if not is_empty(p)]
+    if not live:
+        return parts[0]
+    out = D.minimize(live[0])
+    for p in live[1:]:
         out = D.minimize(union(out, D.minimize(p)))
     return out
 

@@ -1,32 +1,161 @@
-"""The regexes of the string formats the grammar enforces (the text between the quotes).
+"""The string formats the grammar enforces: regexes of the text between the quotes, and :func:`format_node`.
 
-Each is stricter than or equal to its definition, so every accepted value is valid:
+Each is stricter than or equal to its definition, and accepts nothing that jsonschema's format checker
+(``Draft202012Validator.FORMAT_CHECKER`` with the packages of the test extra installed) refuses:
 
-* ``date``: RFC 3339 full-date ``YYYY-MM-DD`` with the days of each month; February 29 is never
-  produced (it is valid only in leap years, which a regular language of this size cannot tell apart).
-* ``time``: RFC 3339 full-time ``HH:MM:SS[.frac](Z|+HH:MM|-HH:MM)`` (second 60 allowed for leap seconds).
-* ``date-time``: ``date`` ``T`` ``time`` (upper-case T and Z only).
-* ``uuid``: RFC 4122 ``8-4-4-4-12`` hex digits.
-* ``email``: ``local@domain`` with an RFC 5321 dot-atom local part and dotted domain labels (no quoted
-  local parts, no IP literals).
-* ``uri``: RFC 3986 ``scheme:`` followed by unreserved, reserved and percent-encoded characters.
+* ``date``: RFC 3339 full-date ``YYYY-MM-DD`` with the days of each month, February 29 in leap years only
+  (divisible by 4, not by 100 unless by 400: a regular condition on the four digits), years 0001-9999
+  (Python's ``date``, which the checker uses, has no year 0);
+* ``time``: RFC 3339 full-time ``HH:MM:SS[.frac](Z|+HH:MM|-HH:MM)``, at most 9 fraction digits, no leap
+  second (the checker refuses second 60), upper-case ``Z`` only;
+* ``date-time``: ``date`` ``T`` ``time`` (upper-case ``T`` and ``Z`` only);
+* ``duration``: RFC 3339 appendix A (ISO 8601 durations): ``P`` then years, months, days in order with
+  nothing skipped after the first (``P1Y2M3D``, ``P1M``, ``P3D``), or weeks alone (``P2W``), each optionally
+  followed by ``T`` and hours, minutes, seconds likewise (``PT1H30M``, ``PT5S``);
+* ``uuid``: RFC 4122 ``8-4-4-4-12`` hex digits;
+* ``email``: ``local@domain`` with an RFC 5321 dot-atom local part and at least two dotted domain labels (no
+  quoted local parts, no address literals);
+* ``ipv4``: RFC 2673 dotted quad, each part 0-255 without leading zeros;
+* ``ipv6``: RFC 4291 section 2.2 text forms exactly (RFC 3986 ``IPv6address``): eight groups of 1-4 hex
+  digits, one ``::`` for one or more zero groups, the last 32 bits optionally as an ``ipv4``; no zone;
+* ``hostname``: RFC 1123 labels (letters, digits, hyphens inside), dot-separated, no final dot, *at most
+  63 characters in all* (RFC 1123 allows labels of 63 and names of 253: both lengths at once need one
+  state per pair of counts, about 14,000 states, each allowing most alphanumeric tokens; within 63 the
+  label length needs no count of its own);
+* ``uri``, ``uri-reference``: RFC 3986 ``URI`` / ``URI-reference`` (host ``IP-literal`` with ``ipv6`` or
+  ``IPvFuture``; an IPv4 address is a ``reg-name``);
+* ``json-pointer``, ``relative-json-pointer``: RFC 6901 and draft-bhutton-relative-json-pointer-00 (as
+  JSON Schema patterns: their characters may need JSON escapes); the leading number of a relative pointer
+  has no digit after a 0 (``10`` but not ``100``: jsonschema's check takes any digit after a 0 for a
+  leading zero).
+
+Other format names are not enforced (the schema compiler notes them); jsonschema checks the known ones
+after generation.
 """
 
 from __future__ import annotations
 
+from . import dfa as D
+from .compose import literals, seq, union, union_all
+from .dfa import ByteDFA
+from .lengths import cached_length_dfa
+from .lexical import COUNTED_CHAR, string_of
+from .leaves import FastLeaf, Meet
+from .nodes import LEAF_CACHE, Leaf, Node
+from .pattern import pattern_dfa, pattern_regex
+
 _DAY31 = "(?:0[1-9]|[12][0-9]|3[01])"
 _DAY30 = "(?:0[1-9]|[12][0-9]|30)"
 _DAY28 = "(?:0[1-9]|1[0-9]|2[0-8])"
+_YEAR = "(?:[0-9]{3}[1-9]|[0-9]{2}[1-9]0|[0-9][1-9]00|[1-9]000)"  # 0001-9999
+_BY4 = "(?:0[48]|[2468][048]|[13579][26])"  # two digits: a multiple of 4 other than 00
+_LEAP_YEAR = f"(?:[0-9]{{2}}{_BY4}|{_BY4}00)"
 DATE = (
-    "[0-9]{4}-(?:(?:0[13578]|1[02])-" + _DAY31 + "|(?:0[469]|11)-" + _DAY30 + "|02-" + _DAY28 + ")"
+    f"(?:{_YEAR}-(?:(?:0[13578]|1[02])-{_DAY31}|(?:0[469]|11)-{_DAY30}|02-{_DAY28})|{_LEAP_YEAR}-02-29)"
 )
-TIME = r"(?:[01][0-9]|2[0-3]):[0-5][0-9]:(?:[0-5][0-9]|60)(?:\.[0-9]{1,9})?(?:Z|[+\-](?:[01][0-9]|2[0-3]):[0-5][0-9])"
+TIME = r"(?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](?:\.[0-9]{1,9})?(?:Z|[+\-](?:[01][0-9]|2[0-3]):[0-5][0-9])"
 DATE_TIME = DATE + "T" + TIME
+_N = "[0-9]+"
+_DUR_TIME = f"T(?:{_N}H(?:{_N}M(?:{_N}S)?)?|{_N}M(?:{_N}S)?|{_N}S)"
+_DUR_DATE = f"(?:{_N}D|{_N}M(?:{_N}D)?|{_N}Y(?:{_N}M(?:{_N}D)?)?)(?:{_DUR_TIME})?"
+DURATION = f"P(?:{_DUR_DATE}|{_DUR_TIME}|{_N}W)"
 UUID = "[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
 _ATOM = r"[A-Za-z0-9!#$%&'*+\-/=?^_`{|}~]+"
-_LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9\-]{0,61}[A-Za-z0-9])?"
-EMAIL = _ATOM + r"(?:\." + _ATOM + ")*@" + _LABEL + r"(?:\." + _LABEL + ")+"
-URI = r"[A-Za-z][A-Za-z0-9+\-.]*:(?:[A-Za-z0-9\-._~:/@!$&'()*+,;=?#\[\]]|%[0-9A-Fa-f]{2})+"
+_LABEL63 = r"[A-Za-z0-9](?:[A-Za-z0-9\-]{0,61}[A-Za-z0-9])?"
+EMAIL = _ATOM + r"(?:\." + _ATOM + ")*@" + _LABEL63 + r"(?:\." + _LABEL63 + ")+"
+_OCTET = "(?:25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])"
+IPV4 = _OCTET + r"(?:\." + _OCTET + "){3}"
+_H16 = "[0-9A-Fa-f]{1,4}"
+_LS32 = f"(?:{_H16}:{_H16}|{IPV4})"
+
+
+def _ipv6() -> str:
+    """RFC 3986 ``IPv6address``: the nine forms by the number of groups before and after ``::``."""
+    forms = [f"(?:{_H16}:){{6}}{_LS32}", f"::(?:{_H16}:){{5}}{_LS32}"]
+    for before, after in ((0, 4), (1, 3), (2, 2), (3, 1), (4, 0)):
+        head = f"(?:{_H16})?" if before == 0 else f"(?:(?:{_H16}:){{0,{before}}}{_H16})?"
+        tail = f"(?:{_H16}:){{{after}}}" if after > 1 else (f"{_H16}:" if after == 1 else "")
+        forms.append(f"{head}::{tail}{_LS32}")
+    forms.append(f"(?:(?:{_H16}:){{0,5}}{_H16})?::{_H16}")
+    forms.append(f"(?:(?:{_H16}:){{0,6}}{_H16})?::")
+    return "(?:" + "|".join(forms) + ")"
+
+
+IPV6 = _ipv6()
+_LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9\-]*[A-Za-z0-9])?"
+#: hostname without its length bound (see HOSTNAME_MAX)
+HOSTNAME_LABELS = _LABEL + r"(?:\." + _LABEL + ")*"
+#: the longest hostname the grammar writes (each label is then within RFC 1123's 63 as well)
+HOSTNAME_MAX = 63
+
+_UNRESERVED = r"A-Za-z0-9\-._~"
+_SUB_DELIMS = r"!$&'()*+,;="
+_PCT = "%[0-9A-Fa-f]{2}"
+_PCHAR = f"(?:[{_UNRESERVED}{_SUB_DELIMS}:@]|{_PCT})"
+_SCHEME = r"[A-Za-z][A-Za-z0-9+\-.]*"
+_USERINFO = f"(?:(?:[{_UNRESERVED}{_SUB_DELIMS}:]|{_PCT})*@)?"
+_REG_NAME = f"(?:[{_UNRESERVED}{_SUB_DELIMS}]|{_PCT})*"  # an IPv4 address is one too
+_IPVFUTURE = f"v[0-9A-Fa-f]+\\.[{_UNRESERVED}{_SUB_DELIMS}:]+"
+_PORT = "(?::[0-9]*)?"
+_PATH_ABEMPTY = f"(?:/{_PCHAR}*)*"
+_PATH_ABSOLUTE = f"/(?:{_PCHAR}+{_PATH_ABEMPTY})?"
+_QUERY = f"(?:{_PCHAR}|[/?])*"
+_TAIL = f"(?:\\?{_QUERY})?(?:#{_QUERY})?"
+_PCHAR_NC = f"(?:[{_UNRESERVED}{_SUB_DELIMS}@]|{_PCT})"  # segment-nz-nc: no colon
+# URI and relative reference, each split by its host: a reg-name (or no authority) / an IP-literal
+_URI_NAMED = (f"{_SCHEME}:(?://{_USERINFO}{_REG_NAME}{_PORT}{_PATH_ABEMPTY}|{_PATH_ABSOLUTE}|"
+              f"{_PCHAR}+{_PATH_ABEMPTY}|){_TAIL}")
+_RELATIVE_NAMED = (f"(?://{_USERINFO}{_REG_NAME}{_PORT}{_PATH_ABEMPTY}|{_PATH_ABSOLUTE}|"
+                   f"{_PCHAR_NC}+{_PATH_ABEMPTY}|){_TAIL}")
+_IP_LITERAL_TAIL = f"\\]{_PORT}{_PATH_ABEMPTY}{_TAIL}"
+_URI_IP = f"{_SCHEME}://{_USERINFO}\\[(?:{IPV6}|{_IPVFUTURE})" + _IP_LITERAL_TAIL
+_RELATIVE_IP = f"//{_USERINFO}\\[(?:{IPV6}|{_IPVFUTURE})" + _IP_LITERAL_TAIL
+URI = f"(?:{_URI_NAMED}|{_URI_IP})"
+URI_REFERENCE = f"(?:{_URI_NAMED}|{_URI_IP}|{_RELATIVE_NAMED}|{_RELATIVE_IP})"
+
+
+def _ip_literal(head: str) -> ByteDFA:
+    """The content DFA of ``head`` [userinfo@] ``[`` IPv6 or IPvFuture ``]`` [port] path-abempty [query]
+    [fragment], joined from separately built parts (interegular on the whole regex takes 0.7 s and passes
+    the ``pattern`` limit: the IPv6 forms multiply with what surrounds them)."""
+    ip = union(LEAF_CACHE.get(IPV6), LEAF_CACHE.get(_IPVFUTURE))
+    return seq([LEAF_CACHE.get(head + _USERINFO + r"\["), D.minimize(ip), LEAF_CACHE.get(_IP_LITERAL_TAIL)])
+
+
+def _uri(reference: bool) -> ByteDFA:
+    """The DFA of a JSON string holding a URI (``reference``: or a relative reference)."""
+    parts = [LEAF_CACHE.get(_URI_NAMED), _ip_literal(_SCHEME + "://")]
+    if reference:
+        parts += [LEAF_CACHE.get(_RELATIVE_NAMED), _ip_literal("//")]
+    quote = literals([b'"'])
+    return seq([quote, union_all(parts), quote])
+
 
 #: format name -> regex of the JSON string's content (between the quotes, as JSON text).
-FORMATS = {"date": DATE, "time": TIME, "date-time": DATE_TIME, "uuid": UUID, "email": EMAIL, "uri": URI}
+FORMATS = {
+    "date": DATE, "time": TIME, "date-time": DATE_TIME, "duration": DURATION, "uuid": UUID, "email": EMAIL,
+    "ipv4": IPV4, "ipv6": IPV6, "uri": URI, "uri-reference": URI_REFERENCE,
+}
+#: formats given as JSON Schema patterns (over the decoded value; see :mod:`.pattern`).
+PATTERN_FORMATS = {
+    "json-pointer": "^(?:/(?:[^~/]|~[01])*)*$",
+    # jsonschema's check reads any digit after a 0 as a leading zero ("100" fails): no digit follows a 0 here
+    "relative-json-pointer": "^(?:0|[1-9]+0?)(?:#|(?:/(?:[^~/]|~[01])*)*)$",
+}
+
+
+def format_node(name: str) -> Node | None:
+    """The grammar node of the JSON strings of format ``name``, or None when the grammar does not enforce it
+    (see the module docstring)."""
+    if name in ("uri", "uri-reference"):
+        return FastLeaf(string_of(FORMATS[name]), lambda timings: _uri(name == "uri-reference"))
+    if name in FORMATS:
+        return Leaf(string_of(FORMATS[name]))
+    if name in PATTERN_FORMATS:
+        pattern = PATTERN_FORMATS[name]
+        return FastLeaf(string_of(pattern_regex(pattern)), lambda timings: pattern_dfa(pattern, timings))
+    if name == "hostname":
+        return Meet([Leaf(string_of(HOSTNAME_LABELS)),
+                     FastLeaf(string_of(f"(?:{COUNTED_CHAR}){{1,{HOSTNAME_MAX}}}"),
+                              lambda timings: cached_length_dfa(1, HOSTNAME_MAX))])
+    return None

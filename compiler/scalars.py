@@ -10,13 +10,11 @@ from typing import Any
 import jsonschema
 
 from .diagnostics import SchemaContext
-from .formats import FORMATS
-from .keywords import ANNOTATIONS, capped, counts, is_number
-from .lexical import COUNTED_CHAR, INTEGER, NONNEGATIVE_NUMBER, NUMBER, STRING, STRING_CHAR, canonical, string_of
+from .keywords import ANNOTATIONS, is_number
+from .lexical import INTEGER, NONNEGATIVE_NUMBER, NUMBER, canonical
 from .nodes import Leaf, Literals, Node
-from .pattern import PatternError, pattern_regex
 from .ranges import LIMIT, integer_range
-from .syntax import repeat
+from .strings import string_node
 
 
 def enum(ctx: SchemaContext, schema: dict[str, Any], path: list[str]) -> Node | None:
@@ -54,36 +52,10 @@ def enum(ctx: SchemaContext, schema: dict[str, Any], path: list[str]) -> Node | 
 
 
 def string(ctx: SchemaContext, schema: dict[str, Any], path: list[str]) -> Node | None:
-    """The node of a string: ``format`` (:mod:`.formats`) first, else ``pattern`` (:mod:`.pattern`), else
-    ``minLength``/``maxLength`` in decoded code points (capped at MAX_COUNT); what is not enforced alongside
-    is noted. None when the lengths admit no string; raises SchemaError for malformed lengths."""
-    lo, hi = counts(ctx, schema, path, "minLength", "maxLength")
-    if hi is not None and hi < lo:
-        return None
-    fmt = schema.get("format")
-    content = None
-    if isinstance(fmt, str) and fmt in FORMATS:
-        content = FORMATS[fmt]
-        for k in ("pattern", "minLength", "maxLength"):
-            if k in schema:
-                ctx.note("not enforced", path, k, f"with format {fmt}")
-    elif fmt is not None:
-        ctx.note("not enforced", path, "format", f"unknown format {fmt!r}")
-    if content is None and "pattern" in schema:
-        try:
-            content = pattern_regex(schema["pattern"])
-        except PatternError as exc:
-            ctx.note("not enforced", path, "pattern", str(exc))
-        else:
-            for k in ("minLength", "maxLength"):
-                if k in schema:
-                    ctx.note("not enforced", path, k, "with pattern")
-    if content is None:
-        if lo == 0 and hi is None:
-            return Leaf(STRING)
-        lo, hi = capped(ctx, lo, hi, path, "minLength", "maxLength")
-        content = repeat(COUNTED_CHAR if (lo or hi is not None) else STRING_CHAR, lo, hi)
-    return Leaf(string_of(content))
+    """The node of a string: ``format``, ``pattern`` and ``minLength``/``maxLength`` (in decoded code points)
+    enforced together (:func:`.strings.string_node`); what is not enforced is noted. None when the lengths
+    admit no string; raises SchemaError for malformed lengths."""
+    return string_node(ctx, schema, path)
 
 
 def bounds(schema: dict[str, Any]) -> tuple[Any, bool, Any, bool]:

@@ -1,0 +1,84 @@
+"""The grammar node of a string schema: ``format`` (:mod:`.formats`), ``pattern`` (:mod:`.pattern`) and
+``minLength``/``maxLength`` (:mod:`.lengths`), each an automaton over the whole JSON string, intersected
+(:class:`~.leaves.Meet`) when several are present, so that all of them are enforced together.
+
+Lengths count decoded code points (JSON Schema: the number of characters per RFC 8259, which counts a
+surrogate-pair escape as one) and are enforced at any size the compile budget holds (:mod:`.lengths`:
+about 20 states per character; past the ``states`` limit the compile is refused). A pattern the
+translation cannot express exactly, and a format the grammar does not know, are noted "not enforced" and
+left to the check after generation.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .diagnostics import SchemaContext
+from .formats import format_node
+from .leaves import FastLeaf, Meet
+from .lengths import cached_length_dfa
+from .lexical import COUNTED_CHAR, STRING, string_of
+from .nodes import Leaf, Node
+from .pattern import PatternError, pattern_dfa, pattern_regex
+from .syntax import repeat
+
+#: JSON Schema's defined formats (draft 2020-12) that the grammar leaves to the check after generation.
+KNOWN_FORMATS = frozenset({
+    "idn-email", "idn-hostname", "iri", "iri-reference", "uri-template", "regex",
+})
+
+
+def length_node(lo: int, hi: int | None) -> Node:
+    """The node of the JSON strings of ``lo``..``hi`` decoded code points (``hi`` None: unbounded)."""
+    return FastLeaf(string_of(repeat(COUNTED_CHAR, lo, hi)), lambda timings: cached_length_dfa(lo, hi))
+
+
+def pattern_node(pattern: str) -> Node:
+    """The node of the JSON strings whose decoded value matches ``pattern`` (a search); raises PatternError
+    when the pattern cannot be translated exactly (checked now, the automaton is built later)."""
+    regex = pattern_regex(pattern)
+    return FastLeaf(string_of(regex), lambda timings: pattern_dfa(pattern, timings))
+
+
+def _lengths(ctx: SchemaContext, schema: dict[str, Any], path: list[str]) -> tuple[int, int | None]:
+    """(minLength, maxLength) (0 and None when absent); an integral number such as 2.0 is a length. Raises
+    SchemaError when either is not a non-negative integer."""
+    raw = (schema.get("minLength", 0), schema.get("maxLength"))
+    out = []
+    for value in raw:
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+            raise ctx.error(path, f"malformed minLength/maxLength ({raw[0]!r}, {raw[1]!r})")
+        out.append(value)
+    return out[0], out[1]
+
+
+def string_node(ctx: SchemaContext, schema: dict[str, Any], path: list[str]) -> Node | None:
+    """The node of a string schema (see the module docstring); None when the lengths admit no string.
+    Raises SchemaError for a malformed length."""
+    lo, hi = _lengths(ctx, schema, path)
+    if hi is not None and hi < lo:
+        return None
+    parts: list[Node] = []
+    fmt = schema.get("format")
+    if fmt is not None:
+        node = format_node(fmt) if isinstance(fmt, str) else None
+        if node is not None:
+            parts.append(node)
+        elif fmt in KNOWN_FORMATS:
+            ctx.note("not enforced", path, "format", f"format {fmt!r} is checked after generation")
+        else:
+            ctx.note("not enforced", path, "format", f"unknown format {fmt!r}")
+    if "pattern" in schema:
+        try:
+            parts.append(pattern_node(schema["pattern"]))
+        except PatternError as exc:
+            ctx.note("not enforced", path, "pattern", str(exc))
+    if lo or hi is not None:
+        parts.append(length_node(lo, hi))
+    if not parts:
+        return Leaf(STRING)
+    return parts[0] if len(parts) == 1 else Meet(parts)
+
+

@@ -1,0 +1,45 @@
+"""The check after generation (runtime.calls.to_call): parse, validate with the format checker, type numbers."""
+
+import json
+
+import jsonschema
+import pytest
+
+from callmaybe.core.catalog import parse_catalog
+from callmaybe.runtime.calls import InvalidCall, schema_error, to_call
+
+FNS = {f.name: f for f in parse_catalog([
+    {"name": "ping", "parameters": {"type": "object", "properties": {"ip": {"type": "string", "format": "ipv4"}},
+                                    "required": ["ip"]}},
+    {"name": "meet", "parameters": {"type": "object", "properties": {
+        "day": {"type": "string", "format": "date"}, "n": {"type": "number"}}, "required": ["day"]}},
+], "test")}
+
+
+def call(name, **parameters):
+    return json.dumps({"name": name, "parameters": parameters})
+
+
+def test_unenforced_format_is_checked_after_generation():
+    with pytest.raises(InvalidCall) as exc:
+        to_call(call("ping", ip="300.1.2.3"), FNS)
+    assert str(exc.value) == "arguments do not match ping's schema: '300.1.2.3' is not a 'ipv4'"
+    assert to_call(call("ping", ip="10.0.0.1"), FNS) == {"name": "ping", "parameters": {"ip": "10.0.0.1"}}
+
+
+def test_dates_are_checked_with_leap_years():
+    assert to_call(call("meet", day="2024-02-29", n=2), FNS) == {"name": "meet",
+                                                                 "parameters": {"day": "2024-02-29", "n": 2.0}}
+    with pytest.raises(InvalidCall, match="'2023-02-29' is not a 'date'"):
+        to_call(call("meet", day="2023-02-29"), FNS)
+
+
+def test_schema_error_messages():
+    assert schema_error({"ip": "1.2.3.4"}, FNS["ping"].parameters) is None
+    assert schema_error({}, FNS["ping"].parameters) == "'ip' is a required property"
+    with pytest.raises(jsonschema.SchemaError):
+        schema_error(1, {"type": "strin"})
+    bad = {"bad": parse_catalog([{"name": "bad", "parameters": {"type": "object"}}], "t")[0]}
+    bad["bad"].parameters["properties"] = {"x": {"type": "strin"}}
+    with pytest.raises(InvalidCall, match="^bad's schema is not valid JSON Schema: "):
+        to_call(call("bad", x=1), bad)
