@@ -3,8 +3,8 @@
 (:class:`~.leaves.Meet`) when several are present, so that all of them are enforced together.
 
 Lengths count decoded code points (JSON Schema: the number of characters per RFC 8259, which counts a
-surrogate-pair escape as one) and are enforced at any size the compile budget holds (:mod:`.lengths`:
-about 20 states per character; past the ``states`` limit the compile is refused). A pattern the
+surrogate-pair escape as one) and are enforced up to :data:`MAX_EXACT_LENGTH` (:mod:`.lengths`: about 20
+states per character); a longer bound is noted and checked after generation. A pattern the
 translation cannot express exactly, and a format the grammar does not know, are noted "not enforced" and
 left to the check after generation.
 """
@@ -21,6 +21,12 @@ from .lexical import COUNTED_CHAR, STRING, string_of
 from .nodes import Leaf, Node
 from .pattern import PatternError, pattern_dfa, pattern_regex
 from .syntax import repeat
+
+#: The longest ``minLength``/``maxLength`` enforced by construction (code points). Each counted position is a
+#: state whose row allows most of a vocabulary (~150,000 tokens on Qwen), so the index grows with the
+#: bound: 64 is ~10 million allowed-token entries and ~7 s of token walk on Qwen3; longer bounds are named by
+#: compile and checked after generation (the token budget keeps a value short in practice).
+MAX_EXACT_LENGTH = 128
 
 #: JSON Schema's defined formats (draft 2020-12) that the grammar leaves to the check after generation.
 KNOWN_FORMATS = frozenset({
@@ -75,6 +81,12 @@ def string_node(ctx: SchemaContext, schema: dict[str, Any], path: list[str]) -> 
             parts.append(pattern_node(schema["pattern"]))
         except PatternError as exc:
             ctx.note("not enforced", path, "pattern", str(exc))
+    if lo > MAX_EXACT_LENGTH:
+        ctx.note("not enforced", path, "minLength", f"{lo} above {MAX_EXACT_LENGTH}: checked after generation")
+        lo = 0
+    if hi is not None and hi > MAX_EXACT_LENGTH:
+        ctx.note("not enforced", path, "maxLength", f"{hi} above {MAX_EXACT_LENGTH}: checked after generation")
+        hi = None
     if lo or hi is not None:
         parts.append(length_node(lo, hi))
     if not parts:
