@@ -344,11 +344,20 @@ def _refine_exact(ct: np.ndarray, accepting: np.ndarray) -> np.ndarray:
         n_blocks = n_new
 
 
+#: Full rounds of Moore's refinement before :func:`minimize` goes on with :func:`_refine_worklist`. Moore needs
+#: as many rounds as the longest shortest word that tells two states apart: a handful for most automata, but
+#: one per byte of a long counted structure (an array of up to 1,000 items), each round over every state.
+FULL_ROUNDS = 48
+
+
 def minimize(dfa: ByteDFA) -> ByteDFA:
     """Trim, then merge equivalent states (Moore's partition refinement), then trim again to renumber.
 
     Equal languages give equal arrays (states numbered as in :func:`trim`). Cost: O(rounds x states x byte
-    classes), rounds <= the longest distinguishing suffix. Raises SchemaError when the language is empty.
+    classes), rounds <= the longest distinguishing suffix; past :data:`FULL_ROUNDS` rounds only the states
+    whose successors changed block are revisited (:func:`_refine_worklist`), so a long chain of counted
+    copies costs about its length in small steps instead of its square. Raises SchemaError when the
+    language is empty.
     """
     dfa = trim(dfa)
     _, ct = byte_classes(dfa.transitions)
@@ -356,8 +365,13 @@ def minimize(dfa: ByteDFA) -> ByteDFA:
     n_blocks = len(np.unique(block))
     rng = np.random.default_rng(0x5EED)
     mult = rng.integers(1, 2**63, size=ct.shape[1] + 1, dtype=np.uint64) | np.uint64(1)
+    rounds = 0
     while True:
         limits.tick()
+        if rounds == FULL_ROUNDS:
+            block = _refine_worklist(ct, block)
+            break
+        rounds += 1
         nxt = np.where(ct >= 0, block[np.maximum(ct, 0)], -1)
         sig = np.concatenate([block[:, None], nxt], axis=1)
         # a 64-bit multiplicative hash of each row stands in for the row (a collision would merge two
@@ -378,3 +392,89 @@ def minimize(dfa: ByteDFA) -> ByteDFA:
     merged = np.where(t >= 0, block[np.maximum(t, 0)], -1).astype(np.int32)
     out = ByteDFA(merged, dfa.accepting[reps].copy(), int(block[dfa.start]))
     return trim(out)
+
+
+def _refine_worklist(ct: np.ndarray, block: np.ndarray) -> np.ndarray:
+    """Moore's refinement from the partition ``block`` (int64 (states,), a partition no finer than the
+    equivalence, as after some rounds of :func:`minimize`) to its end, revisiting only the predecessors of
+    the states that changed block in the previous round: the int64 (states,) blocks, numbered 0..n-1.
+
+    ``ct``: int32 (states, classes) class transitions. Each state keeps a 64-bit hash of its successors'
+    blocks; every member of a block holds the block's hash. In a round the revisited states whose hash
+    differs from their block's leave it, grouped by hash, into new blocks, except that a block none of whose
+    members stays keeps its number for its largest group (so that a block that does not split keeps its
+    number and its predecessors need no visit). The round-by-round partitions are Moore's, reached with
+    work proportional to the states that move (the worklist idea of Hopcroft's algorithm, 1971, without
+    its choice of splitters). A hash collision would merge states wrongly; the caller's exact check
+    (:func:`_consistent`) catches it.
+    """
+    n, k = ct.shape
+    rng = np.random.default_rng(0xC0DE)
+    mult = rng.integers(1, 2**63, size=k, dtype=np.uint64) | np.uint64(1)
+    # predecessors of each state (each once), as ranges of ``preds`` by target
+    src = np.repeat(np.arange(n, dtype=np.int64), k)
+    dst = ct.reshape(-1).astype(np.int64)
+    live = dst >= 0
+    pairs = np.unique(dst[live] * n + src[live])
+    preds = pairs % n
+    pstart = np.searchsorted(pairs // n, np.arange(n + 1))
+
+    def hashes(states: np.ndarray) -> np.ndarray:
+        t = ct[states]
+        return (np.where(t >= 0, block[np.maximum(t, 0)], -1).astype(np.uint64) + np.uint64(1)) @ mult
+
+    _, block = np.unique(block, return_inverse=True)
+    block = block.reshape(-1).astype(np.int64)
+    n_labels = int(block.max()) + 1 if n else 0
+    size = np.bincount(block, minlength=n_labels).astype(np.int64)
+    sig = np.zeros(n_labels, dtype=np.uint64)
+    has_sig = np.zeros(n_labels, dtype=bool)  # False until the block's hash is known
+    active = np.arange(n, dtype=np.int64)
+    while len(active):
+        limits.tick()
+        h = hashes(active)
+        b = block[active]
+        move = ~(has_sig[b] & (h == sig[b]))
+        if not move.any():
+            break
+        act, hm, bm = active[move], h[move], b[move]
+        order = np.lexsort((hm, bm))
+        act, hm, bm = act[order], hm[order], bm[order]
+        first = np.ones(len(act), dtype=bool)
+        first[1:] = (bm[1:] != bm[:-1]) | (hm[1:] != hm[:-1])
+        group = np.cumsum(first) - 1
+        starts = np.flatnonzero(first)
+        counts = np.diff(np.append(starts, len(act)))
+        gblock, ghash = bm[starts], hm[starts]
+        left = size - np.bincount(bm, minlength=len(size))  # members of each block that stay
+        # a block left empty keeps its number for its largest group (the first such group on ties)
+        labels = np.full(len(starts), -1, dtype=np.int64)
+        emptied = left[gblock] == 0
+        if emptied.any():
+            cand = np.flatnonzero(emptied)
+            best = cand[np.lexsort((cand, -counts[cand], gblock[cand]))]
+            keep = best[np.r_[True, gblock[best][1:] != gblock[best][:-1]]]
+            labels[keep] = gblock[keep]
+        fresh = labels < 0
+        labels[fresh] = n_labels + np.arange(int(fresh.sum()))
+        n_labels += int(fresh.sum())
+        size = np.concatenate([left, np.zeros(n_labels - len(left), dtype=np.int64)])
+        np.add.at(size, labels, counts)
+        sig = np.concatenate([sig, np.zeros(n_labels - len(sig), dtype=np.uint64)])
+        has_sig = np.concatenate([has_sig, np.zeros(n_labels - len(has_sig), dtype=bool)])
+        sig[labels], has_sig[labels] = ghash, True
+        new = labels[group]
+        changed = act[new != bm]
+        block[act] = new
+        # states that do not move already hold their block's hash; the predecessors of those that
+        # changed block are the only ones whose hash can change
+        if not len(changed):
+            break
+        lo, hi = pstart[changed], pstart[changed + 1]
+        cnt = hi - lo
+        idx = np.repeat(lo - np.concatenate([[0], np.cumsum(cnt)[:-1]]), cnt) + np.arange(int(cnt.sum()))
+        active = np.unique(preds[idx])
+    # blocks that only stayed also need their hash set once: the first round visits every state, so
+    # every block with members has one
+    _, block = np.unique(block, return_inverse=True)
+    return block.reshape(-1).astype(np.int64)
