@@ -64,22 +64,23 @@ def array(ctx: SchemaContext, schema: dict[str, Any], path: list[str], refs: tup
     if "contains" in schema and cmax is not None and cmax < cmin:
         return None
 
-    cond: Node | None = None  # the contains node, when some item may match it
-    if "contains" in schema and contains is not False and contains != {} and contains is not True:
-        cond = ctx.value(contains, sub, refs, f"{at}/contains")
     everything = "contains" in schema and (contains is True or contains == {})
-
-    # unevaluatedItems: the items after the prefix when no items/additionalItems evaluates them
+    # unevaluatedItems: the items after the prefix when no items/additionalItems (or contains: true)
+    # evaluates them
     unevaluated = schema.get("unevaluatedItems", True)
-    if unevaluated is not True and unevaluated != {} and not evaluated:
-        unseen = [k for k in UNSEEN_EVALUATORS if k in schema]
-        if unseen:
-            ctx.note("not enforced", path, "unevaluatedItems", f"the items {', '.join(unseen)} evaluates are "
-                     "not followed")
-        elif not everything:
-            tail = None if unevaluated is False else ctx.value(unevaluated, sub, refs, f"{at}/unevaluatedItems")
-            rest = _alt([n for n in (cond, tail) if n is not None])
-            rest_at, rest_schema = None, unevaluated
+    applies = unevaluated is not True and unevaluated != {} and not evaluated and not everything
+    unseen = [k for k in UNSEEN_EVALUATORS if k in schema]
+    if applies and unseen:
+        ctx.note("not enforced", path, "unevaluatedItems", f"the items {', '.join(unseen)} evaluates are not "
+                 "followed")
+        applies = False
+    cond: Node | None = None  # the contains node, when it counts or evaluates items
+    if "contains" in schema and not everything and contains is not False and (cmin or cmax is not None or applies):
+        cond = ctx.value(contains, sub, refs, f"{at}/contains")
+    if applies:
+        tail = None if unevaluated is False else ctx.value(unevaluated, sub, refs, f"{at}/unevaluatedItems")
+        rest = _alt([n for n in (cond, tail) if n is not None])
+        rest_at, rest_schema = None, unevaluated
     prefix_nodes = [ctx.value(p, sub, refs, f"{at}/{'prefixItems' if 'prefixItems' in schema else 'items'}/{i}")
                     for i, p in enumerate(prefix)]
     if rest_at is not None:

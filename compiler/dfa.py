@@ -13,7 +13,8 @@ are in :mod:`.intervals`).
 
 Larger automata are composed from these (:mod:`.nodes`, :mod:`.compose`) rather than determinized from one
 giant regex, then trimmed (unreachable and dead states removed) and minimized with Moore's partition
-refinement, vectorized with numpy over byte classes.
+refinement, vectorized with numpy over byte classes (past a few dozen rounds, only the states whose
+successors changed block are revisited, so a long counted array does not cost its square).
 """
 
 from __future__ import annotations
@@ -426,9 +427,10 @@ def _refine_worklist(ct: np.ndarray, block: np.ndarray) -> np.ndarray:
     _, block = np.unique(block, return_inverse=True)
     block = block.reshape(-1).astype(np.int64)
     n_labels = int(block.max()) + 1 if n else 0
-    size = np.bincount(block, minlength=n_labels).astype(np.int64)
-    sig = np.zeros(n_labels, dtype=np.uint64)
-    has_sig = np.zeros(n_labels, dtype=bool)  # False until the block's hash is known
+    # per block number (at most one per state: a block is numbered only when it has members)
+    size = np.bincount(block, minlength=n + 1).astype(np.int64)
+    sig = np.zeros(n + 1, dtype=np.uint64)
+    has_sig = np.zeros(n + 1, dtype=bool)  # False until the block's hash is known
     active = np.arange(n, dtype=np.int64)
     while len(active):
         limits.tick()
@@ -446,10 +448,10 @@ def _refine_worklist(ct: np.ndarray, block: np.ndarray) -> np.ndarray:
         starts = np.flatnonzero(first)
         counts = np.diff(np.append(starts, len(act)))
         gblock, ghash = bm[starts], hm[starts]
-        left = size - np.bincount(bm, minlength=len(size))  # members of each block that stay
+        np.add.at(size, gblock, -counts)  # now the members of each block that stay
         # a block left empty keeps its number for its largest group (the first such group on ties)
         labels = np.full(len(starts), -1, dtype=np.int64)
-        emptied = left[gblock] == 0
+        emptied = size[gblock] == 0
         if emptied.any():
             cand = np.flatnonzero(emptied)
             best = cand[np.lexsort((cand, -counts[cand], gblock[cand]))]
@@ -458,10 +460,7 @@ def _refine_worklist(ct: np.ndarray, block: np.ndarray) -> np.ndarray:
         fresh = labels < 0
         labels[fresh] = n_labels + np.arange(int(fresh.sum()))
         n_labels += int(fresh.sum())
-        size = np.concatenate([left, np.zeros(n_labels - len(left), dtype=np.int64)])
-        np.add.at(size, labels, counts)
-        sig = np.concatenate([sig, np.zeros(n_labels - len(sig), dtype=np.uint64)])
-        has_sig = np.concatenate([has_sig, np.zeros(n_labels - len(has_sig), dtype=bool)])
+        size[labels] += counts  # labels are distinct
         sig[labels], has_sig[labels] = ghash, True
         new = labels[group]
         changed = act[new != bm]
@@ -474,7 +473,5 @@ def _refine_worklist(ct: np.ndarray, block: np.ndarray) -> np.ndarray:
         cnt = hi - lo
         idx = np.repeat(lo - np.concatenate([[0], np.cumsum(cnt)[:-1]]), cnt) + np.arange(int(cnt.sum()))
         active = np.unique(preds[idx])
-    # blocks that only stayed also need their hash set once: the first round visits every state, so
-    # every block with members has one
     _, block = np.unique(block, return_inverse=True)
     return block.reshape(-1).astype(np.int64)

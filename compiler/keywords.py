@@ -34,7 +34,8 @@ ARRAY_KEYWORDS = {"items", "prefixItems", "additionalItems", "minItems", "maxIte
                   "minContains", "maxContains", "unevaluatedItems"}
 OBJECT_KEYWORDS = {"properties", "required", "additionalProperties", "patternProperties", "minProperties",
                    "maxProperties", "dependencies", "dependentRequired", "propertyNames"}
-#: Counted repetitions above this many units are not enforced (they would blow up the automaton).
+#: String lengths above this many code points are not enforced (they would blow up the automaton); item
+#: counts are not capped (the ``states`` compile limit bounds them).
 MAX_COUNT = 64
 
 

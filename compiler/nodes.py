@@ -8,8 +8,9 @@ DFAs (:mod:`.compose`), without determinizing one big regex:
   regex and are kept in :data:`LEAF_CACHE`; literal sets (:class:`Literals`: enum values, keys) become a
   byte trie directly;
 * alternatives (:class:`Alt`) are joined by the product construction;
-* objects, arrays and maps (:class:`ObjectNode`, :class:`ArrayNode`, :class:`MapNode`) are one copy of each
-  member's automaton with literal tries between them.
+* objects and maps (:class:`ObjectNode`, :class:`MapNode`) are one copy of each member's automaton with
+  literal tries between them; arrays (:class:`ArrayNode`, :class:`DistinctArrayNode`) one copy of the item
+  automaton per control state of :mod:`.arrays` (items counted, ``contains`` matches, values used).
 
 When a composition clashes (:class:`~.compose.Clash`), the node falls back to interegular on its own regex.
 Each node records ``at``, the place of its schema (a JSON pointer such as ``'#/properties/p'``), which a

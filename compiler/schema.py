@@ -5,7 +5,9 @@ Coverage: ``type`` (also lists), ``enum``/``const`` of any JSON value (each valu
 the schema with jsonschema, so enums are exact), ``properties``/``required`` (optional properties: every
 subset, in declaration order), ``additionalProperties`` (objects are always closed to their declared
 properties; an object without properties is a map of string keys), nested objects, ``items``,
-``prefixItems`` (and draft-4 tuple ``items``/``additionalItems``), ``minItems``/``maxItems``, ``anyOf``,
+``prefixItems`` (and draft-4 tuple ``items``/``additionalItems``), ``minItems``/``maxItems``, ``contains``
+(``minContains``/``maxContains``), ``uniqueItems`` over finite item sets, ``unevaluatedItems`` (see
+:mod:`.array_schema`), ``anyOf``,
 ``oneOf`` (compiled as anyOf: exclusivity is not enforced), ``allOf`` (merged), ``$ref`` to any local JSON
 pointer (``$defs``/``definitions``; recursion unrolled to a configurable depth), string
 ``minLength``/``maxLength`` (in decoded code points), ``pattern`` (see :mod:`.pattern`), ``format``
@@ -13,7 +15,8 @@ pointer (``$defs``/``definitions``; recursion unrolled to a configurable depth),
 ranges, see :mod:`.ranges`). Annotations (``description``, ``title``, ``default``, ``examples`` ...) are read
 and not enforced.
 
-What the grammar cannot enforce (number bounds on fractions, ``multipleOf``, ``uniqueItems``, ``not``,
+What the grammar cannot enforce (number bounds on fractions, ``multipleOf``, ``uniqueItems`` over infinite
+item languages, ``not``,
 ``dependencies`` ...) is recorded as a :class:`Note` of kind ``"not enforced"``; outputs are checked against
 the full schema with jsonschema after generation. A sub-schema that admits no value compiles to ``None``
 and is dropped where it is optional; where it is required the whole schema is unsatisfiable (SchemaError).
