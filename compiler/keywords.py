@@ -1,5 +1,6 @@
 """The JSON Schema keywords the compiler knows (handled, not enforceable, annotations; which type each
-constrains) and the reading of count keywords (``minLength``/``maxLength``, ``minItems``/``maxItems``)."""
+constrains) and the reading of count keywords (``minLength``/``maxLength``, ``minItems``/``maxItems``,
+``minContains``/``maxContains``)."""
 
 from __future__ import annotations
 
@@ -15,26 +16,28 @@ ANNOTATIONS = frozenset({
 })
 #: Keywords that restrict values in ways the grammar does not follow (checked after generation).
 NOT_ENFORCEABLE = frozenset({
-    "multipleOf", "uniqueItems", "contains", "minContains", "maxContains", "minProperties", "maxProperties",
+    "multipleOf", "minProperties", "maxProperties",
     "dependencies", "dependentRequired", "dependentSchemas", "propertyNames",
-    "unevaluatedProperties", "unevaluatedItems",
+    "unevaluatedProperties",
 })
 #: Keywords the grammar handles.
 STRUCTURAL = frozenset({
     "type", "enum", "const", "properties", "required", "additionalProperties", "patternProperties", "items",
     "prefixItems", "additionalItems", "minItems", "maxItems", "anyOf", "allOf", "$ref", "$dynamicRef",
     "minLength", "maxLength", "pattern", "format", "minimum", "maximum", "exclusiveMinimum",
-    "exclusiveMaximum",
+    "exclusiveMaximum", "uniqueItems", "contains", "minContains", "maxContains", "unevaluatedItems",
 })
 #: Boolean combinations of schemas, enforced by intersection and difference of automata (:meth:`SchemaCompiler.logic`).
 LOGIC = frozenset({"oneOf", "not", "if", "then", "else"})
 TYPES = ("null", "boolean", "object", "array", "number", "string")
 STRING_KEYWORDS = {"minLength", "maxLength", "pattern", "format"}
 NUMBER_KEYWORDS = {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"}
-ARRAY_KEYWORDS = {"items", "prefixItems", "additionalItems", "minItems", "maxItems", "uniqueItems", "contains"}
+ARRAY_KEYWORDS = {"items", "prefixItems", "additionalItems", "minItems", "maxItems", "uniqueItems", "contains",
+                  "minContains", "maxContains", "unevaluatedItems"}
 OBJECT_KEYWORDS = {"properties", "required", "additionalProperties", "patternProperties", "minProperties",
                    "maxProperties", "dependencies", "dependentRequired", "propertyNames"}
-#: Counted repetitions above this many units are not enforced (they would blow up the automaton).
+#: String lengths above this many code points are not enforced (they would blow up the automaton); item
+#: counts are not capped (the ``states`` compile limit bounds them).
 MAX_COUNT = 64
 
 
@@ -43,17 +46,33 @@ def is_number(x: Any) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool)
 
 
-def counts(ctx: SchemaContext, schema: dict[str, Any], path: list[str], min_key: str, max_key: str):
-    """(lo, hi) of a minX/maxX pair (hi None when absent); raises SchemaError when malformed; hi < lo means
-    no value."""
-    lo, hi = schema.get(min_key, 0), schema.get(max_key)
-    if not isinstance(lo, int) or lo < 0 or (hi is not None and (not isinstance(hi, int) or hi < 0)):
-        raise ctx.error(path, f"malformed {min_key}/{max_key} ({lo}, {hi})")
+def count(value: Any) -> int | None:
+    """A count keyword's value as an int: a non-negative integer, or a float with a whole value (``2.0``,
+    which JSON Schema allows); None for anything else (negative, fractional, a boolean, not a number)."""
+    if isinstance(value, bool) or not is_number(value):
+        return None
+    if isinstance(value, float):
+        if not value.is_integer():
+            return None
+        value = int(value)
+    return value if value >= 0 else None
+
+
+def counts(ctx: SchemaContext, schema: dict[str, Any], path: list[str], min_key: str, max_key: str,
+           default: int = 0) -> tuple[int, int | None]:
+    """(lo, hi) of a minX/maxX pair (``minItems``/``maxItems``, ``minLength``/``maxLength``,
+    ``minContains``/``maxContains``...): ``lo`` is ``default`` and ``hi`` None when absent; whole-number
+    floats are read as ints. Raises SchemaError when one is malformed; hi < lo means no value."""
+    raw_lo, raw_hi = schema.get(min_key, default), schema.get(max_key)
+    lo, hi = count(raw_lo), None if raw_hi is None else count(raw_hi)
+    if lo is None or (raw_hi is not None and hi is None):
+        raise ctx.error(path, f"malformed {min_key}/{max_key} ({raw_lo}, {raw_hi})")
     return lo, hi
 
 
 def capped(ctx: SchemaContext, lo: int, hi: int | None, path: list[str], min_key: str, max_key: str):
-    """Counts above MAX_COUNT are left to the check after generation (noted): (0 or lo, None or hi)."""
+    """Counts above MAX_COUNT are left to the check after generation (noted): (0 or lo, None or hi). Used for
+    string lengths; array counts are not capped (the ``states`` compile limit bounds them)."""
     if lo > MAX_COUNT:
         ctx.note("not enforced", path, min_key, f"above {MAX_COUNT}")
         lo = 0

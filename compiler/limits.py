@@ -20,10 +20,11 @@ What can grow without bound, and the limit that stops it (per function, or per s
   (:mod:`.walk`) as it finds them: every state inside a string value allows most of the vocabulary
   (~150,000 of Qwen's tokens), so a catalog with thousands of string values would need tens of GB.
 
-Counted repetitions (``minLength``/``maxLength``, ``minItems``/``maxItems``, ``{m,n}`` in patterns) are
-capped at 64 per repetition (:data:`~.keywords.MAX_COUNT`; larger counts are left to the check after
-generation), and integer ranges at 15 digits, so each is cheap alone; nested ones multiply, and ``states``
-bounds the product.
+Counted repetitions of strings (``minLength``/``maxLength``, ``{m,n}`` in patterns) are capped at 64 per
+repetition (:data:`~.keywords.MAX_COUNT`; larger counts are left to the check after generation), and integer
+ranges at 15 digits, so each is cheap alone; item counts (``minItems``/``maxItems``) are not capped: an array
+is one copy of its item per count (:mod:`.arrays`), so ``states`` refuses a count too large for its item.
+Nested ones multiply, and ``states`` bounds the product.
 
 Each limit exceeded raises :class:`CompileLimitError` (a SchemaError: the command line prints one line and
 exits 2) naming the limit, its value, the function and the place in its schema (a JSON pointer in the

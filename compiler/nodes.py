@@ -8,8 +8,9 @@ DFAs (:mod:`.compose`), without determinizing one big regex:
   regex and are kept in :data:`LEAF_CACHE`; literal sets (:class:`Literals`: enum values, keys) become a
   byte trie directly;
 * alternatives (:class:`Alt`) are joined by the product construction;
-* objects, arrays and maps (:class:`ObjectNode`, :class:`ArrayNode`, :class:`MapNode`) are one copy of each
-  member's automaton with literal tries between them.
+* objects and maps (:class:`ObjectNode`, :class:`MapNode`) are one copy of each member's automaton with
+  literal tries between them; arrays (:class:`ArrayNode`, :class:`DistinctArrayNode`) one copy of the item
+  automaton per control state of :mod:`.arrays` (items counted, ``contains`` matches, values used).
 
 When a composition clashes (:class:`~.compose.Clash`), the node falls back to interegular on its own regex.
 Each node records ``at``, the place of its schema (a JSON pointer such as ``'#/properties/p'``), which a
@@ -23,6 +24,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Callable
 
+from . import arrays
 from . import dfa as D
 from . import limits
 from ..core.errors import SchemaError
@@ -198,50 +200,92 @@ class ObjectNode(Node):
 
 @dataclass(eq=False)
 class ArrayNode(Node):
-    """An array: ``prefix`` items by position, then ``rest`` items (None: no more), ``lo``..``hi`` items."""
+    """An array: ``prefix`` items by position, then ``rest`` items (None: no more), ``lo``..``hi`` items;
+    with ``contains``, between ``cmin`` and ``cmax`` (None: no bound) of them in its language.
+
+    Built by :func:`~.arrays.counted`: one copy of the item automaton per count that matters (so the size
+    is linear in ``hi``, the compile limit on states bounding it), each item split by ``contains`` when
+    given (:func:`~.arrays.split`). With ``contains`` the regex is a description (``&<contains ...>``).
+    """
 
     prefix: list[Node]
     rest: Node | None
     lo: int
     hi: int | None
+    contains: Node | None = None
+    cmin: int = 0
+    cmax: int | None = None
 
     @property
     def regex(self) -> str:
-        return array_regex([p.regex for p in self.prefix], None if self.rest is None else self.rest.regex,
-                           self.lo, self.hi)
+        plain = array_regex([p.regex for p in self.prefix], None if self.rest is None else self.rest.regex,
+                            self.lo, self.hi)
+        if self.contains is None:
+            return plain
+        top = "" if self.cmax is None else self.cmax
+        return f"(?:{plain})&<contains {self.cmin}..{top} of (?:{self.contains.regex})>"
 
     def children(self) -> list[Node]:
-        return self.prefix + ([] if self.rest is None else [self.rest])
+        return self.prefix + [n for n in (self.rest, self.contains) if n is not None]
+
+    def regular(self) -> bool:
+        return self.contains is None and super().regular()
 
     def build(self, timings: dict[str, float] | None = None) -> ByteDFA:
-        cap = self.hi
-        if self.rest is None:
-            cap = len(self.prefix) if cap is None else min(cap, len(self.prefix))
-        count = cap if cap is not None else max(len(self.prefix), self.lo)
-        nodes = [self.prefix[i] if i < len(self.prefix) else self.rest for i in range(count)]
-        loop = cap is None  # a tail item that repeats after the explicit positions
-        if loop:
-            nodes.append(self.rest)
-        tail = count if loop else None
+        cond = None if self.contains is None else self.contains.dfa(timings)
+        built: dict[int, arrays.Tagged] = {}  # the rest item repeats: its automaton is built once
 
-        def after(i: int):  # choices once i + 1 items are written (i = -1: none yet)
-            sep = b", " if i >= 0 else b""
-            out = []
-            if i + 1 < count:
-                out.append((sep, i + 1))
-            elif loop:
-                out.append((sep, tail))
-            if i + 1 >= self.lo:
-                out.append((b"]", None))
-            return out
+        def tagged(n: Node) -> arrays.Tagged:
+            if id(n) not in built:  # (split minimizes; a plain item is copied as built, as structure() did)
+                item = n.dfa(timings)
+                built[id(n)] = arrays.plain(item) if cond is None else arrays.split(item, cond)
+            return built[id(n)]
 
-        entry = after(-1)
-        boundaries = [after(i) for i in range(count)]
-        if loop:
-            boundaries.append([(b", ", tail), (b"]", None)])
-        built: dict[int, ByteDFA] = {}  # the rest item repeats: its automaton is built once and copied
-        items = [built[id(n)] if id(n) in built else built.setdefault(id(n), n.dfa(timings)) for n in nodes]
-        return structure(b"[", items, boundaries, entry)
+        return arrays.counted([tagged(p) for p in self.prefix], None if self.rest is None else tagged(self.rest),
+                              self.lo, self.hi, self.cmin, self.cmax)
+
+
+@dataclass(eq=False)
+class DistinctArrayNode(Node):
+    """An array of distinct values (``uniqueItems``) where each position's item language is a finite set of
+    values: ``tables[i]`` for position ``i``, then ``rest`` (None: no more), each a value id -> the texts
+    of that value (one value may have several texts: ``1`` and ``1.0``); ``lo``..``hi`` items; between
+    ``cmin`` and ``cmax`` of them among the value ids ``matching`` (``contains``).
+
+    Built by :func:`~.arrays.distinct` (the control state is the set of values used). The regex is a
+    description (``&<distinct>``).
+    """
+
+    tables: list[dict[int, list[str]]]
+    rest: dict[int, list[str]] | None
+    lo: int
+    hi: int | None
+    matching: frozenset[int] = frozenset()
+    cmin: int = 0
+    cmax: int | None = None
+
+    @property
+    def regex(self) -> str:
+        def alt(table):
+            return alternation([escape(t) for texts in table.values() for t in texts])
+
+        plain = array_regex([alt(t) for t in self.tables], None if self.rest is None else alt(self.rest),
+                            self.lo, self.hi)
+        out = f"(?:{plain})&<distinct>"
+        if self.cmin or self.cmax is not None:
+            top = "" if self.cmax is None else self.cmax
+            out += f"&<contains {self.cmin}..{top} of {len(self.matching)} values>"
+        return out
+
+    def regular(self) -> bool:
+        return False
+
+    def build(self, timings: dict[str, float] | None = None) -> ByteDFA:
+        def encoded(table):
+            return {v: [t.encode("utf-8") for t in texts] for v, texts in table.items()}
+
+        return arrays.distinct([encoded(t) for t in self.tables], None if self.rest is None else encoded(self.rest),
+                               self.lo, self.hi, self.matching, self.cmin, self.cmax)
 
 
 @dataclass(eq=False)

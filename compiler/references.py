@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .array_merge import ITEM_KEYS, localize, merge_items
 from .diagnostics import SchemaContext
 from .keywords import ANNOTATIONS, is_number
 from .uris import RemoteRef, UnresolvedRef
@@ -65,7 +66,7 @@ def expand(ctx: SchemaContext, schema: dict[str, Any], path: list[str], refs: tu
                 return None, refs, at
             if not isinstance(target, dict):
                 raise ctx.error(path, f"{key} {ref!r} points to a {type(target).__name__}, not a schema")
-            schema = merge(ctx, target, rest, path, at) if rest else dict(target)
+            schema = merge(ctx, target, rest, path, at, local="a") if rest else dict(target)
         else:
             subs = schema["allOf"]
             if not isinstance(subs, list) or not subs:
@@ -88,16 +89,28 @@ def expand(ctx: SchemaContext, schema: dict[str, Any], path: list[str], refs: tu
 
 
 def merge(ctx: SchemaContext, a: dict[str, Any], b: dict[str, Any], path: list[str],
-          at: str = "#") -> dict[str, Any]:
+          at: str = "#", local: str = "b") -> dict[str, Any]:
     """The conjunction of two schemas as one schema (``allOf`` of both), as far as the grammar needs.
 
     Keywords of one side only are kept; where both sides give a keyword: properties are merged per name,
     required lists joined, types and enums intersected, bounds tightened, ``items`` and
     ``additionalProperties`` conjoined, ``anyOf``/``oneOf`` multiplied out; any other conflict keeps the
     first value (noted as not enforced). ``at`` (the place, a JSON pointer) is named when the product of two
-    ``anyOf`` lists would pass the ``nodes`` limit (CompileLimitError).
+    ``anyOf`` lists would pass the ``nodes`` limit (CompileLimitError). Array keywords are conjoined by
+    :func:`~.array_merge.merge_items`; ``local`` names the side that is a sub-schema of the other ("b": an
+    ``allOf`` or ``anyOf`` entry; "a": the target of a ``$ref`` beside other keywords), whose
+    ``unevaluatedItems`` cannot see the other side's items (:func:`~.array_merge.localize`).
     """
+    if local == "b":
+        b = localize(ctx, b, path)
+    else:
+        a = localize(ctx, a, path)
     out = dict(a)
+    if any(k in a for k in ITEM_KEYS) and any(k in b for k in ITEM_KEYS):
+        for k in ITEM_KEYS:
+            out.pop(k, None)
+        out.update(merge_items(ctx, a, b, path))
+        b = {k: v for k, v in b.items() if k not in ITEM_KEYS}
     for key, value in b.items():
         if key not in out:
             out[key] = value

@@ -5,7 +5,9 @@ Coverage: ``type`` (also lists), ``enum``/``const`` of any JSON value (each valu
 the schema with jsonschema, so enums are exact), ``properties``/``required`` (optional properties: every
 subset, in declaration order), ``additionalProperties`` (objects are always closed to their declared
 properties; an object without properties is a map of string keys), nested objects, ``items``,
-``prefixItems`` (and draft-4 tuple ``items``/``additionalItems``), ``minItems``/``maxItems``, ``anyOf``,
+``prefixItems`` (and draft-4 tuple ``items``/``additionalItems``), ``minItems``/``maxItems``, ``contains``
+(``minContains``/``maxContains``), ``uniqueItems`` over finite item sets, ``unevaluatedItems`` (see
+:mod:`.array_schema`), ``anyOf``,
 ``oneOf`` (compiled as anyOf: exclusivity is not enforced), ``allOf`` (merged), ``$ref`` to any local JSON
 pointer (``$defs``/``definitions``; recursion unrolled to a configurable depth), string
 ``minLength``/``maxLength`` (in decoded code points), ``pattern`` (see :mod:`.pattern`), ``format``
@@ -13,7 +15,8 @@ pointer (``$defs``/``definitions``; recursion unrolled to a configurable depth),
 ranges, see :mod:`.ranges`). Annotations (``description``, ``title``, ``default``, ``examples`` ...) are read
 and not enforced.
 
-What the grammar cannot enforce (number bounds on fractions, ``multipleOf``, ``uniqueItems``, ``not``,
+What the grammar cannot enforce (number bounds on fractions, ``multipleOf``, ``uniqueItems`` over infinite
+item languages, ``not``,
 ``dependencies`` ...) is recorded as a :class:`Note` of kind ``"not enforced"``; outputs are checked against
 the full schema with jsonschema after generation. A sub-schema that admits no value compiles to ``None``
 and is dropped where it is optional; where it is required the whole schema is unsatisfiable (SchemaError).
@@ -40,11 +43,11 @@ import json
 from typing import Any
 
 from ..core.errors import SchemaError
-from . import scalars
+from . import array_schema, scalars
 from .diagnostics import Note, SchemaContext
 from .keywords import (
     ANNOTATIONS, ARRAY_KEYWORDS, LOGIC, NOT_ENFORCEABLE, NUMBER_KEYWORDS, OBJECT_KEYWORDS, STRING_KEYWORDS,
-    STRUCTURAL, TYPES, capped, counts,
+    STRUCTURAL, TYPES,
 )
 from .lexical import INTEGRAL_FLOAT, NUMBER, STRING
 from .dfa import EmptyLanguage
@@ -330,36 +333,9 @@ class SchemaCompiler(SchemaContext):
 
     def array(self, schema: dict[str, Any], path: list[str], refs: tuple[str, ...], at: str = "#") -> Node | None:
         """An array: ``prefixItems`` (or draft-4 tuple ``items``/``additionalItems``), then ``items``, with
-        ``minItems``/``maxItems`` (capped at MAX_COUNT); None when no array fits."""
-        lo, hi = counts(self, schema, path, "minItems", "maxItems")
-        if hi is not None and hi < lo:
-            return None
-        lo, hi = capped(self, lo, hi, path, "minItems", "maxItems")
-        items = schema.get("items", True)
-        prefix: list[Any] = []
-        rest: Any = items
-        prefix_at, rest_at = f"{at}/prefixItems", f"{at}/items"
-        if "prefixItems" in schema:
-            prefix = list(schema["prefixItems"])
-        elif isinstance(items, list):  # draft 4-7 tuple form
-            prefix = items
-            rest = schema.get("additionalItems", True)
-            prefix_at, rest_at = f"{at}/items", f"{at}/additionalItems"
-        sub = path + ["[]"]
-        prefix_rx = [self.value(p, sub, refs, f"{prefix_at}/{i}") for i, p in enumerate(prefix)]
-        rest_rx = self.value(rest, sub, refs, rest_at) if rest is not False else None
-        # the longest possible array: up to the first impossible prefix item, or the prefix if no rest
-        usable = len(prefix_rx)
-        for i, rx in enumerate(prefix_rx):
-            if rx is None:
-                usable = i
-                break
-        cap = usable if (usable < len(prefix_rx) or rest_rx is None) else None
-        if hi is not None:
-            cap = hi if cap is None else min(cap, hi)
-        if cap is not None and cap < lo:
-            return None
-        return ArrayNode(prefix_rx[:usable], rest_rx if usable == len(prefix_rx) else None, lo, cap)
+        ``minItems``/``maxItems``, ``contains`` (``minContains``/``maxContains``), ``uniqueItems`` and
+        ``unevaluatedItems`` (:mod:`.array_schema`); None when no array fits."""
+        return array_schema.array(self, schema, path, refs, at)
 
     def object(self, schema: dict[str, Any], path: list[str], refs: tuple[str, ...], at: str = "#") -> Node | None:
         """An object closed to its ``properties`` (in declaration order, optional ones may be left out) and

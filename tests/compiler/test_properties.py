@@ -1077,3 +1077,95 @@ def test_any_value_nesting_is_limited_with_a_note():
     dfa, notes = schema_dfa({})
     assert dfa.accepts(b"[[1]]") and not dfa.accepts(b"[[[1]]]")
     assert [(n.kind, n.keyword, n.detail) for n in notes] == [("limited", "any value", "nested at most 2 deep")]
+
+
+# --------------------------------------------------------------------------------------------------------------
+# arrays: contains with minContains/maxContains, uniqueItems, unevaluatedItems, counts, and their pairs
+# --------------------------------------------------------------------------------------------------------------
+
+# item schemas whose language is a small finite set (uniqueItems enforced) and infinite or large ones (noted)
+FINITE_ITEMS = [{"enum": [1, 2, "a", True]}, {"type": "boolean"}, {"enum": [0, 1.5, None, [1], {"k": 1}, "é"]},
+                {"type": "integer", "minimum": 0, "maximum": 3}, {"type": ["boolean", "null"]}]
+OTHER_ITEMS = [{"type": "string", "maxLength": 2}, {"type": "integer", "minimum": -3, "maximum": 9},
+               {"type": ["integer", "string"]}, {"type": "number"}]
+CONTAINS = [{"const": 1}, {"type": "string"}, {"type": "integer", "minimum": 1}, {"enum": ["a", True, 2]}, True,
+            {"type": "boolean"}]
+
+
+@st.composite
+def keyword_array_schemas(draw) -> dict:
+    """An array schema with one of the item forms (``items``; ``prefixItems`` then ``items`` or ``false``;
+    ``prefixItems`` then ``unevaluatedItems``) and some of ``minItems``, ``maxItems``, ``uniqueItems``,
+    ``contains``, ``minContains``, ``maxContains``."""
+    pool = FINITE_ITEMS + OTHER_ITEMS
+    schema: dict[str, Any] = {"type": "array"}
+    form = draw(st.integers(0, 2))
+    if form == 0:
+        schema["items"] = draw(st.sampled_from(pool))
+    else:
+        schema["prefixItems"] = draw(st.lists(st.sampled_from(pool), min_size=1, max_size=2))
+        tail = draw(st.one_of(st.just(False), st.sampled_from(pool)))
+        schema["items" if form == 1 else "unevaluatedItems"] = tail
+    if draw(st.booleans()):
+        schema["minItems"] = draw(st.integers(0, 2))
+    if draw(st.booleans()):
+        schema["maxItems"] = draw(st.integers(schema.get("minItems", 0), 4))
+    if draw(st.booleans()):
+        schema["uniqueItems"] = True
+    if draw(st.booleans()):
+        schema["contains"] = draw(st.sampled_from(CONTAINS))
+        if draw(st.booleans()):
+            schema["minContains"] = draw(st.integers(0, 2))
+        if draw(st.booleans()):
+            schema["maxContains"] = draw(st.integers(schema.get("minContains", 0), 3))
+    return schema
+
+
+def _item_pool(schema: dict) -> list[st.SearchStrategy]:
+    subs = list(schema.get("prefixItems", []))
+    for key in ("items", "unevaluatedItems", "contains"):
+        if isinstance(schema.get(key), dict):
+            subs.append(schema[key])
+    # integral floats: the other spelling of 1, 2, 0 (equal values for uniqueItems and contains)
+    return [valid(s, schema) for s in subs] + [json_scalars, st.sampled_from([1.0, 2.0, 0.0, 3.0, -0.0])]
+
+
+def _broken_arrays(text: str) -> list[str]:
+    """Texts next to the canonical text of an array that are not JSON or not in the canonical layout."""
+    inner = text[1:-1]
+    out = ["[, " + inner + "]", text[:-1] + ", ]", "[" + inner + " ]", "[ " + inner + "]"]
+    if ", " in inner:
+        out += ["[" + inner.replace(", ", ",", 1) + "]", "[" + inner.replace(", ", ", , ", 1) + "]"]
+    return out
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.data())
+def test_array_keywords_agree_with_jsonschema(data):
+    """On the canonical texts of arrays built from the item, ``contains`` and other values: accepted exactly
+    when valid; on those texts mutated: accepted only when valid. A keyword noted as not enforced is left out
+    of the schema the verdicts are checked against (the check after generation enforces it)."""
+    schema = data.draw(keyword_array_schemas(), label="schema")
+    pool = _item_pool(schema)
+    arrays = [data.draw(st.lists(st.one_of(*pool), max_size=5), label=f"array {i}") for i in range(8)]
+    arrays = [a for a in arrays if within_caps(a)]
+    try:
+        dfa, notes = compiled(schema)
+    except SchemaError:
+        assert all(oracle_errors(schema, a) for a in arrays), "SchemaError for a schema with a valid array"
+        return
+    noted = {n.keyword for n in notes if n.kind == "not enforced"}
+    assert noted <= {"uniqueItems", "maxContains"}, noted
+    checked = {k: v for k, v in schema.items() if k not in noted}
+    for value in arrays:
+        text = canonical(value)
+        valid_full = not oracle_errors(schema, value)
+        got = dfa.accepts(text.encode("utf-8"))
+        if got:
+            assert not oracle_errors(checked, value), f"accepted {text}, which is invalid"
+        if valid_full:
+            assert got, f"rejected {text}, a valid array"
+        for broken in _broken_arrays(text):
+            assert not dfa.accepts(broken.encode("utf-8")), f"accepted {broken!r}"
+        for j in range(2):
+            check_text(dfa, checked, data.draw(mutated(text), label=f"mutation {j}"), exact=False)
