@@ -15,23 +15,28 @@ ANNOTATIONS = frozenset({
 })
 #: Keywords that restrict values in ways the grammar does not follow (checked after generation).
 NOT_ENFORCEABLE = frozenset({
-    "multipleOf", "uniqueItems", "contains", "minContains", "maxContains", "minProperties", "maxProperties",
-    "dependencies", "dependentRequired", "dependentSchemas", "not", "if", "then", "else", "propertyNames",
-    "unevaluatedProperties", "unevaluatedItems",
+    "multipleOf", "uniqueItems", "contains", "minContains", "maxContains", "not", "if", "then", "else",
+    "unevaluatedItems",
 })
+#: A private keyword of merged schemas: the object keywords (``properties``, ``patternProperties``,
+#: ``additionalProperties``) of ``allOf`` branches kept apart, one dict per branch, because one set of them
+#: cannot say what several say together (:func:`~.references.merge`, :mod:`.objects`).
+LAYERS = "$callmaybe:layers"
 #: Keywords the grammar handles.
 STRUCTURAL = frozenset({
     "type", "enum", "const", "properties", "required", "additionalProperties", "patternProperties", "items",
     "prefixItems", "additionalItems", "minItems", "maxItems", "anyOf", "oneOf", "allOf", "$ref",
     "minLength", "maxLength", "pattern", "format", "minimum", "maximum", "exclusiveMinimum",
-    "exclusiveMaximum",
+    "exclusiveMaximum", "minProperties", "maxProperties", "dependencies", "dependentRequired",
+    "dependentSchemas", "propertyNames", "unevaluatedProperties", LAYERS,
 })
 TYPES = ("null", "boolean", "object", "array", "number", "string")
 STRING_KEYWORDS = {"minLength", "maxLength", "pattern", "format"}
 NUMBER_KEYWORDS = {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"}
 ARRAY_KEYWORDS = {"items", "prefixItems", "additionalItems", "minItems", "maxItems", "uniqueItems", "contains"}
 OBJECT_KEYWORDS = {"properties", "required", "additionalProperties", "patternProperties", "minProperties",
-                   "maxProperties", "dependencies", "dependentRequired", "propertyNames"}
+                   "maxProperties", "dependencies", "dependentRequired", "dependentSchemas", "propertyNames",
+                   LAYERS}
 #: Counted repetitions above this many units are not enforced (they would blow up the automaton).
 MAX_COUNT = 64
 

@@ -7,8 +7,9 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import unquote
 
+from . import unevaluated
 from .diagnostics import SchemaContext
-from .keywords import ANNOTATIONS, is_number
+from .keywords import ANNOTATIONS, LAYERS, is_number
 
 
 def _unescape_pointer(token: str) -> str:
@@ -44,6 +45,7 @@ def expand(ctx: SchemaContext, schema: dict[str, Any], path: list[str], refs: tu
     is then taken as admitting any value). Raises SchemaError for a malformed ``allOf`` or an unresolvable
     ``$ref``.
     """
+    schema = unevaluated.rewrite(ctx, schema, path)
     while "$ref" in schema or "allOf" in schema:
         if "$ref" in schema:
             ref = schema["$ref"]
@@ -62,6 +64,7 @@ def expand(ctx: SchemaContext, schema: dict[str, Any], path: list[str], refs: tu
                 continue
             if target is False:
                 return None, refs, at
+            target = unevaluated.rewrite(ctx, target, path)  # its own, before the siblings join it
             schema = merge(ctx, target, rest, path, at) if rest else dict(target)
         else:
             subs = schema["allOf"]
@@ -79,9 +82,33 @@ def expand(ctx: SchemaContext, schema: dict[str, Any], path: list[str], refs: tu
                     sub, refs, _ = expand(ctx, sub, path, refs, f"{at}/allOf/{i}")
                     if sub is None:
                         return None, refs, at
-                merged = merge(ctx, merged, sub, path, at)
+                merged = merge(ctx, merged, unevaluated.rewrite(ctx, sub, path), path, at)
             schema = merged
     return schema, refs, at
+
+
+_LAYER_KEYS = ("properties", "patternProperties", "additionalProperties")
+_ANY = (None, True)  # an additionalProperties that admits every value (None: absent)
+
+
+def _has_layer(schema: dict[str, Any]) -> bool:
+    return LAYERS in schema or any(k in schema for k in _LAYER_KEYS)
+
+
+def _flat(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    """True when the object keywords of ``a`` and ``b`` merge into one set exactly: no patterns, no layers,
+    and each side's ``additionalProperties`` admits any value of the names only the other side declares."""
+    if LAYERS in a or LAYERS in b or "patternProperties" in a or "patternProperties" in b:
+        return False
+    pa, pb = a.get("properties", {}), b.get("properties", {})
+    if not isinstance(pa, dict) or not isinstance(pb, dict):
+        return True  # malformed: reported when the object is compiled
+    extra_a, extra_b = a.get("additionalProperties"), b.get("additionalProperties")
+    if any(k not in pa for k in pb) and extra_a not in _ANY and extra_a != {}:
+        return False
+    if any(k not in pb for k in pa) and extra_b not in _ANY and extra_b != {}:
+        return False
+    return True
 
 
 def merge(ctx: SchemaContext, a: dict[str, Any], b: dict[str, Any], path: list[str],
@@ -89,11 +116,24 @@ def merge(ctx: SchemaContext, a: dict[str, Any], b: dict[str, Any], path: list[s
     """The conjunction of two schemas as one schema (``allOf`` of both), as far as the grammar needs.
 
     Keywords of one side only are kept; where both sides give a keyword: properties are merged per name,
-    required lists joined, types and enums intersected, bounds tightened, ``items`` and
-    ``additionalProperties`` conjoined, ``anyOf``/``oneOf`` multiplied out; any other conflict keeps the
-    first value (noted as not enforced). ``at`` (the place, a JSON pointer) is named when the product of two
-    ``anyOf`` lists would pass the ``nodes`` limit (CompileLimitError).
+    required lists joined, types and enums intersected, bounds tightened (``minProperties``/``maxProperties``
+    too), ``items`` and ``additionalProperties`` conjoined, ``anyOf``/``oneOf`` multiplied out, ``allOf``
+    lists joined, ``propertyNames`` and dependent schemas conjoined, dependent name lists joined; any other
+    conflict keeps the first value (noted as not enforced). ``at`` (the place, a JSON pointer) is named when
+    the product of two ``anyOf`` lists would pass the ``nodes`` limit (CompileLimitError).
+
+    Object keywords (``properties``, ``patternProperties``, ``additionalProperties``) merge into one set only
+    where that is exact (:func:`_flat`); otherwise ``b``'s are kept apart as a layer under
+    :data:`~.keywords.LAYERS` (with ``a``'s and ``b``'s own layers): a key's value then satisfies every
+    layer (JSON Schema 2020-12 section 10.3.2 applied to each branch), so a name only ``b`` declares still
+    meets ``a``'s ``additionalProperties`` (``false``: the name is refused).
     """
+    if _has_layer(a) and _has_layer(b) and not _flat(a, b):
+        own_b = {k: b[k] for k in _LAYER_KEYS if k in b}
+        out = merge(ctx, {k: v for k, v in a.items() if k != LAYERS},
+                    {k: v for k, v in b.items() if k not in _LAYER_KEYS and k != LAYERS}, path, at)
+        out[LAYERS] = list(a.get(LAYERS, [])) + ([own_b] if own_b else []) + list(b.get(LAYERS, []))
+        return out
     out = dict(a)
     for key, value in b.items():
         if key not in out:
@@ -117,9 +157,9 @@ def merge(ctx: SchemaContext, a: dict[str, Any], b: dict[str, Any], path: list[s
             out[key] = sorted(both)
         elif key == "enum":
             out[key] = [v for v in mine if v in value]
-        elif key in ("minimum", "minLength", "minItems", "exclusiveMinimum") and is_number(mine) and is_number(value):
+        elif key in ("minimum", "minLength", "minItems", "exclusiveMinimum", "minProperties") and is_number(mine) and is_number(value):
             out[key] = max(mine, value)
-        elif key in ("maximum", "maxLength", "maxItems", "exclusiveMaximum") and is_number(mine) and is_number(value):
+        elif key in ("maximum", "maxLength", "maxItems", "exclusiveMaximum", "maxProperties") and is_number(mine) and is_number(value):
             out[key] = min(mine, value)
         elif key in ("items", "additionalProperties") and isinstance(mine, (dict, bool)) and isinstance(value, (dict, bool)):
             if mine is False or value is False:
@@ -133,8 +173,31 @@ def merge(ctx: SchemaContext, a: dict[str, Any], b: dict[str, Any], path: list[s
                 ctx.budget.check_nodes(len(mine) * len(value), at)
             out[key] = [merge(ctx, x, y, path, at) if isinstance(x, dict) and isinstance(y, dict) else x
                         for x in mine for y in value]
+        elif key == "allOf" and isinstance(mine, list) and isinstance(value, list):
+            out[key] = [*mine, *value]
+        elif key == "propertyNames":
+            out[key] = {"allOf": [mine, value]}
+        elif key in ("dependentRequired", "dependentSchemas", "dependencies") and isinstance(mine, dict) \
+                and isinstance(value, dict):
+            out[key] = _merge_dependencies(mine, value)
         elif key in ANNOTATIONS:
             continue
         else:
             ctx.note("not enforced", path, key, "conflicting values in allOf; the first is used")
+    return out
+
+
+def _merge_dependencies(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+    """Two dependency maps (name -> list of names or schema) as one: lists joined, schemas conjoined (a list
+    with a schema: the list as ``required``)."""
+    out = dict(a)
+    for name, dep in b.items():
+        if name not in out:
+            out[name] = dep
+        elif isinstance(out[name], list) and isinstance(dep, list):
+            out[name] = list(dict.fromkeys([*out[name], *dep]))
+        else:
+            def schema(x):
+                return {"required": x} if isinstance(x, list) else x
+            out[name] = {"allOf": [schema(out[name]), schema(dep)]}
     return out
