@@ -161,7 +161,8 @@ def retag(t: Tagged, mapping: dict[int, int]) -> Tagged | None:
 class OpenObject(Node):
     """An object: named ``members`` ``(JSON-encoded key, value node, required)`` in order (optional ones may be
     left out), then extra members whose keys ``keys`` classifies into regions (tag ``r``: the value follows
-    ``regions[r]``; None: no extra members), ``lo``..``hi`` members in all (``hi`` None: no bound).
+    ``regions[r]``; None: no extra members), ``lo``..``hi`` members in all (``hi`` None: no bound), and the
+    ``dependencies`` among named members hold.
 
     Extra keys are not checked for repeats (a key may come twice among the extras; the compiler notes it).
     :attr:`regex` is a description (``<extra>`` for the extra members), never compiled.
@@ -172,6 +173,8 @@ class OpenObject(Node):
     regions: list[Node] = field(default_factory=list)
     lo: int = 0
     hi: int | None = None
+    #: ``(k, [l, ...])``: when member ``k`` is present, members ``l`` are too (``dependentRequired``).
+    dependencies: list[tuple[int, list[int]]] = field(default_factory=list)
 
     @property
     def regex(self) -> str:
@@ -180,6 +183,8 @@ class OpenObject(Node):
             text += "&<extra members: " + ", ".join(f"<key {r}>: {v.regex}" for r, v in enumerate(self.regions)) + ">"
         if self.lo or self.hi is not None:
             text += f"&<{self.lo}..{'' if self.hi is None else self.hi} members>"
+        for k, ls in self.dependencies:
+            text += f"&<{self.members[k][0]} needs " + ", ".join(self.members[j][0] for j in ls) + ">"
         return text
 
     def children(self) -> list[Node]:
@@ -193,7 +198,13 @@ class OpenObject(Node):
 
 
 class _Builder:
-    """Builds the automaton of one :class:`OpenObject` (see the module docstring)."""
+    """Builds the automaton of one :class:`OpenObject` (see the module docstring).
+
+    A slot is ``(i, c, mask)``: named members ``i..`` may still come, ``c`` members are written (saturated),
+    ``mask`` holds the presence of the members written before ``i`` that a dependency with a member not yet
+    decided needs (bit ``j``: member ``j``). Which choices keep the dependencies satisfiable is decided by
+    propagating them as Horn clauses (Dowling and Gallier, 1984) over the members still open.
+    """
 
     def __init__(self, obj: OpenObject, timings):
         self.obj = obj
@@ -205,8 +216,17 @@ class _Builder:
         # the count saturates where it stops mattering: at hi, else at lo (at least 1: "none yet" or not)
         self.top = obj.hi if obj.hi is not None else max(obj.lo, 1)
         self.req_after = [0] * (n + 1)
+        self.req_mask = [0] * (n + 1)  # the required members from i on
         for i in range(n - 1, -1, -1):
             self.req_after[i] = self.req_after[i + 1] + (1 if self.required[i] else 0)
+            self.req_mask[i] = self.req_mask[i + 1] | ((1 << i) if self.required[i] else 0)
+        # dependencies: (k, mask of its l's, mask of all its members)
+        self.deps = [(k, sum(1 << j for j in ls), (1 << k) | sum(1 << j for j in ls)) for k, ls in obj.dependencies]
+        self.needed = [0] * (n + 1)  # the members before i whose presence a dependency still needs at i
+        for i in range(n + 1):
+            for _, _, every in self.deps:
+                if every >> i:
+                    self.needed[i] |= every & ((1 << i) - 1)
         self.blocks: list[np.ndarray] = []
         self.acc: list[np.ndarray] = []
         self.size = 0
@@ -235,7 +255,7 @@ class _Builder:
 
     # -- slots --------------------------------------------------------------------------------------------
 
-    def viable(self, i: int, c: int) -> bool:
+    def counts_ok(self, i: int, c: int) -> bool:
         """True when slot ``(i, c)`` can still end in ``}`` within the counts."""
         hi, lo = self.obj.hi, self.obj.lo
         if hi is not None and c + self.req_after[i] > hi:
@@ -243,19 +263,45 @@ class _Builder:
         most = float("inf") if self.extras else c + (self.n - i)
         return most >= lo
 
+    def satisfiable(self, since: int, upto: int, present: int) -> bool:
+        """Whether the dependencies with a member at or after ``since`` can hold once members before ``upto``
+        are decided (present: the bits of ``present``; the others absent) and the later ones are free
+        (required ones present): the least set of members the required ones force (Horn propagation) must
+        not hold a decided absent one."""
+        if not self.deps:
+            return True
+        forced = present | self.req_mask[upto]
+        changed = True
+        while changed:
+            changed = False
+            for k, ls, every in self.deps:
+                if every >> since and forced >> k & 1 and forced | ls != forced:
+                    forced |= ls
+                    changed = True
+        return not forced & ~present & ((1 << upto) - 1)
+
     def after(self, c: int) -> int:
         """The count after one more member."""
         return c + 1 if self.obj.hi is not None else min(c + 1, self.top)
 
-    def choices(self, i: int, c: int) -> tuple[list[int], bool, bool]:
-        """(named members that may come next, whether an extra member may, whether ``}`` may) at slot (i, c)."""
+    def choices(self, slot: tuple[int, int, int]):
+        """At ``slot``: (the named members that may come next with the slot after each, the slot after an
+        extra member or None, whether ``}`` may come)."""
+        i, c, mask = slot
         first_req = next((j for j in range(i, self.n) if self.required[j]), None)
         can_add = self.obj.hi is None or c < self.obj.hi
         last = first_req if first_req is not None else self.n - 1
         nxt = self.after(c)
-        named = [j for j in range(i, last + 1) if can_add and self.viable(j + 1, nxt)]
-        extra = can_add and first_req is None and self.extras and self.viable(self.n, nxt)
-        close = first_req is None and c >= self.obj.lo
+        named = []
+        for j in range(i, last + 1):
+            full = mask | (1 << j)
+            if can_add and self.counts_ok(j + 1, nxt) and self.satisfiable(i, j + 1, full):
+                named.append((j, (j + 1, nxt, full & self.needed[j + 1])))
+        done = first_req is None and self.satisfiable(i, self.n, mask)  # the named members are over
+        extra = None
+        if can_add and done and self.extras and self.counts_ok(self.n, nxt):
+            extra = (self.n, nxt, 0)
+        close = done and c >= self.obj.lo
         return named, extra, close
 
     def dispatch(self, named: list[int], extra: bool) -> Tagged | None:
@@ -285,27 +331,28 @@ class _Builder:
         return self.values[tag]
 
     def build(self) -> ByteDFA:
-        if not self.viable(0, 0):
+        first = (0, 0, 0)
+        if not self.counts_ok(0, 0) or not self.satisfiable(0, 0, 0):
             raise SchemaError("the object admits no member count within its bounds (empty language)")
         start, accept = self.fresh(1), self.fresh(1)
-        entry: dict[tuple[int, int], int] = {(0, 0): self.fresh(1)}  # slot -> its entry state
-        pending = [(0, 0)]
-        copies: dict[tuple[int, tuple[int, int]], tuple[int, ByteDFA]] = {}  # (tag, next slot) -> value copy
-        edits: list[tuple[int, int, int]] = [(start, ord("{"), entry[(0, 0)])]  # (state, byte, target)
+        entry: dict[tuple[int, int, int], int] = {first: self.fresh(1)}  # slot -> its entry state
+        pending = [first]
+        copies: dict[tuple[int, tuple], tuple[int, ByteDFA]] = {}  # (tag, next slot) -> value copy
+        edits: list[tuple[int, int, int]] = [(start, ord("{"), entry[first])]  # (state, byte, target)
         merges: list[tuple[int, int]] = []  # (state, other): the state also reads what the other reads
-        ends: list[tuple[np.ndarray, tuple[int, int]]] = []  # a value copy's end states, the slot after it
+        ends: list[tuple[np.ndarray, tuple]] = []  # a value copy's end states, the slot after it
         while pending:
             slot = pending.pop()
-            i, c = slot
             e = entry[slot]
-            named, extra, close = self.choices(i, c)
+            named, extra, close = self.choices(slot)
             if close:
                 edits.append((e, ord("}"), accept))
-            d = self.dispatch(named, extra)
+            following = dict(named)
+            d = self.dispatch([j for j, _ in named], extra is not None)
             if d is None:
                 continue
             off = self.add(d.dfa)
-            if c == 0:  # no member yet: the entry reads the first key at once
+            if slot[1] == 0:  # no member yet: the entry reads the first key at once
                 merges.append((e, off + d.dfa.start))
             else:
                 sep = self.fresh(1)
@@ -313,7 +360,7 @@ class _Builder:
                 edits.append((sep, ord(" "), off + d.dfa.start))
             for q in np.flatnonzero(d.tags >= 0):
                 tag = int(d.tags[q])
-                nxt = (tag + 1 if tag < self.n else self.n, self.after(c))
+                nxt = following[tag] if tag < self.n else extra
                 if (tag, nxt) not in copies:
                     v = self.value(tag)
                     copies[(tag, nxt)] = (self.add(v), v)

@@ -48,6 +48,10 @@ KEY = string_of(r'(?:[^"\\\x00-\x1f]|\\["\\bfnrt]|\\u00(?:0[0-7bef]|1[0-9a-f]))*
 #: The most dependencies (``dependentRequired``, ``dependentSchemas``, ``dependencies`` entries) split into
 #: alternatives: each doubles the alternatives compiled; later ones are noted and checked after generation.
 MAX_DEPENDENCIES = 6
+#: The most regions of extra keys (combinations of the patterns a key matches, each with its own value
+#: automaton): past it the object is refused with CompileLimitError (a few patterns give a few regions; n
+#: patterns that all overlap give 2**n).
+MAX_REGIONS = 64
 LAYER_KEYS = ("properties", "patternProperties", "additionalProperties")
 _DEPENDENCY_KEYS = ("dependentRequired", "dependentSchemas", "dependencies")
 
@@ -99,21 +103,21 @@ class ObjectCompiler:
     def node(self) -> Node | None:
         """The object's node, or None when no object satisfies the schema. Raises SchemaError for malformed
         keywords, CompileLimitError past a compile limit."""
-        if any(k in self.schema for k in _DEPENDENCY_KEYS):
+        self.name_lists, self.dependent_schemas = self.read_dependencies()
+        if self.dependent_schemas:
             return self.dependencies()
         return self.plain()
 
     # -- dependencies -------------------------------------------------------------------------------------
 
-    def dependencies(self) -> Node | None:
-        """The union of the alternatives the dependencies split the object into (see the module docstring)."""
-        ctx, schema = self.ctx, self.schema
-        base = {k: v for k, v in schema.items() if k not in _DEPENDENCY_KEYS}
-        base["type"] = "object"
-        required = {r for r in schema.get("required", []) if isinstance(r, str)}
-        groups: list[tuple[str, list[dict[str, Any]]]] = []  # (keyword, [without K, with K])
+    def read_dependencies(self) -> tuple[dict[str, list[str]], list[tuple[str, str, Any]]]:
+        """(name -> the names it needs, from ``dependentRequired`` and draft 7 ``dependencies`` lists;
+        ``(keyword, name, schema)`` of the dependent schemas that constrain something). Raises SchemaError
+        for malformed entries."""
+        lists: dict[str, list[str]] = {}
+        schemas: list[tuple[str, str, Any]] = []
         for key in _DEPENDENCY_KEYS:
-            entries = schema.get(key)
+            entries = self.schema.get(key)
             if entries is None:
                 continue
             if not isinstance(entries, dict):
@@ -122,23 +126,34 @@ class ObjectCompiler:
                 if isinstance(dep, list) and key != "dependentSchemas":
                     if not all(isinstance(x, str) for x in dep):
                         raise self.error(f"'{key}' lists must hold property names")
-                    if set(dep) <= required:
-                        continue
-                    present = {"required": [*dep, name]}
+                    lists[name] = list(dict.fromkeys([*lists.get(name, []), *dep]))
                 elif isinstance(dep, (dict, bool)) and key != "dependentRequired":
-                    if dep is True or dep == {}:
-                        continue
-                    present = {"required": [name], "allOf": [dep]}
+                    if dep is not True and dep != {}:
+                        schemas.append((key, name, dep))
                 else:
                     raise self.error(f"'{key}' entry {name!r} must be "
                                      + ("a list of names" if key == "dependentRequired" else "a schema"))
-                if name in required:
-                    base = merge(ctx, base, present, self.path, self.at)
-                    continue
+        return lists, schemas
+
+    def dependencies(self) -> Node | None:
+        """The union of the alternatives the dependent schemas split the object into: without the key, or
+        with it and its schema merged in (see the module docstring)."""
+        ctx, schema = self.ctx, self.schema
+        base = {k: v for k, v in schema.items() if k != "dependentSchemas"}
+        if isinstance(base.get("dependencies"), dict):
+            base["dependencies"] = {k: v for k, v in base["dependencies"].items() if isinstance(v, list)}
+        base["type"] = "object"
+        required = {r for r in schema.get("required", []) if isinstance(r, str)}
+        groups: list[tuple[str, list[dict[str, Any]]]] = []  # (keyword, [without K, with K])
+        for key, name, dep in self.dependent_schemas:
+            present = {"required": [name], "allOf": [dep]}
+            if name in required:
+                base = merge(ctx, base, present, self.path, self.at)
+            else:
                 groups.append((key, [{"properties": {name: False}}, present]))
         if len(groups) > MAX_DEPENDENCIES:
             for key, _ in groups[MAX_DEPENDENCIES:]:
-                ctx.note("not enforced", self.path, key, f"more than {MAX_DEPENDENCIES} dependencies")
+                ctx.note("not enforced", self.path, key, f"more than {MAX_DEPENDENCIES} dependent schemas")
             groups = groups[:MAX_DEPENDENCIES]
         ctx.budget.check_nodes(2 ** len(groups), self.at)
         parts = []
@@ -152,6 +167,43 @@ class ObjectCompiler:
         if not parts:
             return None
         return parts[0] if len(parts) == 1 else Alt(parts)
+
+    def needs(self, members: list[tuple[str, Node, bool]]) -> list[tuple[str, Node, bool]] | None:
+        """The members with the ``dependentRequired`` lists applied: a name whose needed names cannot appear
+        is left out, a required name makes its needed names required; sets ``self.constraints`` to what is
+        left for the automaton (``(k, [l, ...])`` member indices, at most MAX_DEPENDENCIES, the rest noted).
+        None when a required member is left out."""
+        self.constraints: list[tuple[int, list[int]]] = []
+        if not self.name_lists:
+            return members
+        texts = {name: json.dumps(name, ensure_ascii=False) for name in self.name_lists}
+        names = {text: i for i, (text, _, _) in enumerate(members)}
+        present = {json.loads(text) for text in names}
+        required = {json.loads(text) for text, _, r in members if r}
+        changed = True
+        while changed:  # fixpoint: left out names and forced names spread along the lists
+            changed = False
+            for name, needed in self.name_lists.items():
+                if name in present and not set(needed) <= present:
+                    if name in required:
+                        return None
+                    present.discard(name)
+                    changed = True
+                elif name in required and not set(needed) <= required:
+                    required |= set(needed)
+                    changed = True
+        out = [(text, node, json.loads(text) in required) for text, node, _ in members
+               if json.loads(text) in present]
+        index = {text: i for i, (text, _, _) in enumerate(out)}
+        kept = [(name, needed) for name, needed in self.name_lists.items()
+                if name in present and name not in required and not set(needed) <= required]
+        if len(kept) > MAX_DEPENDENCIES:
+            key = "dependentRequired" if "dependentRequired" in self.schema else "dependencies"
+            self.ctx.note("not enforced", self.path, key, f"more than {MAX_DEPENDENCIES} dependencies")
+            kept = kept[:MAX_DEPENDENCIES]
+        self.constraints = [(index[texts[name]], [index[json.dumps(x, ensure_ascii=False)] for x in needed])
+                            for name, needed in kept]
+        return out
 
     # -- one object ---------------------------------------------------------------------------------------
 
@@ -175,6 +227,7 @@ class ObjectCompiler:
             names = self.key_universe()
             self.read_patterns()
             members = self.members(required, names)
+            members = None if members is None else self.needs(members)
             if members is None:
                 return None
             keys, regions = self.extras(members, names)
@@ -186,12 +239,12 @@ class ObjectCompiler:
             lo = 0
         if hi is not None and most is not None and hi >= most:
             hi = None
-        if keys is None and lo == 0 and hi is None:
+        if keys is None and lo == 0 and hi is None and not self.constraints:
             return ObjectNode(members)
         if (keys is not None and not members and lo == 0 and hi is None and len(regions) == 1
                 and names is None and not self.named and not self.patterns and not self.unknown):
             return MapNode(Leaf(STRING), regions[0])  # a map: any key, one value
-        return OpenObject(members, keys, regions, lo, hi)
+        return OpenObject(members, keys, regions, lo, hi, self.constraints)
 
     def key_universe(self) -> ByteDFA | None:
         """The DFA of the key texts ``propertyNames`` admits (canonical spelling, :data:`KEY`), or None when
@@ -260,6 +313,8 @@ class ObjectCompiler:
         for layer in self.layers:
             order.extend(k for k in layer.get("properties", {}) if k not in order)
         order.extend(r for r in required if r not in order)
+        for name, needed in self.name_lists.items():  # the names dependencies mention may appear too
+            order.extend(x for x in [*needed, name] if x not in order)
         self.named = order
         self.ctx.budget.check_properties(sum(1 for k in order if k not in required), self.at)
         out = []
@@ -297,7 +352,12 @@ class ObjectCompiler:
             return None, []
         regions: list[Node] = []
         mapping: dict[int, int] = {}
-        for mask in sorted({int(t) for t in keys.tags if t >= 0}):
+        masks = sorted({int(t) for t in keys.tags if t >= 0})
+        if len(masks) > MAX_REGIONS:
+            raise limits.CompileLimitError(
+                f"{self.ctx.where_at(self.at)}: the patternProperties split the extra keys into {len(masks):,} "
+                f"regions (each with its own value), more than {MAX_REGIONS}")
+        for mask in masks:
             matched = [p for i, p in enumerate(self.patterns) if mask >> i & 1]
             if not (matched or opened_by_schema or map_open):
                 continue
@@ -326,4 +386,4 @@ def compile_object(ctx, schema: dict[str, Any], path: list[str], refs: tuple[str
     return ObjectCompiler(ctx, schema, path, refs, at).node()
 
 
-__all__ = ["KEY", "MAX_COUNT", "MAX_DEPENDENCIES", "compile_object", "conjunction", "layers"]
+__all__ = ["KEY", "MAX_COUNT", "MAX_DEPENDENCIES", "MAX_REGIONS", "compile_object", "conjunction", "layers"]

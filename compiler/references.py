@@ -35,8 +35,13 @@ def resolve(ctx: SchemaContext, ref: str, path: list[str]) -> Any:
     return node
 
 
+_UNSET = object()
+
+
 def expand(ctx: SchemaContext, schema: dict[str, Any], path: list[str], refs: tuple[str, ...], at: str = "#"):
-    """Inline ``$ref`` and merge ``allOf`` until neither is left at the top of ``schema``.
+    """Inline ``$ref`` and merge ``allOf`` until neither is left at the top of ``schema``; then apply its
+    ``unevaluatedProperties`` (:func:`~.unevaluated.apply`, which sees the merged schema; an ``allOf`` branch
+    or ``$ref`` target with its own is expanded on its own first).
 
     ``refs``: the references entered on the path so far; ``at``: the place of ``schema`` (a JSON pointer).
     Returns (schema, refs, place), the place being that of the last ``$ref`` target inlined (else ``at``),
@@ -45,46 +50,54 @@ def expand(ctx: SchemaContext, schema: dict[str, Any], path: list[str], refs: tu
     is then taken as admitting any value). Raises SchemaError for a malformed ``allOf`` or an unresolvable
     ``$ref``.
     """
-    schema = unevaluated.rewrite(ctx, schema, path)
-    while "$ref" in schema or "allOf" in schema:
-        if "$ref" in schema:
-            ref = schema["$ref"]
-            if refs.count(ref) >= ctx.max_recursion:
-                ctx.note("unrolled", path, "$ref", f"recursion through {ref} cut at depth {ctx.max_recursion}")
-                ctx.cuts.append((ref, at))
-                return ({} if ref in ctx.assume else None), refs, at
-            target = resolve(ctx, ref, path)
-            refs = refs + (ref,)
-            at = ref
-            rest = {k: v for k, v in schema.items() if k != "$ref"}
-            if target is True or target == {}:
-                schema = rest or {}
-                if not schema:
-                    return {}, refs, at
-                continue
-            if target is False:
-                return None, refs, at
-            target = unevaluated.rewrite(ctx, target, path)  # its own, before the siblings join it
-            schema = merge(ctx, target, rest, path, at) if rest else dict(target)
-        else:
-            subs = schema["allOf"]
-            if not isinstance(subs, list) or not subs:
-                raise ctx.error(path, "'allOf' must be a non-empty list")
-            merged = {k: v for k, v in schema.items() if k != "allOf"}
-            for i, sub in enumerate(subs):
-                if sub is False:
-                    return None, refs, at
-                if sub is True:
-                    continue
-                if not isinstance(sub, dict):
-                    raise ctx.error(path, "'allOf' entries must be schemas")
-                if "$ref" in sub:
-                    sub, refs, _ = expand(ctx, sub, path, refs, f"{at}/allOf/{i}")
-                    if sub is None:
+    rule = schema.get("unevaluatedProperties", _UNSET)
+    if rule is not _UNSET:
+        schema = {k: v for k, v in schema.items() if k != "unevaluatedProperties"}
+    while True:
+        while "$ref" in schema or "allOf" in schema:
+            if "$ref" in schema:
+                ref = schema["$ref"]
+                if refs.count(ref) >= ctx.max_recursion:
+                    ctx.note("unrolled", path, "$ref", f"recursion through {ref} cut at depth {ctx.max_recursion}")
+                    ctx.cuts.append((ref, at))
+                    return ({} if ref in ctx.assume else None), refs, at
+                target = resolve(ctx, ref, path)
+                refs = refs + (ref,)
+                at = ref
+                rest = {k: v for k, v in schema.items() if k != "$ref"}
+                if isinstance(target, dict) and "unevaluatedProperties" in target:  # its own, first
+                    target, refs, _ = expand(ctx, target, path, refs, at)
+                    if target is None:
                         return None, refs, at
-                merged = merge(ctx, merged, unevaluated.rewrite(ctx, sub, path), path, at)
-            schema = merged
-    return schema, refs, at
+                if target is True or target == {}:
+                    schema = rest or {}
+                    if not schema and rule is _UNSET:
+                        return {}, refs, at
+                    continue
+                if target is False:
+                    return None, refs, at
+                schema = merge(ctx, target, rest, path, at) if rest else dict(target)
+            else:
+                subs = schema["allOf"]
+                if not isinstance(subs, list) or not subs:
+                    raise ctx.error(path, "'allOf' must be a non-empty list")
+                merged = {k: v for k, v in schema.items() if k != "allOf"}
+                for i, sub in enumerate(subs):
+                    if sub is False:
+                        return None, refs, at
+                    if sub is True:
+                        continue
+                    if not isinstance(sub, dict):
+                        raise ctx.error(path, "'allOf' entries must be schemas")
+                    if "$ref" in sub or "unevaluatedProperties" in sub:
+                        sub, refs, _ = expand(ctx, sub, path, refs, f"{at}/allOf/{i}")
+                        if sub is None:
+                            return None, refs, at
+                    merged = merge(ctx, merged, sub, path, at)
+                schema = merged
+        if rule is _UNSET:
+            return schema, refs, at
+        schema, rule = unevaluated.apply(ctx, schema, rule, path, refs, at), _UNSET
 
 
 _LAYER_KEYS = ("properties", "patternProperties", "additionalProperties")

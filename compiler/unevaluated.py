@@ -1,20 +1,21 @@
-"""``unevaluatedProperties`` rewritten into object keywords, where the keys a schema evaluates are known.
+"""``unevaluatedProperties`` turned into object keywords, where the keys a schema evaluates are known.
 
 JSON Schema 2020-12 (section 11.3): ``unevaluatedProperties`` applies to the keys that no ``properties``,
 ``patternProperties``, ``additionalProperties`` or nested ``unevaluatedProperties`` of the same schema or of
 its in-place subschemas (``allOf``, ``$ref``, and the ``anyOf``/``oneOf`` branches, ``if``/``then``/``else``
-and dependent schemas that apply) has evaluated. Where those keys are known without the instance, the
-keyword is one more ``allOf`` branch, a *layer* ``{"properties": {name: true, ...}, "patternProperties":
-{pattern: true, ...}, "additionalProperties": U}`` (an ``additionalProperties`` anywhere evaluates every key:
-then there is nothing left to check).
+and dependent schemas that apply) has evaluated.
+
+:func:`~.references.expand` takes the keyword out, merges the schema with its ``allOf`` branches and ``$ref``
+targets (each nested ``unevaluatedProperties`` applied in its own subschema first), then calls :func:`apply`:
+the keys the merged schema evaluates are its declared names and patterns (an ``additionalProperties``
+evaluates every key: nothing is left to check), and the rule becomes one more ``allOf`` branch, a *layer*
+``{"properties": {name: true, ...}, "patternProperties": {pattern: true, ...}, "additionalProperties": U}``.
 
 The branches that apply depend on the instance: each ``anyOf``/``oneOf`` branch, the ``then`` and ``else``
-of an ``if``, each dependent schema with and without its key carries its own layer, those at the top of the
-schema in place of the keyword (``oneOf`` stays too: it is exclusive), those met deeper through ``allOf``
-and ``$ref`` beside it. An ``anyOf`` instance valid for two branches at once is refused when its keys need
-both (noted "limited"). ``$dynamicRef`` and a ``$ref`` met again on the same path are not followed: the keys
-only they evaluate count as unevaluated, which refuses some valid instances (noted "limited"), never admits
-an invalid one.
+of an ``if``, each dependent schema with and without its key carries its own layer, in place of the
+keyword (``oneOf`` stays too: it is exclusive). An ``anyOf`` instance valid for two branches at once is
+refused when its keys need both (noted "limited"). Keys evaluated through ``$dynamicRef`` are not known: they
+count as unevaluated, which refuses some valid instances (noted "limited"), never admits an invalid one.
 """
 
 from __future__ import annotations
@@ -25,15 +26,16 @@ from typing import Any
 from .diagnostics import SchemaContext
 from .keywords import LAYERS
 
-_ALTERNATIVES = ("anyOf", "oneOf", "if", "then", "else", "dependentSchemas", "dependencies", "$dynamicRef",
-                 "$recursiveRef")
+#: The keywords whose branches apply depending on the instance (distributed by :func:`apply`).
+ALTERNATIVES = ("anyOf", "oneOf", "if", "then", "else", "dependentSchemas", "dependencies")
+#: An alternative: ("anyOf"/"oneOf", branches), ("if", (if, then, else)) or ("dependentSchemas", (name, schema)).
+Group = tuple[str, Any]
 
 
 @dataclass
 class Evaluated:
     """The keys a schema evaluates: ``names`` (declared properties), ``patterns`` (pattern properties),
-    ``every`` (an ``additionalProperties`` or nested ``unevaluatedProperties``: every key); ``partial``: some
-    evaluation depends on the instance below the top and was left out."""
+    ``every`` (an ``additionalProperties``: every key); ``partial``: some are not known (``$dynamicRef``)."""
 
     names: list[str] = field(default_factory=list)
     patterns: list[str] = field(default_factory=list)
@@ -47,54 +49,30 @@ class Evaluated:
                          self.every or other.every, self.partial or other.partial)
 
 
-#: An alternative whose branch decides what is evaluated: ("anyOf"/"oneOf", branches), ("if", (if, then,
-#: else)) or ("dependentSchemas", (name, schema)).
-Group = tuple[str, Any]
-
-
-def evaluated(ctx: SchemaContext, schema: Any, path: list[str],
-              seen: frozenset[str] = frozenset()) -> tuple[Evaluated, list[Group], frozenset[str]]:
-    """The keys ``schema`` evaluates whatever the instance, following ``allOf`` and ``$ref`` (each ``$ref``
-    once per path: ``seen``), with the alternatives met on the way (their branches evaluate more, depending
-    on the instance) and the references followed. ``$dynamicRef``/``$recursiveRef`` are not followed
-    (``partial``)."""
-    from .references import resolve  # noqa: PLC0415 (references imports this module)
-
+def evaluated(schema: Any) -> Evaluated:
+    """The keys a merged schema (no ``$ref``/``allOf`` at its top) evaluates whatever the instance: its own
+    object keywords and those of its layers (:data:`~.keywords.LAYERS`)."""
     out = Evaluated()
-    groups: list[Group] = []
     if not isinstance(schema, dict):
-        return out, groups, seen
+        return out
     for layer in [schema, *schema.get(LAYERS, [])]:
         props, pats = layer.get("properties"), layer.get("patternProperties")
         if isinstance(props, dict):
             out.names.extend(n for n in props if n not in out.names)
         if isinstance(pats, dict):
             out.patterns.extend(p for p in pats if p not in out.patterns)
-        if "additionalProperties" in layer:
+        if "additionalProperties" in layer or "unevaluatedProperties" in layer:
             out.every = True
-    if "unevaluatedProperties" in schema:
-        out.every = True
-    groups.extend(alternatives(schema))
     if "$dynamicRef" in schema or "$recursiveRef" in schema:
         out.partial = True
-    subs = schema.get("allOf") if isinstance(schema.get("allOf"), list) else []
-    ref = schema.get("$ref")
-    if isinstance(ref, str):
-        if ref in seen:
-            out.partial = True
-        else:
-            seen = seen | {ref}
-            subs = [*subs, resolve(ctx, ref, path)]
-    for sub in subs:
-        more, more_groups, seen = evaluated(ctx, sub, path, seen)
-        out = out.add(more)
-        groups.extend(more_groups)
-    return out, groups, seen
+    return out
 
 
-def alternatives(schema: dict[str, Any]) -> list[Group]:
+def alternatives(schema: Any) -> list[Group]:
     """The alternatives at the top of ``schema`` (:data:`Group`)."""
     out: list[Group] = []
+    if not isinstance(schema, dict):
+        return out
     for key in ("anyOf", "oneOf"):
         if isinstance(schema.get(key), list) and schema[key]:
             out.append((key, schema[key]))
@@ -104,6 +82,20 @@ def alternatives(schema: dict[str, Any]) -> list[Group]:
         if isinstance(schema.get(key), dict):
             out.extend(("dependentSchemas", (name, dep)) for name, dep in schema[key].items()
                        if isinstance(dep, (dict, bool)))
+    return out
+
+
+def core(schema: Any) -> Any:
+    """``schema`` without its alternatives (``oneOf`` kept: it is exclusive; dependency lists kept)."""
+    if not isinstance(schema, dict):
+        return schema
+    out = {k: v for k, v in schema.items() if k not in ("anyOf", "if", "then", "else", "dependentSchemas")}
+    if isinstance(out.get("dependencies"), dict):
+        lists = {k: v for k, v in out["dependencies"].items() if isinstance(v, list)}
+        if lists:
+            out["dependencies"] = lists
+        else:
+            out.pop("dependencies")
     return out
 
 
@@ -119,73 +111,76 @@ def _layer(e: Evaluated, rule: Any) -> Any:
     return layer
 
 
-def rewrite(ctx: SchemaContext, schema: dict[str, Any], path: list[str]) -> dict[str, Any]:
-    """``schema`` with its ``unevaluatedProperties`` turned into ``allOf`` layers (see the module
-    docstring); the schema itself when it has none. Raises SchemaError for a ``$ref`` that does not resolve,
-    CompileLimitError when the alternatives would pass the ``nodes`` limit."""
-    if "unevaluatedProperties" not in schema:
-        return schema
-    rule = schema["unevaluatedProperties"]
-    rest = {k: v for k, v in schema.items() if k != "unevaluatedProperties"}
-    if rule is True or rule == {}:
-        return rest
-    base, groups, seen = evaluated(ctx, rest, path)
+def apply(ctx: SchemaContext, schema: dict[str, Any], rule: Any, path: list[str], refs: tuple[str, ...],
+          at: str) -> dict[str, Any]:
+    """``schema`` (merged: no ``$ref``/``allOf`` at its top) with ``unevaluatedProperties: rule`` turned into
+    ``allOf`` layers (see the module docstring). ``refs``, ``at``: as in :func:`~.references.expand`, which
+    expands the branches. Raises SchemaError for a branch that does not resolve, CompileLimitError past the
+    ``nodes`` limit."""
+    if rule is True or rule == {}:  # no constraint, but every key is evaluated now (for an outer rule)
+        return schema if "additionalProperties" in schema else {**schema, "additionalProperties": True}
+    base = evaluated(schema)
     if base.every:
-        return rest
-    # the alternatives at the top are replaced by their branches with layers (oneOf stays: it is exclusive);
-    # those deeper stay where they are, and their branches with layers are added
-    for key in ("anyOf", "if", "then", "else", "dependentSchemas"):
-        rest.pop(key, None)
-    if isinstance(rest.get("dependencies"), dict):
-        kept = {k: v for k, v in rest["dependencies"].items() if isinstance(v, list)}
-        if kept:
-            rest["dependencies"] = kept
-        else:
-            rest.pop("dependencies")
+        return schema
+    groups = alternatives(schema)
     if any(kind == "anyOf" for kind, _ in groups):
         ctx.note("limited", path, "unevaluatedProperties",
                  "with anyOf: keys that only two matching branches together evaluate are refused")
-    work = _Work(ctx, rule, path)
-    layer = work.distribute(groups, base, seen)
+    work = _Work(ctx, rule, path, refs, at)
+    layer = work.distribute(groups, base)
     if work.partial:
-        ctx.note("limited", path, "unevaluatedProperties",
-                 "keys evaluated through $dynamicRef or a recursive $ref count as unevaluated")
-    if layer is True:
-        return rest
-    rest["allOf"] = [*rest.get("allOf", []), layer] if isinstance(rest.get("allOf"), list) else [layer]
-    return rest
+        ctx.note("limited", path, "unevaluatedProperties", "keys evaluated through $dynamicRef count as unevaluated")
+    out = core(schema)
+    if layer is not True:
+        out["allOf"] = [layer]
+    return out
 
 
 class _Work:
-    """One distribution of ``rule`` over alternatives; ``partial`` is set when some evaluation was left out."""
+    """One distribution of ``rule`` over alternatives; ``partial`` is set when some evaluation was unknown."""
 
-    def __init__(self, ctx: SchemaContext, rule: Any, path: list[str]):
-        self.ctx, self.rule, self.path = ctx, rule, path
+    def __init__(self, ctx: SchemaContext, rule: Any, path: list[str], refs: tuple[str, ...], at: str):
+        self.ctx, self.rule, self.path, self.refs, self.at = ctx, rule, path, refs, at
         self.partial = False
 
-    def distribute(self, groups: list[Group], e: Evaluated, seen: frozenset[str]) -> Any:
+    def expand(self, schema: Any) -> Any:
+        """A branch merged (:func:`~.references.expand`); False when it admits no value."""
+        from .references import expand  # noqa: PLC0415 (references imports this module)
+
+        if not isinstance(schema, dict):
+            return schema
+        out, _, _ = expand(self.ctx, schema, self.path, self.refs, self.at)
+        return False if out is None else out
+
+    def distribute(self, groups: list[Group], e: Evaluated) -> Any:
         """The schema that applies the rule to the keys not evaluated, given the keys ``e`` evaluated so far
-        and the alternative ``groups`` still to take (each branch carries its own layer)."""
-        self.ctx.budget.count_nodes(1, "#")
+        and the alternative ``groups`` still to take (each branch carries its own layer and its own
+        alternatives)."""
+        self.ctx.budget.count_nodes(1, self.at)
         if not groups:
             self.partial = self.partial or e.partial
             return _layer(e, self.rule)
         (kind, group), later = groups[0], groups[1:]
 
-        def inner(*subs: Any) -> Any:
-            more, more_groups, now = e, [], seen
+        def branch(*subs: Any) -> Any:
+            """The conjunction of ``subs`` (merged) with the rule for the keys still unevaluated."""
+            parts, more, more_groups = [], e, []
             for sub in subs:
-                got, got_groups, now = evaluated(self.ctx, sub, self.path, now)
-                more = more.add(got)
-                more_groups.extend(got_groups)
-            return self.distribute(more_groups + later, more, now)
+                if sub is False:
+                    return False
+                parts.append(core(sub))
+                more = more.add(evaluated(sub))
+                more_groups.extend(alternatives(sub))
+            parts.append(self.distribute(more_groups + later, more))
+            parts = [p for p in parts if p is not True and p != {}]
+            return {"allOf": parts} if parts else True
 
         if kind in ("anyOf", "oneOf"):
-            return {"anyOf": [{"allOf": [b, inner(b)]} for b in group]}
+            options = [b for b in (branch(self.expand(b)) for b in group) if b is not False]
+            return {"anyOf": options} if options else False
         if kind == "if":
-            cond, then, other = group
-            return {"if": cond, "then": {"allOf": [then, inner(cond, then)]},
-                    "else": {"allOf": [other, inner(other)]}}
+            cond, then, other = (self.expand(s) for s in group)
+            return {"if": cond, "then": branch(cond, then), "else": branch(other)}
         name, dep = group
-        return {"anyOf": [{"properties": {name: False}, "allOf": [inner()]},
-                          {"required": [name], "allOf": [dep, inner(dep)]}]}
+        return {"anyOf": [{"properties": {name: False}, "allOf": [branch()]},
+                          {"required": [name], "allOf": [branch(self.expand(dep))]}]}
