@@ -16,16 +16,20 @@ ANNOTATIONS = frozenset({
 })
 #: Keywords that restrict values in ways the grammar does not follow (checked after generation).
 NOT_ENFORCEABLE = frozenset({
-    "multipleOf", "minProperties", "maxProperties",
-    "dependencies", "dependentRequired", "dependentSchemas", "propertyNames",
-    "unevaluatedProperties",
+    "multipleOf",
 })
+#: A private keyword of merged schemas: the object keywords (``properties``, ``patternProperties``,
+#: ``additionalProperties``) of ``allOf`` branches kept apart, one dict per branch, because one set of them
+#: cannot say what several say together (:func:`~.references.merge`, :mod:`.objects`).
+LAYERS = "$callmaybe:layers"
 #: Keywords the grammar handles.
 STRUCTURAL = frozenset({
     "type", "enum", "const", "properties", "required", "additionalProperties", "patternProperties", "items",
     "prefixItems", "additionalItems", "minItems", "maxItems", "anyOf", "allOf", "$ref", "$dynamicRef",
     "minLength", "maxLength", "pattern", "format", "minimum", "maximum", "exclusiveMinimum",
     "exclusiveMaximum", "uniqueItems", "contains", "minContains", "maxContains", "unevaluatedItems",
+    "minProperties", "maxProperties", "dependencies", "dependentRequired", "dependentSchemas", "propertyNames",
+    "unevaluatedProperties", LAYERS,
 })
 #: Boolean combinations of schemas, enforced by intersection and difference of automata (:meth:`SchemaCompiler.logic`).
 LOGIC = frozenset({"oneOf", "not", "if", "then", "else"})
@@ -35,9 +39,9 @@ NUMBER_KEYWORDS = {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum",
 ARRAY_KEYWORDS = {"items", "prefixItems", "additionalItems", "minItems", "maxItems", "uniqueItems", "contains",
                   "minContains", "maxContains", "unevaluatedItems"}
 OBJECT_KEYWORDS = {"properties", "required", "additionalProperties", "patternProperties", "minProperties",
-                   "maxProperties", "dependencies", "dependentRequired", "propertyNames"}
-#: String lengths above this many code points are not enforced (they would blow up the automaton); item
-#: counts are not capped (the ``states`` compile limit bounds them).
+                   "maxProperties", "dependencies", "dependentRequired", "dependentSchemas", "propertyNames",
+                   LAYERS}
+#: Counted repetitions above this many units are not enforced (they would blow up the automaton).
 MAX_COUNT = 64
 
 

@@ -20,6 +20,7 @@ compile limit exceeded while building its automaton names (:mod:`.limits`).
 from __future__ import annotations
 
 import threading
+import weakref
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Callable
@@ -80,6 +81,26 @@ class LeafCache:
 
 #: The process-wide cache of leaf automata that every node uses. ``LEAF_CACHE.clear()`` empties it.
 LEAF_CACHE = LeafCache()
+
+
+#: Per compile (its budget, :func:`~.limits.current`): regex -> the DFA of a member value already composed.
+_COMPOSED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def member_dfa(node: Node, timings: dict[str, float] | None = None) -> ByteDFA:
+    """``node.dfa(timings)``, built once per compile for equal regexes (objects repeat the same member values,
+    "any value" above all, and dependencies compile an object once per alternative). Only regular nodes
+    whose regex is under 100,000 characters are shared; the automata are shared read-only."""
+    budget = limits.current()
+    if budget is None or not node.regular():
+        return node.dfa(timings)
+    regex = node.regex
+    if len(regex) > 100_000:
+        return node.dfa(timings)
+    memo = _COMPOSED.setdefault(budget, {})
+    if regex not in memo:
+        memo[regex] = node.dfa(timings)
+    return memo[regex]
 
 
 class Node:
@@ -194,7 +215,7 @@ class ObjectNode(Node):
 
         entry = choices(-1, b"")
         boundaries = [choices(i, b", ") for i in range(n)]
-        items = [v.dfa(timings) for _, v, _ in self.members]
+        items = [member_dfa(v, timings) for _, v, _ in self.members]
         return structure(b"{", items, boundaries, entry)
 
 
@@ -310,7 +331,7 @@ class MapNode(Node):
 
     def build(self, timings: dict[str, float] | None = None) -> ByteDFA:
         pairs = [(self.key, self.value)] + list(self.more or [])
-        pair = union_all([seq([k.dfa(timings), literals([b": "]), v.dfa(timings)]) for k, v in pairs])
+        pair = union_all([seq([k.dfa(timings), literals([b": "]), member_dfa(v, timings)]) for k, v in pairs])
         return structure(b"{", [pair], [[(b", ", 0), (b"}", None)]], [(b"", 0), (b"}", None)])
 
 

@@ -6,9 +6,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from . import unevaluated
 from .array_merge import ITEM_KEYS, localize, merge_items
 from .diagnostics import SchemaContext
-from .keywords import ANNOTATIONS, is_number
+from .keywords import ANNOTATIONS, LAYERS, is_number
 from .uris import RemoteRef, UnresolvedRef
 
 
@@ -34,8 +35,13 @@ def resolve(ctx: SchemaContext, ref: Any, path: list[str], at: str = "#", refs: 
         raise ctx.error(path, f"$ref {ref!r} does not resolve") from None
 
 
+_UNSET = object()
+
+
 def expand(ctx: SchemaContext, schema: dict[str, Any], path: list[str], refs: tuple[str, ...], at: str = "#"):
-    """Inline ``$ref`` / ``$dynamicRef`` and merge ``allOf`` until none is left at the top of ``schema``.
+    """Inline ``$ref`` / ``$dynamicRef`` and merge ``allOf`` until none is left at the top of ``schema``; then
+    apply its ``unevaluatedProperties`` (:func:`~.unevaluated.apply`, which sees the merged schema; an
+    ``allOf`` branch or reference target with its own is expanded on its own first).
 
     ``refs``: the locations of the references entered on the path so far; ``at``: the place of ``schema``
     (a JSON pointer from the root). Returns (schema, refs, place), the place being the location of the last
@@ -45,47 +51,81 @@ def expand(ctx: SchemaContext, schema: dict[str, Any], path: list[str], refs: tu
     admitting any value). Under drafts 4-7 (the root's ``$schema``), keywords beside ``$ref`` are ignored
     as those drafts say. Raises SchemaError for a malformed ``allOf`` or an unresolvable reference.
     """
-    while "$ref" in schema or "$dynamicRef" in schema or "allOf" in schema:
-        if "$ref" in schema or "$dynamicRef" in schema:
-            key = "$ref" if "$ref" in schema else "$dynamicRef"
-            ref = schema[key]
-            target, location = resolve(ctx, ref, path, at, refs, dynamic=key == "$dynamicRef")
-            if refs.count(location) >= ctx.max_recursion:
-                ctx.note("unrolled", path, key, f"recursion through {ref} cut at depth {ctx.max_recursion}")
-                ctx.cuts.append((location, at))
-                return ({} if location in ctx.assume or ctx.loose else None), refs, at
-            refs = refs + (location,)
-            at = location
-            rest = {} if ctx.ref_overrides else {k: v for k, v in schema.items() if k != key}
-            if target is True or target == {}:
-                schema = rest or {}
-                if not schema:
-                    return {}, refs, at
-                continue
-            if target is False:
-                return None, refs, at
-            if not isinstance(target, dict):
-                raise ctx.error(path, f"{key} {ref!r} points to a {type(target).__name__}, not a schema")
-            schema = merge(ctx, target, rest, path, at, local="a") if rest else dict(target)
-        else:
-            subs = schema["allOf"]
-            if not isinstance(subs, list) or not subs:
-                raise ctx.error(path, "'allOf' must be a non-empty list")
-            merged = {k: v for k, v in schema.items() if k != "allOf"}
-            for i, sub in enumerate(subs):
-                if sub is False:
-                    return None, refs, at
-                if sub is True:
-                    continue
-                if not isinstance(sub, dict):
-                    raise ctx.error(path, "'allOf' entries must be schemas")
-                if "$ref" in sub or "$dynamicRef" in sub:
-                    sub, refs, _ = expand(ctx, sub, path, refs, f"{at}/allOf/{i}")
-                    if sub is None:
+    rule = schema.get("unevaluatedProperties", _UNSET)
+    if rule is not _UNSET:
+        schema = {k: v for k, v in schema.items() if k != "unevaluatedProperties"}
+    while True:
+        while "$ref" in schema or "$dynamicRef" in schema or "allOf" in schema:
+            if "$ref" in schema or "$dynamicRef" in schema:
+                key = "$ref" if "$ref" in schema else "$dynamicRef"
+                ref = schema[key]
+                target, location = resolve(ctx, ref, path, at, refs, dynamic=key == "$dynamicRef")
+                if refs.count(location) >= ctx.max_recursion:
+                    ctx.note("unrolled", path, key, f"recursion through {ref} cut at depth {ctx.max_recursion}")
+                    ctx.cuts.append((location, at))
+                    return ({} if location in ctx.assume or ctx.loose else None), refs, at
+                refs = refs + (location,)
+                at = location
+                rest = {} if ctx.ref_overrides else {k: v for k, v in schema.items() if k != key}
+                if isinstance(target, dict) and "unevaluatedProperties" in target:  # its own, first
+                    target, refs, _ = expand(ctx, target, path, refs, at)
+                    if target is None:
                         return None, refs, at
-                merged = merge(ctx, merged, sub, path, at)
-            schema = merged
-    return schema, refs, at
+                if target is True or target == {}:
+                    schema = rest or {}
+                    if not schema and rule is _UNSET:
+                        return {}, refs, at
+                    continue
+                if target is False:
+                    return None, refs, at
+                if not isinstance(target, dict):
+                    raise ctx.error(path, f"{key} {ref!r} points to a {type(target).__name__}, not a schema")
+                schema = merge(ctx, target, rest, path, at, local="a") if rest else dict(target)
+            else:
+                subs = schema["allOf"]
+                if not isinstance(subs, list) or not subs:
+                    raise ctx.error(path, "'allOf' must be a non-empty list")
+                merged = {k: v for k, v in schema.items() if k != "allOf"}
+                for i, sub in enumerate(subs):
+                    if sub is False:
+                        return None, refs, at
+                    if sub is True:
+                        continue
+                    if not isinstance(sub, dict):
+                        raise ctx.error(path, "'allOf' entries must be schemas")
+                    if "$ref" in sub or "$dynamicRef" in sub or "unevaluatedProperties" in sub:
+                        sub, refs, _ = expand(ctx, sub, path, refs, f"{at}/allOf/{i}")
+                        if sub is None:
+                            return None, refs, at
+                    merged = merge(ctx, merged, sub, path, at)
+                schema = merged
+        if rule is _UNSET:
+            return schema, refs, at
+        schema, rule = unevaluated.apply(ctx, schema, rule, path, refs, at), _UNSET
+
+
+_LAYER_KEYS = ("properties", "patternProperties", "additionalProperties")
+_ANY = (None, True)  # an additionalProperties that admits every value (None: absent)
+
+
+def _has_layer(schema: dict[str, Any]) -> bool:
+    return LAYERS in schema or any(k in schema for k in _LAYER_KEYS)
+
+
+def _flat(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    """True when the object keywords of ``a`` and ``b`` merge into one set exactly: no patterns, no layers,
+    and each side's ``additionalProperties`` admits any value of the names only the other side declares."""
+    if LAYERS in a or LAYERS in b or "patternProperties" in a or "patternProperties" in b:
+        return False
+    pa, pb = a.get("properties", {}), b.get("properties", {})
+    if not isinstance(pa, dict) or not isinstance(pb, dict):
+        return True  # malformed: reported when the object is compiled
+    extra_a, extra_b = a.get("additionalProperties"), b.get("additionalProperties")
+    if any(k not in pa for k in pb) and extra_a not in _ANY and extra_a != {}:
+        return False
+    if any(k not in pb for k in pa) and extra_b not in _ANY and extra_b != {}:
+        return False
+    return True
 
 
 def merge(ctx: SchemaContext, a: dict[str, Any], b: dict[str, Any], path: list[str],
@@ -93,18 +133,33 @@ def merge(ctx: SchemaContext, a: dict[str, Any], b: dict[str, Any], path: list[s
     """The conjunction of two schemas as one schema (``allOf`` of both), as far as the grammar needs.
 
     Keywords of one side only are kept; where both sides give a keyword: properties are merged per name,
-    required lists joined, types and enums intersected, bounds tightened, ``items`` and
-    ``additionalProperties`` conjoined, ``anyOf``/``oneOf`` multiplied out; any other conflict keeps the
-    first value (noted as not enforced). ``at`` (the place, a JSON pointer) is named when the product of two
-    ``anyOf`` lists would pass the ``nodes`` limit (CompileLimitError). Array keywords are conjoined by
-    :func:`~.array_merge.merge_items`; ``local`` names the side that is a sub-schema of the other ("b": an
-    ``allOf`` or ``anyOf`` entry; "a": the target of a ``$ref`` beside other keywords), whose
-    ``unevaluatedItems`` cannot see the other side's items (:func:`~.array_merge.localize`).
+    required lists joined, types and enums intersected, bounds tightened (``minProperties``/``maxProperties``
+    too), ``items`` and ``additionalProperties`` conjoined, ``anyOf``/``oneOf`` multiplied out, ``allOf``
+    lists joined, ``propertyNames`` and dependent schemas conjoined, dependent name lists joined; any other
+    conflict keeps the first value (noted as not enforced). ``at`` (the place, a JSON pointer) is named when
+    the product of two ``anyOf`` lists would pass the ``nodes`` limit (CompileLimitError).
+
+    Object keywords (``properties``, ``patternProperties``, ``additionalProperties``) merge into one set only
+    where that is exact (:func:`_flat`); otherwise ``b``'s are kept apart as a layer under
+    :data:`~.keywords.LAYERS` (with ``a``'s and ``b``'s own layers): a key's value then satisfies every
+    layer (JSON Schema 2020-12 section 10.3.2 applied to each branch), so a name only ``b`` declares still
+    meets ``a``'s ``additionalProperties`` (``false``: the name is refused).
+
+    Array keywords are conjoined by :func:`~.array_merge.merge_items`; ``local`` names the side that is a
+    sub-schema of the other ("b": an ``allOf`` or ``anyOf`` entry; "a": the target of a ``$ref`` beside
+    other keywords), whose ``unevaluatedItems`` cannot see the other side's items
+    (:func:`~.array_merge.localize`).
     """
     if local == "b":
         b = localize(ctx, b, path)
     else:
         a = localize(ctx, a, path)
+    if _has_layer(a) and _has_layer(b) and not _flat(a, b):
+        own_b = {k: b[k] for k in _LAYER_KEYS if k in b}
+        out = merge(ctx, {k: v for k, v in a.items() if k != LAYERS},
+                    {k: v for k, v in b.items() if k not in _LAYER_KEYS and k != LAYERS}, path, at, local)
+        out[LAYERS] = list(a.get(LAYERS, [])) + ([own_b] if own_b else []) + list(b.get(LAYERS, []))
+        return out
     out = dict(a)
     if any(k in a for k in ITEM_KEYS) and any(k in b for k in ITEM_KEYS):
         for k in ITEM_KEYS:
@@ -133,9 +188,9 @@ def merge(ctx: SchemaContext, a: dict[str, Any], b: dict[str, Any], path: list[s
             out[key] = sorted(both)
         elif key == "enum":
             out[key] = [v for v in mine if v in value]
-        elif key in ("minimum", "minLength", "minItems", "exclusiveMinimum") and is_number(mine) and is_number(value):
+        elif key in ("minimum", "minLength", "minItems", "exclusiveMinimum", "minProperties") and is_number(mine) and is_number(value):
             out[key] = max(mine, value)
-        elif key in ("maximum", "maxLength", "maxItems", "exclusiveMaximum") and is_number(mine) and is_number(value):
+        elif key in ("maximum", "maxLength", "maxItems", "exclusiveMaximum", "maxProperties") and is_number(mine) and is_number(value):
             out[key] = min(mine, value)
         elif key in ("items", "additionalProperties") and isinstance(mine, (dict, bool)) and isinstance(value, (dict, bool)):
             if mine is False or value is False:
@@ -149,8 +204,31 @@ def merge(ctx: SchemaContext, a: dict[str, Any], b: dict[str, Any], path: list[s
                 ctx.budget.check_nodes(len(mine) * len(value), at)
             out[key] = [merge(ctx, x, y, path, at) if isinstance(x, dict) and isinstance(y, dict) else x
                         for x in mine for y in value]
+        elif key == "allOf" and isinstance(mine, list) and isinstance(value, list):
+            out[key] = [*mine, *value]
+        elif key == "propertyNames":
+            out[key] = {"allOf": [mine, value]}
+        elif key in ("dependentRequired", "dependentSchemas", "dependencies") and isinstance(mine, dict) \
+                and isinstance(value, dict):
+            out[key] = _merge_dependencies(mine, value)
         elif key in ANNOTATIONS:
             continue
         else:
             ctx.note("not enforced", path, key, "conflicting values in allOf; the first is used")
+    return out
+
+
+def _merge_dependencies(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+    """Two dependency maps (name -> list of names or schema) as one: lists joined, schemas conjoined (a list
+    with a schema: the list as ``required``)."""
+    out = dict(a)
+    for name, dep in b.items():
+        if name not in out:
+            out[name] = dep
+        elif isinstance(out[name], list) and isinstance(dep, list):
+            out[name] = list(dict.fromkeys([*out[name], *dep]))
+        else:
+            def schema(x):
+                return {"required": x} if isinstance(x, list) else x
+            out[name] = {"allOf": [schema(out[name]), schema(dep)]}
     return out

@@ -53,6 +53,7 @@ from .lexical import INTEGRAL_FLOAT, NUMBER, STRING
 from .dfa import EmptyLanguage
 from .limits import active
 from .nodes import Alt, AnyValue, ArrayNode, Both, Leaf, Literals, MapNode, MembersNode, Minus, Node, ObjectNode, OneOf
+from .objects import compile_object
 from .references import expand, merge
 
 __all__ = ["Note", "SchemaCompiler"]
@@ -338,38 +339,11 @@ class SchemaCompiler(SchemaContext):
         return array_schema.array(self, schema, path, refs, at)
 
     def object(self, schema: dict[str, Any], path: list[str], refs: tuple[str, ...], at: str = "#") -> Node | None:
-        """An object closed to its ``properties`` (in declaration order, optional ones may be left out) and
-        its ``required`` names; without either, a map (:meth:`map`). None when a required member admits no
-        value; raises SchemaError for malformed ``properties``/``required``, CompileLimitError for more
-        optional properties than the ``properties`` limit."""
-        props = schema.get("properties", {})
-        if not isinstance(props, dict):
-            raise self.error(path, "'properties' must be a JSON object")
-        required = schema.get("required", [])
-        if not isinstance(required, list):
-            raise self.error(path, "'required' must be a list")
-        extra = schema.get("additionalProperties", True)
-        if not props and not [r for r in required if isinstance(r, str)]:
-            if extra is False:
-                return ObjectNode([])
-            return self.map(extra, schema, path, refs, at)
-        self.budget.check_properties(sum(1 for name in props if name not in required), at)
-        members = []
-        for name, sub in props.items():
-            rx = self.value(sub, path + [name], refs, f"{at}/properties/{_pointer_token(name)}")
-            if rx is None:
-                if name in required:
-                    return None
-                continue
-            members.append((json.dumps(name, ensure_ascii=False), rx, name in required))
-        for name in required:
-            if isinstance(name, str) and name not in props:
-                rx = self.value(extra if isinstance(extra, dict) else True, path + [name], refs,
-                                f"{at}/additionalProperties")
-                if rx is None:
-                    return None
-                members.append((json.dumps(name, ensure_ascii=False), rx, True))
-        return ObjectNode(members)
+        """An object (:mod:`.objects`): named properties in declaration order (optional ones may be left
+        out), extra members where ``patternProperties``/``additionalProperties`` allow them, member counts,
+        dependencies and ``propertyNames``. None when no object fits; raises SchemaError for malformed
+        keywords, CompileLimitError past a compile limit."""
+        return compile_object(self, schema, path, refs, at)
 
     def loose_object(self, schema: dict[str, Any], path: list[str], refs: tuple[str, ...], at: str = "#") -> Node | None:
         """An object compiled loosely: members in any order, any number of them; a declared key's value follows
@@ -408,21 +382,6 @@ class SchemaCompiler(SchemaContext):
             return ObjectNode([])
         return MembersNode(pairs, needed)
 
-    def map(self, extra: Any, schema: dict[str, Any], path: list[str], refs: tuple[str, ...],
-            at: str = "#") -> Node:
-        """An object with string keys and values of ``additionalProperties`` (any value if absent/true)."""
-        pattern_props = schema.get("patternProperties")
-        if isinstance(pattern_props, dict) and pattern_props:
-            catch_all = [v for k, v in pattern_props.items() if k in ("", ".*", "^.*$", ".+", "^.+$")]
-            if len(pattern_props) == 1 and catch_all and extra is not False:
-                extra = catch_all[0]  # every key matches: values follow that schema
-            else:
-                self.note("not enforced", path, "patternProperties", "keys are any string")
-        value = self.value(extra if isinstance(extra, dict) else True, path + ["*"], refs,
-                           f"{at}/additionalProperties")
-        if value is None:
-            return ObjectNode([])
-        return MapNode(Leaf(STRING), value)
 
     def anything(self, path: list[str]) -> Node:
         """Any JSON value, nested at most ``any_depth`` deep (noted as limited, except when compiling loosely:
@@ -441,11 +400,6 @@ class SchemaCompiler(SchemaContext):
             return AnyValue(0, Alt(leaves))
         inner = self.any_value(depth - 1)
         return AnyValue(depth, Alt(leaves + [ArrayNode([], inner, 0, None), MapNode(Leaf(STRING), inner)]))
-
-
-def _pointer_token(name: str) -> str:
-    """``name`` as one JSON pointer token (RFC 6901: ``~`` is ``~0``, ``/`` is ``~1``)."""
-    return name.replace("~", "~0").replace("/", "~1")
 
 
 def _alt(parts: list[Node]) -> Node | None:

@@ -31,7 +31,8 @@ class Function:
     ``spelling`` says how the source wrote it: ``"native"`` (the exercise's), ``"openai"`` (a tool wrapper)
     or ``"function"`` (a bare function object). ``parameters`` is an object schema ``{"type": "object",
     "properties": {...}, "required": [...], "additionalProperties": False}`` plus whatever other top-level keywords the source gave (``$defs``,
-    ``allOf`` ...). Property order is the declaration order and is the order the grammar emits.
+    ``allOf`` ...; with ``allOf``, ``$ref`` or another in-place keyword, ``"unevaluatedProperties": False``
+    closes it instead of ``additionalProperties``). Property order is the declaration order and is the order the grammar emits.
     """
 
     name: str
@@ -97,8 +98,13 @@ def parse_function(entry: Any, where: str) -> Function:
             if not isinstance(pschema, (dict, bool)):
                 raise CatalogError(f"{where}: parameter '{pname}' must be a JSON schema object")
         params = {"type": "object", "properties": dict(raw), "required": list(raw)}
-    # Parameters are always closed: the grammar emits exactly the declared properties.
-    params["additionalProperties"] = False
+    # Parameters are always closed: the grammar emits exactly the declared properties. Where allOf, $ref or
+    # another in-place keyword declares some of them, additionalProperties would refuse those (it sees only
+    # the properties beside it): unevaluatedProperties closes the object instead.
+    if any(k in params for k in _IN_PLACE):
+        params["unevaluatedProperties"] = False
+    else:
+        params["additionalProperties"] = False
     check_schema(params, where)
     return Function(
         name=name,
@@ -107,6 +113,10 @@ def parse_function(entry: Any, where: str) -> Function:
         returns=entry.get("returns"),
         spelling=spelling,
     )
+
+
+#: Keywords that apply other schemas to the parameters object itself (they may declare properties).
+_IN_PLACE = ("allOf", "anyOf", "oneOf", "$ref", "if", "dependentSchemas", "dependencies", "$dynamicRef")
 
 
 def check_schema(schema: dict[str, Any], where: str) -> None:

@@ -1,0 +1,186 @@
+"""``unevaluatedProperties`` turned into object keywords, where the keys a schema evaluates are known.
+
+JSON Schema 2020-12 (section 11.3): ``unevaluatedProperties`` applies to the keys that no ``properties``,
+``patternProperties``, ``additionalProperties`` or nested ``unevaluatedProperties`` of the same schema or of
+its in-place subschemas (``allOf``, ``$ref``, and the ``anyOf``/``oneOf`` branches, ``if``/``then``/``else``
+and dependent schemas that apply) has evaluated.
+
+:func:`~.references.expand` takes the keyword out, merges the schema with its ``allOf`` branches and ``$ref``
+targets (each nested ``unevaluatedProperties`` applied in its own subschema first), then calls :func:`apply`:
+the keys the merged schema evaluates are its declared names and patterns (an ``additionalProperties``
+evaluates every key: nothing is left to check), and the rule becomes one more ``allOf`` branch, a *layer*
+``{"properties": {name: true, ...}, "patternProperties": {pattern: true, ...}, "additionalProperties": U}``.
+
+The branches that apply depend on the instance: each ``anyOf``/``oneOf`` branch, the ``then`` and ``else``
+of an ``if``, each dependent schema with and without its key carries its own layer, in place of the
+keyword (``oneOf`` stays too: it is exclusive). An ``anyOf`` instance valid for two branches at once is
+refused when its keys need both (noted "limited"). Keys evaluated through ``$dynamicRef`` are not known: they
+count as unevaluated, which refuses some valid instances (noted "limited"), never admits an invalid one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from .diagnostics import SchemaContext
+from .keywords import LAYERS
+
+#: The keywords whose branches apply depending on the instance (distributed by :func:`apply`).
+ALTERNATIVES = ("anyOf", "oneOf", "if", "then", "else", "dependentSchemas", "dependencies")
+#: An alternative: ("anyOf"/"oneOf", branches), ("if", (if, then, else)) or ("dependentSchemas", (name, schema)).
+Group = tuple[str, Any]
+
+
+@dataclass
+class Evaluated:
+    """The keys a schema evaluates: ``names`` (declared properties), ``patterns`` (pattern properties),
+    ``every`` (an ``additionalProperties``: every key); ``partial``: some are not known (``$dynamicRef``)."""
+
+    names: list[str] = field(default_factory=list)
+    patterns: list[str] = field(default_factory=list)
+    every: bool = False
+    partial: bool = False
+
+    def add(self, other: Evaluated) -> Evaluated:
+        """The keys evaluated by this and ``other``."""
+        return Evaluated(list(dict.fromkeys(self.names + other.names)),
+                         list(dict.fromkeys(self.patterns + other.patterns)),
+                         self.every or other.every, self.partial or other.partial)
+
+
+def evaluated(schema: Any) -> Evaluated:
+    """The keys a merged schema (no ``$ref``/``allOf`` at its top) evaluates whatever the instance: its own
+    object keywords and those of its layers (:data:`~.keywords.LAYERS`)."""
+    out = Evaluated()
+    if not isinstance(schema, dict):
+        return out
+    for layer in [schema, *schema.get(LAYERS, [])]:
+        props, pats = layer.get("properties"), layer.get("patternProperties")
+        if isinstance(props, dict):
+            out.names.extend(n for n in props if n not in out.names)
+        if isinstance(pats, dict):
+            out.patterns.extend(p for p in pats if p not in out.patterns)
+        if "additionalProperties" in layer or "unevaluatedProperties" in layer:
+            out.every = True
+    if "$dynamicRef" in schema or "$recursiveRef" in schema:
+        out.partial = True
+    return out
+
+
+def alternatives(schema: Any) -> list[Group]:
+    """The alternatives at the top of ``schema`` (:data:`Group`)."""
+    out: list[Group] = []
+    if not isinstance(schema, dict):
+        return out
+    for key in ("anyOf", "oneOf"):
+        if isinstance(schema.get(key), list) and schema[key]:
+            out.append((key, schema[key]))
+    if "if" in schema:
+        out.append(("if", (schema["if"], schema.get("then", True), schema.get("else", True))))
+    for key in ("dependentSchemas", "dependencies"):
+        if isinstance(schema.get(key), dict):
+            out.extend(("dependentSchemas", (name, dep)) for name, dep in schema[key].items()
+                       if isinstance(dep, (dict, bool)))
+    return out
+
+
+def core(schema: Any) -> Any:
+    """``schema`` without its alternatives (``oneOf`` kept: it is exclusive; dependency lists kept)."""
+    if not isinstance(schema, dict):
+        return schema
+    out = {k: v for k, v in schema.items() if k not in ("anyOf", "if", "then", "else", "dependentSchemas")}
+    if isinstance(out.get("dependencies"), dict):
+        lists = {k: v for k, v in out["dependencies"].items() if isinstance(v, list)}
+        if lists:
+            out["dependencies"] = lists
+        else:
+            out.pop("dependencies")
+    return out
+
+
+def _layer(e: Evaluated, rule: Any) -> Any:
+    """The ``allOf`` branch that applies ``rule`` to the keys ``e`` does not evaluate (True: none)."""
+    if e.every:
+        return True
+    layer: dict[str, Any] = {"additionalProperties": rule}
+    if e.names:
+        layer["properties"] = {n: True for n in e.names}
+    if e.patterns:
+        layer["patternProperties"] = {p: True for p in e.patterns}
+    return layer
+
+
+def apply(ctx: SchemaContext, schema: dict[str, Any], rule: Any, path: list[str], refs: tuple[str, ...],
+          at: str) -> dict[str, Any]:
+    """``schema`` (merged: no ``$ref``/``allOf`` at its top) with ``unevaluatedProperties: rule`` turned into
+    ``allOf`` layers (see the module docstring). ``refs``, ``at``: as in :func:`~.references.expand`, which
+    expands the branches. Raises SchemaError for a branch that does not resolve, CompileLimitError past the
+    ``nodes`` limit."""
+    if rule is True or rule == {}:  # no constraint, but every key is evaluated now (for an outer rule)
+        return schema if "additionalProperties" in schema else {**schema, "additionalProperties": True}
+    base = evaluated(schema)
+    if base.every:
+        return schema
+    groups = alternatives(schema)
+    if any(kind == "anyOf" for kind, _ in groups):
+        ctx.note("limited", path, "unevaluatedProperties",
+                 "with anyOf: keys that only two matching branches together evaluate are refused")
+    work = _Work(ctx, rule, path, refs, at)
+    layer = work.distribute(groups, base)
+    if work.partial:
+        ctx.note("limited", path, "unevaluatedProperties", "keys evaluated through $dynamicRef count as unevaluated")
+    out = core(schema)
+    if layer is not True:
+        out["allOf"] = [layer]
+    return out
+
+
+class _Work:
+    """One distribution of ``rule`` over alternatives; ``partial`` is set when some evaluation was unknown."""
+
+    def __init__(self, ctx: SchemaContext, rule: Any, path: list[str], refs: tuple[str, ...], at: str):
+        self.ctx, self.rule, self.path, self.refs, self.at = ctx, rule, path, refs, at
+        self.partial = False
+
+    def expand(self, schema: Any) -> Any:
+        """A branch merged (:func:`~.references.expand`); False when it admits no value."""
+        from .references import expand  # noqa: PLC0415 (references imports this module)
+
+        if not isinstance(schema, dict):
+            return schema
+        out, _, _ = expand(self.ctx, schema, self.path, self.refs, self.at)
+        return False if out is None else out
+
+    def distribute(self, groups: list[Group], e: Evaluated) -> Any:
+        """The schema that applies the rule to the keys not evaluated, given the keys ``e`` evaluated so far
+        and the alternative ``groups`` still to take (each branch carries its own layer and its own
+        alternatives)."""
+        self.ctx.budget.count_nodes(1, self.at)
+        if not groups:
+            self.partial = self.partial or e.partial
+            return _layer(e, self.rule)
+        (kind, group), later = groups[0], groups[1:]
+
+        def branch(*subs: Any) -> Any:
+            """The conjunction of ``subs`` (merged) with the rule for the keys still unevaluated."""
+            parts, more, more_groups = [], e, []
+            for sub in subs:
+                if sub is False:
+                    return False
+                parts.append(core(sub))
+                more = more.add(evaluated(sub))
+                more_groups.extend(alternatives(sub))
+            parts.append(self.distribute(more_groups + later, more))
+            parts = [p for p in parts if p is not True and p != {}]
+            return {"allOf": parts} if parts else True
+
+        if kind in ("anyOf", "oneOf"):
+            options = [b for b in (branch(self.expand(b)) for b in group) if b is not False]
+            return {"anyOf": options} if options else False
+        if kind == "if":
+            cond, then, other = (self.expand(s) for s in group)
+            return {"if": cond, "then": branch(cond, then), "else": branch(other)}
+        name, dep = group
+        return {"anyOf": [{"properties": {name: False}, "allOf": [branch()]},
+                          {"required": [name], "allOf": [branch(self.expand(dep))]}]}
