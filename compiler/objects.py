@@ -74,7 +74,7 @@ def conjunction(schemas: list[Any]) -> Any:
     return rest[0] if len(rest) == 1 else {"allOf": rest}
 
 
-def _pointer_token(name: str) -> str:
+def pointer_token(name: str) -> str:
     return name.replace("~", "~0").replace("/", "~1")
 
 
@@ -327,7 +327,7 @@ class ObjectCompiler:
             node = None
             if sub is not False:
                 declared = [i for i, layer in enumerate(self.layers) if name in layer.get("properties", {})]
-                where = (f"{self.at}/properties/{_pointer_token(name)}" if declared else f"{self.at}/required")
+                where = (f"{self.at}/properties/{pointer_token(name)}" if declared else f"{self.at}/required")
                 node = self.ctx.value(sub, self.path + [name], self.refs, where)
             if node is None:
                 if name in required:
@@ -364,7 +364,7 @@ class ObjectCompiler:
             sub = self.value_schema(matched, None)
             if sub is False:
                 continue
-            where = (f"{self.at}/patternProperties/{_pointer_token(matched[0])}" if matched
+            where = (f"{self.at}/patternProperties/{pointer_token(matched[0])}" if matched
                      else f"{self.at}/additionalProperties")
             node = self.ctx.value(sub, self.path + ["*"], self.refs, where)
             if node is None:

@@ -53,7 +53,7 @@ from .lexical import INTEGRAL_FLOAT, NUMBER, STRING
 from .dfa import EmptyLanguage
 from .limits import active
 from .nodes import Alt, AnyValue, ArrayNode, Both, Leaf, Literals, MapNode, MembersNode, Minus, Node, ObjectNode, OneOf
-from .objects import compile_object
+from .objects import compile_object, pointer_token
 from .references import expand, merge
 
 __all__ = ["Note", "SchemaCompiler"]
@@ -205,20 +205,23 @@ class SchemaCompiler(SchemaContext):
                 if node is None:
                     return None
         if "if" in schema and ("then" in schema or "else" in schema):
-            within_base = self.conjoin(base, schema["if"], path, f"{at}/if")
-            condition = None if within_base is None else self.value(within_base, path, refs, f"{at}/if")
             with self.loosened():
                 outside = self.value(schema["if"], path, refs, f"{at}/if")
+            plain = not ("oneOf" in schema or "not" in schema)  # node is then the base alone
             parts = []
             for key, within in (("then", True), ("else", False)):
-                branch = node
+                branch, sub = node, base
                 if key in schema:
                     sub = self.conjoin(base, schema[key], path, f"{at}/{key}")
                     extra = None if sub is None else self.value(sub, path, refs, f"{at}/{key}")
                     if extra is None:
                         continue
-                    branch = Both([node, extra])
+                    branch = extra if plain else Both([node, extra])
                 if within:
+                    # the condition with the branch's declared properties (any value), so that its objects
+                    # are closed to the same names as the branch's and the intersection keeps them
+                    shaped = self.conjoin(_shape(sub), schema["if"], path, f"{at}/if")
+                    condition = None if shaped is None else self.value(shaped, path, refs, f"{at}/if")
                     if condition is None:
                         continue
                     part = self.settle(Both([branch, condition]))
@@ -365,7 +368,7 @@ class SchemaCompiler(SchemaContext):
             key = json.dumps(name, ensure_ascii=False)
             names.append(key)
             sub = props[name] if name in props else (extra if isinstance(extra, dict) else extra is not False)
-            value = self.value(sub, path + [name], refs, f"{at}/properties/{_pointer_token(name)}")
+            value = self.value(sub, path + [name], refs, f"{at}/properties/{pointer_token(name)}")
             if value is None:
                 if name in required:
                     return None
@@ -400,6 +403,25 @@ class SchemaCompiler(SchemaContext):
             return AnyValue(0, Alt(leaves))
         inner = self.any_value(depth - 1)
         return AnyValue(depth, Alt(leaves + [ArrayNode([], inner, 0, None), MapNode(Leaf(STRING), inner)]))
+
+
+def _shape(schema: Any) -> dict[str, Any]:
+    """The object shape of ``schema`` (and of its ``allOf`` entries): its declared property names (each
+    admitting any value) and what it says of other keys (``patternProperties``, ``additionalProperties``);
+    {} for a schema without them."""
+    if not isinstance(schema, dict):
+        return {}
+    out: dict[str, Any] = {}
+    names: dict[str, bool] = {}
+    for part in [schema] + [s for s in schema.get("allOf", []) if isinstance(s, dict)]:
+        if isinstance(part.get("properties"), dict):
+            names.update({name: True for name in part["properties"]})
+        for key in ("patternProperties", "additionalProperties"):
+            if key in part and key not in out:
+                out[key] = part[key]
+    if names:
+        out["properties"] = names
+    return out
 
 
 def _alt(parts: list[Node]) -> Node | None:
