@@ -15,7 +15,7 @@ ANNOTATIONS = frozenset({
 })
 #: Keywords that restrict values in ways the grammar does not follow (checked after generation).
 NOT_ENFORCEABLE = frozenset({
-    "multipleOf", "uniqueItems", "contains", "minContains", "maxContains", "minProperties", "maxProperties",
+    "uniqueItems", "contains", "minContains", "maxContains", "minProperties", "maxProperties",
     "dependencies", "dependentRequired", "dependentSchemas", "not", "if", "then", "else", "propertyNames",
     "unevaluatedProperties", "unevaluatedItems",
 })
@@ -24,7 +24,7 @@ STRUCTURAL = frozenset({
     "type", "enum", "const", "properties", "required", "additionalProperties", "patternProperties", "items",
     "prefixItems", "additionalItems", "minItems", "maxItems", "anyOf", "oneOf", "allOf", "$ref",
     "minLength", "maxLength", "pattern", "format", "minimum", "maximum", "exclusiveMinimum",
-    "exclusiveMaximum",
+    "exclusiveMaximum", "multipleOf",
 })
 TYPES = ("null", "boolean", "object", "array", "number", "string")
 STRING_KEYWORDS = {"minLength", "maxLength", "pattern", "format"}
