@@ -12,7 +12,9 @@ The forms read (magnitudes; the sign is :class:`Signed`'s):
 * :class:`IntegerForm`: ``0|[1-9][0-9]*``;
 * :class:`PointForm`: ``I.F``, ``I`` of at most :data:`POINT_DIGITS` digits, ``F`` of any; after ``0.`` at
   most :data:`LEADING_ZEROS` zeros come before the first nonzero digit, or ``F`` is zeros only;
-* :class:`ExponentForm`: ``d(.F)?[eE][+-]?X``, ``d`` in 1-9, ``X`` any digits (leading zeros allowed).
+* :class:`ExponentForm`: ``M[eE][+-]?X``, M an integer or point form, ``X`` any digits (leading zeros
+  allowed) up to :data:`WIDE_EXPONENT` after two or more integer digits and :data:`SMALL_EXPONENT` after
+  ``0.``.
 """
 
 from __future__ import annotations
@@ -28,6 +30,10 @@ from .limits import CompileLimitError, count_states
 POINT_DIGITS = 16
 #: Zeros at most between ``0.`` and the first nonzero digit of a point form (repr writes down to 0.0001).
 LEADING_ZEROS = 20
+#: The largest exponent after a mantissa of two or more integer digits (the value stays below 1e308).
+WIDE_EXPONENT = 292
+#: The largest exponent after a mantissa ``0.F`` (the value stays below 1e308).
+SMALL_EXPONENT = 308
 #: Reader states explored at most for one automaton: a backstop (:mod:`.numbers` stays far below).
 MAX_EXPLORED = 100_000
 #: The bytes of number texts.
@@ -220,81 +226,158 @@ class PointForm:
         return st[0] == "F" and st[2] and self.lo.result(st[3]) >= 0 and self.hi.result(st[4]) <= 0
 
 
-class _ExponentBound:
-    """A bound b > 0 written m * 10**e with 1 <= m < 10, for comparing exponent forms with it."""
+class _Significant:
+    """Compares the significant digits D of a mantissa (read from its first nonzero digit) with a bound's
+    ``sig`` (no leading or trailing zeros): 0.D against 0.S. States ``("s", j)``: equal so far, j digits
+    read; ``("d", r)``: decided."""
+
+    start = ("s", 0)
+
+    def __init__(self, sig: str):
+        self.sig = sig
+
+    def digit(self, st: tuple, d: str) -> tuple:
+        if st[0] == "d":
+            return st
+        j = st[1]
+        if j < len(self.sig):
+            c = self.sig[j]
+            return ("s", j + 1) if d == c else ("d", 1 if d > c else -1)
+        return st if d == "0" else ("d", 1)
+
+    def result(self, st: tuple) -> int:
+        if st[0] == "d":
+            return st[1]
+        return 0 if st[1] >= len(self.sig) else -1
+
+
+class _Scaled:
+    """A bound b > 0 written 0.S * 10**q (S its significant digits)."""
 
     def __init__(self, b: Decimal):
-        text = "".join(map(str, b.as_tuple().digits)).lstrip("0")
-        self.mantissa = Compare(Decimal(text[0] + "." + text[1:]))
-        self.exponent = b.adjusted()
-        self.exp_digits = CompareInteger(abs(self.exponent))
+        self.mantissa = _Significant("".join(map(str, b.as_tuple().digits)).strip("0"))
+        self.q = b.adjusted() + 1
 
-    def order(self, mantissa: int, negative: bool, xst: tuple) -> int:
-        """The order of m' * 10**x against the bound, from ``mantissa`` (m' against m), ``negative`` (the
-        sign of x) and ``xst`` (the state of comparing x's digits with |e|)."""
-        c, zero = self.exp_digits.result(xst)
-        e = self.exponent
-        if e >= 0:
-            order = (0 if e == 0 else -1) if zero else (-1 if negative else c)
-        else:
-            order = 1 if zero or not negative else -c
-        return order or mantissa
+
+def _order(negative: bool, zero: bool, c: int, t: int) -> int:
+    """The order of an exponent x against t, from x's sign (``negative``), whether its digits are all zeros
+    (``zero``) and ``c``, the order of |x| against |t|."""
+    if t >= 0:
+        if zero:
+            return 0 if t == 0 else -1
+        return -1 if negative else c
+    return 1 if zero or not negative else -c
 
 
 class ExponentForm:
-    """Exponent forms ``d(.F)?[eE][+-]?X`` with a value in [lo, hi] (decimals, 0 <= lo, 0 < hi). States
-    ``("m", dotted, any, lo, hi)`` in the mantissa, ``("x", lo, hi, signed, negative, any, xlo, xhi)`` in
-    the exponent (lo, hi: the mantissa's order against each bound's mantissa; xlo, xhi: the exponent's
-    digits against each bound's exponent)."""
+    """Exponent forms ``M[eE][+-]?X`` with a value in [lo, hi] (decimals >= 0). The mantissa M is an integer or
+    point form (:class:`PointForm`'s limits); the exponent X has any digits, and stays at most
+    :data:`WIDE_EXPONENT` after two or more integer digits and :data:`SMALL_EXPONENT` after ``0.`` (those
+    values stay below 1e308, so that the largest double needs no comparison but after one digit). A
+    mantissa 0.D * 10**p (p: its integer digits, or minus the zeros after ``0.``) times 10**X is compared
+    with a bound 0.S * 10**q: p + X against q first, then D against S.
+
+    States ``("m", kind, n, dotted, any, sig, lo, hi)`` in the mantissa (kind "I": n integer digits, the
+    first nonzero; kind "0": n zeros after ``0.`` while ``sig`` is False; lo, hi: D against each bound's S)
+    and ``("x", zero, mlo, tlo, mhi, thi, cap, signed, negative, any, xlo, xhi, xcap)`` in the exponent
+    (zero: the mantissa is 0; mlo: D against lo's S; tlo = q - p; xlo: |X| against |tlo|; likewise hi; a
+    bound of None is met whatever follows)."""
 
     def __init__(self, lo: Decimal, hi: Decimal):
-        self.lo = None if lo == 0 else _ExponentBound(lo)  # None: every exponent form is above
-        self.hi = _ExponentBound(hi)
+        self.lo = None if lo == 0 else _Scaled(lo)  # None: every value is above
+        self.hi = None if hi == 0 else _Scaled(hi)  # None: only a zero mantissa is below
+        self.wide = hi >= Decimal(10) ** 308  # the capped mantissas never reach hi
+        self._ints: dict[int, CompareInteger] = {}
         self.start = ("^",)
 
-    def _mantissa(self, st: tuple, ch: str) -> tuple:
-        """The mantissa states (lo, hi) after ``ch`` from ``st``'s."""
-        out = []
-        for bound, s in ((self.lo, st[3]), (self.hi, st[4])):
-            if bound is None:
-                out.append(None)
-            else:
-                s = bound.mantissa.start if s is None else s
-                out.append(bound.mantissa.point(s) if ch == "." else bound.mantissa.digit(s, ch))
-        return tuple(out)
+    def _int(self, n: int) -> CompareInteger:
+        if n not in self._ints:
+            self._ints[n] = CompareInteger(n)
+        return self._ints[n]
+
+    @staticmethod
+    def _feed(bound: _Scaled | None, st: tuple | None, d: str) -> tuple | None:
+        return None if bound is None or st is None else bound.mantissa.digit(st, d)
 
     def step(self, st: tuple, ch: str) -> tuple | None:
         kind = st[0]
         if kind == "^":
-            if ch not in "123456789":
+            if ch not in _DIGITS:
                 return None
-            return ("m", False, False, *self._mantissa(("^", None, None, None, None), ch))
+            lo = None if self.lo is None else _Significant.start
+            hi = None if self.hi is None or (ch == "0" and self.wide) else _Significant.start
+            if ch == "0":
+                return ("m", "0", 0, False, False, False, lo, hi)
+            return ("m", "I", 1, False, False, True, self._feed(self.lo, lo, ch), self._feed(self.hi, hi, ch))
         if kind == "m":
-            _, dotted, any_, lo, hi = st
-            if ch == "." and not dotted:
-                return ("m", True, False, *self._mantissa(st, ch))
-            if ch in _DIGITS and dotted:
-                return ("m", True, True, *self._mantissa(st, ch))
-            if ch in "eE" and (any_ or not dotted):
-                mlo = None if self.lo is None else self.lo.mantissa.result(lo)
-                xlo = None if self.lo is None else self.lo.exp_digits.start
-                return ("x", mlo, self.hi.mantissa.result(hi), False, False, False, xlo,
-                        self.hi.exp_digits.start)
-            return None
-        _, mlo, mhi, signed, negative, any_, xlo, xhi = st
-        if ch in "+-" and not signed:
-            return ("x", mlo, mhi, True, ch == "-", False, xlo, xhi)
+            return self._mantissa(st, ch)
+        return self._exponent(st, ch)
+
+    def _mantissa(self, st: tuple, ch: str) -> tuple | None:
+        _, kind, n, dotted, any_, sig, lo, hi = st
+        if ch == "." and not dotted:
+            return ("m", kind, n, True, False, sig, lo, hi)
         if ch in _DIGITS:
-            xlo = None if self.lo is None else self.lo.exp_digits.digit(xlo, ch)
-            return ("x", mlo, mhi, True, negative, True, xlo, self.hi.exp_digits.digit(xhi, ch))
-        return None
+            if not dotted:
+                if kind == "0" or n == POINT_DIGITS:
+                    return None
+                n += 1
+                if n == 2 and self.wide:
+                    hi = None  # capped: below 1e308
+            elif kind == "0" and not sig:
+                if ch == "0":
+                    return ("m", kind, min(n + 1, LEADING_ZEROS + 1), True, True, False, lo, hi)
+                if n > LEADING_ZEROS:
+                    return None
+                sig = True
+            return ("m", kind, n, dotted, True, sig, self._feed(self.lo, lo, ch), self._feed(self.hi, hi, ch))
+        if ch not in "eE" or (dotted and not any_):
+            return None
+        if kind == "0" and not sig:  # a zero mantissa: the value is 0 whatever the exponent
+            return ("x", True, None, None, None, None, None, False, False, False, None, None, None)
+        if self.hi is None:
+            return None
+        p = n if kind == "I" else -n
+        cap = SMALL_EXPONENT if kind == "0" else (WIDE_EXPONENT if n >= 2 else None)
+        mlo = tlo = xlo = mhi = thi = xhi = None
+        if self.lo is not None:
+            mlo, tlo, xlo = self.lo.mantissa.result(lo), self.lo.q - p, CompareInteger.start
+        if hi is not None:
+            mhi, thi, xhi = self.hi.mantissa.result(hi), self.hi.q - p, CompareInteger.start
+        return ("x", False, mlo, tlo, mhi, thi, cap, False, False, False, xlo, xhi,
+                None if cap is None else CompareInteger.start)
+
+    def _exponent(self, st: tuple, ch: str) -> tuple | None:
+        _, zero, mlo, tlo, mhi, thi, cap, signed, negative, any_, xlo, xhi, xcap = st
+        if ch in "+-" and not signed and not any_:
+            return ("x", zero, mlo, tlo, mhi, thi, cap, True, ch == "-", False, xlo, xhi, xcap)
+        if ch not in _DIGITS:
+            return None
+        if xlo is not None:
+            xlo = self._int(abs(tlo)).digit(xlo, ch)
+        if xhi is not None:
+            xhi = self._int(abs(thi)).digit(xhi, ch)
+        if xcap is not None:
+            xcap = self._int(cap).digit(xcap, ch)
+        return ("x", zero, mlo, tlo, mhi, thi, cap, True, negative, True, xlo, xhi, xcap)
 
     def accept(self, st: tuple) -> bool:
-        if st[0] != "x" or not st[5]:
+        if st[0] != "x" or not st[9]:
             return False
-        _, mlo, mhi, _, negative, _, xlo, xhi = st
-        return ((self.lo is None or self.lo.order(mlo, negative, xlo) >= 0)
-                and self.hi.order(mhi, negative, xhi) <= 0)
+        _, zero, mlo, tlo, mhi, thi, cap, _, negative, _, xlo, xhi, xcap = st
+        if zero:
+            return self.lo is None
+        if xcap is not None and not negative and self._int(cap).result(xcap)[0] > 0:
+            return False
+        if xlo is not None:
+            c, allzero = self._int(abs(tlo)).result(xlo)
+            if (_order(negative, allzero, c, tlo) or mlo) < 0:
+                return False
+        if xhi is not None:
+            c, allzero = self._int(abs(thi)).result(xhi)
+            if (_order(negative, allzero, c, thi) or mhi) > 0:
+                return False
+        return True
 
 
 class Union:

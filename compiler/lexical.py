@@ -4,10 +4,11 @@
   \\t \\uXXXX`` (:data:`STRING_CHAR`, :data:`STRING`);
 * numbers (:data:`NUMBER`, the forms of :mod:`.numbers`): an integer of any number of digits; a point form
   ``I.F`` with at most 16 digits before the point (Python writes every double below 1e16 so) and, after
-  ``0.``, at most 20 zeros before the first nonzero digit (or zeros only); an exponent form ``d.F e X`` with
-  one nonzero digit before the point, whose value is at most the largest double 1.7976931348623157e308
-  (so nothing reads as infinity); integers (:data:`INTEGER`) have no fraction or exponent and any number of
-  digits (runaway digits are the runtime's token budget's concern). ``-0`` is not written.
+  ``0.``, at most 20 zeros before the first nonzero digit (or zeros only); an exponent form, either of them
+  then ``e X``, whose value is at most the largest double 1.7976931348623157e308 (so nothing reads as
+  infinity: after one digit before the point the exponent goes up to that value, after more digits up to
+  292 and after ``0.`` up to 308); integers (:data:`INTEGER`) have no fraction or exponent and any number
+  of digits (runaway digits are the runtime's token budget's concern). ``-0`` is not written.
 
 For length-bounded strings each *decoded code point* must be one unit, so :data:`COUNTED_CHAR` reads a
 surrogate-pair escape ``\\ud83d\\ude00`` as one unit and refuses lone surrogate escapes.
@@ -42,9 +43,14 @@ def fraction_at_most(digits: str) -> str:
 
 
 _POINT = r"(?:[1-9][0-9]{0,15}\.[0-9]+|0\.(?:0{0,20}[1-9][0-9]*|0+))"
-# 1.7976931348623157e308, the largest double: exponents up to 307 take any mantissa, 308 one up to it
+# exponents after one nonzero digit: up to 307, 308 while the value is at most 1.7976931348623157e308 (the
+# largest double); after 2 to 16 integer digits up to 292 and after 0. up to 308 (the value below 1e308);
+# after a zero mantissa any
 _EXPONENT = (r"[1-9](?:\.[0-9]+)?[eE](?:-[0-9]+|\+?0*(?:[0-9]{1,2}|[12][0-9]{2}|30[0-7]))"
-             r"|1(?:\." + fraction_at_most("7976931348623157") + r")?[eE]\+?0*308")
+             r"|1(?:\." + fraction_at_most("7976931348623157") + r")?[eE]\+?0*308"
+             r"|[1-9][0-9]{1,15}(?:\.[0-9]+)?[eE](?:-[0-9]+|\+?0*(?:[0-9]{1,2}|1[0-9]{2}|2[0-8][0-9]|29[0-2]))"
+             r"|0\.0{0,20}[1-9][0-9]*[eE](?:-[0-9]+|\+?0*(?:[0-9]{1,2}|[12][0-9]{2}|30[0-8]))"
+             r"|0(?:\.0+)?[eE][+\-]?[0-9]+")
 NUMBER = r"(?:0|-?(?:[1-9][0-9]*|" + _POINT + "|" + _EXPONENT + "))"
 BOOLEAN = "(?:true|false)"
 NULL = "null"

@@ -22,8 +22,9 @@ What can grow without bound, and the limit that stops it (per function, or per s
 
 Counted repetitions (``minLength``/``maxLength``, ``minItems``/``maxItems``, ``{m,n}`` in patterns) are
 capped at 64 per repetition (:data:`~.keywords.MAX_COUNT`; larger counts are left to the check after
-generation), and integer ranges at 15 digits, so each is cheap alone; nested ones multiply, and ``states``
-bounds the product.
+generation); a number range has a few states per digit of its bounds and a ``multipleOf`` one per
+remainder, bounded (:data:`~.numbers.MAX_REMAINDERS`, :data:`~.numbers.MAX_PRODUCT`; a larger step is left
+to the check), so each is cheap alone; nested ones multiply, and ``states`` bounds the product.
 
 Each limit exceeded raises :class:`CompileLimitError` (a SchemaError: the command line prints one line and
 exits 2) naming the limit, its value, the function and the place in its schema (a JSON pointer in the

@@ -9,12 +9,15 @@ Forms. A number is written ``-?`` and a magnitude in one of three forms (:mod:`.
 * a point form ``I.F``: at most 16 digits before the point, any after; after ``0.`` at most 20 zeros
   before the first nonzero digit, or zeros only (Python's repr writes the doubles in [1e-4, 1e16) so:
   ``2.0``, ``0.0001``, ``-0.0``);
-* an exponent form ``d(.F)?[eE][+-]?X`` with one nonzero digit before the point (repr's ``1e+100``,
-  ``1.5e-07``), any exponent digits.
+* an exponent form: an integer or point form of at most 16 integer digits, then ``[eE][+-]?X`` with any
+  exponent digits (repr's ``1e+100``, ``1.5e-07``; also ``12.5e-3``, ``0.5e1``, ``0e5``). After two or
+  more integer digits the exponent is at most 292, after ``0.`` at most 308: those values stay below
+  1e308, so the largest double is reached by one digit before the point only (``1.7976931348623157e308``).
 
 Every double as json.dumps writes it and every integer is in these forms; not written (layout
-exclusions): ``12e3``, ``0.5e1``, a point after 17 integer digits, ``0.`` and 21 zeros before a digit.
-An integer schema takes integer texts only (``3.0`` is a layout exclusion).
+exclusions): a point or an exponent after 17 integer digits, ``0.`` and 21 zeros before a digit,
+``12.5e300`` (write ``1.25e301``). An integer schema takes integer texts only (``3.0`` is a layout
+exclusion).
 
 Values, as jsonschema sees them after json.loads. An integer text is a Python int, compared exactly with
 the bounds: it is accepted in [ceil(lo), floor(hi)] (exclusive: floor(lo) + 1, ceil(hi) - 1). A point or
@@ -40,9 +43,9 @@ of 0.25, is written 1234567890123456.8). A q whose double is not its decimal (0.
 decimal, and jsonschema's float division rejects some of those multiples (0.3 / 0.1 is
 2.9999999999999996): noted as not enforced, except for an integer schema where every integer multiple
 within 2**53 passes that division (0.1, 0.01, 1e-08: see :func:`_exact_on_integers`). Integer texts stay
-within 2**53 under such a step (past 1.8e308 jsonschema's division raises an error). A step whose remainder automaton would need more than
-:data:`MAX_REMAINDERS` states, or whose product with the range more than :data:`MAX_PRODUCT`, is not
-enforced either (noted; the bounds still are).
+within 2**53 under such a step (past 1.8e308 jsonschema's division raises an error). A step whose
+remainder automaton would need more than :data:`MAX_REMAINDERS` states, or whose product with the range
+more than :data:`MAX_PRODUCT`, is not enforced either (noted; the bounds still are).
 """
 
 from __future__ import annotations
@@ -275,7 +278,7 @@ def _magnitudes(spec: NumberSpec, negative: bool):
             lo = max(lo, Decimal(0))
         if lo <= hi:
             readers.append(PointForm(lo, hi))
-            if spec.exponents and hi > 0:
+            if spec.exponents:
                 readers.append(ExponentForm(lo, hi))
     if not readers:
         return None

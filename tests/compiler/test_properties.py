@@ -19,8 +19,9 @@ are closed to their declared properties and emit them in declaration order, enum
 texts, ``pattern`` follows ECMA-262 (``\\d`` is ASCII, ``$`` is the end of the string), ``multipleOf`` is read
 on decimals with the limits of :mod:`callmaybe.compiler.numbers` (no exponent form; within 2**53 where
 jsonschema's float division must be exact). Texts whose number tokens are outside the number forms
-(an exponent after one nonzero digit only, at most 16 digits before a point, at most 20 zeros after
-``0.`` before a digit, nothing above the largest double) must be rejected.
+(at most 16 digits before a point or an exponent, at most 20 zeros after ``0.`` before a digit, the
+exponent at most 292 after two or more integer digits and 308 after ``0.``, nothing above the largest
+double) must be rejected.
 
 Texts that are valid JSON in the canonical layout but spell a token non-canonically (``\\/``, ``\\u00e9``,
 ``1.50``, ``1E2``) are outside the canonical set: for them only soundness is checked (accepted => valid).
@@ -64,22 +65,28 @@ def _no_constants(name: str):
 
 
 # The number forms, written independently of callmaybe.compiler.lexical: an integer (not -0), a point form
-# (at most 16 digits before the point), an exponent form (one nonzero digit before the point).
-_NUMBER_FORM = re.compile(r"(0|-?[1-9][0-9]*)|-?(0|[1-9][0-9]{0,15})\.([0-9]+)|-?[1-9](?:\.[0-9]+)?[eE][+-]?[0-9]+")
+# (at most 16 digits before the point), either then an exponent (at most 16 digits before it).
+_NUMBER_FORM = re.compile(r"(0|-?[1-9][0-9]*)|-?(0|[1-9][0-9]{0,15})(?:\.([0-9]+))?(?:[eE]([+-]?[0-9]+))?")
 DBL_MAX = Decimal(repr(sys.float_info.max))
 
 
 def in_forms(token: str) -> bool:
     """True when a number token is in the number forms: after ``0.`` at most 20 zeros come before the first
-    nonzero digit (or only zeros), and an exponent form is at most the largest double."""
+    nonzero digit (or only zeros); the exponent is at most 292 after two or more integer digits, 308 after
+    ``0.``; the value is at most the largest double."""
     m = _NUMBER_FORM.fullmatch(token)
     if not m:
         return False
     if m.group(1) is not None:
         return True
-    if m.group(2) is not None:
-        frac = m.group(3)
-        return m.group(2) != "0" or not frac.strip("0") or len(frac) - len(frac.lstrip("0")) <= 20
+    whole, frac, exp = m.group(2), m.group(3), m.group(4)
+    if frac is None and exp is None:
+        return False
+    if frac is not None and whole == "0" and frac.strip("0") and len(frac) - len(frac.lstrip("0")) > 20:
+        return False
+    if exp is not None and Decimal(token) != 0 and not exp.startswith("-"):
+        if int(exp) > (292 if len(whole) >= 2 else 308 if whole == "0" else 10**9):
+            return False
     return abs(Decimal(token)) <= DBL_MAX
 # JSON tokens that carry a value: strings and numbers (valid JSON text assumed).
 _TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|-?[0-9]+(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?', re.S)
