@@ -9,15 +9,18 @@ Forms. A number is written ``-?`` and a magnitude in one of three forms (:mod:`.
 * a point form ``I.F``: at most 16 digits before the point, any after; after ``0.`` at most 20 zeros
   before the first nonzero digit, or zeros only (Python's repr writes the doubles in [1e-4, 1e16) so:
   ``2.0``, ``0.0001``, ``-0.0``);
-* an exponent form: an integer or point form of at most 16 integer digits, then ``[eE][+-]?X`` with any
-  exponent digits (repr's ``1e+100``, ``1.5e-07``; also ``12.5e-3``, ``0.5e1``, ``0e5``). After two or
-  more integer digits the exponent is at most 292, after ``0.`` at most 308: those values stay below
-  1e308, so the largest double is reached by one digit before the point only (``1.7976931348623157e308``).
+* an exponent form: one nonzero digit and maybe a fraction, then ``[eE][+-]?X`` with any exponent digits
+  (repr's ``1e+100``, ``1.5e-07``). An unbounded number also takes an exponent after any integer or point
+  form of at most 16 integer digits (``12.5e-3``, ``0.5e1``, ``0e5``), at most 292 after two or more
+  integer digits and 308 after ``0.``: those values stay below 1e308, so that the largest double is
+  reached by one digit before the point only (``1.7976931348623157e308``). With bounds each such mantissa
+  length would need its own comparison of the exponent (about 300 states for [0, 100] against 30), so
+  bounded numbers write repr's exponent form only (``1.25e-2``, not ``12.5e-3``).
 
 Every double as json.dumps writes it and every integer is in these forms; not written (layout
 exclusions): a point or an exponent after 17 integer digits, ``0.`` and 21 zeros before a digit,
-``12.5e300`` (write ``1.25e301``). An integer schema takes integer texts only (``3.0`` is a layout
-exclusion).
+``12.5e300`` (write ``1.25e301``), ``12.5e-3`` with bounds. An integer schema takes integer texts only
+(``3.0`` is a layout exclusion).
 
 Values, as jsonschema sees them after json.loads. An integer text is a Python int, compared exactly with
 the bounds: it is accepted in [ceil(lo), floor(hi)] (exclusive: floor(lo) + 1, ceil(hi) - 1). A point or
@@ -82,11 +85,12 @@ MAX_PRODUCT = 20_000
 class NumberSpec:
     """The texts to accept. ``integers``: (lo, hi) of integer texts (ints, None = unbounded), or None for
     none; ``floats``: [lo, hi] of point (and exponent) texts as decimals, or None for none; ``exponents``:
-    whether exponent forms are written; ``step``: (a, s) for ``multipleOf`` a / 10**s, or None."""
+    which exponent forms are written, :data:`NONE`, :data:`ONE_DIGIT` (after one nonzero digit) or
+    :data:`ANY` (after any integer or point form); ``step``: (a, s) for ``multipleOf`` a / 10**s, or None."""
 
     integers: tuple[int | None, int | None] | None
     floats: tuple[Decimal, Decimal] | None
-    exponents: bool
+    exponents: str
     step: tuple[int, int] | None
 
     def describe(self) -> str:
@@ -97,17 +101,19 @@ class NumberSpec:
             lo, hi = self.integers
             parts.append(f"integer [{'' if lo is None else lo}, {'' if hi is None else hi}]")
         if self.floats is not None:
-            parts.append(f"{'decimal' if self.exponents else 'point'} [{self.floats[0]}, {self.floats[1]}]")
+            parts.append(f"{self.exponents} [{self.floats[0]}, {self.floats[1]}]")
         if self.step is not None:
             a, s = self.step
             parts.append(f"multipleOf {a}E-{s}")
         return " | ".join(parts) or "no number"
 
 
+#: No exponent form, then exponents after one nonzero digit, after any mantissa (:attr:`NumberSpec.exponents`).
+NONE, ONE_DIGIT, ANY = "point", "exponent after one digit", "exponent after any mantissa"
 #: The unbounded number (:data:`~.lexical.NUMBER`).
-UNBOUNDED = NumberSpec((None, None), (-DBL_MAX, DBL_MAX), True, None)
+UNBOUNDED = NumberSpec((None, None), (-DBL_MAX, DBL_MAX), ANY, None)
 #: Every integer (:data:`~.lexical.INTEGER`).
-INTEGERS = NumberSpec((None, None), None, False, None)
+INTEGERS = NumberSpec((None, None), None, NONE, None)
 
 
 @dataclass(frozen=True)
@@ -199,14 +205,15 @@ def _ranges(lo: Any, lo_x: bool, hi: Any, hi_x: bool, integer: bool) -> NumberSp
     if isinstance(hi, float) and (math.isnan(hi) or hi == math.inf):
         hi = None
     if (lo is not None and lo == math.inf) or (hi is not None and hi == -math.inf):
-        return NumberSpec(None, None, False, None)
+        return NumberSpec(None, None, NONE, None)
     ilo = None if lo is None else (math.floor(lo) + 1 if lo_x else math.ceil(lo))
     ihi = None if hi is None else (math.ceil(hi) - 1 if hi_x else math.floor(hi))
     flo = -DBL_MAX if lo is None else max(Decimal(repr(_least_double(lo, lo_x))), -DBL_MAX)
     fhi = DBL_MAX if hi is None else min(Decimal(repr(_greatest_double(hi, hi_x))), DBL_MAX)
     integers = None if ilo is not None and ihi is not None and ilo > ihi else (ilo, ihi)
     floats = None if integer or flo > fhi else (flo, fhi)
-    return NumberSpec(integers, floats, floats is not None, None)
+    exponents = NONE if floats is None else ANY if lo is None and hi is None else ONE_DIGIT
+    return NumberSpec(integers, floats, exponents, None)
 
 
 def _capped(spec: NumberSpec, icap: int | None, fcap: Decimal) -> NumberSpec:
@@ -220,7 +227,7 @@ def _capped(spec: NumberSpec, icap: int | None, fcap: Decimal) -> NumberSpec:
     if floats is not None:
         lo, hi = max(floats[0], -fcap), min(floats[1], fcap)
         floats = (lo, hi) if lo <= hi else None
-    return NumberSpec(integers, floats, False, None)
+    return NumberSpec(integers, floats, NONE, None)
 
 
 def plan(lo: Any, lo_x: bool, hi: Any, hi_x: bool, multiple: Any, integer: bool) -> Plan:
@@ -278,8 +285,8 @@ def _magnitudes(spec: NumberSpec, negative: bool):
             lo = max(lo, Decimal(0))
         if lo <= hi:
             readers.append(PointForm(lo, hi))
-            if spec.exponents:
-                readers.append(ExponentForm(lo, hi))
+            if spec.exponents != NONE:
+                readers.append(ExponentForm(lo, hi, spec.exponents == ANY))
     if not readers:
         return None
     return readers[0] if len(readers) == 1 else Union(readers)

@@ -42,7 +42,7 @@ from typing import Any
 
 import jsonschema
 import pytest
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator, ValidationError
 
@@ -1068,9 +1068,9 @@ def _check_range(lo: int | None, hi: int | None, use_dfa: bool = False) -> None:
     compiled_rx = re.compile(rx)
     dfa = D.from_regex(rx) if use_dfa else None
     if dfa is not None:
-        from callmaybe.compiler.numbers import NumberSpec, _build
+        from callmaybe.compiler.numbers import NONE, NumberSpec, _build
 
-        direct = _build(NumberSpec((lo, hi), None, False, None))
+        direct = _build(NumberSpec((lo, hi), None, NONE, None))
         assert (direct.transitions.tolist(), direct.accepting.tolist()) == (dfa.transitions.tolist(),
                                                                              dfa.accepting.tolist())
     for n in _window(lo, hi):
