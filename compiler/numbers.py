@@ -68,6 +68,7 @@ from .compose import is_empty, product
 from .dfa import ByteDFA
 from .digits import ExponentForm, IntegerForm, PointForm, Signed, Union, explore, multiples
 from .lexical import INTEGER, NUMBER, canonical
+from .limits import CompileLimitError
 from .nodes import LEAF_CACHE, Node
 from .ranges import integer_range
 
@@ -79,6 +80,9 @@ EXACT = 2**53
 MAX_REMAINDERS = 10_000
 #: ... and when its minimal automaton's states times the range's are at most this (their product's bound).
 MAX_PRODUCT = 20_000
+#: The most digits of an integer bound: its automaton has about two states per digit, and minimizing it takes
+#: a round per digit (400 digits: 0.4 s; 4,000: 30 s). Every double has at most 309 integer digits.
+MAX_BOUND_DIGITS = 400
 
 
 @dataclass(frozen=True)
@@ -199,7 +203,7 @@ def _exact_on_integers(q: float) -> bool:
 def _ranges(lo: Any, lo_x: bool, hi: Any, hi_x: bool, integer: bool) -> NumberSpec:
     """The spec of the bounds alone (see the module docstring). Non-finite bounds: -inf below and +inf
     above are no bound, NaN is none (jsonschema's comparisons with it never fail), +inf below and -inf
-    above admit no value."""
+    above admit no value. Raises CompileLimitError for an integer bound past :data:`MAX_BOUND_DIGITS`."""
     if isinstance(lo, float) and (math.isnan(lo) or lo == -math.inf):
         lo = None
     if isinstance(hi, float) and (math.isnan(hi) or hi == math.inf):
@@ -208,6 +212,10 @@ def _ranges(lo: Any, lo_x: bool, hi: Any, hi_x: bool, integer: bool) -> NumberSp
         return NumberSpec(None, None, NONE, None)
     ilo = None if lo is None else (math.floor(lo) + 1 if lo_x else math.ceil(lo))
     ihi = None if hi is None else (math.ceil(hi) - 1 if hi_x else math.floor(hi))
+    for bound in (ilo, ihi):
+        if bound is not None and abs(bound).bit_length() > MAX_BOUND_DIGITS * 3.33:
+            raise CompileLimitError(f"a bound of about {int(abs(bound).bit_length() / 3.3219):,} digits: at most "
+                                    f"{MAX_BOUND_DIGITS} are compiled (a few automaton states each)")
     flo = -DBL_MAX if lo is None else max(Decimal(repr(_least_double(lo, lo_x))), -DBL_MAX)
     fhi = DBL_MAX if hi is None else min(Decimal(repr(_greatest_double(hi, hi_x))), DBL_MAX)
     integers = None if ilo is not None and ihi is not None and ilo > ihi else (ilo, ihi)
@@ -235,7 +243,8 @@ def plan(lo: Any, lo_x: bool, hi: Any, hi_x: bool, multiple: Any, integer: bool)
     ``lo_x``/``hi_x``: exclusive) that is a multiple of ``multiple`` (an int or a finite float > 0, or None)
     accepts, as the module docstring describes, with notes of what is not enforced: a ``multipleOf`` past
     :data:`MAX_REMAINDERS` or :data:`MAX_PRODUCT` (then only the bounds are), or one whose double is not its
-    decimal. Builds the automata it sizes (cached in :data:`~.nodes.LEAF_CACHE`)."""
+    decimal. Builds the automata it sizes (cached in :data:`~.nodes.LEAF_CACHE`). Raises CompileLimitError
+    for an integer bound of more than :data:`MAX_BOUND_DIGITS` digits."""
     spec = _ranges(lo, lo_x, hi, hi_x, integer)
     if multiple is None:
         return Plan(spec)

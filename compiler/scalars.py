@@ -14,6 +14,7 @@ import jsonschema
 from .diagnostics import SchemaContext
 from .formats import FORMATS
 from .keywords import ANNOTATIONS, capped, counts, is_number
+from .limits import CompileLimitError
 from .lexical import COUNTED_CHAR, STRING, STRING_CHAR, canonical, string_of
 from .nodes import Leaf, Literals, Node
 from .numbers import NumberNode, number_dfa, plan
@@ -124,12 +125,14 @@ def _numeric(ctx: SchemaContext, schema: dict[str, Any], path: list[str], intege
     """The node of an integer (``integer``) or a number within its bounds and ``multipleOf``, exactly as
     :mod:`.numbers` describes; what is not enforced is noted. None when no value fits."""
     lo, lo_x, hi, hi_x = bounds(schema)
-    found = plan(lo, lo_x, hi, hi_x, _multiple(ctx, schema, path), integer)
+    try:
+        found = plan(lo, lo_x, hi, hi_x, _multiple(ctx, schema, path), integer)
+        empty = number_dfa(found.spec) is None
+    except CompileLimitError as exc:
+        raise CompileLimitError(f"{ctx.where(path)}: {exc}") from None
     for keyword, detail in found.notes:
         ctx.note("not enforced", path, keyword, detail)
-    if number_dfa(found.spec) is None:
-        return None
-    return NumberNode(found.spec)
+    return None if empty else NumberNode(found.spec)
 
 
 def integer(ctx: SchemaContext, schema: dict[str, Any], path: list[str]) -> Node | None:

@@ -311,7 +311,45 @@ def test_exploration_backstop(monkeypatch):
     LEAF_CACHE.clear()
     with pytest.raises(CompileLimitError, match="more than 10 states"):
         N._build(N.NumberSpec((0, 10**30), None, N.NONE, None))
+    with pytest.raises(CompileLimitError, match="parameter 'n': a number's automaton needs more than 10 states"):
+        schema_dfa({"type": "object", "properties": {"n": {"type": "integer", "maximum": 10**30}}})
     LEAF_CACHE.clear()
+
+
+def test_a_hostile_bound_is_refused_not_hung():
+    """A bound of 1,000 digits would take seconds to minimize (4,000: 30 s): refused at once."""
+    t = time.perf_counter()
+    with pytest.raises(CompileLimitError, match="parameter 'n': a bound of about 1,000 digits: at most 400"):
+        schema_dfa({"type": "object", "properties": {"n": {"type": "number", "maximum": 10**1000}}})
+    assert time.perf_counter() - t < 1
+    assert accepts({"type": "integer", "maximum": 10**399}, "9" * 399)
+
+
+@pytest.mark.parametrize("value, texts, not_texts", [
+    (1e16, ["1e+16", "10000000000000000"], ["10000000000000000.0"]),
+    (2**53, ["9007199254740992", "9007199254740992.0"], []),
+    (2**60 + 1, ["1152921504606846977"], ["1.152921504606847e+18"]),
+    (1.0, ["1.0", "1"], []),
+    (1e300, ["1e+300", str(int(1e300))], []),
+])
+def test_enum_numbers_in_both_spellings_when_exact(value, texts, not_texts):
+    """An integral number in an enum is also accepted in its other spelling, when that is the same value."""
+    dfa, _ = schema_dfa({"enum": [value]})
+    for t in texts:
+        assert dfa.accepts(t.encode()), t
+        assert valid({"enum": [value]}, json.loads(t))
+    for t in not_texts:
+        assert not dfa.accepts(t.encode()), t
+
+
+def test_the_runtime_keeps_integers_without_a_double():
+    """A number field holding an int is written as a float only where the double is the same value."""
+    from callmaybe.runtime.calls import type_numbers
+
+    schema = {"type": "object", "properties": {"x": {"type": "number"}}}
+    assert type_numbers({"x": 2}, schema) == {"x": 2.0} and isinstance(type_numbers({"x": 2}, schema)["x"], float)
+    for n in (2**53 + 1, 10**400, 2512292042121000001):
+        assert type_numbers({"x": n}, schema) == {"x": n} and isinstance(type_numbers({"x": n}, schema)["x"], int)
 
 
 # --------------------------------------------------------------------------------------------------------------
