@@ -18,7 +18,7 @@ from .uris import Resources
 @dataclass(frozen=True)
 class Note:
     """Something the compiler did not enforce or changed: ``kind`` is "not enforced", "ignored" (unknown
-    keyword), "limited" (narrowed: any value nested a bounded depth, integers capped) or "unrolled"
+    keyword), "limited" (narrowed: any value nested a bounded depth) or "unrolled"
     (recursion cut); ``where`` names the function and parameter path."""
 
     kind: str

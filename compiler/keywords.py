@@ -16,7 +16,6 @@ ANNOTATIONS = frozenset({
 })
 #: Keywords that restrict values in ways the grammar does not follow (checked after generation).
 NOT_ENFORCEABLE = frozenset({
-    "multipleOf",
 })
 #: A private keyword of merged schemas: the object keywords (``properties``, ``patternProperties``,
 #: ``additionalProperties``) of ``allOf`` branches kept apart, one dict per branch, because one set of them
@@ -27,7 +26,7 @@ STRUCTURAL = frozenset({
     "type", "enum", "const", "properties", "required", "additionalProperties", "patternProperties", "items",
     "prefixItems", "additionalItems", "minItems", "maxItems", "anyOf", "allOf", "$ref", "$dynamicRef",
     "minLength", "maxLength", "pattern", "format", "minimum", "maximum", "exclusiveMinimum",
-    "exclusiveMaximum", "uniqueItems", "contains", "minContains", "maxContains", "unevaluatedItems",
+    "exclusiveMaximum", "multipleOf", "uniqueItems", "contains", "minContains", "maxContains", "unevaluatedItems",
     "minProperties", "maxProperties", "dependencies", "dependentRequired", "dependentSchemas", "propertyNames",
     "unevaluatedProperties", LAYERS,
 })

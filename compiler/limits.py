@@ -20,11 +20,13 @@ What can grow without bound, and the limit that stops it (per function, or per s
   (:mod:`.walk`) as it finds them: every state inside a string value allows most of the vocabulary
   (~150,000 of Qwen's tokens), so a catalog with thousands of string values would need tens of GB.
 
-Counted repetitions of strings (``minLength``/``maxLength``, ``{m,n}`` in patterns) are capped at 64 per
-repetition (:data:`~.keywords.MAX_COUNT`; larger counts are left to the check after generation), and integer
-ranges at 15 digits, so each is cheap alone; item counts (``minItems``/``maxItems``) are not capped: an array
-is one copy of its item per count (:mod:`.arrays`), so ``states`` refuses a count too large for its item.
-Nested ones multiply, and ``states`` bounds the product.
+Counted repetitions of strings (``minLength``/``maxLength`` up to 128 code points, ``{m,n}`` in patterns
+up to 64) are bounded (larger counts are left to the check after generation); item counts
+(``minItems``/``maxItems``) are not capped: an array is one copy of its item per count (:mod:`.arrays`), so
+``states`` refuses a count too large for its item; a number range has a few states per digit of its bounds
+and a ``multipleOf`` one per remainder, bounded (:data:`~.numbers.MAX_REMAINDERS`,
+:data:`~.numbers.MAX_PRODUCT`; a larger step is left to the check), so each is cheap alone; nested ones
+multiply, and ``states`` bounds the product.
 
 Each limit exceeded raises :class:`CompileLimitError` (a SchemaError: the command line prints one line and
 exits 2) naming the limit, its value, the function and the place in its schema (a JSON pointer in the

@@ -51,18 +51,21 @@ class LeafCache:
         self._dfas: OrderedDict[str, ByteDFA] = OrderedDict()
         self._lock = threading.Lock()
 
-    def get(self, regex: str, timings: dict[str, float] | None = None) -> ByteDFA:
+    def get(self, regex: str, timings: dict[str, float] | None = None,
+            build: Callable[[], ByteDFA] | None = None) -> ByteDFA:
         """The minimal byte DFA of ``regex`` (see :func:`~.dfa.from_regex`), built on a miss.
 
         ``timings`` (if given) accumulates the seconds of a build under "automaton" and "byte expansion"; a
-        hit adds nothing. Raises SchemaError for a regex interegular cannot parse (not cached).
+        hit adds nothing. ``build`` (if given) makes the automaton instead of interegular: for automata built
+        directly (:mod:`.numbers`), keyed by their regex or description. Raises SchemaError for a regex
+        interegular cannot parse (not cached).
         """
         with self._lock:
             dfa = self._dfas.get(regex)
             if dfa is not None:
                 self._dfas.move_to_end(regex)
                 return dfa
-        dfa = D.from_regex(regex, timings)
+        dfa = D.from_regex(regex, timings) if build is None else build()
         with self._lock:
             self._dfas[regex] = dfa
             self._dfas.move_to_end(regex)

@@ -3,13 +3,12 @@
 A range [lo, hi] of non-negative integers is split into spans of equal digit count, and each span into a
 prefix shared by lo and hi followed by at most three branches (lo's first digit, the digits strictly
 between, hi's first digit), recursively; the textbook construction behind tools such as
-``to-regex-range``. Negative ranges are the mirror image behind a ``-``. Integers are capped to 15 digits
-like :data:`~callmaybe.compiler.lexical.INTEGER`.
+``to-regex-range``. An unbounded side adds ``[1-9][0-9]{n,}`` for every length past the bound's (integers
+have any number of digits: runaway digits are the runtime's token budget's concern, not the grammar's).
+Negative ranges are the mirror image behind a ``-``; zero is written ``0`` only (never ``-0``).
 """
 
 from __future__ import annotations
-
-LIMIT = 10**15 - 1  # 15 digits
 
 
 def _digit_class(a: int, b: int) -> str:
@@ -55,28 +54,31 @@ def _same_length(lo: str, hi: str) -> list[str]:
     return out
 
 
-def _nonnegative(lo: int, hi: int) -> list[str]:
-    """Alternatives for the integers in [lo, hi], 0 <= lo <= hi, written without leading zeros."""
+def _nonnegative(lo: int, hi: int | None) -> list[str]:
+    """Alternatives for the integers in [lo, hi] (hi None: unbounded), 0 <= lo <= hi, written without
+    leading zeros."""
     out = []
-    for digits in range(len(str(lo)), len(str(hi)) + 1):
+    longest = len(str(lo)) if hi is None else len(str(hi))
+    for digits in range(len(str(lo)), longest + 1):
         a = max(lo, 10 ** (digits - 1) if digits > 1 else 0)
-        b = min(hi, 10**digits - 1)
+        b = 10**digits - 1 if hi is None else min(hi, 10**digits - 1)
         if a <= b:
             out += _same_length(str(a), str(b))
+    if hi is None:  # every longer integer
+        out.append(f"[1-9][0-9]{{{longest},}}")
     return out
 
 
 def integer_range(lo: int | None, hi: int | None) -> str | None:
-    """The regex of the integers in [lo, hi] (None = unbounded, capped at 15 digits); None if empty."""
-    lo = -LIMIT if lo is None else max(lo, -LIMIT)
-    hi = LIMIT if hi is None else min(hi, LIMIT)
-    if lo > hi:
+    """The regex of the integers in [lo, hi] (None = unbounded on that side), exact at any size; None if
+    the range is empty."""
+    if lo is not None and hi is not None and lo > hi:
         return None
     parts = []
-    if hi >= 0:
-        parts += _nonnegative(max(lo, 0), hi)
-    if lo < 0:
-        neg = _nonnegative(max(-hi, 1), -lo)
+    if hi is None or hi >= 0:
+        parts += _nonnegative(0 if lo is None else max(lo, 0), hi)
+    if lo is None or lo < 0:
+        neg = _nonnegative(1 if hi is None else max(-hi, 1), None if lo is None else -lo)
         parts += ["-" + p for p in neg]
     if len(parts) == 1:
         return parts[0]

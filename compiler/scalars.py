@@ -1,19 +1,22 @@
 """Keywords of the scalar types: ``enum``/``const`` (exact literal sets), strings (``format``, ``pattern``,
-``minLength``/``maxLength``), integers and numbers (``minimum``/``maximum`` and their exclusive forms).
+``minLength``/``maxLength``), integers and numbers (``minimum``/``maximum``, their exclusive forms and
+``multipleOf``, built by :mod:`.numbers`).
 Each function returns the grammar node of the values allowed, or None when the keywords admit none."""
 
 from __future__ import annotations
 
 import math
+import sys
 from typing import Any
 
 import jsonschema
 
 from .diagnostics import SchemaContext
 from .keywords import ANNOTATIONS, is_number
-from .lexical import INTEGER, NONNEGATIVE_NUMBER, NUMBER, canonical
+from .limits import CompileLimitError
+from .lexical import canonical
 from .nodes import Leaf, Literals, Node
-from .ranges import LIMIT, integer_range
+from .numbers import NumberNode, number_dfa, plan
 from .strings import string_node
 
 
@@ -43,10 +46,11 @@ def enum(ctx: SchemaContext, schema: dict[str, Any], path: list[str]) -> Node | 
     texts = []
     for v in values:
         texts.append(canonical(v))
-        # JSON Schema compares numbers by value: 1 and 1.0 are the same enum value
-        if isinstance(v, float) and v.is_integer() and abs(v) < 1e15:
+        # JSON Schema compares numbers by value: 1 and 1.0 are the same enum value (the other spelling
+        # only where it is the same value exactly: 2**60 + 1 has no double)
+        if isinstance(v, float) and v.is_integer():
             texts.append(canonical(int(v)))
-        elif isinstance(v, int) and not isinstance(v, bool) and abs(v) < 10**15:
+        elif isinstance(v, int) and not isinstance(v, bool) and abs(v) <= sys.float_info.max and float(v) == v:
             texts.append(canonical(float(v)))
     return Literals(list(dict.fromkeys(texts)))
 
@@ -79,34 +83,38 @@ def bounds(schema: dict[str, Any]) -> tuple[Any, bool, Any, bool]:
     return lo, lo_x, hi, hi_x
 
 
-def integer(ctx: SchemaContext, schema: dict[str, Any], path: list[str]) -> Node | None:
-    """The node of an integer within its bounds, exactly (digit ranges, :mod:`.ranges`), at most 15 digits.
-    None when no integer is in range; raises SchemaError when the bounds lie wholly beyond 15 digits."""
+def _multiple(ctx: SchemaContext, schema: dict[str, Any], path: list[str]) -> Any:
+    """The ``multipleOf`` of ``schema`` (int or float > 0), or None; raises SchemaError when malformed."""
+    if "multipleOf" not in schema:
+        return None
+    q = schema["multipleOf"]
+    if not is_number(q) or not q > 0 or (isinstance(q, float) and not math.isfinite(q)):
+        raise ctx.error(path, f"malformed multipleOf ({q!r}): a number above 0 is expected")
+    return q
+
+
+def _numeric(ctx: SchemaContext, schema: dict[str, Any], path: list[str], integer: bool) -> Node | None:
+    """The node of an integer (``integer``) or a number within its bounds and ``multipleOf``, exactly as
+    :mod:`.numbers` describes; what is not enforced is noted. None when no value fits."""
     lo, lo_x, hi, hi_x = bounds(schema)
-    if lo is None and hi is None:
-        return Leaf(INTEGER)
-    ilo = None if lo is None else (math.floor(lo) + 1 if lo_x else math.ceil(lo))
-    ihi = None if hi is None else (math.ceil(hi) - 1 if hi_x else math.floor(hi))
-    if (ilo is not None and ilo > LIMIT) or (ihi is not None and ihi < -LIMIT):
-        raise ctx.error(path, f"integer bounds ({lo}, {hi}) lie beyond the grammar's 15-digit integers")
-    if (ilo is not None and ilo < -LIMIT) or (ihi is not None and ihi > LIMIT):
-        ctx.note("limited", path, "integer", "15 digits at most")
-    regex = integer_range(ilo, ihi)
-    return None if regex is None else Leaf(regex)
+    try:
+        found = plan(lo, lo_x, hi, hi_x, _multiple(ctx, schema, path), integer)
+        empty = number_dfa(found.spec) is None
+    except CompileLimitError as exc:
+        raise CompileLimitError(f"{ctx.where(path)}: {exc}") from None
+    for keyword, detail in found.notes:
+        ctx.note("not enforced", path, keyword, detail)
+    return None if empty else NumberNode(found.spec)
+
+
+def integer(ctx: SchemaContext, schema: dict[str, Any], path: list[str]) -> Node | None:
+    """The node of an integer (any number of digits) within its bounds and a multiple of ``multipleOf``,
+    exactly (:mod:`.numbers`). None when no integer fits; raises SchemaError for a malformed ``multipleOf``."""
+    return _numeric(ctx, schema, path, True)
 
 
 def number(ctx: SchemaContext, schema: dict[str, Any], path: list[str]) -> Node | None:
-    """The node of a number: bounds are checked after generation (noted), except that a lower bound >= 0
-    enforces the sign. None when the bounds admit no number."""
-    lo, lo_x, hi, hi_x = bounds(schema)
-    if lo is None and hi is None:
-        return Leaf(NUMBER)
-    if lo is not None and hi is not None and (hi < lo or (hi == lo and (lo_x or hi_x))):
-        return None
-    for k in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
-        if k in schema:
-            ctx.note("not enforced", path, k, "bounds on a number are checked after generation" +
-                     ("; the sign is enforced" if lo is not None and lo >= 0 else ""))
-    if lo is not None and lo >= 0:
-        return Leaf(NONNEGATIVE_NUMBER)
-    return Leaf(NUMBER)
+    """The node of a number within its bounds and a multiple of ``multipleOf``, exactly on the forms of
+    :mod:`.numbers` (any finite double as json.dumps writes it, any integer). None when no number fits;
+    raises SchemaError for a malformed ``multipleOf``."""
+    return _numeric(ctx, schema, path, False)

@@ -27,12 +27,15 @@ def _types(schema: Any) -> set[str]:
 
 
 def type_numbers(value: Any, schema: Any) -> Any:
-    """Write ``number`` values as floats (2 -> 2.0) and leave ``integer`` values as ints, recursively."""
+    """Write ``number`` values as floats (2 -> 2.0) and leave ``integer`` values as ints, recursively; an int
+    with no exact double (2**53 + 1, 10**400) stays an int rather than change its value."""
     if isinstance(value, bool) or value is None:
         return value
     if isinstance(value, int):
         types = _types(schema)
-        return float(value) if "number" in types and "integer" not in types else value
+        if "number" in types and "integer" not in types and abs(value) <= 2**53:
+            return float(value)
+        return value
     if isinstance(value, list) and isinstance(schema, dict):
         items = schema.get("items", {})
         return [type_numbers(v, items) for v in value]
