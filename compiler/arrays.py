@@ -54,7 +54,6 @@ def tagged_union(parts: list[ByteDFA]) -> Tagged:
     starts, a dead part written -1; each tuple counts one state against the compile budget. Raises
     ValueError when two parts accept a common text (they must be disjoint).
     """
-    k = len(parts)
     index: dict[tuple[int, ...], int] = {}
     order: list[tuple[int, ...]] = []
 

@@ -66,7 +66,6 @@ def tagged_product(parts: list[Tagged], need_first: bool = False,
 
     Source: the product construction (Rabin and Scott, 1959), over reachable tuples only.
     """
-    k = len(parts)
     index: dict[tuple[int, ...], int] = {}
     order: list[tuple[int, ...]] = []
 

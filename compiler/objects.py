@@ -208,7 +208,7 @@ class ObjectCompiler:
     # -- one object ---------------------------------------------------------------------------------------
 
     def plain(self) -> Node | None:
-        ctx, schema, path, at = self.ctx, self.schema, self.path, self.at
+        ctx, schema, path = self.ctx, self.schema, self.path
         lo, hi = _count(ctx, schema, path)
         if hi is not None and hi < lo:
             return None

@@ -15,7 +15,7 @@ from .diagnostics import SchemaContext
 from .keywords import ANNOTATIONS, is_number
 from .limits import CompileLimitError
 from .lexical import canonical
-from .nodes import Leaf, Literals, Node
+from .nodes import Literals, Node
 from .numbers import NumberNode, number_dfa, plan
 from .strings import string_node
 
