@@ -61,8 +61,9 @@ __all__ = ["Note", "SchemaCompiler"]
 #: How many ``required`` names a loose object tracks (its states grow like two to this power); the rest are
 #: not required there, which only widens the loose language.
 LOOSE_REQUIRED = 4
-#: Array keywords dropped when compiling loosely (they only narrow the language).
-LOOSE_ARRAY_DROPS = ("uniqueItems", "contains", "minContains", "maxContains", "unevaluatedItems")
+#: Array keywords dropped when compiling loosely: enforced narrower than their meaning where other applicators
+#: evaluate items, so a loose language (which must contain every valid value) leaves them out.
+LOOSE_ARRAY_DROPS = ("unevaluatedItems",)
 
 
 class SchemaCompiler(SchemaContext):
