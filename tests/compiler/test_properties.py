@@ -598,8 +598,13 @@ def number_instances(draw, schema: dict) -> Any:
     lo, hi, lo_x, hi_x = _number_bounds(schema)
     q = schema.get("multipleOf")
     if q is None:
-        flo = max(lo, -sys.float_info.max)
-        fhi = min(hi, sys.float_info.max)
+        flo, fhi = float(max(lo, -sys.float_info.max)), float(min(hi, sys.float_info.max))
+        if flo < lo:  # an int bound with no double: the doubles within it
+            flo = math.nextafter(flo, math.inf)
+        if fhi > hi:
+            fhi = math.nextafter(fhi, -math.inf)
+        if flo > fhi:
+            return draw(numbers)
         kind = draw(st.integers(0, 3))
         if kind == 0:
             return draw(st.floats(flo, fhi, exclude_min=lo_x and flo == lo, exclude_max=hi_x and fhi == hi))
