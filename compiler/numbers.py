@@ -98,8 +98,8 @@ class NumberSpec:
     step: tuple[int, int] | None
 
     def describe(self) -> str:
-        """A description of the texts, also their cache key: ``integer [0, ] | point [0, 1E+2] | multipleOf
-        0.25`` (an empty side is unbounded)."""
+        """A description of the texts, also their cache key: ``integer [0, ] | point [0.0, 1E+2] | multipleOf
+        25E-2`` (an empty side is unbounded)."""
         parts = []
         if self.integers is not None:
             lo, hi = self.integers
@@ -288,8 +288,8 @@ def _magnitudes(spec: NumberSpec, negative: bool):
             readers.append(IntegerForm(lo, hi))
     if spec.floats is not None:
         lo, hi = spec.floats
-        if negative:  # -0.0 is a magnitude 0
-            lo, hi = max(hi.copy_negate(), Decimal(0)), lo.copy_negate().copy_abs() if lo == 0 else lo.copy_negate()
+        if negative:  # -v in [lo, hi]; a bound -0.0 is the magnitude 0
+            lo, hi = max(hi.copy_negate(), Decimal(0)), (Decimal(0) if lo == 0 else lo.copy_negate())
         else:
             lo = max(lo, Decimal(0))
         if lo <= hi:

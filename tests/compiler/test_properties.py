@@ -321,8 +321,9 @@ def integer_schemas(draw) -> dict:
         schema["multipleOf"] = q
         a = a - a % q  # a multiple, kept in range below
         b = max(b, a)
+    halves = ["half"] if max(abs(a), abs(b)) < 2**52 else []  # a + 0.5 is a double below 2**52 only
     if draw(st.booleans()):  # lower bound a
-        kind = draw(st.sampled_from(["minimum", "exclusiveMinimum", "half", "both"]))
+        kind = draw(st.sampled_from(["minimum", "exclusiveMinimum", *halves, "both"]))
         if kind == "minimum":
             schema["minimum"] = a
         elif kind == "exclusiveMinimum":
@@ -333,7 +334,7 @@ def integer_schemas(draw) -> dict:
             schema["minimum"] = a - draw(st.integers(0, 5))
             schema["exclusiveMinimum"] = a - 1
     if draw(st.booleans()):  # upper bound b
-        kind = draw(st.sampled_from(["maximum", "exclusiveMaximum", "half", "both"]))
+        kind = draw(st.sampled_from(["maximum", "exclusiveMaximum", *halves, "both"]))
         if kind == "maximum":
             schema["maximum"] = b
         elif kind == "exclusiveMaximum":
@@ -655,8 +656,13 @@ def number_instances(draw, schema: dict) -> Any:
     lo, hi, lo_x, hi_x = _number_bounds(schema)
     q = schema.get("multipleOf")
     if q is None:
-        flo = max(lo, -sys.float_info.max)
-        fhi = min(hi, sys.float_info.max)
+        flo, fhi = float(max(lo, -sys.float_info.max)), float(min(hi, sys.float_info.max))
+        if flo < lo:  # an int bound with no double: the doubles within it
+            flo = math.nextafter(flo, math.inf)
+        if fhi > hi:
+            fhi = math.nextafter(fhi, -math.inf)
+        if flo > fhi:
+            return draw(numbers)
         kind = draw(st.integers(0, 3))
         if kind == 0:
             return draw(st.floats(flo, fhi, exclude_min=lo_x and flo == lo, exclude_max=hi_x and fhi == hi))
