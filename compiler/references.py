@@ -4,6 +4,8 @@ conjunction of schemas into one schema, before the keywords of each type are rea
 
 from __future__ import annotations
 
+import math
+from fractions import Fraction
 from typing import Any
 
 from . import unevaluated
@@ -211,6 +213,8 @@ def merge(ctx: SchemaContext, a: dict[str, Any], b: dict[str, Any], path: list[s
         elif key in ("dependentRequired", "dependentSchemas", "dependencies") and isinstance(mine, dict) \
                 and isinstance(value, dict):
             out[key] = _merge_dependencies(mine, value)
+        elif key == "multipleOf" and is_number(mine) and is_number(value) and mine > 0 and value > 0:
+            out[key] = _common_multiple(mine, value)
         elif key in ANNOTATIONS:
             continue
         else:
@@ -232,3 +236,12 @@ def _merge_dependencies(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
                 return {"required": x} if isinstance(x, list) else x
             out[name] = {"allOf": [schema(out[name]), schema(dep)]}
     return out
+
+
+def _common_multiple(a: int | float, b: int | float) -> int | float:
+    """The least common multiple of two positive decimals (read as the decimals they are written as): a
+    value is a multiple of both exactly when it is a multiple of it. lcm(p/q, r/s) = lcm(p, r) / gcd(q, s)
+    for fractions in lowest terms."""
+    fa, fb = Fraction(repr(a)), Fraction(repr(b))
+    lcm = Fraction(math.lcm(fa.numerator, fb.numerator), math.gcd(fa.denominator, fb.denominator))
+    return int(lcm) if lcm.denominator == 1 and isinstance(a, int) and isinstance(b, int) else float(lcm)
