@@ -1,25 +1,22 @@
 """JSON schema -> grammar node (:mod:`.nodes`): a regex in the canonical layout (one space after ``:`` and
 ``,``, nothing else) and the byte DFA built from it.
 
-Coverage: ``type`` (also lists), ``enum``/``const`` of any JSON value (each value checked against the rest of
-the schema with jsonschema, so enums are exact), ``properties``/``required`` (optional properties: every
-subset, in declaration order), ``additionalProperties`` (objects are always closed to their declared
-properties; an object without properties is a map of string keys), nested objects, ``items``,
-``prefixItems`` (and draft-4 tuple ``items``/``additionalItems``), ``minItems``/``maxItems``, ``contains``
-(``minContains``/``maxContains``), ``uniqueItems`` over finite item sets, ``unevaluatedItems`` (see
-:mod:`.array_schema`), ``anyOf``,
-``oneOf`` (compiled as anyOf: exclusivity is not enforced), ``allOf`` (merged), ``$ref`` to any local JSON
-pointer (``$defs``/``definitions``; recursion unrolled to a configurable depth), string
-``minLength``/``maxLength`` (in decoded code points), ``pattern`` (see :mod:`.pattern`), ``format``
-(see :mod:`.formats`), integer ``minimum``/``maximum``/``exclusiveMinimum``/``exclusiveMaximum`` (exact digit
-ranges, see :mod:`.ranges`). Annotations (``description``, ``title``, ``default``, ``examples`` ...) are read
-and not enforced.
+Coverage: ``type`` (also lists; without it every type), ``enum``/``const`` of any JSON value (each value
+checked against the rest of the schema with jsonschema, so enums are exact), objects (:mod:`.objects`:
+declared properties in declaration order, extra members by ``patternProperties``/``additionalProperties``,
+counts, dependencies, ``propertyNames``, ``unevaluatedProperties``), arrays (:mod:`.array_schema`),
+strings (:mod:`.strings`), integers and numbers (:mod:`.numbers`), ``anyOf``, ``allOf`` (merged,
+:mod:`.references`), ``$ref``/``$dynamicRef`` within the document (:mod:`.uris`; recursion unrolled to a
+configurable depth), and ``oneOf``, ``not``, ``if``/``then``/``else`` by intersection and difference of
+automata (:meth:`SchemaCompiler.logic`), each subtracting a *loose* language (:meth:`loosened`) that
+contains every valid value of what it subtracts, so that nothing invalid is kept. Annotations
+(``description``, ``title``, ``default``, ``examples`` ...) are read and not enforced.
 
-What the grammar cannot enforce (number bounds on fractions, ``multipleOf``, ``uniqueItems`` over infinite
-item languages, ``not``,
-``dependencies`` ...) is recorded as a :class:`Note` of kind ``"not enforced"``; outputs are checked against
-the full schema with jsonschema after generation. A sub-schema that admits no value compiles to ``None``
-and is dropped where it is optional; where it is required the whole schema is unsatisfiable (SchemaError).
+What the grammar cannot enforce (a string length above 128 code points, ``uniqueItems`` over an infinite
+item language, ...) is recorded as a :class:`Note` of kind ``"not enforced"``; outputs are checked against
+the full schema with jsonschema (and its format checker) after generation. A sub-schema that admits no
+value compiles to ``None`` and is dropped where it is optional; where it is required the whole schema is
+unsatisfiable (SchemaError).
 
 Size: literal sets (names, enum values) become alternations of literals, which interegular determinizes
 into a literal trie, and each function is determinized on its own and joined after its name
