@@ -57,17 +57,10 @@ def reorder(value, order, drop_undeclared=False):
 
 
 def past_caps(value) -> bool:
-    if isinstance(value, bool) or value is None:
-        return False
-    if isinstance(value, int):
-        return abs(value) >= 10**15
+    """True when ``value`` holds a number the grammar cannot write: a float that is not finite (integers of
+    any length and every finite double are written)."""
     if isinstance(value, float):
-        if not math.isfinite(value):
-            return True
-        text = json.dumps(value)
-        mant, _, exp = text.lower().partition("e")
-        whole, _, frac = mant.lstrip("-").partition(".")
-        return len(whole) > 15 or len(frac) > 15 or (exp and len(exp.lstrip("+-")) > 2)
+        return not math.isfinite(value)
     if isinstance(value, list):
         return any(past_caps(v) for v in value)
     if isinstance(value, dict):

@@ -155,6 +155,9 @@ def exactly_one(parts: list[ByteDFA], loose: list[ByteDFA | None] | None = None)
     instead of the part itself (a schema compiled exactly where the part is an under-approximation: then
     a text is kept only when no other part could possibly accept it)."""
     loose = list(parts) if loose is None else loose
+    present = [q for q in loose if q is not None]
+    if len(present) > 1 and _disjoint_starts(present):  # e.g. a string or an integer: disjoint by type
+        return union_all([p for p in parts if p is not None])
     pieces = []
     for i, p in enumerate(parts):
         if p is None:
