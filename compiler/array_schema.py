@@ -3,8 +3,12 @@
 ``uniqueItems`` and ``unevaluatedItems``.
 
 * Counts are enforced exactly: the automaton is one copy of the item per count that matters
-  (:mod:`.arrays`), so a count that would need too many states stops at the ``states`` compile limit
-  (CompileLimitError naming the place), never left out silently.
+  (:mod:`.arrays`). Counts up to MAX_COUNT (64) always are (the ``states`` compile limit stops those whose
+  copies are too large); larger ones while the copies stay within :data:`COPY_STATES` states,
+  :data:`COPY_WIDE` states of string contents (each allows most of a vocabulary: 1,000 copies of a string
+  item would pass the ``entries`` limit of the index) and :data:`COPY_BYTES` bytes of the shortest array
+  that tells the counts apart (the minimization's steps), else they are noted as not enforced: 1,000
+  integers are enforced (18,000 states, 3,000 bytes), 1,000 strings are not.
 * ``contains`` splits each item into those that match and those that do not (the intersection and the
   difference of the item's automaton with the ``contains`` one) and counts matches up to
   :data:`CONTAINS_BOUND` (a larger ``minContains`` enforces the bound, a larger ``maxContains`` is left to
@@ -32,7 +36,7 @@ import jsonschema
 from . import arrays
 from . import limits
 from .diagnostics import SchemaContext
-from .keywords import ANNOTATIONS, counts
+from .keywords import ANNOTATIONS, MAX_COUNT, counts
 from .nodes import Alt, ArrayNode, DistinctArrayNode, Leaf, Literals, Node
 
 #: Matches of ``contains`` counted exactly up to this many (a larger ``minContains`` enforces this many).
@@ -42,6 +46,18 @@ UNIQUE_VALUES = 64
 #: ... and the sets of distinct values an array can hold (sum over n <= maxItems of C(values, n)) are at
 #: most this many (each set is one state of the control machine, holding a trie of the values left).
 UNIQUE_SETS = 4096
+#: Item counts above MAX_COUNT are enforced while the copies of the item they need stay within this many
+#: states ...
+COPY_STATES = 50_000
+#: ... and this many states of string contents, each of which allows most of a vocabulary's tokens (the
+#: ``entries`` limit: 1,000 copies of a string would need 150 million entries with Qwen's vocabulary).
+COPY_WIDE = 64
+#: ... and this many bytes of the shortest array that tells the counts apart (copies times the shortest item
+#: and its separator): minimization needs about one step per byte of it.
+COPY_BYTES = 8_000
+#: A state allowing at least this many bytes counts as string contents (those allow 200 bytes and more; the
+#: states inside a UTF-8 character allow at most 64).
+WIDE_BYTES = 128
 #: Keywords whose evaluation of items ``unevaluatedItems`` would have to see but the compiler does not
 #: follow.
 UNSEEN_EVALUATORS = ("if", "then", "else", "$dynamicRef", "$recursiveRef")
@@ -131,6 +147,8 @@ def array(ctx: SchemaContext, schema: dict[str, Any], path: list[str], refs: tup
                          cmax if counting else None)
         if node is not None:
             return node
+    lo, cap = _affordable(ctx, path, len(prefix_nodes), rest, lo, cap,
+                          1 + (cmin if cmax is None else cmax) if counting else 1)
     if not counting:
         return ArrayNode(prefix_nodes, rest, lo, cap)
     if cmax is not None:
@@ -148,6 +166,36 @@ def array(ctx: SchemaContext, schema: dict[str, Any], path: list[str], refs: tup
             ctx.note("not enforced", path, "maxContains", "items matching contains in another spelling than "
                      "its automaton reads (1.0 for an integer, \\u0061, keys in another order) are not counted")
     return ArrayNode(prefix_nodes, rest, lo, cap, cond, cmin, cmax)
+
+
+def _affordable(ctx: SchemaContext, path: list[str], n_prefix: int, rest: Node | None, lo: int,
+                cap: int | None, counted: int) -> tuple[int, int | None]:
+    """(lo, cap) with the counts above MAX_COUNT left to the check after generation (noted) when the copies
+    of the ``rest`` item they need (times ``counted``, the ``contains`` counts) would pass
+    :data:`COPY_STATES` states, :data:`COPY_WIDE` states of string contents or :data:`COPY_BYTES` bytes of
+    the shortest such array. Counts up to MAX_COUNT are always enforced (the ``states`` compile limit stops
+    those that are too large)."""
+    big_hi, big_lo = cap is not None and cap > MAX_COUNT, lo > MAX_COUNT
+    if rest is None or not (big_hi or big_lo):
+        return lo, cap
+    with limits.active(ctx.budget):
+        item = rest.dfa()
+    states = item.num_states
+    wide = int(((item.transitions >= 0).sum(axis=1) >= WIDE_BYTES).sum())
+    length = (arrays.shortest(item) or 0) + 2
+    copies = ((cap if cap is not None else max(n_prefix, lo) + 1) - n_prefix) * counted
+    if copies * states <= COPY_STATES and copies * wide <= COPY_WIDE and copies * length <= COPY_BYTES:
+        return lo, cap
+    why = (f"{copies:,} copies of the item: about {copies * states:,} states, {copies * wide:,} of string "
+           f"contents, {copies * length:,} bytes to tell the counts apart (enforced up to {COPY_STATES:,}, "
+           f"{COPY_WIDE} and {COPY_BYTES:,})")
+    if big_hi:
+        ctx.note("not enforced", path, "maxItems", why)
+        cap = None
+    if big_lo:
+        ctx.note("not enforced", path, "minItems", why)
+        lo = 0
+    return lo, cap
 
 
 def _positions(ctx: SchemaContext, schema: dict[str, Any], path: list[str], at: str):

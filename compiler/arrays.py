@@ -343,6 +343,23 @@ def finite_texts(dfa: ByteDFA, limit: int) -> list[bytes] | None:
     return out
 
 
+def shortest(dfa: ByteDFA) -> int | None:
+    """The length of the shortest text ``dfa`` accepts (breadth first from the start), None when none."""
+    seen = np.zeros(dfa.num_states, dtype=bool)
+    frontier = np.array([dfa.start])
+    seen[dfa.start] = True
+    depth = 0
+    while len(frontier):
+        if dfa.accepting[frontier].any():
+            return depth
+        nxt = dfa.transitions[frontier].reshape(-1)
+        nxt = np.unique(nxt[nxt >= 0])
+        frontier = nxt[~seen[nxt]]
+        seen[frontier] = True
+        depth += 1
+    return None
+
+
 def value_key(value: Any) -> Hashable:
     """A hashable key equal for JSON values JSON Schema calls equal (``uniqueItems``, ``enum``): numbers by
     value (``1`` and ``1.0`` alike), ``true``/``false`` apart from ``1``/``0``, arrays item by item, objects

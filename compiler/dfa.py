@@ -348,7 +348,7 @@ def _refine_exact(ct: np.ndarray, accepting: np.ndarray) -> np.ndarray:
 #: Full rounds of Moore's refinement before :func:`minimize` goes on with :func:`_refine_worklist`. Moore needs
 #: as many rounds as the longest shortest word that tells two states apart: a handful for most automata, but
 #: one per byte of a long counted structure (an array of up to 1,000 items), each round over every state.
-FULL_ROUNDS = 48
+FULL_ROUNDS = 4
 
 
 def minimize(dfa: ByteDFA) -> ByteDFA:
