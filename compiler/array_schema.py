@@ -17,8 +17,10 @@
   (``1.0`` for an integer, ``\\u0061``, other key orders) counts as no match, so ``maxContains`` is noted as
   not enforced for those spellings unless the split is exact (:func:`exact_split`).
 * ``uniqueItems`` is enforced where each position's item language is a finite set of at most
-  :data:`UNIQUE_VALUES` values and the sets of values an array can hold are at most :data:`UNIQUE_SETS`
-  (the automaton tracks the set of values used); otherwise it is noted as not enforced.
+  :data:`UNIQUE_VALUES` values, the sets of values an array can hold are at most :data:`UNIQUE_SETS` (the
+  automaton tracks the set of values used) and their tries of the values left come to at most
+  :data:`COPY_STATES` states (10 values of any length up to 12 short ones: about a second); otherwise
+  it is noted as not enforced, naming the bound.
 * ``unevaluatedItems`` applies to the items after ``prefixItems`` when no ``items`` is given, except those
   that match ``contains``; ``allOf``, ``anyOf``/``oneOf`` and ``$ref`` are merged into the schema before
   (:mod:`.references`), so their ``prefixItems``/``items``/``contains`` count as evaluating. Keywords whose
@@ -289,6 +291,14 @@ def _distinct(ctx: SchemaContext, schema: dict[str, Any], path: list[str], prefi
     if sets > UNIQUE_SETS:
         ctx.note("not enforced", path, "uniqueItems", f"{k} distinct item values, up to {top} items: more than "
                  f"{UNIQUE_SETS:,} sets of values")
+        return None
+    # each set holds a trie of the values left: about the bytes of their texts
+    size = max(sum(len(t.encode("utf-8")) for t in texts) for table in tables for texts in [
+        [t for ts in table.values() for t in ts]])
+    states = sum(comb(k, j) * size * (k - j) // max(k, 1) for j in range(top + 1))
+    if states > COPY_STATES:
+        ctx.note("not enforced", path, "uniqueItems", f"{k} distinct item values, up to {top} items: about "
+                 f"{states:,} states (more than {COPY_STATES:,})")
         return None
     matching: frozenset[int] = frozenset()
     if cmin or cmax is not None:

@@ -16,7 +16,8 @@ states: an array of up to 1,000 integers is 1,000 copies of an 18-state automato
   the same members are equal, :func:`value_key`);
 * :func:`split`: an item automaton with its accepting states tagged by whether a second automaton (the
   ``contains`` schema's) accepts their texts, from the intersection and the difference (:mod:`.compose`);
-* :func:`finite_texts`: the texts of an automaton whose language is finite and small.
+* :func:`finite_texts`: the texts of an automaton whose language is finite and small; :func:`shortest`, the
+  length of its shortest text.
 
 Every state is counted against the compile budget before it is built (:func:`~.limits.count_states`).
 """
