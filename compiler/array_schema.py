@@ -19,7 +19,7 @@
 * ``uniqueItems`` is enforced where each position's item language is a finite set of at most
   :data:`UNIQUE_VALUES` values, the sets of values an array can hold are at most :data:`UNIQUE_SETS` (the
   automaton tracks the set of values used) and their tries of the values left come to at most
-  :data:`COPY_STATES` states (10 values of any length up to 12 short ones: about a second); otherwise
+  :data:`COPY_STATES` states (about ten short values, compiled in about a second); otherwise
   it is noted as not enforced, naming the bound.
 * ``unevaluatedItems`` applies to the items after ``prefixItems`` when no ``items`` is given, except those
   that match ``contains``; ``allOf``, ``anyOf``/``oneOf`` and ``$ref`` are merged into the schema before
