@@ -342,10 +342,26 @@ def _json_type(value: Any) -> str:
     return "array" if isinstance(value, list) else "object"
 
 
+_INTEGER_KEYS = {"type", "const", "enum", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum",
+                 "multipleOf"}
+
+
+def _integer_items(items: list[Any]) -> bool:
+    """True when every schema of ``items`` asks for integers by its type (their texts: canonical integers,
+    and ``-0``)."""
+    for item in items:
+        t = item.get("type") if isinstance(item, dict) else None
+        if t != "integer" and t != ["integer"]:
+            return False
+    return True
+
+
 def exact_split(contains: Any, items: list[Any]) -> bool:
     """True when the ``contains`` automaton accepts every text of the ``items`` schemas that is valid for
     ``contains`` (so items it rejects truly do not match): ``contains`` only asks for a scalar type whose
-    automaton reads every spelling (string, number, boolean, null), or no item can have a type it admits."""
+    automaton reads every spelling (string, number, boolean, null); or the items are integers and
+    ``contains`` only asks for numbers by type, value or bounds that 0 does not meet (``-0`` is the one
+    integer spelled otherwise); or no item can have a type it admits."""
     if isinstance(contains, bool):
         return True
     own = {k: v for k, v in contains.items() if k not in ANNOTATIONS}
@@ -354,6 +370,12 @@ def exact_split(contains: Any, items: list[Any]) -> bool:
         names = {t} if isinstance(t, str) else set(t) if isinstance(t, list) else {"?"}
         if names <= {"string", "number", "boolean", "null"}:
             return True
+    if _integer_items(items) and set(own) <= _INTEGER_KEYS:
+        # integer items are written canonically but for "-0": exact unless 0 may match
+        try:
+            return set(own) == {"type"} or not jsonschema.Draft202012Validator(own).is_valid(0)
+        except Exception:
+            return False
     ctypes = _types(own)
     if ctypes is None:
         return False

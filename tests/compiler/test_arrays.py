@@ -269,6 +269,20 @@ def test_max_contains_over_other_spellings_is_noted():
     assert verdicts(schema, [[1, 2], [1, 2.5], [1.0, 2]]) == [False, True, True]
 
 
+def test_max_contains_over_integers_is_exact_unless_zero_may_match():
+    """Integers are written canonically but for ``-0``, which a ``contains`` automaton with bounds or values
+    does not read as 0."""
+    three = {"type": "array", "items": {"type": "integer"}, "contains": {"const": 3}, "maxContains": 1}
+    assert not_enforced(three) == {}
+    assert verdicts(three, [[3], [3, 3], [1, 3, -3]]) == [True, False, True]
+    bounded = {"type": "array", "items": {"type": "integer"}, "contains": {"type": "integer", "minimum": 5},
+               "maxContains": 1}
+    assert not_enforced(bounded) == {}
+    zero = {"type": "array", "items": {"type": "integer"}, "contains": {"type": "integer", "minimum": -1},
+            "maxContains": 1}
+    assert "maxContains" in not_enforced(zero)
+
+
 def test_contains_counts_past_the_bound_are_noted():
     schema = {"type": "array", "items": {"type": "integer"}, "contains": {"const": 1}, "minContains": 100,
               "maxContains": 200}
