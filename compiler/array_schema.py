@@ -3,8 +3,12 @@
 ``uniqueItems`` and ``unevaluatedItems``.
 
 * Counts are enforced exactly: the automaton is one copy of the item per count that matters
-  (:mod:`.arrays`), so a count that would need too many states stops at the ``states`` compile limit
-  (CompileLimitError naming the place), never left out silently.
+  (:mod:`.arrays`). Counts up to MAX_COUNT (64) always are (the ``states`` compile limit stops those whose
+  copies are too large); larger ones while the copies stay within :data:`COPY_STATES` states,
+  :data:`COPY_WIDE` states of string contents (each allows most of a vocabulary: 1,000 copies of a string
+  item would pass the ``entries`` limit of the index) and :data:`COPY_BYTES` bytes of the shortest array
+  that tells the counts apart (the minimization's steps), else they are noted as not enforced: 1,000
+  integers are enforced (18,000 states, 3,000 bytes), 1,000 strings are not.
 * ``contains`` splits each item into those that match and those that do not (the intersection and the
   difference of the item's automaton with the ``contains`` one) and counts matches up to
   :data:`CONTAINS_BOUND` (a larger ``minContains`` enforces the bound, a larger ``maxContains`` is left to
@@ -13,8 +17,10 @@
   (``1.0`` for an integer, ``\\u0061``, other key orders) counts as no match, so ``maxContains`` is noted as
   not enforced for those spellings unless the split is exact (:func:`exact_split`).
 * ``uniqueItems`` is enforced where each position's item language is a finite set of at most
-  :data:`UNIQUE_VALUES` values and the sets of values an array can hold are at most :data:`UNIQUE_SETS`
-  (the automaton tracks the set of values used); otherwise it is noted as not enforced.
+  :data:`UNIQUE_VALUES` values, the sets of values an array can hold are at most :data:`UNIQUE_SETS` (the
+  automaton tracks the set of values used) and their tries of the values left come to at most
+  :data:`COPY_STATES` states (about ten short values, compiled in about a second); otherwise
+  it is noted as not enforced, naming the bound.
 * ``unevaluatedItems`` applies to the items after ``prefixItems`` when no ``items`` is given, except those
   that match ``contains``; ``allOf``, ``anyOf``/``oneOf`` and ``$ref`` are merged into the schema before
   (:mod:`.references`), so their ``prefixItems``/``items``/``contains`` count as evaluating. Keywords whose
@@ -32,7 +38,7 @@ import jsonschema
 from . import arrays
 from . import limits
 from .diagnostics import SchemaContext
-from .keywords import ANNOTATIONS, counts
+from .keywords import ANNOTATIONS, MAX_COUNT, counts
 from .nodes import Alt, ArrayNode, DistinctArrayNode, Leaf, Literals, Node
 
 #: Matches of ``contains`` counted exactly up to this many (a larger ``minContains`` enforces this many).
@@ -42,6 +48,18 @@ UNIQUE_VALUES = 64
 #: ... and the sets of distinct values an array can hold (sum over n <= maxItems of C(values, n)) are at
 #: most this many (each set is one state of the control machine, holding a trie of the values left).
 UNIQUE_SETS = 4096
+#: Item counts above MAX_COUNT are enforced while the copies of the item they need stay within this many
+#: states ...
+COPY_STATES = 50_000
+#: ... and this many states of string contents, each of which allows most of a vocabulary's tokens (the
+#: ``entries`` limit: 1,000 copies of a string would need 150 million entries with Qwen's vocabulary).
+COPY_WIDE = 64
+#: ... and this many bytes of the shortest array that tells the counts apart (copies times the shortest item
+#: and its separator): minimization needs about one step per byte of it.
+COPY_BYTES = 8_000
+#: A state allowing at least this many bytes counts as string contents (those allow 200 bytes and more; the
+#: states inside a UTF-8 character allow at most 64).
+WIDE_BYTES = 128
 #: Keywords whose evaluation of items ``unevaluatedItems`` would have to see but the compiler does not
 #: follow.
 UNSEEN_EVALUATORS = ("if", "then", "else", "$dynamicRef", "$recursiveRef")
@@ -131,6 +149,8 @@ def array(ctx: SchemaContext, schema: dict[str, Any], path: list[str], refs: tup
                          cmax if counting else None)
         if node is not None:
             return node
+    lo, cap = _affordable(ctx, path, len(prefix_nodes), rest, lo, cap,
+                          1 + (cmin if cmax is None else cmax) if counting else 1)
     if not counting:
         return ArrayNode(prefix_nodes, rest, lo, cap)
     if cmax is not None:
@@ -148,6 +168,36 @@ def array(ctx: SchemaContext, schema: dict[str, Any], path: list[str], refs: tup
             ctx.note("not enforced", path, "maxContains", "items matching contains in another spelling than "
                      "its automaton reads (1.0 for an integer, \\u0061, keys in another order) are not counted")
     return ArrayNode(prefix_nodes, rest, lo, cap, cond, cmin, cmax)
+
+
+def _affordable(ctx: SchemaContext, path: list[str], n_prefix: int, rest: Node | None, lo: int,
+                cap: int | None, counted: int) -> tuple[int, int | None]:
+    """(lo, cap) with the counts above MAX_COUNT left to the check after generation (noted) when the copies
+    of the ``rest`` item they need (times ``counted``, the ``contains`` counts) would pass
+    :data:`COPY_STATES` states, :data:`COPY_WIDE` states of string contents or :data:`COPY_BYTES` bytes of
+    the shortest such array. Counts up to MAX_COUNT are always enforced (the ``states`` compile limit stops
+    those that are too large)."""
+    big_hi, big_lo = cap is not None and cap > MAX_COUNT, lo > MAX_COUNT
+    if rest is None or not (big_hi or big_lo):
+        return lo, cap
+    with limits.active(ctx.budget):
+        item = rest.dfa()
+    states = item.num_states
+    wide = int(((item.transitions >= 0).sum(axis=1) >= WIDE_BYTES).sum())
+    length = (arrays.shortest(item) or 0) + 2
+    copies = ((cap if cap is not None else max(n_prefix, lo) + 1) - n_prefix) * counted
+    if copies * states <= COPY_STATES and copies * wide <= COPY_WIDE and copies * length <= COPY_BYTES:
+        return lo, cap
+    why = (f"{copies:,} copies of the item: about {copies * states:,} states, {copies * wide:,} of string "
+           f"contents, {copies * length:,} bytes to tell the counts apart (enforced up to {COPY_STATES:,}, "
+           f"{COPY_WIDE} and {COPY_BYTES:,})")
+    if big_hi:
+        ctx.note("not enforced", path, "maxItems", why)
+        cap = None
+    if big_lo:
+        ctx.note("not enforced", path, "minItems", why)
+        lo = 0
+    return lo, cap
 
 
 def _positions(ctx: SchemaContext, schema: dict[str, Any], path: list[str], at: str):
@@ -242,6 +292,14 @@ def _distinct(ctx: SchemaContext, schema: dict[str, Any], path: list[str], prefi
         ctx.note("not enforced", path, "uniqueItems", f"{k} distinct item values, up to {top} items: more than "
                  f"{UNIQUE_SETS:,} sets of values")
         return None
+    # each set holds a trie of the values left: about the bytes of their texts
+    size = max(sum(len(t.encode("utf-8")) for t in texts) for table in tables for texts in [
+        [t for ts in table.values() for t in ts]])
+    states = sum(comb(k, j) * size * (k - j) // max(k, 1) for j in range(top + 1))
+    if states > COPY_STATES:
+        ctx.note("not enforced", path, "uniqueItems", f"{k} distinct item values, up to {top} items: about "
+                 f"{states:,} states (more than {COPY_STATES:,})")
+        return None
     matching: frozenset[int] = frozenset()
     if cmin or cmax is not None:
         by_text = {t: v for table in tables for v, texts in table.items() for t in texts}
@@ -284,10 +342,26 @@ def _json_type(value: Any) -> str:
     return "array" if isinstance(value, list) else "object"
 
 
+_INTEGER_KEYS = {"type", "const", "enum", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum",
+                 "multipleOf"}
+
+
+def _integer_items(items: list[Any]) -> bool:
+    """True when every schema of ``items`` asks for integers by its type (their texts: canonical integers,
+    and ``-0``)."""
+    for item in items:
+        t = item.get("type") if isinstance(item, dict) else None
+        if t != "integer" and t != ["integer"]:
+            return False
+    return True
+
+
 def exact_split(contains: Any, items: list[Any]) -> bool:
     """True when the ``contains`` automaton accepts every text of the ``items`` schemas that is valid for
     ``contains`` (so items it rejects truly do not match): ``contains`` only asks for a scalar type whose
-    automaton reads every spelling (string, number, boolean, null), or no item can have a type it admits."""
+    automaton reads every spelling (string, number, boolean, null); or the items are integers and
+    ``contains`` only asks for numbers by type, value or bounds that 0 does not meet (``-0`` is the one
+    integer spelled otherwise); or no item can have a type it admits."""
     if isinstance(contains, bool):
         return True
     own = {k: v for k, v in contains.items() if k not in ANNOTATIONS}
@@ -296,6 +370,12 @@ def exact_split(contains: Any, items: list[Any]) -> bool:
         names = {t} if isinstance(t, str) else set(t) if isinstance(t, list) else {"?"}
         if names <= {"string", "number", "boolean", "null"}:
             return True
+    if _integer_items(items) and set(own) <= _INTEGER_KEYS:
+        # integer items are written canonically but for "-0": exact unless 0 may match
+        try:
+            return set(own) == {"type"} or not jsonschema.Draft202012Validator(own).is_valid(0)
+        except Exception:
+            return False
     ctypes = _types(own)
     if ctypes is None:
         return False

@@ -16,7 +16,8 @@ states: an array of up to 1,000 integers is 1,000 copies of an 18-state automato
   the same members are equal, :func:`value_key`);
 * :func:`split`: an item automaton with its accepting states tagged by whether a second automaton (the
   ``contains`` schema's) accepts their texts, from the intersection and the difference (:mod:`.compose`);
-* :func:`finite_texts`: the texts of an automaton whose language is finite and small.
+* :func:`finite_texts`: the texts of an automaton whose language is finite and small; :func:`shortest`, the
+  length of its shortest text.
 
 Every state is counted against the compile budget before it is built (:func:`~.limits.count_states`).
 """
@@ -340,6 +341,23 @@ def finite_texts(dfa: ByteDFA, limit: int) -> list[bytes] | None:
             out.append(text)
         stack.extend((int(t[s, b]), text + bytes([b])) for b in reversed(succ[s].tolist()))
     return out
+
+
+def shortest(dfa: ByteDFA) -> int | None:
+    """The length of the shortest text ``dfa`` accepts (breadth first from the start), None when none."""
+    seen = np.zeros(dfa.num_states, dtype=bool)
+    frontier = np.array([dfa.start])
+    seen[dfa.start] = True
+    depth = 0
+    while len(frontier):
+        if dfa.accepting[frontier].any():
+            return depth
+        nxt = dfa.transitions[frontier].reshape(-1)
+        nxt = np.unique(nxt[nxt >= 0])
+        frontier = nxt[~seen[nxt]]
+        seen[frontier] = True
+        depth += 1
+    return None
 
 
 def value_key(value: Any) -> Hashable:

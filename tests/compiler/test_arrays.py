@@ -171,6 +171,25 @@ def test_a_thousand_items_are_counted_exactly():
     assert dfa.accepts(canonical([7] * 1000).encode()) and dfa.accepts(canonical([7] * 1500).encode())
 
 
+def test_counts_whose_copies_cost_too_much_are_noted():
+    """Past 64 items, a count is enforced while its copies of the item stay within 50,000 states, 64 states of
+    string contents (each allows most of the vocabulary: 1,000 strings would pass the index's entries limit)
+    and 8,000 bytes of the shortest array that tells the counts apart; else it is left to the check after
+    generation, as a note that says why."""
+    strings = {"type": "array", "items": {"type": "string"}, "maxItems": 1000}
+    assert not_enforced(strings) == {"maxItems": "1,000 copies of the item: about 15,000 states, 1,000 of string "
+                                                 "contents, 4,000 bytes to tell the counts apart (enforced up to "
+                                                 "50,000, 64 and 8,000)"}
+    assert verdicts(strings, [["a"] * 1001]) == [True]
+    huge = {"type": "array", "items": {"type": "integer"}, "minItems": 10**9}
+    assert "minItems" in not_enforced(huge) and verdicts(huge, [[], [1, 2]]) == [True, True]
+    long_items = {"type": "array", "items": {"type": "string", "pattern": "^[a-f0-9]{24}$"}, "maxItems": 1000}
+    assert not_enforced(long_items)["maxItems"].endswith("28,000 bytes to tell the counts apart (enforced up to "
+                                                          "50,000, 64 and 8,000)")
+    strings_64 = {"type": "array", "items": {"type": "string"}, "maxItems": 64}
+    assert not_enforced(strings_64) == {} and verdicts(strings_64, [["a"] * 64, ["a"] * 65]) == [True, False]
+
+
 def test_a_thousand_items_compile_into_an_index():
     """The whole index (grammar, minimization and the token walk over Qwen's 151,669 tokens) of an array
     of up to 1,000 integers (its time is a figure of bench/compile_bench.py, not asserted here)."""
@@ -245,6 +264,20 @@ def test_max_contains_over_other_spellings_is_noted():
     schema = {"type": "array", "items": {"type": "number"}, "contains": {"type": "integer"}, "maxContains": 1}
     assert "maxContains" in not_enforced(schema)
     assert verdicts(schema, [[1, 2], [1, 2.5], [1.0, 2]]) == [False, True, True]
+
+
+def test_max_contains_over_integers_is_exact_unless_zero_may_match():
+    """Integers are written canonically but for ``-0``, which a ``contains`` automaton with bounds or values
+    does not read as 0."""
+    three = {"type": "array", "items": {"type": "integer"}, "contains": {"const": 3}, "maxContains": 1}
+    assert not_enforced(three) == {}
+    assert verdicts(three, [[3], [3, 3], [1, 3, -3]]) == [True, False, True]
+    bounded = {"type": "array", "items": {"type": "integer"}, "contains": {"type": "integer", "minimum": 5},
+               "maxContains": 1}
+    assert not_enforced(bounded) == {}
+    zero = {"type": "array", "items": {"type": "integer"}, "contains": {"type": "integer", "minimum": -1},
+            "maxContains": 1}
+    assert "maxContains" in not_enforced(zero)
 
 
 def test_contains_counts_past_the_bound_are_noted():
