@@ -100,16 +100,25 @@ def test_an_exploding_pattern_stops_at_the_pattern_limit():
 
 
 def test_large_counts_and_ranges_are_capped_not_expanded():
-    """Counts above 64 are left to the check after generation, integers to 15 digits: these compile at once."""
+    """Item counts above 64 are left to the check after generation, integers to 15 digits: these compile at
+    once."""
     schema = {"type": "object", "properties": {
-        "s": {"type": "string", "minLength": 10**9, "maxLength": 10**12},
         "a": {"type": "array", "items": {"type": "integer"}, "minItems": 10**9},
         "n": {"type": "integer", "minimum": -10**14, "maximum": 10**14 - 7},
         "x": {"type": "number", "minimum": -1e300, "maximum": 1e300},
     }}
     dfa, notes = schema_dfa(schema)
-    assert dfa.accepts(b'{"s": "abc", "a": [1, 2], "n": 99999999999993, "x": 1.5}')
-    assert "minLength" in {n.keyword for n in notes}
+    assert dfa.accepts(b'{"a": [1, 2], "n": 99999999999993, "x": 1.5}')
+    assert "minItems" in {n.keyword for n in notes}
+
+
+def test_huge_string_lengths_are_refused_at_once():
+    """String lengths are enforced (a counter of ~20 states per character): one the budget cannot hold is
+    refused before anything is built."""
+    schema = {"type": "object", "properties": {"s": {"type": "string", "minLength": 10**9, "maxLength": 10**12}}}
+    assert limit_error(schema) == (
+        "schema 's' at '#/properties/s': more than 1,000,000 automaton states to build; the compile limit is "
+        "states=1000000 (raise it with --compile-limits states=N)")
 
 
 # --------------------------------------------------------------------------------------------------------------
