@@ -2,9 +2,11 @@
 ``,``, nothing else) and the byte DFA built from it.
 
 Coverage: ``type`` (also lists), ``enum``/``const`` of any JSON value (each value checked against the rest of
-the schema with jsonschema, so enums are exact), ``properties``/``required`` (optional properties: every
-subset, in declaration order), ``additionalProperties`` (objects are always closed to their declared
-properties; an object without properties is a map of string keys), nested objects, ``items``,
+the schema with jsonschema, so enums are exact), objects (:mod:`.objects`: ``properties``/``required``,
+optional properties in every subset, in declaration order, then extra members where ``patternProperties`` or
+an ``additionalProperties`` schema allow them, otherwise closed; an object without properties is a map of
+string keys; ``propertyNames``, ``minProperties``/``maxProperties``, ``dependentRequired``,
+``dependentSchemas``, draft 7 ``dependencies``, ``unevaluatedProperties`` (:mod:`.unevaluated`)), ``items``,
 ``prefixItems`` (and draft-4 tuple ``items``/``additionalItems``), ``minItems``/``maxItems``, ``anyOf``,
 ``oneOf`` (compiled as anyOf: exclusivity is not enforced), ``allOf`` (merged), ``$ref`` to any local JSON
 pointer (``$defs``/``definitions``; recursion unrolled to a configurable depth), string
@@ -14,8 +16,8 @@ ranges, see :mod:`.ranges`). Annotations (``description``, ``title``, ``default`
 and not enforced.
 
 What the grammar cannot enforce (number bounds on fractions, ``multipleOf``, ``uniqueItems``, ``not``,
-``dependencies`` ...) is recorded as a :class:`Note` of kind ``"not enforced"``; outputs are checked against
-the full schema with jsonschema after generation. A sub-schema that admits no value compiles to ``None``
+repeated extra keys ...) is recorded as a :class:`Note` of kind ``"not enforced"``; outputs are checked
+against the full schema with jsonschema after generation. A sub-schema that admits no value compiles to ``None``
 and is dropped where it is optional; where it is required the whole schema is unsatisfiable (SchemaError).
 
 Size: literal sets (names, enum values) become alternations of literals, which interegular determinizes
@@ -29,9 +31,10 @@ place of the schema it reads, and each node records it). A schema that admits no
 cycle never reaches a value without itself is reported as a recursion with no base case, at the ``$ref``.
 
 Modules: this one dispatches on the schema (``anyOf``/``oneOf`` branches, ``type``) and handles the
-containers (arrays, objects, maps, any value); :mod:`.references` inlines ``$ref`` and merges ``allOf``;
-:mod:`.scalars` reads the keywords of enums, strings, integers and numbers; :mod:`.keywords` lists the
-keywords known; :mod:`.diagnostics` holds the notes and the messages.
+containers (arrays, any value); :mod:`.references` inlines ``$ref`` and merges ``allOf``; :mod:`.scalars`
+reads the keywords of enums, strings, integers and numbers; :mod:`.objects` those of objects (automata in
+:mod:`.object_automaton`); :mod:`.keywords` lists the keywords known; :mod:`.diagnostics` holds the notes
+and the messages.
 """
 
 from __future__ import annotations

@@ -32,7 +32,8 @@ class Function:
     or ``"function"`` (a bare function object). ``parameters`` is an object schema ``{"type": "object",
     "properties": {...}, "required": [...], "additionalProperties": False}`` plus whatever other top-level keywords the source gave (``$defs``,
     ``allOf`` ...; with ``allOf``, ``$ref`` or another in-place keyword, ``"unevaluatedProperties": False``
-    closes it instead of ``additionalProperties``). Property order is the declaration order and is the order the grammar emits.
+    closes it instead of ``additionalProperties``). Property order is the declaration order and is the order
+    the grammar emits.
     """
 
     name: str

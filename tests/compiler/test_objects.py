@@ -491,7 +491,8 @@ def _names_in(schema: Any) -> set[str]:
     out: set[str] = set()
     if isinstance(schema, dict):
         for key, value in schema.items():
-            if key in ("properties", "dependentSchemas", "dependentRequired", "dependencies") and isinstance(value, dict):
+            if key in ("properties", "dependentSchemas", "dependentRequired", "dependencies") \
+                    and isinstance(value, dict):
                 out |= set(value)
             if key == "required" and isinstance(value, list):
                 out |= {v for v in value if isinstance(v, str)}
