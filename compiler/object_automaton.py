@@ -3,8 +3,9 @@ automata it dispatches keys with.
 
 An object is written ``{`` then its named members in declaration order (each optional one may be left out),
 then any number of extra members, then ``}``, with ``", "`` between members and ``": "`` after each key. Its
-automaton is made of *slots*: a slot ``(i, c)`` is the point between members where named members ``i..`` may
-still come and ``c`` members have been written (saturated once it no longer matters). At a slot the next
+automaton is made of *slots*: a slot ``(i, c, mask)`` is the point between members where named members ``i..``
+may still come, ``c`` members have been written (saturated once it no longer matters) and ``mask`` holds
+what the dependencies still need to know of the members before ``i``. At a slot the next
 key is read by a *dispatch* automaton: a DFA over key texts (JSON strings with their quotes) whose accepting
 states are *tagged* with what the key starts (named member ``j``, or extra-key region ``r``); after the key
 and ``": "`` comes one copy of that member's value automaton, whose end leads to the next slot. Extra keys
@@ -164,7 +165,7 @@ class OpenObject(Node):
     ``dependencies`` among named members hold.
 
     Extra keys are not checked for repeats (a key may come twice among the extras; the compiler notes it).
-    :attr:`regex` is a description (``<extra>`` for the extra members), never compiled.
+    :attr:`regex` is a description (``<object ...>``), never compiled.
     """
 
     members: list[tuple[str, Node, bool]]
@@ -177,14 +178,14 @@ class OpenObject(Node):
 
     @property
     def regex(self) -> str:
-        text = object_regex([(k, v.regex, r) for k, v, r in self.members])
+        parts = [object_regex([(k, v.regex, r) for k, v, r in self.members])]
         if self.keys is not None:
-            text += "&<extra members: " + ", ".join(f"<key {r}>: {v.regex}" for r, v in enumerate(self.regions)) + ">"
+            parts.append("then extra members " + ", ".join(f"<key {r}>: {v.regex}" for r, v in enumerate(self.regions)))
         if self.lo or self.hi is not None:
-            text += f"&<{self.lo}..{'' if self.hi is None else self.hi} members>"
+            parts.append(f"{self.lo}..{'' if self.hi is None else self.hi} members")
         for k, ls in self.dependencies:
-            text += f"&<{self.members[k][0]} needs " + ", ".join(self.members[j][0] for j in ls) + ">"
-        return text
+            parts.append(f"{self.members[k][0]} needs " + ", ".join(self.members[j][0] for j in ls))
+        return "<object " + "; ".join(parts) + ">"
 
     def children(self) -> list[Node]:
         return [v for _, v, _ in self.members] + list(self.regions)

@@ -4,23 +4,25 @@
 ``allOf`` leaves (:data:`~.keywords.LAYERS`, see :func:`~.references.merge`).
 
 Layout: the *named* keys (declared in ``properties`` in declaration order, then ``required`` names not
-declared) come first, each at most once, optional ones may be left out; then the *extra* members, any
-number, in any order. Objects are closed: extra keys come only where ``patternProperties`` or an
-``additionalProperties`` schema (a JSON object, ``{}`` included) says so, or where the object declares no
-property (a map, ``additionalProperties`` absent or true; its required names are named members). Keys are written in the
-canonical spelling (:data:`KEY`).
+declared, then names the dependencies mention) come first, each at most once, optional ones may be left
+out; then the *extra* members, any number, in any order. Objects are closed: extra keys come only where
+``patternProperties`` or an ``additionalProperties`` schema (a JSON object, ``{}`` included) says so, or
+where the object declares no property (a map, ``additionalProperties`` absent or true). Keys are written in
+the canonical spelling (:data:`KEY`).
 
 Values (JSON Schema 2020-12, section 10.3.2): a key's value satisfies, in every layer, the schema of the
 property it names and of each pattern it matches (a search on the decoded key), or the layer's
 ``additionalProperties`` when it matches neither. Extra keys are split into *regions* by the patterns they
-match (:func:`~.object_automaton.classify`), each region with one value node; a region whose value admits
-nothing is left out (``false``). Repeated extra keys are not refused (noted "not enforced").
+match (:func:`~.object_automaton.classify`, at most :data:`MAX_REGIONS`), each region with one value node;
+a region whose value admits nothing is left out (``false``). Repeated extra keys are not refused (noted "not
+enforced": which keys came before is not a regular language).
 
-Counts and dependencies: ``minProperties``/``maxProperties`` are counted in the automaton
-(:class:`~.object_automaton.OpenObject`, above MAX_COUNT noted and left to the check after generation);
-each dependency ``K`` splits the object into two alternatives, without ``K`` (``properties: {K: false}``) or
-with it (``required: [K, ...]``, and the dependent schema merged in); at most :data:`MAX_DEPENDENCIES` of
-them, the rest noted "not enforced".
+Counts and dependencies: ``minProperties``/``maxProperties`` are counted in the automaton (above MAX_COUNT
+noted and left to the check after generation), and so are the ``dependentRequired`` lists (and draft 7
+``dependencies`` lists), at most :data:`MAX_DEPENDENCIES` of them (:class:`~.object_automaton.OpenObject`).
+Each dependent schema ``K: S`` splits the object into two alternatives, without ``K`` (``properties: {K:
+false}``) or with it (``required: [K]`` and ``S`` merged in), at most :data:`MAX_DEPENDENCIES` of them; the
+others are noted "not enforced".
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from . import limits
 from .compose import is_empty, product
 from .dfa import ByteDFA
 from .diagnostics import SchemaContext
-from .keywords import LAYERS, MAX_COUNT, capped, counts
+from .keywords import LAYERS, capped, counts
 from .lexical import STRING, string_of
 from .nodes import LEAF_CACHE, Alt, Leaf, MapNode, Node, ObjectNode
 from .object_automaton import OpenObject, Tagged, classify, retag
@@ -45,8 +47,9 @@ from .references import merge
 #: The canonical spelling of a key (what ``json.dumps(key, ensure_ascii=False)`` writes): characters as
 #: themselves, ``\\" \\\\ \\b \\f \\n \\r \\t``, other control characters as ``\\u00xx`` (lower-case hex).
 KEY = string_of(r'(?:[^"\\\x00-\x1f]|\\["\\bfnrt]|\\u00(?:0[0-7bef]|1[0-9a-f]))*')
-#: The most dependencies (``dependentRequired``, ``dependentSchemas``, ``dependencies`` entries) split into
-#: alternatives: each doubles the alternatives compiled; later ones are noted and checked after generation.
+#: The most name lists (``dependentRequired``) the automaton follows, each at most doubling its slots, and the
+#: most dependent schemas split into alternatives, each doubling them; later ones are noted and checked
+#: after generation.
 MAX_DEPENDENCIES = 6
 #: The most regions of extra keys (combinations of the patterns a key matches, each with its own value
 #: automaton): past it the object is refused with CompileLimitError (a few patterns give a few regions; n
@@ -276,9 +279,9 @@ class ObjectCompiler:
                     continue
                 try:
                     dfa = LEAF_CACHE.get(string_of(pattern_regex(p)))
-                except limits.CompileLimitError:
-                    raise
-                except (PatternError, SchemaError) as exc:
+                except (PatternError, SchemaError) as exc:  # a pattern past the pattern limit too
+                    if isinstance(exc, limits.CompileLimitError) and "limit is pattern=" not in str(exc):
+                        raise
                     self.unknown.add(p)
                     self.ctx.note("limited", self.path, "patternProperties",
                                   f"pattern {p!r} cannot be translated ({exc}); its schema applies to every key")
@@ -386,4 +389,4 @@ def compile_object(ctx, schema: dict[str, Any], path: list[str], refs: tuple[str
     return ObjectCompiler(ctx, schema, path, refs, at).node()
 
 
-__all__ = ["KEY", "MAX_COUNT", "MAX_DEPENDENCIES", "MAX_REGIONS", "compile_object", "conjunction", "layers"]
+__all__ = ["KEY", "MAX_DEPENDENCIES", "MAX_REGIONS", "compile_object", "conjunction", "layers"]

@@ -107,6 +107,8 @@ def expand(ctx: SchemaContext, schema: dict[str, Any], path: list[str], refs: tu
 
 
 _LAYER_KEYS = ("properties", "patternProperties", "additionalProperties")
+_LOWER = ("minimum", "minLength", "minItems", "exclusiveMinimum", "minProperties")  # merged by max
+_UPPER = ("maximum", "maxLength", "maxItems", "exclusiveMaximum", "maxProperties")  # merged by min
 _ANY = (None, True)  # an additionalProperties that admits every value (None: absent)
 
 
@@ -190,11 +192,12 @@ def merge(ctx: SchemaContext, a: dict[str, Any], b: dict[str, Any], path: list[s
             out[key] = sorted(both)
         elif key == "enum":
             out[key] = [v for v in mine if v in value]
-        elif key in ("minimum", "minLength", "minItems", "exclusiveMinimum", "minProperties") and is_number(mine) and is_number(value):
+        elif key in _LOWER and is_number(mine) and is_number(value):
             out[key] = max(mine, value)
-        elif key in ("maximum", "maxLength", "maxItems", "exclusiveMaximum", "maxProperties") and is_number(mine) and is_number(value):
+        elif key in _UPPER and is_number(mine) and is_number(value):
             out[key] = min(mine, value)
-        elif key in ("items", "additionalProperties") and isinstance(mine, (dict, bool)) and isinstance(value, (dict, bool)):
+        elif key in ("items", "additionalProperties") and isinstance(mine, (dict, bool)) \
+                and isinstance(value, (dict, bool)):
             if mine is False or value is False:
                 out[key] = False
             elif mine is True:

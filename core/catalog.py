@@ -32,7 +32,8 @@ class Function:
     or ``"function"`` (a bare function object). ``parameters`` is an object schema ``{"type": "object",
     "properties": {...}, "required": [...], "additionalProperties": False}`` plus whatever other top-level keywords the source gave (``$defs``,
     ``allOf`` ...; with ``allOf``, ``$ref`` or another in-place keyword, ``"unevaluatedProperties": False``
-    closes it instead of ``additionalProperties``). Property order is the declaration order and is the order the grammar emits.
+    closes it instead of ``additionalProperties``). Property order is the declaration order and is the order
+    the grammar emits.
     """
 
     name: str
@@ -89,7 +90,7 @@ def parse_function(entry: Any, where: str) -> Function:
         if not isinstance(required, list) or not all(isinstance(r, str) for r in required):
             raise CatalogError(f"{where}: 'required' must be a list of property names")
         unknown = [r for r in required if r not in props]
-        if unknown:
+        if unknown and not any(k in params for k in _IN_PLACE):  # else allOf, $ref ... may declare them
             raise CatalogError(f"{where}: 'required' names unknown properties {unknown}")
         params["properties"] = props
         params["required"] = required

@@ -126,6 +126,8 @@ def test_allof_pattern_branches_take_each_other_additional():
     # additionalProperties); "ay" only the second: refused by the first branch
     assert verdicts(schema, [{"xy": "ab"}, {"xy": "abc"}, {"xa": "abc"}, {"xa": 1}, {"ay": "a"}, {}]) == [
         True, False, True, False, False, True]
+    assert notes_of(schema) == ["not enforced: schema 'schema': patternProperties (extra keys are not checked "
+                                "for repeats)"]
 
 
 def test_allof_parameters_through_the_catalog():
@@ -139,6 +141,10 @@ def test_allof_parameters_through_the_catalog():
     for p in calls[:2]:  # the check after generation agrees
         assert Draft202012Validator(fns[0].parameters).is_valid(p)
     assert not Draft202012Validator(fns[0].parameters).is_valid(calls[2])
+    # a required name that only an allOf branch declares
+    fns = parse_catalog([{"name": "f", "parameters": {**params, "required": ["generated"]}}], "t")
+    dfa = compile_grammar(fns).dfa
+    assert [dfa.accepts(canonical({"name": "f", "parameters": p}).encode()) for p in calls] == [False, True, False]
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -493,7 +499,8 @@ def _names_in(schema: Any) -> set[str]:
     out: set[str] = set()
     if isinstance(schema, dict):
         for key, value in schema.items():
-            if key in ("properties", "dependentSchemas", "dependentRequired", "dependencies") and isinstance(value, dict):
+            if key in ("properties", "dependentSchemas", "dependentRequired", "dependencies") \
+                    and isinstance(value, dict):
                 out |= set(value)
             if key == "required" and isinstance(value, list):
                 out |= {v for v in value if isinstance(v, str)}

@@ -2,8 +2,8 @@
 
 A hypothesis strategy generates schemas from the supported set (strings with lengths, formats and patterns;
 integers with inclusive/exclusive bounds; numbers; booleans; null; enum/const of tricky JSON values; arrays
-with ``items``/``prefixItems``/``minItems``/``maxItems``; objects with special-character keys and required
-subsets; ``anyOf``; type lists; ``$ref`` into ``$defs``). For each schema it checks, on the byte DFA of
+with ``items``/``prefixItems``/``minItems``/``maxItems``; objects with special-character keys, required
+subsets, ``dependentRequired`` and ``minProperties``/``maxProperties``; ``anyOf``; type lists; ``$ref`` into ``$defs``). For each schema it checks, on the byte DFA of
 :func:`callmaybe.compiler.grammar.schema_dfa`:
 
 * every jsonschema-valid instance (generated from the schema, keys in declaration order), written in the
@@ -31,6 +31,7 @@ equality is checked in the sound direction and on generated values only.
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import re
@@ -476,6 +477,22 @@ def array_schemas(draw, child) -> dict:
     return schema
 
 
+def member_sets(schema: dict) -> list[list[str]]:
+    """The sets of keys (in declaration order) an object of ``schema`` may have: the required ones, the
+    ``dependentRequired`` lists and ``minProperties``/``maxProperties`` honoured."""
+    keys = list(schema["properties"])
+    required = set(schema.get("required", []))
+    deps = schema.get("dependentRequired", {})
+    lo, hi = schema.get("minProperties", 0), schema.get("maxProperties", len(keys))
+    out = []
+    for n in range(len(keys) + 1):
+        for subset in itertools.combinations(keys, n):
+            chosen = set(subset)
+            if required <= chosen and lo <= n <= hi and all(set(deps[k]) <= chosen for k in chosen if k in deps):
+                out.append(list(subset))
+    return out
+
+
 @st.composite
 def object_schemas(draw, child) -> dict:
     keys = draw(st.lists(st.sampled_from(TRICKY_KEYS), min_size=1, max_size=4, unique=True))
@@ -484,6 +501,16 @@ def object_schemas(draw, child) -> dict:
     schema: dict[str, Any] = {"type": "object", "properties": props}
     if required or draw(st.booleans()):
         schema["required"] = required
+    if len(keys) >= 2 and draw(st.integers(0, 3)) == 0:  # a dependency between two members, either way
+        k, dep = draw(st.permutations(keys))[:2]
+        schema["dependentRequired"] = {k: [dep]}
+    if draw(st.integers(0, 3)) == 0:  # counts that some member set meets
+        sizes = sorted({len(m) for m in member_sets(schema)})
+        lo = draw(st.sampled_from(sizes))
+        if draw(st.booleans()):
+            schema["minProperties"] = lo
+        if draw(st.booleans()):
+            schema["maxProperties"] = draw(st.sampled_from([n for n in sizes if n >= lo]))
     return schema
 
 
@@ -739,12 +766,8 @@ def array_instances(draw, schema: dict, root: dict) -> list:
 
 @st.composite
 def object_instances(draw, schema: dict, root: dict) -> dict:
-    required = schema.get("required", [])
-    out = {}
-    for key, sub in schema["properties"].items():
-        if key in required or draw(st.booleans()):
-            out[key] = draw(valid(sub, root))
-    return out
+    keys = draw(st.sampled_from(member_sets(schema)))
+    return {key: draw(valid(schema["properties"][key], root)) for key in keys}
 
 
 def near(schema: Any, root: dict, depth: int = 0) -> st.SearchStrategy:
