@@ -184,10 +184,14 @@ class SchemaCompiler(SchemaContext):
                 raise self.error(path, "'oneOf' must be a non-empty list")
             strict, loose = [], []
             for i, sub in enumerate(subs):
-                both = self.conjoin(base, sub, path, f"{at}/oneOf/{i}")
-                strict.append(None if both is None else self.value(both, path, refs, f"{at}/oneOf/{i}"))
+                sub_at, sub_refs, raw = f"{at}/oneOf/{i}", refs, sub
+                if isinstance(sub, dict):  # its references first, so that the base's keys come first
+                    sub, sub_refs, sub_at = expand(self, sub, path, refs, sub_at)
+                    sub = False if sub is None else sub
+                both = self.conjoin(base, sub, path, sub_at)
+                strict.append(None if both is None else self.value(both, path, sub_refs, sub_at))
                 with self.loosened():
-                    loose.append(None if sub is False else self.value(sub, path, refs, f"{at}/oneOf/{i}"))
+                    loose.append(None if raw is False else self.value(raw, path, refs, f"{at}/oneOf/{i}"))
             if all(p is None for p in strict):
                 return None
             node = self.settle(OneOf(strict, loose)) if len(subs) > 1 else strict[0]
