@@ -33,7 +33,7 @@ import numpy as np
 
 from ..core.errors import SchemaError
 from . import dfa as D
-from .compose import Clash, difference, intersect, merge_rows
+from .compose import Clash, difference, insert_text, intersect, merge_rows
 from .dfa import ByteDFA
 from .limits import count_states
 
@@ -122,14 +122,7 @@ def tagged_texts(texts: list[tuple[bytes, int]]) -> Tagged:
     rows: list[dict[int, int]] = [{}]
     tag_of: dict[int, int] = {}
     for text, tag in texts:
-        s = 0
-        for byte in text:
-            nxt = rows[s].get(byte)
-            if nxt is None:
-                nxt = len(rows)
-                rows.append({})
-                rows[s][byte] = nxt
-            s = nxt
+        s = insert_text(rows, 0, text)
         if tag_of.setdefault(s, tag) != tag:
             raise ValueError(f"tagged_texts: {text!r} has two tags")
     count_states(len(rows))

@@ -212,7 +212,7 @@ def _dispatch(parts: list[ByteDFA]) -> ByteDFA:
     return ByteDFA(trans, accepting, 0)
 
 
-def _insert(rows: list[dict[int, int]], start: int, data: bytes) -> int:
+def insert_text(rows: list[dict[int, int]], start: int, data: bytes) -> int:
     """Follow ``data`` from trie node ``start``, adding nodes as needed; returns the node at its end."""
     s = start
     for byte in data:
@@ -230,7 +230,7 @@ def literals(texts: list[bytes]) -> ByteDFA:
     rows: list[dict[int, int]] = [{}]
     acc = {0: False}
     for t in texts:
-        acc[_insert(rows, 0, t)] = True
+        acc[insert_text(rows, 0, t)] = True
     count_states(len(rows))
     trans = _empty(len(rows))
     for s, row in enumerate(rows):
@@ -289,7 +289,7 @@ def structure(prefix: bytes, items: list[ByteDFA], boundaries: list[list[tuple[b
         root = len(rows)
         rows.append({})
         for data, j in choices:
-            merges.append((_insert(rows, root, lead + data), j))
+            merges.append((insert_text(rows, root, lead + data), j))
         count_states(len(rows) - root)  # an object's tries grow with the square of its optional members
         return root
 
