@@ -7,8 +7,9 @@ parameter asks for (``"date": "2021-03-03"`` for "March 3, 2021") or into a labe
 (``"extras": ["Early Entry Pass"]`` for "early entry"). :func:`weigh` tells them apart by evidence. A
 string value is kept when
 
-* it is stated in the request (:func:`~.grounding.is_stated`), unless it has the shape of a placeholder and
-  is not written in the request as such (:func:`placeholder`);
+* it is stated in the request (:func:`~.grounding.is_stated`), unless it has the shape of a placeholder
+  (``your_...``, "example", "string", "default": :func:`placeholder`) and is not written in the request as
+  such;
 * it writes what the request states in another format: a date, time, number, unit or code
   (:func:`~.reformat.reformat`);
 * it is a label the catalog offers (written in the parameter's description, ``enum``, ``default`` or
@@ -37,9 +38,9 @@ from .reformat import reformat
 
 #: Words that make a value a placeholder: what API docs and templates write where a real value goes.
 PLACEHOLDER_WORDS = {"example", "placeholder", "sample", "dummy", "lorem", "ipsum", "foo", "xxx"}
-#: Whole values that are a type's name rather than a value of it.
-TYPE_NAMES = {"string", "str", "text", "number", "integer", "int", "float", "boolean", "bool", "array", "list",
-              "object", "dict", "null", "none", "value", "n/a", "unknown"}
+#: Whole values that name no value: a type's name, or a word standing for a value not given.
+FILLERS = {"string", "str", "text", "number", "integer", "int", "float", "boolean", "bool", "array", "list",
+           "object", "dict", "null", "none", "value", "n/a", "unknown", "default"}
 _PLACEHOLDER_PREFIX = re.compile(r"^(?:your|my)[_\-\s]", re.I)
 _DEFAULT = re.compile(r"default(?:s| value)?\s*(?:is|to|of|:|=)?\s*(?:set to\s*)?['\"]?([^'\".,;)]+)", re.I)
 _AS_DEFAULT = re.compile(r"['\"]([^'\"]+)['\"]\s+(?:as|is)\s+(?:the\s+)?default", re.I)
@@ -56,9 +57,9 @@ class Verdict:
 
 def placeholder(value: str) -> bool:
     """True for a value shaped like a placeholder: ``your_...``/``my_...``/"your ...", a word of
-    :data:`PLACEHOLDER_WORDS`, or a type's name (:data:`TYPE_NAMES`)."""
+    :data:`PLACEHOLDER_WORDS`, or a whole value of :data:`FILLERS` ("string", "default")."""
     folded = fold(value).strip()
-    return bool(_PLACEHOLDER_PREFIX.match(folded)) or folded in TYPE_NAMES or \
+    return bool(_PLACEHOLDER_PREFIX.match(folded)) or folded in FILLERS or \
         any(w in PLACEHOLDER_WORDS for w in words(value))
 
 

@@ -13,7 +13,7 @@ EXTRAS = {"type": "array", "items": {"type": "string"}, "description": "Add-ons,
 
 @pytest.mark.parametrize("value, expected", [
     ("your_database_name", True), ("my_database", True), ("Your city", True), ("example.com", True),
-    ("string", True), ("N/A", True), ("CustomerInfo", False), ("my", False), ("Sample Street", True),
+    ("string", True), ("N/A", True), ("default", True), ("CustomerInfo", False), ("my", False), ("Sample Street", True),
 ])
 def test_placeholder(value, expected):
     assert placeholder(value) is expected
