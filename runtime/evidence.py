@@ -68,7 +68,7 @@ def defaults(schema: dict) -> list[str]:
     default ("Default is 'cm'", "defaults to square meters", "with 'air' as default"), folded and stripped."""
     found = [schema["default"]] if isinstance(schema.get("default"), str) else []
     description = schema.get("description") if isinstance(schema.get("description"), str) else ""
-    found += [m.group(1) for m in _DEFAULT.finditer(description)] + [m.group(1) for m in _AS_DEFAULT.finditer(description)]
+    found += [m.group(1) for pattern in (_DEFAULT, _AS_DEFAULT) for m in pattern.finditer(description)]
     return [fold(d).strip() for d in found if d.strip()]
 
 

@@ -99,8 +99,8 @@ def abbreviates(short: str, said: list[str]) -> str | None:
 
 def shortens(short: str, word: str) -> bool:
     """True when ``short`` is a shortening of the longer ``word`` by one of the usual ways: truncation, its
-    start, 3 letters or more ("sec" <- "seconds"; "ca" is not "calculate"); contraction, its first and last letters with letters of it in order between
-    ("hrs" <- "hours", "ft" <- "feet"); or an SI prefix's symbol then a shortening of the unit after the
+    start, 3 letters or more ("sec" <- "seconds"; "ca" is not "calculate"); contraction, its first and last
+    letters with letters of it in order between ("hrs" <- "hours", "ft" <- "feet"); or an SI prefix's symbol then a shortening of the unit after the
     prefix's name ("km" <- "kilometers", "mhz" <- "megahertz"; prefixes from the SI Brochure, 9th edition,
     table 7). Letters in order alone are not enough: "cm" is not "circumference"."""
     if len(word) <= len(short):

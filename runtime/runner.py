@@ -36,7 +36,8 @@ class RunStats:
 
     def add(self, entry: dict, gen: Generation | None) -> dict:
         """Count one answered request; returns its record (``prompt``, ``error``, ``trace`` and, when
-        decoding ran, ``tokens``, ``forward_passes``, ``seconds``, ``loop_closed``, ``dropped``, ``restated``, ``grounding``)."""
+        decoding ran, ``tokens``, ``forward_passes``, ``seconds``, ``loop_closed``, ``dropped``, ``restated``,
+        ``grounding``)."""
         self.requests += 1
         if "error" in entry:
             self.failed += 1
@@ -184,10 +185,9 @@ class Answerer:
     def _ground(self, call: dict, prompt: str, ids: list[int], gen: Generation) -> dict:
         """The call's arguments with each optional one the request does not ground (:mod:`~.evidence`)
         restated (:mod:`~.restate`) when the model gives a stated value at least ``RESTATE_MIN_PROB``, else
-        left out (:func:`~.grounding.drop`); records the model's own arguments in ``gen.model_parameters``, the
-        names in ``gen.restated`` / ``gen.dropped``, what happened to every argument and why in
-        ``gen.grounding``, and adds the passes and seconds spent to
-        ``gen``."""
+        left out (:func:`~.grounding.drop`); records the model's own arguments in ``gen.model_parameters``,
+        the names in ``gen.restated`` / ``gen.dropped``, what happened to every argument and why in
+        ``gen.grounding``, and adds the passes and seconds spent to ``gen``."""
         fn = self.by_name[call["name"]]
         params = call["parameters"]
         gen.model_parameters = dict(params)
