@@ -186,8 +186,9 @@ def run_options(f):
                      help="torch CPU threads (default: torch's choice)."),
         call_format_option(["auto", "plain", "tools"], "plain"),
         click.option("--keep-unstated", is_flag=True,
-                     help="Keep optional string arguments the request does not state (default: restate them "
-                          "from the request, or leave them out)."),
+                     help="Keep the model's value of every optional argument (default: one the request gives no "
+                          "ground for, a placeholder, a copy from the catalog or a guess, is restated from the "
+                          "request or left out; one the request states, reformats or names is kept)."),
         click.option("--dtype", type=click.Choice(["auto", "float32", "bfloat16", "int8"]), default="auto",
                      show_default=True,
                      help="Weights' dtype. auto: int8 on the CPU (weight-only int8, bfloat16 activations: the "
