@@ -196,8 +196,9 @@ def run_options(f):
                      help="torch CPU threads (default: torch's choice)."),
         call_format_option(["auto", "plain", "tools"], "plain"),
         click.option("--keep-unstated", is_flag=True,
-                     help="Keep optional string arguments the request does not state (default: restate them "
-                          "from the request, or leave them out)."),
+                     help="Keep the model's value of every optional argument (default: one the request gives no "
+                          "ground for, a placeholder, a copy from the catalog or a guess, is restated from the "
+                          "request or left out; one the request states, reformats or names is kept)."),
         click.option("--dtype", type=click.Choice(["auto", "float32", "bfloat16", "int8"]), default="auto",
                      show_default=True,
                      help="Weights' dtype. auto: int8 on the CPU (weight-only int8, bfloat16 activations: the "
@@ -225,11 +226,14 @@ def show_trace(record: dict) -> None:
 @main.command("eval")
 @click.argument("data", type=click.Path(path_type=Path))
 @run_options
-@click.option("--limit", type=click.IntRange(min=1), default=None, help="Only the first N cases.")
+@click.option("--limit", type=click.IntRange(min=1), default=None, help="Only the first N cases (after --ids).")
+@click.option("--ids", type=click.Choice(["even", "odd"]), default=None,
+              help="Only the cases whose id ends with an even (odd) number (its position when it has none): "
+                   "two halves, to tune on one and report the other.")
 @click.option("--output", type=click.Path(path_type=Path), default=None,
               help="Write every case's call {id, prompt, name, parameters} (or error) here.")
 def eval_cmd(data, model, max_tokens, threads, call_format, keep_unstated, dtype, device, max_batch, profile,
-             limit, output) -> None:
+             limit, ids, output) -> None:
     """Score a data set with expected answers (a public-style folder or a BFCL cases.jsonl)."""
     from .compiler.build import runtime_compiler
     from .runtime.evaluation import evaluate
@@ -238,7 +242,7 @@ def eval_cmd(data, model, max_tokens, threads, call_format, keep_unstated, dtype
     config = RunConfig(model=model, max_tokens=max_tokens, threads=threads, call_format=call_format,
                        keep_unstated=keep_unstated, dtype=dtype, device=device, max_batch=max_batch)
     try:
-        t = evaluate(config, data, limit, output, runtime_compiler)
+        t = evaluate(config, data, limit, output, runtime_compiler, ids)
     except CallmaybeError as exc:
         fail(exc)
         return
@@ -246,8 +250,14 @@ def eval_cmd(data, model, max_tokens, threads, call_format, keep_unstated, dtype
     click.echo(f"cases {t['cases']}: parsed {t['parsed']}, schema-valid {t['schema_valid']}, "
                f"right function {t['right_function']} ({100 * t['right_function'] / n:.1f}%), "
                f"right arguments {t['right_arguments']} ({100 * t['right_arguments'] / n:.1f}%); "
+               + (f"one right call of several {t['one_right_call']} ({100 * t['one_right_call'] / n:.1f}%); "
+                  if "one_right_call" in t else "") +
                f"{t['answer_seconds'] / n:.2f} s and {t['forward_passes'] / n:.1f} forward passes per request "
                f"({t['tokens'] / n:.1f} tokens)")
+    if "without_grounding" in t:
+        click.echo("the same generations without grounding (--keep-unstated): " + "; ".join(
+            f"{key.replace('_', ' ')} {right}, grounding won {t['grounding_won'][key]} and lost "
+            f"{t['grounding_lost'][key]}" for key, right in t["without_grounding"].items()))
     if profile:
         say("\n".join(t["profile"].lines(t["answer_seconds"])))
 

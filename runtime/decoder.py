@@ -43,6 +43,8 @@ class Generation:
     trace: list[dict] = field(default_factory=list)
     dropped: list[str] = field(default_factory=list)  # optional arguments left out as unstated
     restated: dict[str, dict] = field(default_factory=dict)  # name -> {"from", "to", "probability"}
+    grounding: dict[str, dict] = field(default_factory=dict)  # name -> {"action", "evidence", ...}: why
+    model_parameters: dict | None = None  # the arguments as decoded, before grounding (None: it did not run)
 
 
 class PrefixCache:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import time
 from pathlib import Path
 
@@ -11,15 +12,37 @@ from ..core.errors import InputError
 from ..core.jsonio import check_output_path, read_json, read_requests, read_text, write_json
 from ..core.messages import progress
 from .runner import Answerer, answer_all
-from .scoring import bfcl_match, public_match
+from .scoring import bfcl_match, bfcl_parallel_match, public_match
 from .session import Compile, RunConfig, Runtime
 
+_TRAILING_NUMBER = re.compile(r"(\d+)$")
 
-def evaluation_cases(data: Path, limit: int | None) -> list[dict]:
+
+def id_number(case_id: object, position: int) -> int:
+    """The number a case's id ends with (``"simple_python_17"`` -> 17, ``4`` -> 4), else its ``position``."""
+    m = _TRAILING_NUMBER.search(str(case_id))
+    return int(m.group(1)) if m else position
+
+
+def select_ids(cases: list[dict], ids: str | None) -> list[dict]:
+    """The cases whose :func:`id_number` is even (``ids="even"``) or odd (``"odd"``); all for None. Splitting a
+    data set this way gives two halves: tune a rule on one, report the other. Raises InputError for another
+    value."""
+    if ids is None:
+        return cases
+    if ids not in ("even", "odd"):
+        raise InputError(f"ids must be even or odd, got {ids!r}")
+    parity = 0 if ids == "even" else 1
+    return [c for i, c in enumerate(cases) if id_number(c["id"], i) % 2 == parity]
+
+
+def evaluation_cases(data: Path, limit: int | None, ids: str | None = None) -> list[dict]:
     """The cases of a data set with expected answers: a folder like ``../shared/data/public`` (catalog,
-    tests, ``expected.json``) or a BFCL ``cases.jsonl`` (each case with its own catalog).
+    tests, ``expected.json``) or a BFCL ``cases.jsonl`` (each case with its own catalog); with ``ids``, only
+    the even or odd ones (:func:`select_ids`), then the first ``limit``.
 
-    Each case: ``{"id", "prompt", "functions", "expected", "rules"}`` with rules "public" or "bfcl".
+    Each case: ``{"id", "prompt", "functions", "expected", "rules"}`` with rules "public", "bfcl" or
+    "bfcl_parallel" (``expected`` holds ``{"calls": [...]}``: BFCL parallel).
     Raises InputError for a data set it cannot read.
     """
     cases = []
@@ -42,31 +65,68 @@ def evaluation_cases(data: Path, limit: int | None) -> list[dict]:
             except json.JSONDecodeError as exc:
                 raise InputError(f"{data}:{n}: malformed JSON: {exc}") from None
             expected = case.get("expected") if isinstance(case, dict) else None
-            if not (isinstance(expected, dict) and isinstance(expected.get("name"), str)
-                    and isinstance(expected.get("parameters"), dict)):
+            rules = "bfcl_parallel" if isinstance(expected, dict) and "calls" in expected else "bfcl"
+            calls = expected.get("calls") if rules == "bfcl_parallel" else [expected]
+            if not (isinstance(calls, list) and calls and all(
+                    isinstance(c, dict) and isinstance(c.get("name"), str) and isinstance(c.get("parameters"), dict)
+                    for c in calls)):
                 raise InputError(f"{data}:{n}: a case needs \"prompt\", \"tools\" or \"functions\", and "
-                                 "\"expected\": {\"name\", \"parameters\"}")
+                                 "\"expected\": {\"name\", \"parameters\"} or {\"calls\": [{\"name\", "
+                                 "\"parameters\"}, ...]}")
             catalog = case.get("tools") or case.get("functions")
             cases.append({"id": case.get("id", n), "prompt": case.get("prompt"),
                           "functions": parse_catalog(catalog, f"{data}:{n}"), "expected": case["expected"],
-                          "rules": "bfcl"})
+                          "rules": rules})
     elif not data.exists():
         raise InputError(f"{data}: not found")
     else:
         raise InputError(f"{data}: expected a folder with expected.json or a cases .jsonl file")
+    cases = select_ids(cases, ids)
     return cases[:limit] if limit else cases
 
 
-def evaluate(config: RunConfig, data: Path, limit: int | None, output: Path | None, compile: Compile) -> dict:
+def score(case: dict, call: dict) -> dict[str, bool]:
+    """``right_function`` and ``right_arguments`` of ``call`` under the case's rules (:mod:`.scoring`), and
+    for a BFCL parallel case ``one_right_call``: the single call passes one of the expected calls."""
+    if case["rules"] == "bfcl_parallel":
+        fn_ok, args_ok, one_ok = bfcl_parallel_match(call, case["expected"])
+        return {"right_function": fn_ok, "right_arguments": args_ok, "one_right_call": one_ok}
+    match = public_match if case["rules"] == "public" else bfcl_match
+    fn_ok, args_ok = match(call, case["expected"])
+    return {"right_function": fn_ok, "right_arguments": args_ok}
+
+
+def compare_grounding(case: dict, call: dict, model_parameters: dict, scores: dict[str, bool],
+                      totals: dict) -> dict:
+    """Score the same generation without grounding (``model_parameters``: the arguments as decoded, what
+    ``--keep-unstated`` answers) and count in ``totals`` for each score: ``without_grounding`` (right
+    without), ``grounding_won`` (right with grounding only) and ``grounding_lost`` (right without only).
+    Returns the row's ``{"parameters", <score>: bool, ...}``."""
+    before = score(case, {**call, "parameters": model_parameters})
+    for key, ok in before.items():
+        for name, add in (("without_grounding", ok), ("grounding_won", scores[key] and not ok),
+                          ("grounding_lost", ok and not scores[key])):
+            totals.setdefault(name, {}).setdefault(key, 0)
+            totals[name][key] += add
+    return {"parameters": model_parameters, **before}
+
+
+def evaluate(config: RunConfig, data: Path, limit: int | None, output: Path | None, compile: Compile,
+             ids: str | None = None) -> dict:
     """Run a data set with expected answers and return the summary: counts of ``cases``, ``parsed``,
-    ``schema_valid``, ``right_function``, ``right_arguments``, and totals of ``seconds``, ``forward_passes``
-    and ``tokens``. ``output`` gets every case's call ``{"id", "prompt", "name", "parameters"}`` or error.
+    ``schema_valid``, ``right_function``, ``right_arguments`` (and ``one_right_call`` when there are BFCL
+    parallel cases: :func:`score`), and totals of ``seconds``, ``forward_passes`` and ``tokens``. ``output``
+    gets every case's call ``{"id", "prompt", "name", "parameters"}`` or error, with its scores
+    (:func:`score`) and, when grounding ran, what it did to each argument and why (``"grounding"``) and the
+    same generation without it (``"without_grounding"``, :func:`compare_grounding`; totals of the same
+    names).
+    ``ids`` keeps the even or odd cases (:func:`select_ids`).
 
     The public set's catalog uses a shipped or cached index; each BFCL case's catalog is compiled in memory
     (never cached on disk). ``totals["profile"]`` is the :class:`~.profile.Profile` of the answers and
     ``totals["answer_seconds"]`` their wall time. Raises InputError for a data set it cannot read.
     """
-    cases = evaluation_cases(data, limit)
+    cases = evaluation_cases(data, limit, ids)
     if output is not None:
         check_output_path(output)
     runtime = Runtime(config, compile)
@@ -91,21 +151,25 @@ def evaluate(config: RunConfig, data: Path, limit: int | None, output: Path | No
             bar.update(1)
             case = cases[position]
             totals["cases"] += 1
-            rows[position] = {"id": case["id"], **entry}
+            row = rows[position] = {"id": case["id"], **entry}
             if gen is not None:
                 totals["seconds"] += gen.seconds
                 totals["forward_passes"] += gen.forward_passes
                 totals["tokens"] += len(gen.tokens)
+                if gen.grounding:
+                    row["grounding"] = gen.grounding
             if "error" in entry:
                 if "not JSON" not in entry["error"]:
                     totals["parsed"] += 1 if gen is not None else 0
                 continue
             totals["parsed"] += 1
             totals["schema_valid"] += 1
-            match = public_match if case["rules"] == "public" else bfcl_match
-            fn_ok, args_ok = match(entry, case["expected"])
-            totals["right_function"] += fn_ok
-            totals["right_arguments"] += args_ok
+            scores = score(case, entry)
+            for key, ok in scores.items():
+                row[key] = ok
+                totals[key] = totals.get(key, 0) + ok
+            if gen is not None and gen.model_parameters is not None:
+                row["without_grounding"] = compare_grounding(case, entry, gen.model_parameters, scores, totals)
     if output is not None:
         write_json(output, rows)
     totals["answer_seconds"] = time.perf_counter() - t_start

@@ -14,7 +14,8 @@ from ..core.messages import progress
 from .calls import to_call
 from .batch import Batch, Started, start
 from .decoder import Decoding, Generation, PrefixCache, generate
-from .grounding import drop, unstated, valid
+from .evidence import Verdict, verdicts
+from .grounding import drop, valid
 from .masks import TokenIndex
 from .profile import Profile
 from .prompt import prompt_ids, shared_prefix_length
@@ -35,7 +36,8 @@ class RunStats:
 
     def add(self, entry: dict, gen: Generation | None) -> dict:
         """Count one answered request; returns its record (``prompt``, ``error``, ``trace`` and, when
-        decoding ran, ``tokens``, ``forward_passes``, ``seconds``, ``loop_closed``, ``dropped``, ``restated``)."""
+        decoding ran, ``tokens``, ``forward_passes``, ``seconds``, ``loop_closed``, ``dropped``, ``restated``,
+        ``grounding``)."""
         self.requests += 1
         if "error" in entry:
             self.failed += 1
@@ -48,7 +50,7 @@ class RunStats:
             self.seconds += gen.seconds
             record.update(tokens=len(gen.tokens), forward_passes=gen.forward_passes, seconds=gen.seconds,
                           loop_closed=gen.loop_closed, trace=gen.trace, dropped=gen.dropped,
-                          restated=gen.restated)
+                          restated=gen.restated, grounding=gen.grounding)
         return record
 
 
@@ -80,10 +82,11 @@ class Answerer:
     ``prefix_cache=False`` recomputes the whole prompt for every request (for measuring the difference);
     ``prefix``: a :class:`~.decoder.PrefixCache` shared with other answerers (then ``prefix_cache`` is its own
     ``enabled``).
-    ``keep_unstated=False`` decodes an optional string argument the request does not state again, limited
-    to text the request states (:mod:`~callmaybe.runtime.restate`), and drops it when the model gives no such
-    value enough probability (:mod:`~callmaybe.runtime.grounding`); the Generation's ``restated`` and
-    ``dropped`` name them.
+    ``keep_unstated=False`` weighs each optional argument (:mod:`~callmaybe.runtime.evidence`); a string one
+    the request does not ground is decoded again, limited to text the request states
+    (:mod:`~callmaybe.runtime.restate`), and any ungrounded one is left out when the model gives no such
+    value enough probability; the Generation's ``restated`` and ``dropped`` name them, its ``grounding``
+    says what happened to each argument and why.
 
     The model's context (``model.config.max_position_embeddings``) bounds every prompt: a catalog whose prompt
     alone fills it raises CatalogError here; a request whose prompt does raises no error but gets an error
@@ -180,12 +183,16 @@ class Answerer:
         return {"prompt": prompt, **call}
 
     def _ground(self, call: dict, prompt: str, ids: list[int], gen: Generation) -> dict:
-        """The call's arguments with each unstated optional one restated (:mod:`~.restate`) when the model
-        gives a stated value at least ``RESTATE_MIN_PROB``, else left out (:mod:`~.grounding`); records the
-        names in ``gen.restated`` / ``gen.dropped`` and adds the passes and seconds spent to ``gen``."""
+        """The call's arguments with each optional one the request does not ground (:mod:`~.evidence`)
+        restated (:mod:`~.restate`) when the model gives a stated value at least ``RESTATE_MIN_PROB``, else
+        left out (:func:`~.grounding.drop`); records the model's own arguments in ``gen.model_parameters``,
+        the names in ``gen.restated`` / ``gen.dropped``, what happened to every argument and why in
+        ``gen.grounding``, and adds the passes and seconds spent to ``gen``."""
         fn = self.by_name[call["name"]]
         params = call["parameters"]
-        names = unstated(params, fn, prompt)
+        gen.model_parameters = dict(params)
+        judged = verdicts(params, fn, prompt)
+        names = [k for k, v in judged.items() if not v.keep]
         t0 = time.perf_counter()
         for key in [k for k in names if isinstance(params[k], str)]:
             try:
@@ -204,7 +211,26 @@ class Answerer:
                 names.remove(key)
         gen.seconds += time.perf_counter() - t0
         params, gen.dropped = drop(params, fn, names)
+        gen.grounding = outcomes(judged, gen.restated, gen.dropped)
         return params
+
+
+def outcomes(judged: dict[str, Verdict], restated: dict[str, dict], dropped: list[str]) -> dict[str, dict]:
+    """What grounding did to each argument and why: ``{name: {"action", "evidence"}}``, the action one of
+    "kept", "restated" (with "to" and "probability"), "left out", or "kept: leaving it out breaks the
+    schema" for an ungrounded argument the schema needs."""
+    out = {}
+    for key, verdict in judged.items():
+        if key in restated:
+            out[key] = {"action": "restated", "to": restated[key]["to"],
+                        "probability": restated[key]["probability"], "evidence": verdict.evidence}
+        elif key in dropped:
+            out[key] = {"action": "left out", "evidence": verdict.evidence}
+        elif not verdict.keep:
+            out[key] = {"action": "kept: leaving it out breaks the schema", "evidence": verdict.evidence}
+        else:
+            out[key] = {"action": "kept", "evidence": verdict.evidence}
+    return out
 
 
 @dataclass
@@ -296,18 +322,23 @@ def run_requests(answerer: Answerer, requests: list[Any], trace: bool = False, p
 
 def trace_lines(record: dict) -> list[str]:
     """The lines ``--trace`` prints for one answered request (a :meth:`RunStats.add` record): the prompt,
-    one JSON line per token, the error if any, and what grounding did."""
+    one JSON line per token, the error if any, and what grounding did to each optional argument and why."""
     lines = [f"# {record['prompt']}"]
     lines += ["  " + json.dumps(step, ensure_ascii=False) for step in record.get("trace", [])]
     if record.get("error"):
         lines.append(f"  error: {record['error']}")
-    return lines + grounding_notes(record.get("restated", {}), record.get("dropped", []))
+    return lines + grounding_notes(record.get("grounding", {}))
 
 
-def grounding_notes(restated: dict[str, dict], dropped: list[str]) -> list[str]:
-    """Trace lines for what grounding did: arguments restated from the request, arguments left out."""
-    lines = [f"  restated from the request: {k} {json.dumps(r['from'], ensure_ascii=False)} -> "
-             f"{json.dumps(r['to'], ensure_ascii=False)} (p={r['probability']})" for k, r in restated.items()]
-    if dropped:
-        lines.append(f"  left out as unstated: {', '.join(dropped)}")
+def grounding_notes(grounding: dict[str, dict]) -> list[str]:
+    """Trace lines for what grounding did (:func:`outcomes`): one per optional argument, with its evidence;
+    required arguments, always kept, are not listed."""
+    lines = []
+    for key, o in grounding.items():
+        if o["evidence"] == "required":
+            continue
+        action = o["action"]
+        if action == "restated":
+            action = f"restated -> {json.dumps(o['to'], ensure_ascii=False)} (p={o['probability']})"
+        lines.append(f"  grounding: {key} {action}: {o['evidence']}")
     return lines

@@ -9,6 +9,11 @@ BFCL's ``ast_checker.py`` as summarised in ``../shared/data/bfcl_simple/README.m
 emitted parameter is expected; a parameter whose list has no ``""`` must be present; strings compare after
 removing spaces and ``,./-_*^``, lower-casing and turning ``'`` into ``"``; numbers by ``==`` (an int counts
 for a float); lists as wholes, in order; dicts one level deep, each value a list of acceptable values.
+
+BFCL parallel (``expected``: ``{"calls": [...]}``, each call as above), following
+``../shared/data/bfcl_parallel/README.md``: as many calls as expected, each expected call matched by a
+different produced call; the matching is a maximum bipartite one (the README's recommendation), so the
+order of the calls never matters.
 """
 
 from __future__ import annotations
@@ -95,3 +100,33 @@ def bfcl_match(call: dict, expected: dict) -> tuple[bool, bool]:
         if not any(_bfcl_value(got[key], o) for o in options if o != ""):
             return True, False
     return True, True
+
+
+def bfcl_calls_match(calls: list[dict], expected: list[dict]) -> bool:
+    """True when ``calls`` answer a BFCL parallel case: one call per expected call, each expected call
+    matched (:func:`bfcl_match`) by a different produced call, by maximum bipartite matching."""
+    if len(calls) != len(expected):
+        return False
+    fits = [[j for j, call in enumerate(calls) if bfcl_match(call, want)[1]] for want in expected]
+    owner: dict[int, int] = {}
+
+    def assign(i: int, seen: set[int]) -> bool:
+        for j in fits[i]:
+            if j not in seen:
+                seen.add(j)
+                if j not in owner or assign(owner[j], seen):
+                    owner[j] = i
+                    return True
+        return False
+
+    return all(assign(i, set()) for i in range(len(expected)))
+
+
+def bfcl_parallel_match(call: dict, expected: dict) -> tuple[bool, bool, bool]:
+    """(right function, right arguments, one right call) of a single ``call`` against a BFCL parallel case
+    ``{"calls": [...]}``: the function is right when an expected call names it; the arguments only when the
+    case expects that one call (:func:`bfcl_calls_match`); one right call when it passes one expected call,
+    a partial score for a tool that makes one call per request."""
+    wanted = expected["calls"]
+    fn_ok = any(call.get("name") == w["name"] for w in wanted)
+    return fn_ok, bfcl_calls_match([call], wanted), any(bfcl_match(call, w)[1] for w in wanted)

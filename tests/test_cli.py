@@ -166,3 +166,11 @@ def test_an_unreadable_text_file_is_one_line_naming_it(tmp_path, public_catalog_
     assert r.exit_code == 2
     assert r.stderr == f"error: {requests}: not UTF-8 text (invalid start byte at byte 13)\n"
     assert not (tmp_path / "out.json").exists()
+
+
+def test_eval_ids_option():
+    r = invoke("eval", "--help")
+    assert r.exit_code == 0
+    assert "--ids [even|odd]" in r.output and "tune on one and report the other" in " ".join(r.output.split())
+    r = invoke("eval", "nope.jsonl", "--ids", "all")
+    assert r.exit_code == 2 and "'all' is not one of 'even', 'odd'" in r.output + r.stderr

@@ -25,3 +25,32 @@ def test_bfcl_rules():
     del missing["n"]
     assert bfcl_match({"name": "f", "parameters": missing}, exp) == (True, False)
     assert bfcl_normalize("New York, NY") == "newyorkny"
+
+
+PARALLEL = {"calls": [{"name": "play", "parameters": {"artist": ["Taylor Swift"], "minutes": [20]}},
+                      {"name": "play", "parameters": {"artist": ["Maroon 5"], "minutes": [15]}}]}
+
+
+def test_bfcl_parallel_rules():
+    from callmaybe.runtime.scoring import bfcl_calls_match, bfcl_parallel_match
+
+    swift = {"name": "play", "parameters": {"artist": "taylor swift", "minutes": 20}}
+    maroon = {"name": "play", "parameters": {"artist": "Maroon 5", "minutes": 15}}
+    assert bfcl_calls_match([maroon, swift], PARALLEL["calls"])  # order-free
+    assert not bfcl_calls_match([swift, swift], PARALLEL["calls"])  # each expected call needs its own
+    assert not bfcl_calls_match([swift], PARALLEL["calls"])  # one call short
+    # one call: never the whole case, but it can be one of the expected calls
+    assert bfcl_parallel_match(swift, PARALLEL) == (True, False, True)
+    assert bfcl_parallel_match({"name": "play", "parameters": {"artist": "ABBA", "minutes": 20}}, PARALLEL) == \
+        (True, False, False)
+    assert bfcl_parallel_match({"name": "stop", "parameters": {}}, PARALLEL) == (False, False, False)
+
+
+def test_bipartite_matching_does_not_depend_on_order():
+    from callmaybe.runtime.scoring import bfcl_calls_match
+
+    # the first expected call accepts either company; a greedy matcher fails when Apple comes first
+    expected = [{"name": "f", "parameters": {"c": ["Microsoft", "Apple"]}},
+                {"name": "f", "parameters": {"c": ["Apple"]}}]
+    apple, microsoft = {"name": "f", "parameters": {"c": "Apple"}}, {"name": "f", "parameters": {"c": "Microsoft"}}
+    assert bfcl_calls_match([apple, microsoft], expected) and bfcl_calls_match([microsoft, apple], expected)

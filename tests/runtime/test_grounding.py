@@ -1,12 +1,15 @@
-"""Optional string arguments the request does not state are left out; everything else is kept."""
+"""What a request states, and leaving arguments out: optional strings the request gives no ground for are
+left out, everything else is kept."""
 
 from callmaybe.core.catalog import parse_catalog
-from callmaybe.runtime.grounding import drop, is_stated, normalize, unstated
+from callmaybe.runtime.evidence import verdicts
+from callmaybe.runtime.grounding import drop, is_stated, normalize
 
 
 def drop_unstated(params, fn, request):
-    """What the Answerer does when restating finds nothing: leave out every unstated optional argument."""
-    return drop(params, fn, unstated(params, fn, request))
+    """What the Answerer does when restating finds nothing: leave out every optional argument the request
+    does not ground."""
+    return drop(params, fn, [k for k, v in verdicts(params, fn, request).items() if not v.keep])
 
 FN = parse_catalog([{"type": "function", "function": {"name": "find", "parameters": {
     "type": "object",

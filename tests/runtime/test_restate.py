@@ -151,6 +151,10 @@ def test_answerer_restates_or_leaves_out(index, in_logit, parameters, restated, 
     entry, gen = answerer.answer({"prompt": "a radius of 4 inches"})
     assert entry == {"prompt": "a radius of 4 inches", "name": "f", "parameters": parameters}
     assert gen.restated == restated and gen.dropped == dropped
+    assert gen.model_parameters == {"u": "cm"}
+    evidence = 'not in the request, nor a reformat or label of what it states ("cm")'
+    outcome = {"action": "restated", "to": "inches", "probability": 0.2139} if restated else {"action": "left out"}
+    assert gen.grounding == {"u": {**outcome, "evidence": evidence}}
     # 3 passes to generate, then the restate passes: 4 to write "inches", or 2 until the path fell below 0.1
     assert gen.forward_passes == (7 if restated else 5)
     kept, gen = Answerer(model_preferring_cm(in_logit), Tokenizer(), index, FNS, max_tokens=20,
@@ -159,11 +163,20 @@ def test_answerer_restates_or_leaves_out(index, in_logit, parameters, restated, 
 
 
 def test_trace_lines_say_what_grounding_did():
-    from callmaybe.runtime.runner import grounding_notes
+    from callmaybe.runtime.runner import grounding_notes, trace_lines
 
-    restated = {"unit": {"from": "cm", "to": "inches", "probability": 0.2139}}
-    assert grounding_notes(restated, ["database", "category"]) == [
-        '  restated from the request: unit "cm" -> "inches" (p=0.2139)',
-        "  left out as unstated: database, category",
+    grounding = {
+        "city": {"action": "kept", "evidence": "required"},
+        "date": {"action": "kept", "evidence": "a reformat of what the request states: 2021, 3, 3"},
+        "unit": {"action": "restated", "to": "inches", "probability": 0.2139,
+                 "evidence": 'the parameter\'s default ("cm"), copied from the catalog'},
+        "database": {"action": "left out", "evidence": 'a placeholder ("your_db")'},
+    }
+    assert grounding_notes(grounding) == [
+        "  grounding: date kept: a reformat of what the request states: 2021, 3, 3",
+        '  grounding: unit restated -> "inches" (p=0.2139): the parameter\'s default ("cm"), copied from the catalog',
+        '  grounding: database left out: a placeholder ("your_db")',
     ]
-    assert grounding_notes({}, []) == []
+    assert grounding_notes({}) == []
+    assert trace_lines({"prompt": "p", "trace": [], "grounding": grounding})[0] == "# p"
+    assert len(trace_lines({"prompt": "p", "trace": [], "grounding": grounding})) == 4

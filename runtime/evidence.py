@@ -1,0 +1,163 @@
+"""Why an optional argument is kept, or restated or left out: the evidence, argument by argument.
+
+Small models fill optional parameters with values of their own: a default or an example copied from the
+catalog (``"unit": "cm"``, ``"category": "Drama"``), a placeholder (``"database": "your_database_name"``),
+a guess (``"location": "New York"``). They also rightly turn what the request says into the format a
+parameter asks for (``"date": "2021-03-03"`` for "March 3, 2021") or into a label the description lists
+(``"extras": ["Early Entry Pass"]`` for "early entry"). :func:`weigh` tells them apart by evidence. A
+string value is kept when
+
+* it is stated in the request (:func:`~.grounding.is_stated`), unless it has the shape of a placeholder
+  (``your_...``, "example", "string", "default": :func:`placeholder`) and is not written in the request as
+  such;
+* it writes what the request states in another format: a date, time, number, unit or code
+  (:func:`~.reformat.reformat`);
+* it is a label the catalog offers (written in the parameter's description, ``enum``, ``default`` or
+  ``examples``) and at least half of its words of 3 letters or more are words of the request
+  ("Early Entry Pass" for "early entry");
+* it is such a label inside a list whose other items the request grounds (``["vegan", "dairy-free"]`` for
+  "plant-based and dairy-free": the request asks for labels of that list; which one names "plant-based"
+  takes knowledge the rule does not have, and the model's).
+
+Otherwise it is restated or left out (:mod:`~.runner`), and the evidence says what it looks like: a
+placeholder, the parameter's default or a value its description gives (copied from the catalog), or a value
+the request gives no ground for (a guess or filler). A list of strings is kept when each item is.
+Required arguments are always kept; so are numbers, booleans, objects and null, which this rule does not
+judge.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from ..core.catalog import Function
+from .grounding import close, fold, is_stated, normalize, words
+from .reformat import reformat
+
+#: Words that make a value a placeholder: what API docs and templates write where a real value goes.
+PLACEHOLDER_WORDS = {"example", "placeholder", "sample", "dummy", "lorem", "ipsum", "foo", "xxx"}
+#: Whole values that name no value: a type's name, or a word standing for a value not given.
+FILLERS = {"string", "str", "text", "number", "integer", "int", "float", "boolean", "bool", "array", "list",
+           "object", "dict", "null", "none", "value", "n/a", "unknown", "default"}
+_PLACEHOLDER_PREFIX = re.compile(r"^(?:your|my)[_\-\s]", re.I)
+_DEFAULT = re.compile(r"default(?:s| value)?\s*(?:is|to|of|:|=)?\s*(?:set to\s*)?['\"]?([^'\".,;)]+)", re.I)
+_AS_DEFAULT = re.compile(r"['\"]([^'\"]+)['\"]\s+(?:as|is)\s+(?:the\s+)?default", re.I)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """``keep``: the value stays as the model wrote it; otherwise it is restated or left out. ``evidence``:
+    why, in words, for ``--trace`` (``"a reformat of what the request states: 2021, 3, 3"``)."""
+
+    keep: bool
+    evidence: str
+
+
+def placeholder(value: str) -> bool:
+    """True for a value shaped like a placeholder: ``your_...``/``my_...``/"your ...", a word of
+    :data:`PLACEHOLDER_WORDS`, or a whole value of :data:`FILLERS` ("string", "default")."""
+    folded = fold(value).strip()
+    return bool(_PLACEHOLDER_PREFIX.match(folded)) or folded in FILLERS or \
+        any(w in PLACEHOLDER_WORDS for w in words(value))
+
+
+def defaults(schema: dict) -> list[str]:
+    """The parameter's defaults as text: its ``default`` keyword and what its description names as the
+    default ("Default is 'cm'", "defaults to square meters", "with 'air' as default"), folded and stripped."""
+    found = [schema["default"]] if isinstance(schema.get("default"), str) else []
+    description = schema.get("description") if isinstance(schema.get("description"), str) else ""
+    found += [m.group(1) for pattern in (_DEFAULT, _AS_DEFAULT) for m in pattern.finditer(description)]
+    return [fold(d).strip() for d in found if d.strip()]
+
+
+def offered(value: str, schema: dict) -> bool:
+    """True when the catalog offers ``value`` for this parameter: it is one of its ``enum``, ``examples`` or
+    ``default`` values, or written in its description (letters and digits, folded, at word edges)."""
+    texts = [v for v in (schema.get("enum") or []) + (schema.get("examples") or []) if isinstance(v, str)]
+    if isinstance(schema.get("default"), str):
+        texts.append(schema["default"])
+    if any(fold(t) == fold(value) for t in texts):
+        return True
+    description = schema.get("description")
+    if not isinstance(description, str) or not normalize(value):
+        return False
+    pattern = r"(?<![^\W_])" + r"[\W_]*".join(re.escape(w) for w in words(value)) + r"(?![^\W_])"
+    return re.search(pattern, fold(description)) is not None
+
+
+def partly_stated(value: str, request: str) -> list[str]:
+    """The words of ``value`` (3 letters or more) that are words of ``request`` up to an ending, when they
+    are at least half of them; else []."""
+    own = [w for w in words(value) if len(w) >= 3]
+    said = set(words(request))
+    hits = [w for w in own if any(close(w, r) for r in said)]
+    return hits if own and 2 * len(hits) >= len(own) else []
+
+
+def grounds(value: str, request: str, schema: dict) -> str | None:
+    """The evidence that ``request`` grounds the string ``value`` (module docstring, first three rules),
+    or None."""
+    if placeholder(value) and normalize(value) not in normalize(request):
+        return None
+    if is_stated(value, request):
+        return "stated in the request"
+    why = reformat(value, request)
+    if why is not None:
+        return f"a reformat of what the request states: {why}"
+    hits = partly_stated(value, request)
+    if hits and offered(value, schema):
+        return f"a label the catalog offers; the request states {', '.join(hits)}"
+    return None
+
+
+def doubt(value: str, schema: dict) -> str:
+    """What an ungrounded string ``value`` looks like: a placeholder, copied from the catalog, or a guess."""
+    if placeholder(value):
+        return f"a placeholder ({_quote(value)})"
+    if fold(value).strip() in defaults(schema):
+        return f"the parameter's default ({_quote(value)}), copied from the catalog"
+    if offered(value, schema):
+        return f"a value the catalog offers ({_quote(value)}), which the request does not name"
+    return f"not in the request, nor a reformat or label of what it states ({_quote(value)})"
+
+
+def weigh(value: Any, request: str, schema: dict) -> Verdict:
+    """The :class:`Verdict` on an optional argument's ``value`` (rules in the module docstring)."""
+    if isinstance(value, str):
+        why = grounds(value, request, schema)
+        return Verdict(True, why) if why is not None else Verdict(False, doubt(value, schema))
+    if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
+        item_schema = schema.get("items") if isinstance(schema.get("items"), dict) else {}
+        item_schema = {**item_schema, "description": f"{schema.get('description', '')} "
+                                                     f"{item_schema.get('description', '')}"}
+        found = [grounds(v, request, item_schema) for v in value]
+        if all(found):
+            return Verdict(True, "; ".join(f"{_quote(v)}: {w}" for v, w in zip(value, found)))
+        grounded = [v for v, w in zip(value, found) if w]
+        rest = [v for v, w in zip(value, found) if not w]
+        if grounded and all(offered(v, item_schema) for v in rest):
+            labels = "a label the catalog offers" if len(rest) == 1 else "labels the catalog offers"
+            return Verdict(True, f"{', '.join(map(_quote, rest))}: {labels}, chosen beside "
+                                 f"{', '.join(map(_quote, grounded))}, which the request states")
+        return Verdict(False, "; ".join(doubt(v, item_schema) for v in rest))
+    return Verdict(True, "not text (numbers, booleans, objects and null are kept)")
+
+
+def verdicts(parameters: dict[str, Any], fn: Function, request: str) -> dict[str, Verdict]:
+    """A :class:`Verdict` for each argument of ``parameters`` (required ones: kept, "required")."""
+    required = set(fn.parameters.get("required", []))
+    properties = fn.parameters.get("properties", {})
+    out = {}
+    for key, value in parameters.items():
+        if key in required:
+            out[key] = Verdict(True, "required")
+        else:
+            schema = properties.get(key) if isinstance(properties.get(key), dict) else {}
+            out[key] = weigh(value, request, schema)
+    return out
+
+
+def _quote(value: str) -> str:
+    return '"' + value.replace('"', '\\"') + '"'

@@ -1,0 +1,73 @@
+"""The evidence on each optional argument: grounded by the request (stated, reformatted, a label it names) or
+copied, a placeholder, a guess."""
+
+import pytest
+
+from callmaybe.core.catalog import parse_catalog
+from callmaybe.runtime.evidence import Verdict, defaults, offered, partly_stated, placeholder, verdicts, weigh
+
+UNIT = {"type": "string", "description": "The unit of measure. Defaults to 'cm'."}
+CATEGORY = {"type": "string", "description": "The category of the film (e.g. Drama, Comedy, etc). Default is 'all'"}
+EXTRAS = {"type": "array", "items": {"type": "string"}, "description": "Add-ons, e.g. 'Early Entry Pass', 'Parking'."}
+
+
+@pytest.mark.parametrize("value, expected", [
+    ("your_database_name", True), ("my_database", True), ("Your city", True), ("example.com", True),
+    ("string", True), ("N/A", True), ("default", True), ("CustomerInfo", False), ("my", False), ("Sample Street", True),
+])
+def test_placeholder(value, expected):
+    assert placeholder(value) is expected
+
+
+def test_defaults():
+    assert defaults(UNIT) == ["cm"]
+    assert defaults({"description": "Type of gas, with 'air' as default."}) == ["air"]
+    assert defaults({"description": "Defaults to square meters."}) == ["square meters"]
+    assert defaults({"default": "Homo sapiens", "description": "The species."}) == ["homo sapiens"]
+    assert defaults({"description": "The species."}) == []
+
+
+def test_offered():
+    assert offered("Drama", CATEGORY) and offered("all", CATEGORY)
+    assert not offered("Dram", CATEGORY) and not offered("Horror", CATEGORY)
+    assert offered("early-entry pass", EXTRAS)  # letters and digits compared, at word edges
+    assert offered("x", {"enum": ["x", "y"]}) and offered("Z", {"examples": ["z"]})
+
+
+def test_partly_stated():
+    assert partly_stated("Early Entry Pass", "two tickets with early entry") == ["early", "entry"]
+    assert partly_stated("Personal Info", "the personal record") == ["personal"]
+    assert partly_stated("Early Entry Pass", "two tickets with early access") == []  # 1 of 3
+    assert partly_stated("a b", "a b") == []  # no word of 3 letters or more
+
+
+@pytest.mark.parametrize("value, request_text, schema, expected", [
+    ("miles", "distances in miles", UNIT, Verdict(True, "stated in the request")),
+    ("km", "distances in kilometers", UNIT, Verdict(True, "a reformat of what the request states: km (kilometers)")),
+    ("cm", "the circumference", UNIT, Verdict(False, 'the parameter\'s default ("cm"), copied from the catalog')),
+    ("cm", "a radius of 4 inches", UNIT, Verdict(False, 'the parameter\'s default ("cm"), copied from the catalog')),
+    ("Drama", "find a film by Nolan", CATEGORY,
+     Verdict(False, 'a value the catalog offers ("Drama"), which the request does not name')),
+    ("Tokyo", "find a film by Nolan", CATEGORY,
+     Verdict(False, 'not in the request, nor a reformat or label of what it states ("Tokyo")')),
+    ("my_database", "update my record in the database", {"type": "string"},
+     Verdict(False, 'a placeholder ("my_database")')),
+    ("my_database", "use the table my_database", {"type": "string"}, Verdict(True, "stated in the request")),
+    (["Early Entry Pass", "Parking"], "early entry and parking", EXTRAS,
+     Verdict(True, '"Early Entry Pass": a label the catalog offers; the request states early, entry; '
+                   '"Parking": stated in the request')),
+    (["Valet", "Parking"], "with parking", EXTRAS,  # "Valet" is not offered: no sibling rule
+     Verdict(False, 'not in the request, nor a reformat or label of what it states ("Valet")')),
+    (3, "anything", UNIT, Verdict(True, "not text (numbers, booleans, objects and null are kept)")),
+])
+def test_weigh(value, request_text, schema, expected):
+    assert weigh(value, request_text, schema) == expected
+
+
+def test_verdicts_keep_required_arguments():
+    fn = parse_catalog([{"type": "function", "function": {"name": "f", "parameters": {
+        "type": "object", "properties": {"city": {"type": "string"}, "unit": UNIT}, "required": ["city"]}}}], "t")[0]
+    assert verdicts({"city": "Rome", "unit": "cm"}, fn, "weather in Paris") == {
+        "city": Verdict(True, "required"),
+        "unit": Verdict(False, 'the parameter\'s default ("cm"), copied from the catalog'),
+    }
