@@ -1,0 +1,88 @@
+"""What one assistant turn is asked to be, and what it became: the request and result types shared by the
+batch commands (``run``, ``eval``) and the server.
+
+A turn answers a chat (``messages``) against a list of functions. ``tool_choice`` says what it may be:
+
+* ``"required"``: one call (or, with ``parallel``, one or more), valid for its function's schema; the
+  exercise's contract and the default of ``run``;
+* ``"auto"``: the model's first token decides between its call marker (then the call is constrained as
+  always) and a text answer: the "maybe";
+* ``"none"``: a text answer only;
+* a named function (``function``): one call of that function (several with ``parallel``).
+
+A ``response_schema`` turns the text answer into JSON valid for that schema (``response_format``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..core.catalog import Function
+
+TOOL_CHOICES = ("auto", "required", "none")
+FINISH_REASONS = ("tool_calls", "stop", "length")
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """How a token is picked among those the mask allows: greedy when ``temperature`` is 0; else softmax at
+    ``temperature`` over the allowed tokens, cut to the smallest set whose probability reaches ``top_p``
+    (nucleus sampling, Holtzman et al., ICLR 2020), drawn from a generator seeded with ``seed`` (None: a
+    random seed), so that a seed reproduces a turn."""
+
+    temperature: float = 0.0
+    top_p: float = 1.0
+    seed: int | None = None
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature <= 0.0
+
+
+@dataclass
+class TurnRequest:
+    """One assistant turn to produce.
+
+    ``messages``: OpenAI chat messages (``{"role": "system"|"user"|"assistant"|"tool", "content": ...}``; an
+    assistant message may hold ``tool_calls``, a tool message ``tool_call_id`` and ``name``), already
+    validated. ``functions``: the tools. ``tool_choice``: one of :data:`TOOL_CHOICES`; ``function``: the
+    name of the one function to call (then ``tool_choice`` is "required"). ``parallel``: one or more calls
+    instead of exactly one. ``max_tokens``: the budget of the whole turn in tokens (text, markers and calls;
+    a call is always complete within it). ``response_schema``: the JSON schema a text answer must match
+    (its index is passed to the engine). ``keep_unstated``: skip grounding (:mod:`.evidence`).
+    """
+
+    messages: list[dict[str, Any]]
+    functions: list[Function] = field(default_factory=list)
+    tool_choice: str = "required"
+    function: str | None = None
+    parallel: bool = False
+    max_tokens: int = 256
+    sampling: Sampling = field(default_factory=Sampling)
+    response_schema: dict[str, Any] | None = None
+    keep_unstated: bool = False
+
+
+@dataclass
+class ToolCall:
+    """One call of a turn: the function's name and its arguments (valid for its schema)."""
+
+    name: str
+    arguments: dict[str, Any]
+
+
+@dataclass
+class TurnResult:
+    """What a turn became: ``content`` (the text answer, or None), ``calls`` (in order), ``finish_reason``
+    (one of :data:`FINISH_REASONS`: "tool_calls" when it called, "stop" for a finished text, "length" for a
+    text the budget cut; never "length" for a call), token counts and seconds (wall time from the start of
+    the turn to its end). ``grounding``: per call, what grounding did to each argument (:func:`.runner.outcomes`)."""
+
+    content: str | None
+    calls: list[ToolCall]
+    finish_reason: str
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    seconds: float = 0.0
+    grounding: list[dict] = field(default_factory=list)
