@@ -55,10 +55,19 @@ def main() -> None:
     """Function calling with small language models whose output is valid by construction."""
 
 
-def call_format_option(choices: list[str], default: str):
+def call_format_option(choices: list[str], default: str | None, help: str = CALL_FORMAT_HELP):
     """``--call-format`` with ``--prompt-format`` kept as a deprecated alias for one release."""
     return click.option("--call-format", "--prompt-format", "call_format", type=click.Choice(choices),
-                        default=default, show_default=True, help=CALL_FORMAT_HELP)
+                        default=default, show_default=default is not None, help=help)
+
+
+def resolve_call_format(call_format: str | None, tool_choice: str, parallel_calls: bool) -> str:
+    """The call format of ``run``/``eval``: as given, else "plain" for one required call and "auto" (the
+    model's own tools format where its chat template has one) when it may answer in text or call several
+    times, so that its own call marker decides."""
+    if call_format is not None:
+        return call_format
+    return "plain" if tool_choice == "required" and not parallel_calls else "auto"
 
 
 def compile_limits_option():
@@ -194,7 +203,15 @@ def run_options(f):
                      help="Token budget per call."),
         click.option("--threads", type=click.IntRange(min=1), default=None,
                      help="torch CPU threads (default: torch's choice)."),
-        call_format_option(["auto", "plain", "tools"], "plain"),
+        call_format_option(["auto", "plain", "tools"], None,
+                           CALL_FORMAT_HELP + " Default: plain for one required call, auto with --tool-choice "
+                           "auto|none or --parallel-calls."),
+        click.option("--tool-choice", type=click.Choice(["required", "auto", "none"]), default="required",
+                     show_default=True,
+                     help="required: one call per request; auto: the model calls or answers in text (a declined "
+                          "request is written {prompt, name: null, parameters: null, content}); none: text only."),
+        click.option("--parallel-calls", is_flag=True,
+                     help="Allow several calls per request; every entry then holds a calls list."),
         click.option("--keep-unstated", is_flag=True,
                      help="Keep the model's value of every optional argument (default: one the request gives no "
                           "ground for, a placeholder, a copy from the catalog or a guess, is restated from the "
@@ -232,15 +249,17 @@ def show_trace(record: dict) -> None:
                    "two halves, to tune on one and report the other.")
 @click.option("--output", type=click.Path(path_type=Path), default=None,
               help="Write every case's call {id, prompt, name, parameters} (or error) here.")
-def eval_cmd(data, model, max_tokens, threads, call_format, keep_unstated, dtype, device, max_batch, profile,
-             limit, ids, output) -> None:
+def eval_cmd(data, model, max_tokens, threads, call_format, tool_choice, parallel_calls, keep_unstated, dtype,
+             device, max_batch, profile, limit, ids, output) -> None:
     """Score a data set with expected answers (a public-style folder or a BFCL cases.jsonl)."""
     from .compiler.build import runtime_compiler
     from .runtime.evaluation import evaluate
     from .runtime.session import RunConfig
 
-    config = RunConfig(model=model, max_tokens=max_tokens, threads=threads, call_format=call_format,
-                       keep_unstated=keep_unstated, dtype=dtype, device=device, max_batch=max_batch)
+    config = RunConfig(model=model, max_tokens=max_tokens, threads=threads,
+                       call_format=resolve_call_format(call_format, tool_choice, parallel_calls),
+                       keep_unstated=keep_unstated, dtype=dtype, device=device, max_batch=max_batch,
+                       tool_choice=tool_choice, parallel_calls=parallel_calls)
     try:
         t = evaluate(config, data, limit, output, runtime_compiler, ids)
     except CallmaybeError as exc:
@@ -254,6 +273,8 @@ def eval_cmd(data, model, max_tokens, threads, call_format, keep_unstated, dtype
                   if "one_right_call" in t else "") +
                f"{t['answer_seconds'] / n:.2f} s and {t['forward_passes'] / n:.1f} forward passes per request "
                f"({t['tokens'] / n:.1f} tokens)")
+    if "declined" in t:
+        click.echo(f"declined (no call) {t['declined']} of {t['cases']} ({100 * t['declined'] / n:.1f}%)")
     if "without_grounding" in t:
         click.echo("the same generations without grounding (--keep-unstated): " + "; ".join(
             f"{key.replace('_', ' ')} {right}, grounding won {t['grounding_won'][key]} and lost "
@@ -281,8 +302,9 @@ def eval_cmd(data, model, max_tokens, threads, call_format, keep_unstated, dtype
               help="Continue an interrupted run from its journal (OUTPUT.journal.jsonl): requests it answered "
                    "(same position, same prompt) are not answered again. Refused for a journal of another model, "
                    "index or flags.")
-def run_cmd(input_pos, functions, input_opt, output, model, max_tokens, threads, call_format, keep_unstated,
-            dtype, device, max_batch, profile, index_path, trace, no_prefix_cache, interactive, resume) -> None:
+def run_cmd(input_pos, functions, input_opt, output, model, max_tokens, threads, call_format, tool_choice,
+            parallel_calls, keep_unstated, dtype, device, max_batch, profile, index_path, trace, no_prefix_cache,
+            interactive, resume) -> None:
     """Answer a file of requests with one schema-valid call each.
 
     Each answer is appended to a journal beside the output as it is produced; the output is written
@@ -297,9 +319,10 @@ def run_cmd(input_pos, functions, input_opt, output, model, max_tokens, threads,
             from .runtime.session import RunConfig, interactive as interactive_session, run_file
 
             config = RunConfig(model=model, index_path=index_path, max_tokens=max_tokens, threads=threads,
-                               call_format=call_format, prefix_cache=not no_prefix_cache,
-                               keep_unstated=keep_unstated, trace=trace, dtype=dtype, device=device,
-                               max_batch=max_batch)
+                               call_format=resolve_call_format(call_format, tool_choice, parallel_calls),
+                               prefix_cache=not no_prefix_cache, keep_unstated=keep_unstated, trace=trace,
+                               dtype=dtype, device=device, max_batch=max_batch, tool_choice=tool_choice,
+                               parallel_calls=parallel_calls)
             on_answer = show_trace if trace else None
             if interactive:
                 interactive_session(config, functions, runtime_compiler, on_answer=on_answer)

@@ -138,6 +138,10 @@ class Batch:
         self._keep([b for b, f in enumerate(finished) if not f])
         return done
 
+    def remove(self, rows: list) -> None:
+        """Take ``rows`` out of the batch (cancelled turns); the others go on."""
+        self._keep([b for b, row in enumerate(self.rows) if not any(row is r for r in rows)])
+
     def drop_all(self) -> list[Decoding]:
         """Empty the batch (after a failed step); returns the rows it held."""
         rows = self.rows

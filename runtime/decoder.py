@@ -105,7 +105,8 @@ def forward(model, ids: list[int], past, profile: Profile | None = None, phase: 
 class Decoding:
     """One call being decoded: its :class:`~.matcher.Matcher`, loop guard, the tokens waiting to be fed to the
     model (``pending``: the prompt's uncached part first, then each chosen token with the forced text after
-    it) and the counts. The caller runs the model on ``pending`` whenever :meth:`take_forced` says the call
+    it) and the counts. ``pick`` chooses a token from the masked logits (:func:`~.sampling.pick`; None: the
+    most likely). The caller runs the model on ``pending`` whenever :meth:`take_forced` says the call
     goes on, and hands the last position's logits to :meth:`choose`; :func:`generate` does this for one call,
     :class:`~.batch.Batch` for several at once.
 
@@ -113,8 +114,9 @@ class Decoding:
     """
 
     def __init__(self, index: TokenIndex, tokenizer, max_tokens: int, pending: list[int], trace: bool = False,
-                 profile: Profile | None = None):
+                 profile: Profile | None = None, pick=None):
         self.index, self.tokenizer, self.trace = index, tokenizer, trace
+        self.pick = pick  # (masked logits) -> token id; None: the argmax
         self.profile = profile if profile is not None else Profile()
         self.matcher = Matcher(index, max_tokens, tokenizer)
         self.pending = list(pending)
@@ -156,7 +158,8 @@ class Decoding:
         self.passes += 1
         t = time.perf_counter()
         mask = self.matcher.mask()
-        tok = int(torch.argmax(self.index.apply_mask(mask, logits)))
+        masked = self.index.apply_mask(mask, logits)
+        tok = int(torch.argmax(masked)) if self.pick is None else self.pick(masked)
         self.profile.add("mask", time.perf_counter() - t)
         if self.trace:
             self.steps.append(_chosen_step(self.tokenizer, len(self.matcher.tokens), tok, logits, mask.count()))

@@ -12,7 +12,7 @@ from ..core.errors import InputError
 from ..core.jsonio import check_output_path, read_json, read_requests, read_text, write_json
 from ..core.messages import progress
 from .runner import Answerer, answer_all
-from .scoring import bfcl_match, bfcl_parallel_match, public_match
+from .scoring import bfcl_calls_match, bfcl_match, bfcl_parallel_match, public_match
 from .session import Compile, RunConfig, Runtime
 
 _TRAILING_NUMBER = re.compile(r"(\d+)$")
@@ -67,7 +67,9 @@ def evaluation_cases(data: Path, limit: int | None, ids: str | None = None) -> l
             expected = case.get("expected") if isinstance(case, dict) else None
             rules = "bfcl_parallel" if isinstance(expected, dict) and "calls" in expected else "bfcl"
             calls = expected.get("calls") if rules == "bfcl_parallel" else [expected]
-            if not (isinstance(calls, list) and calls and all(
+            if calls == []:
+                rules = "irrelevance"  # no function fits: the right answer is no call
+            elif not (isinstance(calls, list) and calls and all(
                     isinstance(c, dict) and isinstance(c.get("name"), str) and isinstance(c.get("parameters"), dict)
                     for c in calls)):
                 raise InputError(f"{data}:{n}: a case needs \"prompt\", \"tools\" or \"functions\", and "
@@ -86,8 +88,28 @@ def evaluation_cases(data: Path, limit: int | None, ids: str | None = None) -> l
 
 
 def score(case: dict, call: dict) -> dict[str, bool]:
-    """``right_function`` and ``right_arguments`` of ``call`` under the case's rules (:mod:`.scoring`), and
-    for a BFCL parallel case ``one_right_call``: the single call passes one of the expected calls."""
+    """``right_function`` and ``right_arguments`` of a result entry ``call`` under the case's rules
+    (:mod:`.scoring`), and for a BFCL parallel case ``one_right_call``: a call passes one of the expected calls.
+
+    An entry with a ``calls`` list (``--parallel-calls``) is graded whole: against a BFCL parallel case by
+    :func:`~.scoring.bfcl_calls_match` (one call per expected call, order-free), against any other case as
+    its only call when it made exactly one. A declined entry (no call) is right only for an irrelevance case,
+    where ``declined`` counts it and any call is wrong."""
+    calls = call["calls"] if isinstance(call.get("calls"), list) else (
+        [] if call.get("name") is None else [call])
+    if case["rules"] == "irrelevance":
+        return {"right_function": not calls, "right_arguments": not calls, "declined": not calls}
+    if not calls:
+        out = {"right_function": False, "right_arguments": False}
+        return {**out, "one_right_call": False} if case["rules"] == "bfcl_parallel" else out
+    if case["rules"] == "bfcl_parallel" and "calls" in call:
+        wanted = case["expected"]["calls"]
+        return {"right_function": all(any(c.get("name") == w["name"] for w in wanted) for c in calls),
+                "right_arguments": bfcl_calls_match(calls, wanted),
+                "one_right_call": any(bfcl_match(c, w)[1] for c in calls for w in wanted)}
+    if len(calls) != 1:
+        return {"right_function": False, "right_arguments": False}
+    call = calls[0]
     if case["rules"] == "bfcl_parallel":
         fn_ok, args_ok, one_ok = bfcl_parallel_match(call, case["expected"])
         return {"right_function": fn_ok, "right_arguments": args_ok, "one_right_call": one_ok}
@@ -141,8 +163,15 @@ def evaluate(config: RunConfig, data: Path, limit: int | None, output: Path | No
             answerers[key] = runtime.answerer(case["functions"], store=case["rules"] == "public")
         return answerers[key]
 
-    items = ((answerer_for(case), {"prompt": case["prompt"]}) for case in cases)
-    answers = answer_all(items, config.max_batch)
+    if config.turns:  # a text answer or several calls allowed: each case is a turn (:mod:`.choices`)
+        from .choices import answer_turns
+        from .engine import Engine
+
+        answers = answer_turns(Engine(runtime, config.max_batch, max_queue=max(1, len(cases))),
+                               ((c["functions"], answerer_for(c).index, {"prompt": c["prompt"]}) for c in cases),
+                               config)
+    else:
+        answers = answer_all(((answerer_for(case), {"prompt": case["prompt"]}) for case in cases), config.max_batch)
     rows: list[dict | None] = [None] * len(cases)
     totals = {"cases": 0, "parsed": 0, "schema_valid": 0, "right_function": 0, "right_arguments": 0,
               "seconds": 0.0, "forward_passes": 0, "tokens": 0}
@@ -152,7 +181,12 @@ def evaluate(config: RunConfig, data: Path, limit: int | None, output: Path | No
             case = cases[position]
             totals["cases"] += 1
             row = rows[position] = {"id": case["id"], **entry}
-            if gen is not None:
+            if gen is not None and not hasattr(gen, "forward_passes"):  # a TurnResult
+                totals["seconds"] += gen.seconds
+                totals["tokens"] += gen.completion_tokens
+                if any(gen.grounding):
+                    row["grounding"] = gen.grounding
+            elif gen is not None:
                 totals["seconds"] += gen.seconds
                 totals["forward_passes"] += gen.forward_passes
                 totals["tokens"] += len(gen.tokens)
@@ -168,7 +202,7 @@ def evaluate(config: RunConfig, data: Path, limit: int | None, output: Path | No
             for key, ok in scores.items():
                 row[key] = ok
                 totals[key] = totals.get(key, 0) + ok
-            if gen is not None and gen.model_parameters is not None:
+            if gen is not None and getattr(gen, "model_parameters", None) is not None:
                 row["without_grounding"] = compare_grounding(case, entry, gen.model_parameters, scores, totals)
     if output is not None:
         write_json(output, rows)

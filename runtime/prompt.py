@@ -48,13 +48,25 @@ def describe_function(fn: Function) -> str:
     return "\n".join([line, *notes])
 
 
-def system_message(functions: list[Function], parameters_key: str = "parameters") -> str:
-    """The system message that lists each function with its description and parameter types."""
+def system_message(functions: list[Function], parameters_key: str = "parameters", tool_choice: str = "required",
+                   parallel: bool = False) -> str:
+    """The system message that lists each function with its description and parameter types.
+
+    ``tool_choice`` "required" (the default, the message ``run`` has always used) asks for a call; "auto"
+    also allows a text answer when no function fits. ``parallel`` allows several calls, one object per line.
+    """
     listing = "\n".join(describe_function(fn) for fn in functions)
+    if tool_choice == "auto":
+        opening = ("You are a function-calling assistant. When one of the functions below fulfils the user's "
+                   f'request, answer with a single JSON object {{"name": <function name>, "{parameters_key}": '
+                   "{<argument>: <value>, ...}}; when none does, answer in plain text.\n")
+    else:
+        opening = ("You are a function-calling assistant. Pick the one function below that fulfils the user's "
+                   f'request and answer with a single JSON object {{"name": <function name>, "{parameters_key}": '
+                   "{<argument>: <value>, ...}}.\n")
+    several = ("- When the request needs several calls, write one JSON object per line.\n" if parallel else "")
     return (
-        "You are a function-calling assistant. Pick the one function below that fulfils the user's request "
-        f'and answer with a single JSON object {{"name": <function name>, "{parameters_key}": '
-        "{<argument>: <value>, ...}}.\n"
+        opening + several +
         "- Give every required argument. Give an optional argument (marked ?) only when the request states "
         "its value; otherwise leave it out and its default applies.\n"
         "- Take values from the request, converted to what the parameter expects: units (50 mL as litres is "
@@ -83,34 +95,46 @@ def tool_spec(fn: Function) -> dict:
 
 
 def prompt_ids(tokenizer, functions: list[Function], request: str, call_format: str = "plain") -> list[int]:
-    """Token ids of the chat (catalog + user request) up to where the call starts.
+    """Token ids of the chat (catalog + user request) up to where the call starts: :func:`chat_ids` of one
+    user message, with the call's opening text where the call format has one.
 
     "plain": a system message listing the catalog; "tools": the chat template's ``tools=`` rendering, with
     the model's opening text (``<tool_call>\\n``) already appended after the assistant turn starts.
+    """
+    return chat_ids(tokenizer, functions, [{"role": "user", "content": request}], call_format, opening=True)
+
+
+def chat_ids(tokenizer, functions: list[Function], messages: list[dict[str, Any]], call_format: str = "plain",
+             opening: bool = False, tool_choice: str = "required", parallel: bool = False) -> list[int]:
+    """Token ids of a chat up to where the assistant's answer starts (:func:`render_chat`); with ``opening``,
+    the call format's opening text (``<tool_call>\\n``) follows, so the answer starts with the call.
 
     Only the chat template's own markers (and the opening) become added tokens (``<|im_start|>``,
-    ``<|im_end|>``, ``<tool_call>`` ...): catalog and request text that spells one is encoded as plain text,
+    ``<|im_end|>``, ``<tool_call>`` ...): catalog and message text that spells one is encoded as plain text,
     as :func:`_literal_ids` explains. A prompt whose texts spell no marker is encoded exactly as its rendered
-    text always was.
+    text always was. Raises ValueError when the chat template cannot render the messages.
     """
+    def render(text: Callable[[str], str] | None = None) -> str:
+        return render_chat(tokenizer, functions, messages, call_format, text, opening, tool_choice, parallel)
+
     markers = _marker_pattern(tokenizer)
-    texts = [request, *_catalog_strings(functions, call_format)]
+    texts = [*_strings(messages), *_catalog_strings(functions, call_format)]
     if markers is None or not any(markers.search(t) for t in texts):
-        return list(tokenizer.encode(_render(tokenizer, functions, request, call_format), add_special_tokens=False))
-    return _literal_ids(tokenizer, functions, request, call_format, markers, texts)
+        return list(tokenizer.encode(render(), add_special_tokens=False))
+    return _literal_ids(tokenizer, render, markers, texts)
 
 
-def _literal_ids(tokenizer, functions: list[Function], request: str, call_format: str, markers: re.Pattern,
+def _literal_ids(tokenizer, render: Callable[[Callable[[str], str] | None], str], markers: re.Pattern,
                  texts: list[str]) -> list[int]:
-    """The prompt's token ids when a catalog or request text spells a marker.
+    """The prompt's token ids when a catalog or message text spells a marker.
 
     Each marker spelled in a text is replaced by a placeholder (letters, digits and ``_``, which no template
-    escapes and no text of this prompt contains) before the chat template renders it, so every marker left
-    in the rendered text is the template's own. That text is encoded as usual; each stretch between two of
-    its added tokens that holds a placeholder is then encoded again with the placeholders put back, by the
-    tokenizer's normalizer, pre-tokenizer and model alone (its added tokens, special or not, never match
-    there). The other stretches keep the ids the tokenizer gave them. ``texts``: the request and the catalog's
-    texts, as :func:`prompt_ids` collected them.
+    escapes and no text of this prompt contains) before the chat template renders it (``render`` applies its
+    argument to every catalog and message text), so every marker left in the rendered text is the template's
+    own. That text is encoded as usual; each stretch between two of its added tokens that holds a placeholder
+    is then encoded again with the placeholders put back, by the tokenizer's normalizer, pre-tokenizer and
+    model alone (its added tokens, special or not, never match there). The other stretches keep the ids the
+    tokenizer gave them. ``texts``: the messages' and the catalog's texts, as :func:`chat_ids` collected them.
     """
     sources = [str(getattr(tokenizer, "chat_template", None) or ""), *texts]
     base, n = "CallmaybeLiteral", 0
@@ -130,7 +154,7 @@ def _literal_ids(tokenizer, functions: list[Function], request: str, call_format
         return hidden
 
     tags = re.compile(re.escape(base) + r"(\d+)_")
-    text = _render(tokenizer, functions, request, call_format, hide)
+    text = render(hide)
     encoding = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
     added = set(getattr(tokenizer, "added_tokens_decoder", {}))
     ids, offsets = list(encoding["input_ids"]), list(encoding["offset_mapping"])
@@ -205,22 +229,80 @@ def _map_strings(value: Any, fn: Callable[[str], str]) -> Any:
     return value
 
 
-def _render(tokenizer, functions: list[Function], request: str, call_format: str,
-            text: Callable[[str], str] | None = None) -> str:
-    """The prompt's text by the chat template, each catalog and request text passed through ``text`` if given."""
+def template_messages(messages: list[dict[str, Any]], call_format: str, parameters_key: str) -> list[dict]:
+    """``messages`` (OpenAI chat messages) as the chat template takes them.
+
+    "tools": an assistant message's ``tool_calls`` keep their shape with each ``arguments`` JSON string
+    parsed (Qwen's template writes it with ``tojson``); a tool message keeps its role. "plain" (templates
+    without tools): an assistant message's calls become its text, one call object per line, in the call
+    format's own shape, and a tool message becomes a user message "Result of <name>: <content>".
+    """
+    out = []
+    for m in messages:
+        role, content = m.get("role"), m.get("content")
+        content = "" if content is None else content
+        if isinstance(content, list):  # OpenAI content parts: the text ones
+            content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
+        calls = [c.get("function", c) for c in (m.get("tool_calls") or []) if isinstance(c, dict)]
+        calls = [{"name": c.get("name"), "arguments": _arguments(c.get("arguments"))} for c in calls]
+        if call_format == "tools":
+            entry = {"role": role, "content": content}
+            if calls:
+                entry["tool_calls"] = [{"type": "function", "function": c} for c in calls]
+            out.append(entry)
+        elif role == "assistant" and calls:
+            lines = [json.dumps({"name": c["name"], parameters_key: c["arguments"]}, ensure_ascii=False)
+                     for c in calls]
+            out.append({"role": "assistant", "content": "\n".join(filter(None, [content, *lines]))})
+        elif role == "tool":
+            name = m.get("name") or m.get("tool_call_id") or "the call"
+            out.append({"role": "user", "content": f"Result of {name}: {content}"})
+        else:
+            out.append({"role": role, "content": content})
+    return out
+
+
+def _arguments(value: Any) -> Any:
+    """A call's arguments as a JSON value: a JSON string is parsed, anything else kept."""
+    if isinstance(value, str):
+        try:
+            return json.loads(value)
+        except json.JSONDecodeError:
+            return value
+    return {} if value is None else value
+
+
+def render_chat(tokenizer, functions: list[Function], messages: list[dict[str, Any]], call_format: str,
+                text: Callable[[str], str] | None = None, opening: bool = False, tool_choice: str = "required",
+                parallel: bool = False) -> str:
+    """The prompt's text by the chat template, up to the assistant's answer, each catalog and message text
+    passed through ``text`` if given.
+
+    "tools": the catalog goes through the template's ``tools=``; "plain": :func:`system_message` lists it
+    first (before the caller's own system message, if any). No functions: the messages alone. ``opening``:
+    the call format's opening text follows. Raises ValueError when the template cannot render them.
+    """
     def own(value: Any) -> Any:
         return value if text is None else _map_strings(value, text)
 
-    if call_format == "tools":
-        messages = [{"role": "user", "content": own(request)}]
-        tools = [own(tool_spec(fn)) for fn in functions]
-        rendered = tokenizer.apply_chat_template(messages, tools=tools, add_generation_prompt=True, tokenize=False)
-        return rendered + TOOLS_OPENING
-    messages = [
-        {"role": "system", "content": own(system_message(functions))},
-        {"role": "user", "content": own(request)},
-    ]
-    return tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+    key = "arguments" if call_format == "tools" else "parameters"
+    chat = own(template_messages(messages, call_format, key))
+    try:
+        if call_format == "tools" and functions:
+            tools = [own(tool_spec(fn)) for fn in functions]
+            rendered = tokenizer.apply_chat_template(chat, tools=tools, add_generation_prompt=True, tokenize=False)
+            return rendered + (TOOLS_OPENING if opening else "")
+        if functions:
+            listing = own(system_message(functions, key, tool_choice, parallel))
+            if chat and chat[0].get("role") == "system":
+                chat = [{"role": "system", "content": chat[0]["content"] + "\n\n" + listing}, *chat[1:]]
+            else:
+                chat = [{"role": "system", "content": listing}, *chat]
+        return tokenizer.apply_chat_template(chat, add_generation_prompt=True, tokenize=False)
+    except Exception as exc:  # jinja2 errors: a template that cannot render these messages
+        if isinstance(exc, ValueError):
+            raise
+        raise ValueError(f"the chat template cannot render these messages: {exc}") from None
 
 
 def shared_prefix_length(tokenizer, functions: list[Function], call_format: str) -> int:

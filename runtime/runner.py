@@ -183,36 +183,58 @@ class Answerer:
         return {"prompt": prompt, **call}
 
     def _ground(self, call: dict, prompt: str, ids: list[int], gen: Generation) -> dict:
-        """The call's arguments with each optional one the request does not ground (:mod:`~.evidence`)
-        restated (:mod:`~.restate`) when the model gives a stated value at least ``RESTATE_MIN_PROB``, else
-        left out (:func:`~.grounding.drop`); records the model's own arguments in ``gen.model_parameters``,
-        the names in ``gen.restated`` / ``gen.dropped``, what happened to every argument and why in
-        ``gen.grounding``, and adds the passes and seconds spent to ``gen``."""
-        fn = self.by_name[call["name"]]
-        params = call["parameters"]
-        gen.model_parameters = dict(params)
-        judged = verdicts(params, fn, prompt)
-        names = [k for k, v in judged.items() if not v.keep]
+        """The call's arguments grounded (:func:`ground`); records the model's own arguments in
+        ``gen.model_parameters``, the names in ``gen.restated`` / ``gen.dropped``, what happened to every
+        argument and why in ``gen.grounding``, and adds the passes and seconds spent to ``gen``."""
         t0 = time.perf_counter()
-        for key in [k for k in names if isinstance(params[k], str)]:
-            try:
-                again = restate(self.model, self.index, ids, gen.tokens, key, prompt, self.prefix,
-                                self.prefix_len, RESTATE_MIN_PROB, self.profile)
-            except RuntimeError:  # e.g. out of memory: the call is valid as it is; leave the argument out
-                continue
-            if again is None:
-                continue
-            gen.forward_passes += again.forward_passes
-            trial = {**params, key: again.value}
-            if again.value is not None and again.probability >= RESTATE_MIN_PROB and valid(trial, fn):
-                params = trial
-                gen.restated[key] = {"from": call["parameters"][key], "to": again.value,
-                                     "probability": round(again.probability, 4)}
-                names.remove(key)
+        done = ground(self.model, self.index, self.by_name[call["name"]], call["parameters"], prompt, ids,
+                      gen.tokens, self.prefix, self.prefix_len, self.profile)
+        gen.model_parameters = dict(call["parameters"])
+        gen.forward_passes += done.forward_passes
+        gen.restated, gen.dropped, gen.grounding = done.restated, done.dropped, done.grounding
         gen.seconds += time.perf_counter() - t0
-        params, gen.dropped = drop(params, fn, names)
-        gen.grounding = outcomes(judged, gen.restated, gen.dropped)
-        return params
+        return done.parameters
+
+
+@dataclass
+class Grounded:
+    """A call's arguments after grounding: the arguments kept or restated, the restated ones (name ->
+    {"from", "to", "probability"}), the names left out, what happened to each argument and why
+    (:func:`outcomes`), and the forward passes restating took."""
+
+    parameters: dict
+    restated: dict[str, dict]
+    dropped: list[str]
+    grounding: dict[str, dict]
+    forward_passes: int = 0
+
+
+def ground(model, index: TokenIndex, fn: Function, params: dict, request: str, ids: list[int],
+           tokens: list[int], prefix: PrefixCache | None, prefix_len: int, profile: Profile) -> Grounded:
+    """Weigh each optional argument of a call of ``fn`` (:mod:`~.evidence`): one the request does not ground
+    is decoded again within the request's words (:mod:`~.restate`; ``ids`` is the context before the call,
+    ``tokens`` the call's own) and kept when the model gives a stated value at least ``RESTATE_MIN_PROB``,
+    else left out (:func:`~.grounding.drop`)."""
+    judged = verdicts(params, fn, request)
+    names = [k for k, v in judged.items() if not v.keep]
+    restated: dict[str, dict] = {}
+    passes = 0
+    original = params
+    for key in [k for k in names if isinstance(params[k], str)]:
+        try:
+            again = restate(model, index, ids, tokens, key, request, prefix, prefix_len, RESTATE_MIN_PROB, profile)
+        except RuntimeError:  # e.g. out of memory: the call is valid as it is; leave the argument out
+            continue
+        if again is None:
+            continue
+        passes += again.forward_passes
+        trial = {**params, key: again.value}
+        if again.value is not None and again.probability >= RESTATE_MIN_PROB and valid(trial, fn):
+            params = trial
+            restated[key] = {"from": original[key], "to": again.value, "probability": round(again.probability, 4)}
+            names.remove(key)
+    params, dropped = drop(params, fn, names)
+    return Grounded(params, restated, dropped, outcomes(judged, restated, dropped), passes)
 
 
 def outcomes(judged: dict[str, Verdict], restated: dict[str, dict], dropped: list[str]) -> dict[str, dict]:

@@ -45,7 +45,8 @@ class RunConfig:
     keys and values. ``keep_unstated``: keep optional arguments the request does not state. ``trace``: record
     every token. ``dtype``: the weights' dtype (``auto``, ``float32``, ``bfloat16``, ``int8``); ``device``:
     ``auto``, ``cpu`` or ``cuda`` (:mod:`.model`). ``max_batch``: how many calls decode together
-    (:mod:`.batch`; 1: one at a time).
+    (:mod:`.batch`; 1: one at a time). ``tool_choice``: ``required`` (one call per request), ``auto`` (a call
+    or a text answer) or ``none`` (text); ``parallel_calls``: one or more calls (:mod:`.choices`).
     """
 
     model: str = DEFAULT_MODEL
@@ -59,6 +60,14 @@ class RunConfig:
     dtype: str = "auto"
     device: str = "auto"
     max_batch: int = 1
+    tool_choice: str = "required"
+    parallel_calls: bool = False
+
+    @property
+    def turns(self) -> bool:
+        """True when requests are answered as turns (:mod:`.choices`): a text answer may be allowed, or
+        several calls; else each request gets exactly one call by the :class:`~.runner.Answerer`."""
+        return self.tool_choice != "required" or self.parallel_calls
 
 
 def model_vocabulary(spec: str, loaded) -> Vocabulary:
@@ -158,7 +167,8 @@ def run_identity(config: RunConfig, functions: list[Function]) -> dict[str, Any]
             "catalog": catalog_fingerprint(functions),
             "index": sha256_file(config.index_path) if config.index_path is not None else "auto",
             "max_tokens": config.max_tokens, "call_format": config.call_format,
-            "keep_unstated": config.keep_unstated, "callmaybe": __version__}
+            "keep_unstated": config.keep_unstated, "tool_choice": config.tool_choice,
+            "parallel_calls": config.parallel_calls, "callmaybe": __version__}
 
 
 def run_file(config: RunConfig, functions_path: Path, input_path: Path, output_path: Path, compile: Compile,
@@ -200,8 +210,16 @@ def run_file(config: RunConfig, functions_path: Path, input_path: Path, output_p
             results[i] = entry
             journal.add(i, prompts[i], entry)
 
-        _, stats = run_requests(answerer, [requests[i] for i in todo], config.trace, on_answer=on_answer,
-                                max_batch=config.max_batch, on_result=journaled)
+        if config.turns:
+            from .choices import run_turns
+            from .engine import Engine
+
+            engine = Engine(runtime, config.max_batch, max_queue=max(1, len(todo)))
+            _, stats = run_turns(engine, functions, answerer.index, [requests[i] for i in todo], config,
+                                 on_result=journaled, on_answer=on_answer)
+        else:
+            _, stats = run_requests(answerer, [requests[i] for i in todo], config.trace, on_answer=on_answer,
+                                    max_batch=config.max_batch, on_result=journaled)
         try:
             write_json(output_path, results)  # the journal stays open, and locked, until the output is written
         except InputError as exc:
@@ -236,6 +254,11 @@ def _still_good(entry: Any, by_name: dict[str, Function]) -> dict | None:
     if not isinstance(entry, dict):
         return None
     if "error" in entry and isinstance(entry.get("error"), str):
+        return entry
+    if isinstance(entry.get("calls"), list):  # --parallel-calls
+        good = all(isinstance(c, dict) and _still_good(c, by_name) for c in entry["calls"])
+        return entry if good and (entry["calls"] or isinstance(entry.get("content"), str)) else None
+    if entry.get("name") is None and isinstance(entry.get("content"), str):  # a declined request
         return entry
     fn = by_name.get(entry.get("name"))
     params = entry.get("parameters")

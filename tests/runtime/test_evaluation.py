@@ -48,10 +48,35 @@ def test_parallel_cases_are_read_and_scored(tmp_path):
     assert case["rules"] == "bfcl_parallel"
     call = {"name": "f", "parameters": {"x": "b"}}
     assert score(case, call) == {"right_function": True, "right_arguments": False, "one_right_call": True}
+    # --parallel-calls: the calls list is graded whole, in any order
+    both = {"calls": [{"name": "f", "parameters": {"x": "b"}}, {"name": "f", "parameters": {"x": "a"}}]}
+    assert score(case, both) == {"right_function": True, "right_arguments": True, "one_right_call": True}
+    assert score(case, {"calls": both["calls"][:1]})["right_arguments"] is False
+    assert score(case, {"calls": both["calls"] * 2})["right_arguments"] is False
+    assert score(case, {"calls": [], "content": "no"}) == {"right_function": False, "right_arguments": False,
+                                                          "one_right_call": False}
     bad = tmp_path / "bad.jsonl"
-    bad.write_text(json.dumps({"id": 0, "tools": TOOL, "prompt": "p", "expected": {"calls": []}}) + "\n")
+    bad.write_text(json.dumps({"id": 0, "tools": TOOL, "prompt": "p", "expected": {"calls": [{"name": 1}]}}) + "\n")
     with pytest.raises(InputError, match="a case needs"):
         evaluation_cases(bad, None)
+
+
+def test_irrelevance_cases_are_right_when_declined(tmp_path):
+    (case,) = evaluation_cases(write_cases(tmp_path / "i.jsonl", ["irrelevance_0"], {"calls": []}), None)
+    assert case["rules"] == "irrelevance"
+    declined = {"right_function": True, "right_arguments": True, "declined": True}
+    assert score(case, {"prompt": "p", "name": None, "parameters": None, "content": "I cannot."}) == declined
+    assert score(case, {"prompt": "p", "calls": [], "content": "I cannot."}) == declined
+    called = {"right_function": False, "right_arguments": False, "declined": False}
+    assert score(case, {"prompt": "p", "name": "f", "parameters": {"x": "a"}}) == called
+
+
+def test_a_declined_answer_is_wrong_where_a_call_is_expected():
+    case = {"rules": "bfcl", "expected": {"name": "f", "parameters": {"x": ["a"]}}}
+    assert score(case, {"name": None, "parameters": None, "content": "?"}) == {"right_function": False,
+                                                                              "right_arguments": False}
+    assert score(case, {"calls": [{"name": "f", "parameters": {"x": "a"}}]}) == {"right_function": True,
+                                                                                "right_arguments": True}
 
 
 def test_compare_grounding_counts_won_and_lost():

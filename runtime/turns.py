@@ -1,0 +1,377 @@
+"""One assistant turn being decoded: a text answer, one call or several, as the request allows.
+
+:class:`TurnDecoding` is a row as :class:`~.batch.Batch` and :func:`~.batch.start` drive it (``pending``,
+``phase``, ``profile``, :meth:`~TurnDecoding.take_forced`, :meth:`~TurnDecoding.choose`). It moves through
+modes:
+
+* ``decide`` (``tool_choice="auto"``): the model's first token decides: the model's own call marker (Qwen's
+  ``<tool_call>``, "tools" call format) or a token the call's index allows at its start (``{"``; small Qwen
+  models often write their call without the marker) starts a call, anything else a text answer. A text answer may still turn into a call when the model writes its call marker.
+* ``text``: free text, token by token, until EOS or the budget ("length"). Control tokens other than EOS and
+  (under "auto") the call marker are never picked; under "none" the marker is not either.
+* ``json``: a text answer that must match ``response_schema``: decoded under that schema's index.
+* ``call``: one call under the call index (:class:`~.decoder.Decoding`, so forced text and loop breaking
+  work as for ``run``). A named function is pinned by walking its name's tokens through the index.
+* ``between`` (``parallel``): after a call, the model chooses between EOS and another call ("tools": after
+  the forced ``\\n</tool_call>``, EOS or ``\\n``, then ``<tool_call>\\n`` is forced; "plain": EOS or a
+  newline, one call object per line). Another call starts only when the budget still holds a whole one; a
+  call equal to an earlier one of the turn (name and arguments) is not reported and ends the turn.
+
+Every generated token (chosen, forced or marker) counts against ``max_tokens``; a call always completes
+within what is left. When a call is complete it is parsed, checked and grounded (the ``ground`` callback,
+which may run the model to restate) before it is reported.
+"""
+
+from __future__ import annotations
+
+import codecs
+import json
+import time
+from typing import Callable
+
+import torch
+
+from ..core.callformat import TOOLS_OPENING
+from ..core.errors import InputError, TokenNotAllowed
+from .calls import to_call
+from .decoder import Decoding
+from .engine import Event
+from .masks import TokenIndex
+from .profile import Profile
+from .sampling import generator, pick
+from .turn import ToolCall, TurnRequest, TurnResult
+
+#: The text that closes a call in the "tools" call format, before EOS or the next call.
+TOOLS_CLOSING = "\n</tool_call>"
+
+
+class Vocab:
+    """What a turn needs to know of the vocabulary: token bytes, EOS ids, the call marker (None in the "plain"
+    call format) and the text biases: float32 tensors (vocab_size,), 0 where text may pick the token and -inf
+    where not (control tokens other than EOS and the marker; ``no_call`` bans the marker too)."""
+
+    def __init__(self, token_bytes, eos_ids, vocab_size: int, tokenizer, call_format: str):
+        self.token_bytes, self.eos_ids, self.tokenizer = token_bytes, set(int(e) for e in eos_ids), tokenizer
+        self.call_format = call_format
+        self.newline = _single(tokenizer, "\n")
+        self.marker: int | None = None
+        if call_format == "tools":
+            opening = tokenizer.encode(TOOLS_OPENING, add_special_tokens=False)
+            self.marker = opening[0]
+            self.after_marker = opening[1:]
+            self.closing = tokenizer.encode(TOOLS_CLOSING, add_special_tokens=False)
+        free = torch.full((vocab_size,), float("-inf"))
+        ok = [i for i, b in enumerate(token_bytes) if b is not None] + sorted(self.eos_ids)
+        free[torch.tensor(ok, dtype=torch.long)] = 0.0
+        self.no_call = free.clone()
+        if self.marker is not None:
+            free[self.marker] = 0.0
+        self.free = free
+
+
+def _single(tokenizer, text: str) -> int:
+    ids = tokenizer.encode(text, add_special_tokens=False)
+    if len(ids) != 1:
+        raise ValueError(f"the tokenizer writes {text!r} as {len(ids)} tokens, not one")
+    return ids[0]
+
+
+class TurnDecoding:
+    """One turn being decoded (see the module docstring).
+
+    ``ids``: the prompt's token ids; ``pending``: those not in the prefix cache. ``index``: the call index of
+    ``request.functions`` (None when no call may be made); ``schema_index``: the index of
+    ``request.response_schema``. ``ground(fn, arguments, context_ids, call_tokens)`` returns the grounded
+    arguments and what grounding did (:func:`~.runner.ground`); ``on_event`` gets the turn's
+    :class:`~.engine.Event` s. Raises InputError for a named function that is not in the index.
+    """
+
+    def __init__(self, request: TurnRequest, vocab: Vocab, ids: list[int], pending: list[int],
+                 index: TokenIndex | None, schema_index: TokenIndex | None, ground: Callable | None,
+                 on_event: Callable[[Event], None], profile: Profile | None = None, request_text: str = ""):
+        self.request, self.vocab, self.ids = request, vocab, ids
+        self.index, self.schema_index, self.ground = index, schema_index, ground
+        self.on_event = on_event
+        self.profile = profile if profile is not None else Profile()
+        self.request_text = request_text
+        self.pending = list(pending)
+        self.by_name = {fn.name: fn for fn in request.functions}
+        self.key = "arguments" if vocab.call_format == "tools" else "parameters"
+        self.gen = generator(request.sampling)
+        self.generated: list[int] = []  # every token after the prompt (chosen, forced, markers)
+        self.text = bytearray()
+        self._utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self.content: list[str] = []
+        self.calls: list[ToolCall] = []
+        self.grounding: list[dict] = []
+        self.call: Decoding | None = None
+        self.call_start = 0  # len(self.generated) when the current call began
+        self.finish_reason: str | None = None
+        self.passes = 0
+        self.t0 = time.perf_counter()
+        r = request
+        if r.function is not None and r.function not in self.by_name:
+            raise InputError(f"tool_choice names {r.function!r}, which is not among the tools")
+        if index is None and (r.function is not None or (r.tool_choice == "required" and r.functions)):
+            raise InputError("a call is required but no tools were given")
+        if r.function is not None or r.tool_choice == "required":
+            self.mode = "call"
+            self._begin_call()
+        elif r.tool_choice == "auto" and index is not None:
+            self.mode = "decide"
+        else:
+            self.mode = "json" if schema_index is not None else "text"
+            if self.mode == "json":
+                self._begin_json()
+
+    # -- the row interface of batch.Batch ------------------------------------------------------------------
+
+    @property
+    def phase(self) -> str:
+        return "prefill" if self.passes == 0 else "decode step" if len(self.pending) == 1 else "forced chunk"
+
+    @property
+    def left(self) -> int:
+        """Tokens the budget still allows."""
+        return self.request.max_tokens - len(self.generated)
+
+    def take_forced(self) -> bool:
+        """Append forced text (of a call or a JSON answer) to ``pending``; True when the turn is over."""
+        if self.finish_reason is not None:
+            return True
+        if self.mode in ("call", "json"):
+            before = len(self.call.pending)  # a chosen token still to feed, not counted again
+            finished = self.call.take_forced()
+            self._take(self.call.pending[before:])
+            self.pending += self.call.pending
+            self.call.pending = []
+            if finished:
+                self._end_value()
+        return self.finish_reason is not None
+
+    def choose(self, logits: torch.Tensor) -> bool:
+        """Take the next token from ``logits`` (the model's output after ``pending``, shape (vocab_size,));
+        True when the turn is over."""
+        self.passes += 1
+        self.pending = []
+        if self.mode == "decide":
+            self._decide(logits)
+        elif self.mode == "text":
+            self._text(logits, self.vocab.free if self._may_call() else self.vocab.no_call)
+        elif self.mode == "between":
+            self._between(logits)
+        else:
+            finished = self.call.choose(logits)
+            self._take(self.call.matcher.tokens[len(self.call.matcher.tokens) - 1:], count_eos=False)
+            self.pending += self.call.pending
+            self.call.pending = []
+            if finished:
+                self._end_value()
+        return self.finish_reason is not None
+
+    def fail(self, message: str) -> None:
+        """End the turn with an error event (a failed forward pass, a cancelled row)."""
+        if self.finish_reason is None:
+            self.finish_reason = "error"
+            self.on_event(Event("error", message))
+
+    def result(self) -> TurnResult:
+        """What the turn became (complete once it is over)."""
+        content = "".join(self.content) if self.content else None
+        return TurnResult(content, list(self.calls), self.finish_reason or "stop", len(self.ids),
+                          len(self.generated), time.perf_counter() - self.t0, list(self.grounding))
+
+    # -- modes --------------------------------------------------------------------------------------------
+
+    def _may_call(self) -> bool:
+        return self.request.tool_choice == "auto" and self.index is not None and self.vocab.marker is not None
+
+    def _decide(self, logits: torch.Tensor) -> None:
+        """The first token: the call marker (or a call's first token) starts a call; anything else, text."""
+        bias = self.vocab.free if self.vocab.marker is not None else self.vocab.no_call
+        tok = pick(logits + bias.to(logits.device, logits.dtype), self.request.sampling, self.gen)
+        if self.vocab.marker is not None and tok == self.vocab.marker:
+            self._take([tok, *self.vocab.after_marker])
+            self.pending += [tok, *self.vocab.after_marker]
+            self.mode = "call"
+            self._begin_call()
+            return
+        if tok in self.index.mask(self.index.start) and tok not in self.vocab.eos_ids:  # a call without its marker
+            self.mode = "call"
+            self._begin_call()
+            self.call.matcher.advance(tok)
+            self._take([tok])
+            self.pending.append(tok)
+            return
+        self.mode = "json" if self.schema_index is not None else "text"
+        if self.mode == "json":
+            self._begin_json()
+            return self.choose_again(logits)
+        self._text_token(tok)
+
+    def choose_again(self, logits: torch.Tensor) -> None:
+        """Pick the first token of a JSON answer from the same logits (the decision took none)."""
+        self.passes -= 1
+        self.choose(logits)
+
+    def _text(self, logits: torch.Tensor, bias: torch.Tensor) -> None:
+        tok = pick(logits + bias.to(logits.device, logits.dtype), self.request.sampling, self.gen)
+        self._text_token(tok)
+
+    def _text_token(self, tok: int) -> None:
+        if tok in self.vocab.eos_ids:
+            self._flush_text(final=True)
+            self.finish_reason = "stop"
+            self._done()
+            return
+        if tok == self.vocab.marker:  # the text turns into a call
+            self._flush_text(final=True)
+            self._take([tok, *self.vocab.after_marker])
+            self.pending += [tok, *self.vocab.after_marker]
+            if self._room_for_call():
+                self.mode = "call"
+                self._begin_call()
+            else:
+                self.finish_reason = "length"
+                self._done()
+            return
+        self._take([tok])
+        self.pending.append(tok)
+        piece = self.vocab.token_bytes[tok] or b""
+        delta = self._utf8.decode(piece)
+        if delta:
+            self.content.append(delta)
+            self.on_event(Event("text", delta))
+        if self.left <= 0:
+            self._flush_text(final=True)
+            self.finish_reason = "length"
+            self._done()
+
+    def _flush_text(self, final: bool) -> None:
+        delta = self._utf8.decode(b"", final=final)
+        if delta:
+            self.content.append(delta)
+            self.on_event(Event("text", delta))
+
+    def _room_for_call(self) -> bool:
+        return self.index is not None and self.index.min_tokens(self.index.start) <= self.left
+
+    def _begin_call(self) -> None:
+        """A new call under the call index, with the budget that is left; a named function is pinned."""
+        self.call_start = len(self.generated)
+        self.call = Decoding(self.index, self.vocab.tokenizer, self.left, [], profile=self.profile,
+                             pick=self._picker())
+        if self.request.function is not None:
+            self._pin(self.request.function)
+
+    def _begin_json(self) -> None:
+        self.call_start = len(self.generated)
+        self.call = Decoding(self.schema_index, self.vocab.tokenizer, self.left, [], profile=self.profile,
+                             pick=self._picker())
+
+    def _picker(self):
+        sampling, gen = self.request.sampling, self.gen
+        return None if sampling.greedy else (lambda masked: pick(masked, sampling, gen))
+
+    def _pin(self, name: str) -> None:
+        """Walk ``{"name": "<name>"`` through the call index (forced text first), so only that function's
+        call can follow. Raises InputError when the index has no such function."""
+        target = b'{"name": ' + json.dumps(name, ensure_ascii=False).encode("utf-8")
+        matcher = self.call.matcher
+        self.call.take_forced()
+        self._take(self.call.pending)
+        self.pending += self.call.pending
+        self.call.pending = []
+        data = matcher.data
+        if not target.startswith(data) and not data.startswith(target):
+            raise InputError(f"the call index has no function {name!r}")
+        rest = target[len(data):]
+        if rest:
+            try:
+                for tok in self.vocab.tokenizer.encode(rest.decode("utf-8"), add_special_tokens=False):
+                    matcher.advance(tok)
+                    self._take([tok])
+                    self.pending.append(tok)
+            except TokenNotAllowed:
+                raise InputError(f"the call index has no function {name!r}") from None
+
+    def _take(self, tokens: list[int], count_eos: bool = True) -> None:
+        """Count ``tokens`` as generated (EOS closing a call is not sent to the model nor counted)."""
+        for t in tokens:
+            if not count_eos and t in self.vocab.eos_ids:
+                continue
+            self.generated.append(t)
+
+    def _end_value(self) -> None:
+        """A call (or the JSON answer) is complete: report it, then stop or move on to ``between``."""
+        decoding, self.call = self.call, None
+        text = decoding.matcher.data.decode("utf-8", errors="replace")
+        if self.mode == "json":
+            self.content.append(text)
+            self.on_event(Event("text", text))
+            self.finish_reason = "stop"
+            self._done()
+            return
+        try:
+            call = to_call(text, self.by_name, self.key)
+        except Exception as exc:  # cannot happen for a complete call; never trusted
+            self.fail(str(exc))
+            return
+        arguments, grounding = call["parameters"], {}
+        if self.ground is not None and not self.request.keep_unstated:
+            context = self.ids + self.generated[:self.call_start]
+            arguments, grounding = self.ground(self.by_name[call["name"]], arguments, context,
+                                               decoding.matcher.call_tokens())
+        if any(c.name == call["name"] and c.arguments == arguments for c in self.calls):
+            self.finish_reason = "tool_calls"  # the same call again: the model is looping, the turn is over
+            self._done()
+            return
+        position = len(self.calls)
+        self.calls.append(ToolCall(call["name"], arguments))
+        self.grounding.append(grounding)
+        self.on_event(Event("call", (position, self.calls[-1])))
+        closing = self.vocab.closing if self.vocab.marker is not None else []
+        if not self.request.parallel or len(closing) + self._separator() + self.index.min_tokens(self.index.start) \
+                > self.left:  # one call, or no room for another
+            self.finish_reason = "tool_calls"
+            self._done()
+            return
+        self.mode = "between"
+        self._take(closing)
+        self.pending += closing
+
+    def _between(self, logits: torch.Tensor) -> None:
+        """After a call: EOS ends the turn; a newline starts another call when the budget holds one."""
+        choices = sorted(self.vocab.eos_ids) + [self.vocab.newline]
+        scores = torch.full_like(logits, float("-inf"))
+        scores[choices] = logits[choices]
+        tok = pick(scores, self.request.sampling, self.gen)
+        follow = [tok, *([self.vocab.marker, *self.vocab.after_marker] if self.vocab.marker is not None else [])]
+        if tok in self.vocab.eos_ids or len(follow) + self.index.min_tokens(self.index.start) > self.left:
+            self.finish_reason = "tool_calls"
+            self._done()
+            return
+        self._take(follow)
+        self.pending += follow
+        self.mode = "call"
+        self._begin_call()
+
+    def _separator(self) -> int:
+        """Tokens between a call's closing and the next call: a newline, then the marker and its newline."""
+        return 1 + (1 + len(self.vocab.after_marker) if self.vocab.marker is not None else 0)
+
+    def _done(self) -> None:
+        self.pending = []
+        self.on_event(Event("done", self.result()))
+
+
+def request_text(messages: list[dict]) -> str:
+    """The text grounding weighs arguments against: the last user message's text."""
+    for m in reversed(messages):
+        if m.get("role") == "user":
+            content = m.get("content")
+            if isinstance(content, list):
+                return "".join(p.get("text", "") for p in content if isinstance(p, dict))
+            return content if isinstance(content, str) else ""
+    return ""
+

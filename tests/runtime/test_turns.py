@@ -1,0 +1,251 @@
+"""A turn as tool_choice and parallel calls shape it (runtime/turns.py), with a scripted model over a byte
+vocabulary: the model writes a given text (markers included); the turn decides, constrains and stops."""
+
+from __future__ import annotations
+
+import json
+
+import jsonschema
+import pytest
+import torch
+
+from callmaybe.compiler.compile import CompileOptions, compile_index
+from callmaybe.core.catalog import parse_catalog
+from callmaybe.core.errors import InputError
+from callmaybe.core.vocabulary import Vocabulary
+from callmaybe.runtime.masks import TokenIndex
+from callmaybe.runtime.turn import Sampling, TurnRequest
+from callmaybe.runtime.turns import TurnDecoding, Vocab
+
+from .tiny import TinyTokenizer
+
+# printable ASCII and newline, then the call markers and EOS (control tokens: no bytes)
+TOKENS = [bytes([b]) for b in range(32, 127)] + [b"\n", b'{"name": "', None, None, None]
+OPEN, CLOSE, EOS = len(TOKENS) - 3, len(TOKENS) - 2, len(TOKENS) - 1
+VOCAB = Vocabulary(name="tiny-turns", token_bytes=tuple(TOKENS), eos_ids=(EOS,), vocab_size=len(TOKENS))
+MARKERS = {"<tool_call>": OPEN, "</tool_call>": CLOSE}
+PROMPT = [ord("#") - 32]
+
+
+class Tokenizer(TinyTokenizer):
+    """Greedy byte encoding that knows the two call markers."""
+
+    def __init__(self):
+        super().__init__(TOKENS)
+
+    def encode(self, text, add_special_tokens=False):
+        ids = []
+        for part in _split(text):
+            ids += [MARKERS[part]] if part in MARKERS else super().encode(part)
+        return ids
+
+    def decode(self, ids):
+        names = {v: k for k, v in MARKERS.items()}
+        return "".join(names.get(i) or (TOKENS[i] or b"").decode() for i in ids)
+
+
+def _split(text):
+    out, rest = [], text
+    while rest:
+        hits = [(rest.find(m), m) for m in MARKERS if m in rest]
+        if not hits:
+            return out + [rest]
+        at, m = min(hits)
+        out += [p for p in (rest[:at], m) if p]
+        rest = rest[at + len(m):]
+    return out
+
+
+class ScriptModel:
+    """Prefers, at each step, the token that continues ``script`` (markers spelled as in the chat template) from
+    what was generated so far; EOS once it is written. Its second choice is ``fallback``, then EOS; off the
+    script (a token it did not want was forced or masked in), ``fallback`` comes first. Returns float logits of shape (vocab_size,)."""
+
+    def __init__(self, script: str, fallback: int = EOS):
+        self.script = Tokenizer().encode(script)
+        self.fallback = fallback
+
+    def __call__(self, generated: list[int]) -> torch.Tensor:
+        logits = torch.zeros(len(TOKENS))
+        logits[EOS] = 1.0
+        logits[self.fallback] = 5.0  # its second choice, on the script or off it
+        text, want = _text(generated), _text(self.script)
+        if want.startswith(text):
+            rest = want[len(text):]
+            if not rest:
+                logits[EOS] = 50.0
+            else:
+                nxt = next((i for i in (OPEN, CLOSE) if rest.startswith(_text([i]))), None)
+                if nxt is None:
+                    nxt = max((i for i, t in enumerate(TOKENS) if t and rest.startswith(t)),
+                              key=lambda i: len(TOKENS[i]))
+                logits[nxt] = 50.0
+        else:
+            logits[self.fallback] = 40.0
+        return logits
+
+
+def _text(ids):
+    return b"".join({OPEN: b"\x01", CLOSE: b"\x02"}.get(i, TOKENS[i] or b"") for i in ids)
+
+
+ADD = {"name": "add", "description": "Add two integers.", "parameters": {
+    "type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}, "required": ["a", "b"]}}
+GREET = {"name": "greet", "description": "Greet someone.", "parameters": {
+    "type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}}
+FUNCTIONS = parse_catalog([ADD, GREET], "test")
+
+
+@pytest.fixture(scope="module")
+def index():
+    options = CompileOptions(parameters_key="arguments", opening="<tool_call>\n")
+    return TokenIndex(compile_index(FUNCTIONS, VOCAB, options)[0], VOCAB.token_bytes)
+
+
+def turn(index, script, call_format="tools", fallback=EOS, schema_index=None, **request):
+    """Decode one turn of the scripted model; returns (TurnResult, events)."""
+    vocab = Vocab(VOCAB.token_bytes, VOCAB.eos_ids, VOCAB.vocab_size, Tokenizer(), call_format)
+    request.setdefault("tool_choice", "auto")
+    req = TurnRequest([{"role": "user", "content": "#"}], FUNCTIONS, **request)
+    events = []
+    # as the engine renders it: a required call's opening ends the prompt ("tools" call format)
+    opens = call_format == "tools" and (req.tool_choice == "required" or req.function is not None)
+    prompt = PROMPT + (Tokenizer().encode("<tool_call>\n") if opens else [])
+    row = TurnDecoding(req, vocab, prompt, prompt, index, schema_index, None, events.append)
+    model, generated = ScriptModel(script, fallback), []
+    while not row.take_forced():
+        generated += row.pending
+        if row.choose(model(generated[len(PROMPT):])):
+            break
+    return row.result(), events
+
+
+CALL = '{"name": "add", "arguments": {"a": 2, "b": 3}}'
+GREET_BOB = '{"name": "greet", "arguments": {"name": "Bob"}}'
+
+
+def test_auto_text_answer(index):
+    result, events = turn(index, "Hello there.")
+    assert (result.content, result.calls, result.finish_reason) == ("Hello there.", [], "stop")
+    assert "".join(e.data for e in events if e.kind == "text") == "Hello there."
+    assert [e.kind for e in events][-1] == "done"
+
+
+def test_auto_call_after_the_marker(index):
+    result, events = turn(index, f"<tool_call>\n{CALL}\n</tool_call>")
+    assert result.content is None and result.finish_reason == "tool_calls"
+    assert [(c.name, c.arguments) for c in result.calls] == [("add", {"a": 2, "b": 3})]
+    assert [e.kind for e in events] == ["call", "done"]
+
+
+def test_auto_call_without_the_marker(index):
+    result, _ = turn(index, CALL)
+    assert [(c.name, c.arguments) for c in result.calls] == [("add", {"a": 2, "b": 3})]
+
+
+def test_auto_text_then_a_call(index):
+    result, events = turn(index, f"Let me add.<tool_call>\n{CALL}\n</tool_call>")
+    assert result.content == "Let me add."
+    assert [(c.name, c.arguments) for c in result.calls] == [("add", {"a": 2, "b": 3})]
+    assert [e.kind for e in events] == ["text"] * len("Let me add.") + ["call", "done"]
+
+
+def test_none_never_calls(index):
+    # the model wants its marker; under "none" the marker is masked out, so it falls back to text ("x")
+    result, _ = turn(index, f"<tool_call>\n{CALL}", tool_choice="none", fallback=ord("x") - 32, max_tokens=4)
+    assert (result.content, result.calls, result.finish_reason) == ("xxxx", [], "length")
+
+
+def test_required_one_call_even_if_the_model_writes_text(index):
+    result, _ = turn(index, "I would rather chat.", tool_choice="required", fallback=EOS)
+    assert len(result.calls) == 1 and result.content is None and result.finish_reason == "tool_calls"
+    fn = {f.name: f for f in FUNCTIONS}[result.calls[0].name]
+    jsonschema.validate(result.calls[0].arguments, fn.parameters)
+
+
+def test_parallel_calls_then_eos(index):
+    script = f"<tool_call>\n{CALL}\n</tool_call>\n<tool_call>\n{GREET_BOB}\n</tool_call>"
+    result, events = turn(index, script, tool_choice="required", parallel=True)
+    assert [(c.name, c.arguments) for c in result.calls] == [("add", {"a": 2, "b": 3}), ("greet", {"name": "Bob"})]
+    assert [e.data[0] for e in events if e.kind == "call"] == [0, 1]
+    assert result.finish_reason == "tool_calls"
+
+
+def test_without_parallel_the_turn_stops_after_one_call(index):
+    script = f"<tool_call>\n{CALL}\n</tool_call>\n<tool_call>\n{GREET_BOB}\n</tool_call>"
+    result, _ = turn(index, script, tool_choice="required", parallel=False)
+    assert [c.name for c in result.calls] == ["add"]
+
+
+def test_a_repeated_call_ends_the_turn(index):
+    script = f"<tool_call>\n{CALL}\n</tool_call>\n<tool_call>\n{CALL}\n</tool_call>\n<tool_call>\n{GREET_BOB}"
+    result, _ = turn(index, script, tool_choice="required", parallel=True)
+    assert [c.name for c in result.calls] == ["add"]
+
+
+def test_parallel_stops_when_the_budget_holds_no_other_call(index):
+    script = f"<tool_call>\n{CALL}\n</tool_call>\n<tool_call>\n{GREET_BOB}\n</tool_call>"
+    result, _ = turn(index, script, tool_choice="required", parallel=True, max_tokens=40)
+    assert [(c.name, c.arguments) for c in result.calls] == [("add", {"a": 2, "b": 3})]
+    assert result.finish_reason == "tool_calls" and result.completion_tokens <= 40
+
+
+def test_parallel_plain_format_one_call_per_line(index):
+    plain = TokenIndex(compile_index(FUNCTIONS, VOCAB, CompileOptions(parameters_key="parameters"))[0],
+                       VOCAB.token_bytes)
+    script = CALL.replace("arguments", "parameters") + "\n" + GREET_BOB.replace("arguments", "parameters")
+    result, _ = turn(plain, script, call_format="plain", tool_choice="auto", parallel=True)
+    assert [(c.name, c.arguments) for c in result.calls] == [("add", {"a": 2, "b": 3}), ("greet", {"name": "Bob"})]
+
+
+def test_named_function_is_pinned(index):
+    result, _ = turn(index, f"<tool_call>\n{CALL}", tool_choice="required", function="greet",
+                     fallback=ord("z") - 32)
+    assert [c.name for c in result.calls] == ["greet"]
+    jsonschema.validate(result.calls[0].arguments, GREET["parameters"])
+
+
+def test_named_function_must_be_a_tool(index):
+    with pytest.raises(InputError, match="tool_choice names 'shout', which is not among the tools"):
+        turn(index, CALL, tool_choice="required", function="shout")
+
+
+def test_text_budget_gives_length(index):
+    result, _ = turn(index, "A long answer that goes on.", max_tokens=6)
+    assert (result.content, result.finish_reason, result.completion_tokens) == ("A long", "length", 6)
+
+
+def test_response_schema_answer_is_valid_json(index):
+    schema = {"type": "object", "properties": {"answer": {"type": "integer"}}, "required": ["answer"],
+              "additionalProperties": False}
+    fns = parse_catalog([{"name": "reply", "parameters": schema}], "schema")
+    value = TokenIndex(compile_index(fns, VOCAB, CompileOptions(parameters_key="arguments"))[0], VOCAB.token_bytes)
+    # a call-shaped index stands in for the schema's own: the answer is the whole constrained text
+    result, _ = turn(index, "Sure: 5", tool_choice="none", schema_index=value, fallback=ord("7") - 32)
+    assert result.finish_reason == "stop" and result.calls == []
+    parsed = json.loads(result.content)
+    assert parsed["name"] == "reply" and isinstance(parsed["arguments"]["answer"], int)
+
+
+class Uniform:
+    def __call__(self, generated):
+        return torch.zeros(len(TOKENS))
+
+
+def sampled(index, seed):
+    vocab = Vocab(VOCAB.token_bytes, VOCAB.eos_ids, VOCAB.vocab_size, Tokenizer(), "tools")
+    req = TurnRequest([{"role": "user", "content": "#"}], FUNCTIONS, "required",
+                      sampling=Sampling(temperature=1.0, top_p=0.9, seed=seed))
+    row = TurnDecoding(req, vocab, PROMPT, PROMPT, index, None, None, lambda e: None)
+    while not row.take_forced():
+        if row.choose(Uniform()([])):
+            break
+    return row.result().calls
+
+
+def test_sampling_is_reproducible_with_a_seed(index):
+    first = sampled(index, 11)
+    assert sampled(index, 11) == first
+    assert any(sampled(index, s) != first for s in (12, 13, 14))
+    for call in first:
+        jsonschema.validate(call.arguments, {f.name: f for f in FUNCTIONS}[call.name].parameters)
