@@ -5,7 +5,6 @@ queue bound, the index cache (compile once, LRU, rate limit) and cancellation on
 from __future__ import annotations
 
 import json
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
