@@ -282,7 +282,7 @@ def eval_cmd(data, model, max_tokens, threads, call_format, keep_unstated, dtype
               help="Compiled indexes kept in memory (least recently used dropped first; they stay on disk).")
 @click.option("--threads", type=click.IntRange(min=1), default=None,
               help="torch CPU threads (default: torch's choice).")
-@call_format_option(["auto", "plain", "tools"], "plain")
+@call_format_option(["auto", "plain", "tools"], "auto")
 @click.option("--dtype", type=click.Choice(["auto", "float32", "bfloat16", "int8"]), default="auto",
               show_default=True, help="Weights' dtype (as for run).")
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True,
