@@ -1,8 +1,9 @@
 """Server benchmark: ``callmaybe serve`` under 1, 4 and 16 concurrent clients (threads, each with the official
 ``openai`` client), against a sequential answering of the same prompts timed in the same run.
 
-The cases are the public set (``../shared/data/public``: its catalog as OpenAI tools, ``tool_choice:
-"required"``) or BFCL simple cases (each with its own tools). The server is started as a subprocess
+The cases are the public set (``../shared/data/public``: its catalog as OpenAI tools) or BFCL simple cases
+(each with its own tools), asked as the exercise asks them: ``tool_choice: "required"``,
+``parallel_tool_calls: false`` (one call, as the sequential run makes). The server is started as a subprocess
 (``callmaybe serve``), warmed with one request per distinct tool list (compiles are not timed), then each
 client count sends every case once. Printed per client count: requests, wall seconds, requests per second,
 p50 / p99 latency (ms), completion tokens per second, calls invalid for their tool's schema (jsonschema; a
@@ -93,7 +94,8 @@ def ask(client, model: str, case: dict, max_tokens: int) -> dict:
     t = time.perf_counter()
     try:
         r = client.chat.completions.create(model=model, messages=[{"role": "user", "content": case["prompt"]}],
-                                           tools=case["tools"], tool_choice="required", max_tokens=max_tokens)
+                                           tools=case["tools"], tool_choice="required", parallel_tool_calls=False,
+                                           max_tokens=max_tokens)
     except openai.APIStatusError as exc:
         return {"seconds": time.perf_counter() - t, "status": exc.status_code, "calls": [], "tokens": 0}
     except openai.APIError as exc:
