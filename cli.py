@@ -283,6 +283,71 @@ def eval_cmd(data, model, max_tokens, threads, call_format, tool_choice, paralle
         say("\n".join(t["profile"].lines(t["answer_seconds"])))
 
 
+@main.command("serve")
+@click.option("--model", default=DEFAULT_MODEL, show_default=True,
+              help=f"Registry name ({', '.join(MODELS)}), local checkpoint folder or hub id; clients name it in "
+                   "their requests' 'model'.")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option("--port", type=click.IntRange(min=1, max=65535), default=8000, show_default=True, help="Port.")
+@click.option("--max-batch", type=click.IntRange(min=1), default=8, show_default=True,
+              help="Turns decoded together, as rows of one forward pass.")
+@click.option("--max-queue", type=click.IntRange(min=1), default=64, show_default=True,
+              help="Turns that may wait for a row; past it a request gets 429.")
+@click.option("--api-key", default=None, envvar="CALLMAYBE_API_KEY",
+              help="Require 'Authorization: Bearer KEY' on every /v1 route (also $CALLMAYBE_API_KEY).")
+@click.option("--max-new-tool-lists-per-minute", "per_minute", type=click.IntRange(min=0), default=30,
+              show_default=True,
+              help="Distinct new tool lists (or response schemas) compiled per minute; past it a request gets "
+                   "429. Lists already in memory do not count.")
+@click.option("--index-cache-size", type=click.IntRange(min=1), default=32, show_default=True,
+              help="Compiled indexes kept in memory (least recently used dropped first; they stay on disk).")
+@click.option("--threads", type=click.IntRange(min=1), default=None,
+              help="torch CPU threads (default: torch's choice).")
+@call_format_option(["auto", "plain", "tools"], "auto")
+@click.option("--dtype", type=click.Choice(["auto", "float32", "bfloat16", "int8"]), default="auto",
+              show_default=True, help="Weights' dtype (as for run).")
+@click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True,
+              help="auto: a CUDA GPU when torch sees one, else the CPU.")
+def serve_cmd(model, host, port, max_batch, max_queue, api_key, per_minute, index_cache_size, threads,
+              call_format, dtype, device) -> None:
+    """Serve an OpenAI-compatible chat completions API (POST /v1/chat/completions, GET /v1/models, GET /health)
+    whose tool calls are valid by construction.
+
+    Exit status: 2 when the address cannot be listened on or the model cannot be loaded (one error line, before
+    serving); 0 after SIGINT or SIGTERM.
+    """
+    from .server.serve import check_address
+
+    try:
+        try:
+            check_address(host, port)
+        except OSError as exc:
+            raise InputError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+        from .compiler.build import runtime_compiler
+        from .runtime.session import RunConfig, Runtime
+        from .server.serve import runtime_app, serve
+
+        config = RunConfig(model=model, threads=threads, call_format=call_format, dtype=dtype, device=device,
+                           max_batch=max_batch)
+        runtime = Runtime(config, runtime_compiler)
+        from .runtime.engine import Engine
+
+        engine = Engine(runtime, max_batch=max_batch, max_queue=max_queue)
+    except CallmaybeError as exc:
+        fail(exc)
+        return
+    app = runtime_app(runtime, engine, model, api_key, index_cache_size, per_minute,
+                      info={"max_batch": max_batch, "max_queue": max_queue})
+    engine.start()
+    say(f"serving {model} on http://{host}:{port}/v1 (max batch {max_batch}, max queue {max_queue}"
+        + (", API key required)" if api_key else ")"))
+    try:
+        serve(app, host, port)
+    finally:
+        engine.close()
+        app.state.indexes.close()
+
+
 @main.command("run")
 @click.argument("input_pos", required=False, type=click.Path(path_type=Path))
 @click.option("--functions_definition", "--functions-definition", "functions", type=click.Path(path_type=Path),

@@ -14,11 +14,12 @@ from pathlib import Path
 import numpy as np
 
 from ..core import __version__
+from ..core.callformat import INDEX_FORMS
 from ..core.catalog import Function, catalog_fingerprint
 from ..core.indexfile import IndexData, save_index
 from ..core.vocabulary import Vocabulary
 from .dfa import byte_classes
-from .grammar import compile_grammar
+from .grammar import compile_grammar, value_grammar
 from .limits import CompileLimits
 from .table import build_rows, min_tokens
 from .trie import TRIE_CACHE, TokenTrie
@@ -31,11 +32,19 @@ class CompileOptions:
 
     ``parameters_key``: the key that holds the arguments (``"parameters"``; Qwen's own format says
     ``"arguments"``). ``opening``: text the model writes before the call (Qwen: ``<tool_call>\\n``), which
-    the runtime appends to the prompt; it is recorded, not part of the grammar.
+    the runtime appends to the prompt; it is recorded, not part of the grammar. ``form``: what the grammar
+    accepts: ``"call"``, one whole call of any function of the catalog; ``"value"``, one value of the
+    parameters schema of the catalog's only function, alone (a ``response_format`` schema: no name, no
+    ``parameters_key``; the opening should be empty).
     """
 
     parameters_key: str = "parameters"
     opening: str = ""
+    form: str = "call"
+
+    def __post_init__(self) -> None:
+        if self.form not in INDEX_FORMS:
+            raise ValueError(f"unknown index form {self.form!r} (expected one of {', '.join(INDEX_FORMS)})")
 
 
 @dataclass
@@ -77,8 +86,10 @@ def compile_index(
 
     The index's arrays and header are described in :mod:`callmaybe.core.indexfile`. ``limits``: the compile
     limits (:mod:`.limits`; the defaults when None), which bound the work but not the result, so they are
-    not recorded. Raises SchemaError / CatalogError for an uncompilable catalog (CompileLimitError past a
-    limit).
+    not recorded. With ``options.form == "value"`` the grammar is the values of the one function's
+    parameters schema (:func:`~.grammar.value_grammar`). Raises SchemaError / CatalogError for an
+    uncompilable catalog (CompileLimitError past a limit), ValueError for the value form of a catalog that
+    does not hold exactly one function.
     """
     options = options or CompileOptions()
     limits = limits or CompileLimits()
@@ -87,8 +98,14 @@ def compile_index(
     trie = token_trie(vocabulary)
     t1 = time.perf_counter()
     report.timings["vocabulary"] = t1 - t0
-    grammar = compile_grammar(functions, parameters_key=options.parameters_key, timings=report.timings,
-                              limits=limits)
+    if options.form == "value":
+        if len(functions) != 1:
+            raise ValueError(f"the value form compiles one schema, got a catalog of {len(functions)} functions")
+        grammar = value_grammar(functions[0].parameters, name=functions[0].name, timings=report.timings,
+                                limits=limits)
+    else:
+        grammar = compile_grammar(functions, parameters_key=options.parameters_key, timings=report.timings,
+                                  limits=limits)
     dfa = grammar.dfa
     report.notes = grammar.notes
     t2 = time.perf_counter()

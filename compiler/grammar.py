@@ -108,6 +108,26 @@ def compile_grammar(
     return Grammar(regex=regex, dfa=call, notes=notes)
 
 
+def value_grammar(schema: Any, name: str = "schema", timings: dict[str, float] | None = None,
+                  max_recursion: int = 3, limits: CompileLimits | None = None) -> Grammar:
+    """The grammar of the values of one JSON schema (any root type): its regex, minimal byte DFA and notes,
+    as :func:`compile_grammar` gives a catalog's calls (``timings`` as there). What the ``value`` form of an
+    index compiles (a ``response_format`` schema). Raises SchemaError when the schema cannot be compiled or
+    admits no value, CompileLimitError (a SchemaError) past a limit.
+    """
+    timings = {} if timings is None else timings
+    leaves = {"automaton": 0.0, "byte expansion": 0.0}
+    t0 = time.perf_counter()
+    compiler = SchemaCompiler(name, root=schema, max_recursion=max_recursion, label="schema", limits=limits)
+    node = compiler.whole(schema, "the schema admits no value (unsatisfiable)")
+    with active(compiler.budget):
+        dfa = dfa_mod.minimize(node.dfa(leaves))
+    timings["automaton"] = leaves["automaton"]
+    timings["byte expansion"] = leaves["byte expansion"]
+    timings["join"] = time.perf_counter() - t0 - timings["automaton"] - timings["byte expansion"]
+    return Grammar(regex=node.regex, dfa=dfa, notes=compiler.notes)
+
+
 def schema_dfa(schema: Any, max_recursion: int = 3, name: str = "schema",
                limits: CompileLimits | None = None, empty_ok: bool = False) -> tuple[ByteDFA, list[Note]]:
     """The minimal byte DFA of the values of one JSON schema (a parameters schema or any other), with its

@@ -15,11 +15,21 @@ TOOLS_KEY = "arguments"
 TOOLS_OPENING = "<tool_call>\n"
 
 
-def compile_options(call_format: str) -> dict[str, str]:
-    """The compile options of a call format: the arguments key and the opening text.
+#: The forms of an index's grammar: a whole call, or one value of a schema (``response_format``).
+INDEX_FORMS = ("call", "value")
 
-    Raises ValueError for an unknown call format.
+
+def compile_options(call_format: str, form: str = "call") -> dict[str, str]:
+    """The compile options of a call format: the arguments key and the opening text; with ``form="value"``
+    (an index of one schema's values, no call around them) also ``"form": "value"`` and no opening text. The
+    call form leaves ``form`` out, so the options of a call index stay those older indexes recorded.
+
+    Raises ValueError for an unknown call format or form.
     """
+    if form not in INDEX_FORMS:
+        raise ValueError(f"unknown index form {form!r} (expected one of {', '.join(INDEX_FORMS)})")
+    if form == "value":
+        return {**compile_options(call_format), "opening": "", "form": "value"}
     if call_format == "tools":
         return {"parameters_key": TOOLS_KEY, "opening": TOOLS_OPENING}
     if call_format == "plain":

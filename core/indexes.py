@@ -63,8 +63,12 @@ def candidates(model_dir: Path | None = None) -> list[Path]:
 
 
 def options_match(header: dict[str, Any], options: dict[str, Any]) -> bool:
-    """True when the index ``header`` was compiled with ``options`` (a missing option counts as ``""``)."""
+    """True when the index ``header`` was compiled with ``options`` (a missing option counts as ``""``). The
+    index ``form`` must match too, where either side leaves it out (``"call"``): a value index is never taken
+    for a call index of a one-function catalog with the same fingerprint, nor the other way round."""
     have = header.get("options", {})
+    if have.get("form", "call") != options.get("form", "call"):
+        return False
     return all(have.get(k, "") == v for k, v in options.items())
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..core import indexes
-from ..core.callformat import compile_options
+from ..core.callformat import call_format_of, compile_options
 from ..core.catalog import Function, catalog_fingerprint, load_catalog
 from ..core.errors import CallmaybeError, InputError, Interrupted, OutputError
 from ..core.indexfile import IndexData, read_index, save_index
@@ -113,14 +113,32 @@ class Runtime:
         vfp, cfp = self.vocabulary.fingerprint(), catalog_fingerprint(functions)
         if self.config.index_path is not None:
             return indexes.load_matching(self.config.index_path, vfp, cfp, self.options)
-        found = indexes.find(vfp, cfp, self.options, self.model_dir)
+        return self._found_or_compiled(functions, self.options, store)
+
+    def index_for_schema(self, name: str, schema: Any, store: bool = True) -> IndexData:
+        """The index of the values of one JSON schema (a ``response_format``), for this model: the schema as
+        a one-function catalog (``Function(name, "", schema)``) compiled in the ``value`` form
+        (:func:`callmaybe.core.callformat.compile_options`: no call around the value, no opening text), found
+        or compiled and cached like :meth:`index_for` (``--index`` is not consulted: it holds calls).
+
+        ``schema`` is taken as given, any root type; the caller validates it as a JSON Schema. Raises
+        SchemaError / CatalogError for a schema that cannot be compiled or admits no value.
+        """
+        options = compile_options(call_format_of(self.options), form="value")
+        return self._found_or_compiled([Function(name=name, description="", parameters=schema)], options, store)
+
+    def _found_or_compiled(self, functions: list[Function], options: dict[str, str], store: bool) -> IndexData:
+        """A shipped, model-folder or cached index of ``functions`` compiled with ``options``, else one compiled
+        now (and, with ``store``, cached on disk)."""
+        vfp, cfp = self.vocabulary.fingerprint(), catalog_fingerprint(functions)
+        found = indexes.find(vfp, cfp, options, self.model_dir)
         if found is not None:
             return found
         if not store:
-            return self.compile(functions, self.vocabulary, self.options, True)
-        path = indexes.cache_path(cfp, vfp, self.options)
+            return self.compile(functions, self.vocabulary, options, True)
+        path = indexes.cache_path(cfp, vfp, options)
         say(f"no compiled index matches this catalog, tokenizer and call format; compiling one into {path}")
-        index = self.compile(functions, self.vocabulary, self.options, False)
+        index = self.compile(functions, self.vocabulary, options, False)
         try:
             save_index(path, index)
         except OSError as exc:

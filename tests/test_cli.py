@@ -145,7 +145,7 @@ def test_old_flag_names_still_work(tmp_path, public_catalog_path):
                "--prompt-format", "tools", "--vocab-width", "49160")
     assert r.exit_code == 0, r.output
     header = read_header(tmp_path / "functions_definition.smollm2-135m-instruct.tools.safetensors")
-    assert header["options"] == {"parameters_key": "arguments", "opening": "<tool_call>\n"}
+    assert header["options"] == {"parameters_key": "arguments", "opening": "<tool_call>\n", "form": "call"}
     assert header["vocab_size"] == 49160
 
 

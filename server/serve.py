@@ -1,0 +1,47 @@
+"""Putting a server together around a loaded runtime: the index cache over ``Runtime.index_for`` and
+``Runtime.index_for_schema``, the app, and uvicorn. ``cli.py`` builds the runtime (with the compiler) and the
+engine, and calls these.
+"""
+
+from __future__ import annotations
+
+import socket
+from typing import Any
+
+from ..runtime.masks import TokenIndex
+from .app import EngineLike, create_app
+from .limits import CompileRate
+from .tools import IndexCache
+
+
+def runtime_indexes(runtime, capacity: int = 32, per_minute: int = 30) -> IndexCache[TokenIndex]:
+    """An :class:`~.tools.IndexCache` of ``runtime``'s indexes (:class:`~callmaybe.runtime.session.Runtime`):
+    found or compiled (and stored on disk) by the runtime, loaded as :class:`TokenIndex` es of its
+    vocabulary; at most ``capacity`` in memory, at most ``per_minute`` new tool lists compiled per minute."""
+    token_bytes = runtime.vocabulary.token_bytes
+    return IndexCache(lambda functions: TokenIndex(runtime.index_for(functions), token_bytes),
+                      lambda name, schema: TokenIndex(runtime.index_for_schema(name, schema), token_bytes),
+                      runtime.options, capacity, CompileRate(per_minute))
+
+
+def runtime_app(runtime, engine: EngineLike, model: str, api_key: str | None = None, capacity: int = 32,
+                per_minute: int = 30, info: dict[str, Any] | None = None):
+    """The app serving ``runtime``'s model under the name ``model`` with ``engine`` (see
+    :func:`~.app.create_app`)."""
+    return create_app(engine, runtime_indexes(runtime, capacity, per_minute), model, api_key, info)
+
+
+def check_address(host: str, port: int) -> None:
+    """Raise OSError when ``host``:``port`` cannot be listened on (in use, not an address of this machine),
+    before the model is loaded."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind((host, port))
+
+
+def serve(app, host: str = "127.0.0.1", port: int = 8000, log_level: str = "info") -> None:
+    """Serve ``app`` with uvicorn until SIGINT or SIGTERM (blocks)."""
+    import uvicorn
+
+    uvicorn.run(app, host=host, port=port, log_level=log_level, timeout_graceful_shutdown=5)

@@ -1,0 +1,202 @@
+"""The real server (``callmaybe serve`` in a child process) with the SmolLM2 fixture model, driven by the
+official openai client: every tool_choice mode, parallel calls, streaming reassembly, a two-turn agent loop, a
+response schema, the error statuses; every returned call checked with jsonschema against its tool. One server
+for the module (one model load)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import jsonschema
+import openai
+import pytest
+
+from callmaybe.core.catalog import load_catalog
+from callmaybe.runtime import engine as engine_module
+
+from .serving import free_port
+
+MODEL = "smollm2-135m-instruct"
+REPO = Path(__file__).resolve().parents[2]
+TOOLS = [{"type": "function", "function": {"name": fn.name, "description": fn.description,
+                                           "parameters": fn.parameters}}
+         for fn in load_catalog(REPO / "schemas" / "functions_definition.json")]
+SCHEMAS = {t["function"]["name"]: t["function"]["parameters"] for t in TOOLS}
+
+
+@pytest.fixture(scope="module")
+def server():
+    if not hasattr(engine_module, "Engine"):
+        pytest.skip("runtime.engine.Engine is not on this branch yet")
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "callmaybe.cli", "serve", "--model", MODEL, "--dtype", "float32",
+                             "--threads", "1", "--port", str(port), "--max-batch", "2"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=os.environ.copy())
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 600
+    while True:
+        if proc.poll() is not None:
+            pytest.fail(f"callmaybe serve stopped ({proc.returncode}): {proc.stderr.read()[-3000:]}")
+        try:
+            if httpx.get(url + "/health", timeout=1).status_code == 200:
+                break
+        except httpx.HTTPError:
+            pass
+        assert time.monotonic() < deadline, "callmaybe serve did not start"
+        time.sleep(0.3)
+    yield url
+    proc.terminate()
+    try:
+        proc.wait(30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
+@pytest.fixture(scope="module")
+def client(server):
+    return openai.OpenAI(base_url=server + "/v1", api_key="unused", max_retries=0, timeout=300)
+
+
+def user(text):
+    return [{"role": "user", "content": text}]
+
+
+def checked(calls, tools=TOOLS):
+    """Each call names a tool and its arguments (a JSON string) match that tool's parameters."""
+    schemas = {t["function"]["name"]: t["function"]["parameters"] for t in tools}
+    out = []
+    for call in calls:
+        assert call.id.startswith("call_") and call.type == "function"
+        arguments = json.loads(call.function.arguments)
+        jsonschema.validate(arguments, schemas[call.function.name])
+        out.append((call.function.name, arguments))
+    return out
+
+
+def test_each_tool_choice_mode(client):
+    r = client.chat.completions.create(model=MODEL, messages=user("What is the sum of 2 and 3?"), tools=TOOLS,
+                                       tool_choice="required", parallel_tool_calls=False)
+    assert r.choices[0].finish_reason == "tool_calls"
+    assert checked(r.choices[0].message.tool_calls) == [("fn_add_numbers", {"a": 2.0, "b": 3.0})]
+    assert r.usage.prompt_tokens > 0 and r.usage.completion_tokens > 0
+    r = client.chat.completions.create(model=MODEL, messages=user("Reverse the string 'hello'"), tools=TOOLS,
+                                       tool_choice={"type": "function", "function": {"name": "fn_greet"}})
+    assert [name for name, _ in checked(r.choices[0].message.tool_calls)] == ["fn_greet"]
+    r = client.chat.completions.create(model=MODEL, messages=user("Say hello in one word."), tools=TOOLS,
+                                       tool_choice="none", max_tokens=8)
+    assert r.choices[0].message.tool_calls is None and isinstance(r.choices[0].message.content, str)
+    assert r.choices[0].finish_reason in ("stop", "length")
+    r = client.chat.completions.create(model=MODEL, messages=user("What is the square root of 16?"), tools=TOOLS,
+                                       max_tokens=40)  # auto
+    choice = r.choices[0]
+    if choice.message.tool_calls:
+        assert choice.finish_reason == "tool_calls" and checked(choice.message.tool_calls)
+    else:
+        assert isinstance(choice.message.content, str) and choice.finish_reason in ("stop", "length")
+
+
+def test_parallel_calls_and_a_two_turn_agent_loop(client):
+    messages = user("Greet shrek and greet john.")
+    r = client.chat.completions.create(model=MODEL, messages=messages, tools=TOOLS, tool_choice="required",
+                                       parallel_tool_calls=True, max_tokens=96)
+    calls = r.choices[0].message.tool_calls
+    assert len(checked(calls)) >= 1
+    messages += [r.choices[0].message.model_dump(exclude_none=True),
+                 *({"role": "tool", "tool_call_id": c.id, "content": "done"} for c in calls)]
+    r = client.chat.completions.create(model=MODEL, messages=messages, tools=TOOLS, max_tokens=24)
+    choice = r.choices[0]
+    assert choice.message.content is not None or checked(choice.message.tool_calls)
+
+
+def test_streaming_is_reassembled(client):
+    stream = client.chat.completions.create(model=MODEL, messages=user("What is the sum of 265 and 345?"),
+                                            tools=TOOLS, tool_choice="required", stream=True,
+                                            stream_options={"include_usage": True})
+    chunks = list(stream)
+    assert chunks[0].choices[0].delta.role == "assistant"
+    calls = {}
+    for ch in chunks:
+        for choice in ch.choices:
+            for t in choice.delta.tool_calls or []:
+                entry = calls.setdefault(t.index, {"name": "", "arguments": ""})
+                entry["name"] += t.function.name or ""
+                entry["arguments"] += t.function.arguments or ""
+    assert calls and all(c["name"] in SCHEMAS for c in calls.values())
+    for c in calls.values():
+        jsonschema.validate(json.loads(c["arguments"]), SCHEMAS[c["name"]])
+    finishes = [ch.choices[0].finish_reason for ch in chunks if ch.choices and ch.choices[0].finish_reason]
+    assert finishes == ["tool_calls"]
+    assert chunks[-1].usage.completion_tokens > 0
+    chunks = list(client.chat.completions.create(model=MODEL, messages=user("Name a color."), max_tokens=6,
+                                                 stream=True))
+    text = "".join(ch.choices[0].delta.content or "" for ch in chunks if ch.choices)
+    assert text and chunks[-1].choices[0].finish_reason in ("stop", "length")
+
+
+def test_a_response_schema(client):
+    schema = {"type": "object", "properties": {"city": {"type": "string", "maxLength": 20},
+                                               "days": {"type": "integer", "minimum": 1, "maximum": 7}},
+              "required": ["city", "days"]}
+    r = client.chat.completions.create(model=MODEL, messages=user("Plan 3 days in Rome as JSON."), max_tokens=48,
+                                       response_format={"type": "json_schema",
+                                                        "json_schema": {"name": "plan", "schema": schema}})
+    jsonschema.validate(json.loads(r.choices[0].message.content), schema)
+
+
+def test_error_statuses_and_the_server_keeps_serving(server, client):
+    def good():
+        r = client.chat.completions.create(model=MODEL, messages=user("Greet john"), tools=TOOLS[:3],
+                                           tool_choice="required", max_tokens=48)
+        checked(r.choices[0].message.tool_calls, TOOLS[:3])
+
+    with pytest.raises(openai.NotFoundError, match="model_not_found|does not exist"):
+        client.chat.completions.create(model="gpt-4o", messages=user("hi"))
+    good()
+    refused = [{"type": "function", "function": {"name": "fetch_doc", "parameters": {
+        "type": "object", "properties": {"doc": {"$ref": "http://example.com/doc.json"}}, "required": ["doc"]}}}]
+    with pytest.raises(openai.BadRequestError) as info:
+        client.chat.completions.create(model=MODEL, messages=user("hi"), tools=refused)
+    message = info.value.body["message"]
+    assert "fetch_doc" in message and "$ref" in message and "\n" not in message
+    good()
+    with pytest.raises(openai.BadRequestError, match="context"):
+        client.chat.completions.create(model=MODEL, messages=user("word " * 20000), tools=TOOLS)
+    good()
+    r = httpx.post(server + "/v1/chat/completions", content=b"{oops", timeout=30)
+    assert r.status_code == 400 and set(r.json()["error"]) == {"message", "type", "param", "code"}
+    good()
+    health = httpx.get(server + "/health", timeout=5).json()
+    assert health["status"] == "ok" and health["model"] == MODEL
+
+
+def test_a_client_that_hangs_up_frees_its_row(server):
+    with httpx.Client(timeout=60) as http:
+        with http.stream("POST", server + "/v1/chat/completions", json={
+                "model": MODEL, "messages": user("Write a long story about a dragon."), "tool_choice": "none",
+                "max_tokens": 400, "stream": True}) as r:
+            lines = r.iter_lines()
+            next(lines)
+            next(lines)
+    deadline = time.monotonic() + 30
+    while True:
+        health = httpx.get(server + "/health", timeout=5).json()
+        if health["decoding"] == 0 and health["queued"] == 0:
+            break
+        assert time.monotonic() < deadline, health
+        time.sleep(0.2)
+
+
+def test_the_readme_client_example_runs(server, capsys):
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    section = text.split("\n## Serve\n", 1)[1].split("\n## ", 1)[0]
+    (code,) = re.findall(r"```python\n(.*?)```", section, re.S)
+    code = code.replace("http://127.0.0.1:8000/v1", server + "/v1").replace("qwen2.5-coder-1.5b-instruct", MODEL)
+    exec(compile(code, "README.md", "exec"), {})
+    assert "name='get_weather'" in capsys.readouterr().out
