@@ -31,9 +31,10 @@ def turn_entry(prompt: str, result: TurnResult, parallel: bool) -> dict[str, Any
 
 
 def answer_turns(engine: Engine, items: Iterable[tuple[list[Function], TokenIndex, Any]], config,
-                 ) -> Iterator[tuple[int, dict[str, Any], TurnResult | None]]:
+                 text_tokens: int | None = None) -> Iterator[tuple[int, dict[str, Any], TurnResult | None]]:
     """Answer ``(functions, index, request entry)`` items as turns under ``config``'s ``tool_choice``,
-    ``parallel_calls``, ``max_tokens`` and ``keep_unstated``. Yields (position, result entry, TurnResult or
+    ``parallel_calls``, ``max_tokens`` and ``keep_unstated``; ``text_tokens`` cuts a text answer short
+    (:class:`~.turn.TurnRequest`). Yields (position, result entry, TurnResult or
     None) as each ends; a bad request (:func:`~.runner.request_error`) or a failed turn gets an error entry."""
     items = list(items)
     good: list[int] = []
@@ -45,7 +46,8 @@ def answer_turns(engine: Engine, items: Iterable[tuple[list[Function], TokenInde
             good.append(position)
     turns = ((TurnRequest([{"role": "user", "content": items[p][2]["prompt"]}], items[p][0], config.tool_choice,
                           parallel=config.parallel_calls, max_tokens=config.max_tokens,
-                          keep_unstated=config.keep_unstated), items[p][1], None) for p in good)
+                          keep_unstated=config.keep_unstated, text_tokens=text_tokens), items[p][1], None)
+             for p in good)
     for k, outcome in engine.answer(turns):
         position = good[k]
         prompt = items[position][2]["prompt"]

@@ -24,6 +24,10 @@ def id_number(case_id: object, position: int) -> int:
     return int(m.group(1)) if m else position
 
 
+#: A text answer (a declined request) is stopped after this many tokens: only "no call" is graded.
+DECLINE_TOKENS = 16
+
+
 def select_ids(cases: list[dict], ids: str | None) -> list[dict]:
     """The cases whose :func:`id_number` is even (``ids="even"``) or odd (``"odd"``); all for None. Splitting a
     data set this way gives two halves: tune a rule on one, report the other. Raises InputError for another
@@ -169,7 +173,7 @@ def evaluate(config: RunConfig, data: Path, limit: int | None, output: Path | No
 
         answers = answer_turns(Engine(runtime, config.max_batch, max_queue=max(1, len(cases))),
                                ((c["functions"], answerer_for(c).index, {"prompt": c["prompt"]}) for c in cases),
-                               config)
+                               config, text_tokens=DECLINE_TOKENS)
     else:
         answers = answer_all(((answerer_for(case), {"prompt": case["prompt"]}) for case in cases), config.max_batch)
     rows: list[dict | None] = [None] * len(cases)

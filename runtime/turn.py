@@ -51,6 +51,8 @@ class TurnRequest:
     instead of exactly one. ``max_tokens``: the budget of the whole turn in tokens (text, markers and calls;
     a call is always complete within it). ``response_schema``: the JSON schema a text answer must match
     (its index is passed to the engine). ``keep_unstated``: skip grounding (:mod:`.evidence`).
+    ``text_tokens``: stop a free text answer after this many tokens ("length"; ``eval`` grades a declined
+    request by "no call" only, so it need not read the whole text); None: only ``max_tokens`` bounds it.
     """
 
     messages: list[dict[str, Any]]
@@ -62,6 +64,7 @@ class TurnRequest:
     sampling: Sampling = field(default_factory=Sampling)
     response_schema: dict[str, Any] | None = None
     keep_unstated: bool = False
+    text_tokens: int | None = None
 
 
 @dataclass

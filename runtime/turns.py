@@ -102,6 +102,7 @@ class TurnDecoding:
         self.text = bytearray()
         self._utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
         self.content: list[str] = []
+        self.text_tokens = 0  # tokens of free text so far
         self.calls: list[ToolCall] = []
         self.grounding: list[dict] = []
         self.call: Decoding | None = None
@@ -242,7 +243,9 @@ class TurnDecoding:
         if delta:
             self.content.append(delta)
             self.on_event(Event("text", delta))
-        if self.left <= 0:
+        self.text_tokens += 1
+        cut = self.request.text_tokens
+        if self.left <= 0 or (cut is not None and self.text_tokens >= cut):
             self._flush_text(final=True)
             self.finish_reason = "length"
             self._done()

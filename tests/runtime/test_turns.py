@@ -215,6 +215,11 @@ def test_text_budget_gives_length(index):
     assert (result.content, result.finish_reason, result.completion_tokens) == ("A long", "length", 6)
 
 
+def test_text_tokens_cut_a_declining_answer_short(index):
+    result, _ = turn(index, "No function fits this request.", text_tokens=3)
+    assert (result.content, result.finish_reason, result.calls) == ("No ", "length", [])
+
+
 def test_response_schema_answer_is_valid_json(index):
     schema = {"type": "object", "properties": {"answer": {"type": "integer"}}, "required": ["answer"],
               "additionalProperties": False}

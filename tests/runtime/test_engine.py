@@ -1,0 +1,86 @@
+"""The engine with the SmolLM2 fixture model in float32: turns decoded as rows of one batch equal the same
+turns decoded one at a time; the queue is bounded; a cancelled turn reports nothing; a prompt past the
+context is refused on submit."""
+
+from __future__ import annotations
+
+import jsonschema
+import pytest
+import torch
+
+from callmaybe.compiler.build import runtime_compiler
+from callmaybe.core.catalog import load_catalog
+from callmaybe.core.errors import InputError
+from callmaybe.core.registry import FIXTURE_MODEL
+from callmaybe.runtime.engine import Engine, QueueFull
+from callmaybe.runtime.masks import TokenIndex
+from callmaybe.runtime.session import RunConfig, Runtime
+from callmaybe.runtime.turn import Sampling, TurnRequest
+
+from ..conftest import REPO
+
+
+@pytest.fixture(scope="module")
+def runtime():
+    torch.set_num_threads(1)
+    return Runtime(RunConfig(model=FIXTURE_MODEL, dtype="float32", threads=1), runtime_compiler)
+
+
+@pytest.fixture(scope="module")
+def catalog(runtime):
+    functions = load_catalog(REPO / "schemas" / "functions_definition.json")
+    return functions, TokenIndex(runtime.index_for(functions), runtime.vocabulary.token_bytes)
+
+
+def requests(functions):
+    user = lambda text: [{"role": "user", "content": text}]  # noqa: E731
+    return [
+        TurnRequest(user("What is the sum of 2 and 3?"), functions, "required"),
+        TurnRequest(user("Tell me about cats."), functions, "auto", max_tokens=12),
+        TurnRequest(user("Greet shrek"), functions, "none", max_tokens=8),
+        TurnRequest(user("Greet shrek and then greet john"), functions, "required", parallel=True, max_tokens=60),
+        TurnRequest(user("Reverse the string 'hello'"), functions, "required", function="fn_reverse_string"),
+        TurnRequest(user("Greet john"), functions, "required", sampling=Sampling(0.7, 0.9, 3)),
+    ]
+
+
+def answers(runtime, catalog, max_batch):
+    functions, index = catalog
+    engine = Engine(runtime, max_batch=max_batch)
+    out = {}
+    for position, result in engine.answer((r, index, None) for r in requests(functions)):
+        out[position] = (result.content, [(c.name, c.arguments) for c in result.calls], result.finish_reason,
+                         result.completion_tokens)
+    return [out[i] for i in range(len(out))]
+
+
+def test_batched_turns_equal_turns_one_at_a_time(runtime, catalog):
+    alone = answers(runtime, catalog, 1)
+    assert answers(runtime, catalog, 4) == alone
+    assert alone[0][1:3] == ([("fn_add_numbers", {"a": 2.0, "b": 3.0})], "tool_calls")
+    assert alone[2][1] == [] and alone[2][0] and alone[2][2] in ("stop", "length")  # "none": text only
+    assert [name for name, _ in alone[4][1]] == ["fn_reverse_string"]
+    assert all(a[2] == "tool_calls" and a[1] for a in (alone[3], alone[5]))
+    functions = {f.name: f for f in catalog[0]}
+    for _, calls, _, _ in alone:
+        for name, arguments in calls:
+            jsonschema.validate(arguments, functions[name].parameters)
+
+
+def test_queue_is_bounded_and_cancel_reports_nothing(runtime, catalog):
+    functions, index = catalog
+    engine = Engine(runtime, max_batch=1, max_queue=1)
+    events = []
+    first = engine.submit(requests(functions)[0], events.append, index)
+    with pytest.raises(QueueFull, match=r"1 requests are waiting \(the queue holds 1\); retry later"):
+        engine.submit(requests(functions)[0], events.append, index)
+    engine.cancel(first)
+    engine.drain()
+    assert events == [] and engine.queued == 0 and engine.decoding == 0
+
+
+def test_prompt_past_the_context_is_refused(runtime, catalog):
+    functions, index = catalog
+    long = TurnRequest([{"role": "user", "content": "word " * 9000}], functions, "required")
+    with pytest.raises(InputError, match=r"the prompt is \d+ tokens; the model's context is 8192"):
+        Engine(runtime).submit(long, lambda e: None, index)
