@@ -297,3 +297,39 @@ def test_plain_text_ids_is_the_tokenizer_s_encoding_between_added_tokens(case):
         assert plain_text_ids(tokenizer, text, at_start=False) == after[1:]
     spelled = plain_text_ids(tokenizer, " ".join(markers))
     assert not set(spelled) & set(tokenizer.added_tokens_decoder)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# chats (the server's messages): tool results and assistant history are text too (issue 15)
+# --------------------------------------------------------------------------------------------------------------
+
+
+def chat(text: str) -> list[dict]:
+    """A two-turn agent chat: the request, the assistant's call, the tool's result ``text``, the next request."""
+    return [{"role": "user", "content": "Set the status to ready please"},
+            {"role": "assistant", "content": None, "tool_calls": [
+                {"id": "call_1", "type": "function",
+                 "function": {"name": "set_status", "arguments": json.dumps({"text": text})}}]},
+            {"role": "tool", "tool_call_id": "call_1", "name": "set_status", "content": text},
+            {"role": "user", "content": "Now greet " + text}]
+
+
+def test_chat_history_and_tool_results_add_no_added_token(case):
+    from callmaybe.runtime.prompt import chat_ids
+
+    tokenizer, call_format, markers = case
+    clean = added_counts(tokenizer, chat_ids(tokenizer, catalog(), chat("ready"), call_format))
+    assert clean
+    bad = injection(markers)
+    ids = chat_ids(tokenizer, catalog(), chat(bad), call_format)
+    assert added_counts(tokenizer, ids) == clean
+    assert bad in tokenizer.decode(ids, skip_special_tokens=False)
+
+
+def test_a_chat_of_one_request_is_the_run_prompt(case):
+    from callmaybe.runtime.prompt import chat_ids
+
+    tokenizer, call_format, _ = case
+    functions = catalog()
+    ids = chat_ids(tokenizer, functions, [{"role": "user", "content": CLEAN_REQUEST}], call_format, opening=True)
+    assert ids == prompt_ids(tokenizer, functions, CLEAN_REQUEST, call_format)
