@@ -24,6 +24,10 @@ class QueueFull(CallmaybeError):
     """The engine's queue holds as many turns as it may; the caller should retry later."""
 
 
+class EngineClosed(CallmaybeError):
+    """The engine is shutting down and takes no more turns."""
+
+
 @dataclass(frozen=True)
 class Event:
     """One report of a turn's progress (see the module docstring)."""
@@ -117,7 +121,7 @@ class Engine:
         """Queue ``request`` (a :class:`~.turn.TurnRequest`); its events go to ``on_event``, on the engine's
         thread. ``index``: the call index of ``request.functions``; ``schema_index``: the index of its
         ``response_schema``. Raises InputError (a prompt past the context, messages the template cannot
-        render, a named function not among the tools, a call required without tools) or QueueFull."""
+        render, a named function not among the tools, a call required without tools), QueueFull or EngineClosed."""
         if request.function is not None and request.function not in {f.name for f in request.functions}:
             raise InputError(f"tool_choice names {request.function!r}, which is not among the tools")
         if index is None and request.functions and request.tool_choice != "none":
@@ -128,7 +132,7 @@ class Engine:
         ticket = Ticket(request, ids, prefix_len, on_event, index, schema_index)
         with self._lock:
             if self._closed:
-                raise QueueFull("the engine is shutting down")
+                raise EngineClosed("the server is shutting down")
             if len(self._queue) >= self.max_queue:
                 raise QueueFull(f"{len(self._queue)} requests are waiting (the queue holds {self.max_queue}); "
                                 "retry later")
@@ -252,7 +256,7 @@ class Engine:
             return
         try:
             done = batch.step()
-        except RuntimeError as exc:  # out of memory: every row of the step fails, the engine goes on
+        except Exception as exc:  # out of memory, or a bug: every row of the step fails, the engine goes on
             batch.drop_all()
             for t in self._rows:
                 self._emit(t, Event("error", _message(exc)))

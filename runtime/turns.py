@@ -144,6 +144,8 @@ class TurnDecoding:
             before = len(self.call.pending)  # a chosen token still to feed, not counted again
             finished = self.call.take_forced()
             self._take(self.call.pending[before:])
+            if self.mode == "json":
+                self._stream(self.call.pending[before:])
             self.pending += self.call.pending
             self.call.pending = []
             if finished:
@@ -163,7 +165,10 @@ class TurnDecoding:
             self._between(logits)
         else:
             finished = self.call.choose(logits)
-            self._take(self.call.matcher.tokens[len(self.call.matcher.tokens) - 1:], count_eos=False)
+            last = self.call.matcher.tokens[-1:]
+            self._take(last, count_eos=False)
+            if self.mode == "json":
+                self._stream([t for t in last if t not in self.vocab.eos_ids])
             self.pending += self.call.pending
             self.call.pending = []
             if finished:
@@ -238,17 +243,20 @@ class TurnDecoding:
             return
         self._take([tok])
         self.pending.append(tok)
-        piece = self.vocab.token_bytes[tok] or b""
-        delta = self._utf8.decode(piece)
-        if delta:
-            self.content.append(delta)
-            self.on_event(Event("text", delta))
+        self._stream([tok])
         self.text_tokens += 1
         cut = self.request.text_tokens
         if self.left <= 0 or (cut is not None and self.text_tokens >= cut):
             self._flush_text(final=True)
             self.finish_reason = "length"
             self._done()
+
+    def _stream(self, tokens: list[int]) -> None:
+        """Report the text of ``tokens`` (whole UTF-8 characters; a split one waits for its next bytes)."""
+        delta = self._utf8.decode(b"".join(self.vocab.token_bytes[t] or b"" for t in tokens))
+        if delta:
+            self.content.append(delta)
+            self.on_event(Event("text", delta))
 
     def _flush_text(self, final: bool) -> None:
         delta = self._utf8.decode(b"", final=final)
@@ -309,9 +317,8 @@ class TurnDecoding:
         """A call (or the JSON answer) is complete: report it, then stop or move on to ``between``."""
         decoding, self.call = self.call, None
         text = decoding.matcher.data.decode("utf-8", errors="replace")
-        if self.mode == "json":
-            self.content.append(text)
-            self.on_event(Event("text", text))
+        if self.mode == "json":  # its text went out token by token
+            self._flush_text(final=True)
             self.finish_reason = "stop"
             self._done()
             return

@@ -21,7 +21,7 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.exceptions import HTTPException
 
 from ..core.errors import CallmaybeError, CatalogError, InputError
-from ..runtime.engine import Event, QueueFull
+from ..runtime.engine import EngineClosed, Event, QueueFull
 from ..runtime.turn import TurnRequest
 from .errors import ApiError, bad_request, not_found, one_line, server_error, too_many, unauthorized, unavailable
 from .protocol import DONE, ChatRequest, Completion, parse_chat, sse
@@ -168,7 +168,8 @@ async def _chat(request: Request, engine: EngineLike, indexes: IndexCache, model
 
 async def _submit(engine: EngineLike, turn: TurnRequest, on_event, index, schema_index) -> Any:
     """Submit in a worker thread (it tokenizes the prompt). Raises ApiError 400 for a prompt the engine
-    refuses (too long for the context, a template that cannot render it), 429 when its queue is full."""
+    refuses (too long for the context, a template that cannot render it), 429 when its queue is full, 503 when
+    it is shutting down."""
     future = asyncio.get_running_loop().run_in_executor(None, engine.submit, turn, on_event, index, schema_index)
     try:
         return await asyncio.shield(future)
@@ -176,6 +177,8 @@ async def _submit(engine: EngineLike, turn: TurnRequest, on_event, index, schema
         raise bad_request(str(exc), "messages") from None
     except QueueFull as exc:
         raise too_many(f"the server is busy: {exc}", code="queue_full") from None
+    except EngineClosed as exc:
+        raise unavailable(str(exc)) from None
     except asyncio.CancelledError:  # the request went away while submitting: free the turn once it exists
         future.add_done_callback(lambda f: f.cancelled() or f.exception() or engine.cancel(f.result()))
         raise

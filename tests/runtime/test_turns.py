@@ -226,8 +226,10 @@ def test_response_schema_answer_is_valid_json(index):
     fns = parse_catalog([{"name": "reply", "parameters": schema}], "schema")
     value = TokenIndex(compile_index(fns, VOCAB, CompileOptions(parameters_key="arguments"))[0], VOCAB.token_bytes)
     # a call-shaped index stands in for the schema's own: the answer is the whole constrained text
-    result, _ = turn(index, "Sure: 5", tool_choice="none", schema_index=value, fallback=ord("7") - 32)
+    result, events = turn(index, "Sure: 5", tool_choice="none", schema_index=value, fallback=ord("7") - 32)
     assert result.finish_reason == "stop" and result.calls == []
+    assert "".join(e.data for e in events if e.kind == "text") == result.content  # streamed as it is decoded
+    assert len([e for e in events if e.kind == "text"]) > 3
     parsed = json.loads(result.content)
     assert parsed["name"] == "reply" and isinstance(parsed["arguments"]["answer"], int)
 
