@@ -121,7 +121,8 @@ class Engine:
         """Queue ``request`` (a :class:`~.turn.TurnRequest`); its events go to ``on_event``, on the engine's
         thread. ``index``: the call index of ``request.functions``; ``schema_index``: the index of its
         ``response_schema``. Raises InputError (a prompt past the context, messages the template cannot
-        render, a named function not among the tools, a call required without tools), QueueFull or EngineClosed."""
+        render, a named function not among the tools, a call required without tools, a ``max_tokens`` that cannot
+        hold the call or JSON answer required), QueueFull or EngineClosed."""
         if request.function is not None and request.function not in {f.name for f in request.functions}:
             raise InputError(f"tool_choice names {request.function!r}, which is not among the tools")
         if index is None and request.functions and request.tool_choice != "none":
@@ -130,6 +131,7 @@ class Engine:
             raise InputError("the response schema has no index")
         ids, prefix_len = self.prompt_ids(request)
         ticket = Ticket(request, ids, prefix_len, on_event, index, schema_index)
+        self._row(ticket)  # checks the budget and the named function now, in the caller's thread
         with self._lock:
             if self._closed:
                 raise EngineClosed("the server is shutting down")
@@ -243,7 +245,7 @@ class Engine:
                     break
                 ticket = self._queue.popleft()
             try:
-                row = self._row(ticket)
+                row = ticket.row
                 started = start(self.model, row, ticket.ids, self.runtime.prefix, ticket.prefix_len)
             except Exception as exc:
                 self._emit(ticket, Event("error", _message(exc)))
@@ -279,7 +281,7 @@ class Engine:
             return g.parameters, g.grounding
 
         row = TurnDecoding(request, self.vocab, ticket.ids, ticket.ids[cached:], ticket.index, ticket.schema_index,
-                           grounded, lambda e: self._emit(ticket, e), self.runtime.profile, text)
+                           grounded, lambda e: self._emit(ticket, e), self.runtime.profile)
         ticket.row = row
         return row
 

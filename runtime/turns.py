@@ -32,7 +32,7 @@ from typing import Callable
 import torch
 
 from ..core.callformat import TOOLS_OPENING
-from ..core.errors import InputError, TokenNotAllowed
+from ..core.errors import CallmaybeError, InputError, TokenNotAllowed
 from .calls import to_call
 from .decoder import Decoding
 from .engine import Event
@@ -83,23 +83,22 @@ class TurnDecoding:
     ``request.functions`` (None when no call may be made); ``schema_index``: the index of
     ``request.response_schema``. ``ground(fn, arguments, context_ids, call_tokens)`` returns the grounded
     arguments and what grounding did (:func:`~.runner.ground`); ``on_event`` gets the turn's
-    :class:`~.engine.Event` s. Raises InputError for a named function that is not in the index.
+    :class:`~.engine.Event` s. Raises InputError for a named function that is not in the index, a call
+    required without an index, or a budget that cannot hold the call or JSON answer the turn must give.
     """
 
     def __init__(self, request: TurnRequest, vocab: Vocab, ids: list[int], pending: list[int],
                  index: TokenIndex | None, schema_index: TokenIndex | None, ground: Callable | None,
-                 on_event: Callable[[Event], None], profile: Profile | None = None, request_text: str = ""):
+                 on_event: Callable[[Event], None], profile: Profile | None = None):
         self.request, self.vocab, self.ids = request, vocab, ids
         self.index, self.schema_index, self.ground = index, schema_index, ground
         self.on_event = on_event
         self.profile = profile if profile is not None else Profile()
-        self.request_text = request_text
         self.pending = list(pending)
         self.by_name = {fn.name: fn for fn in request.functions}
         self.key = "arguments" if vocab.call_format == "tools" else "parameters"
         self.gen = generator(request.sampling)
         self.generated: list[int] = []  # every token after the prompt (chosen, forced, markers)
-        self.text = bytearray()
         self._utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
         self.content: list[str] = []
         self.text_tokens = 0  # tokens of free text so far
@@ -113,9 +112,12 @@ class TurnDecoding:
         r = request
         if r.function is not None and r.function not in self.by_name:
             raise InputError(f"tool_choice names {r.function!r}, which is not among the tools")
-        if index is None and (r.function is not None or (r.tool_choice == "required" and r.functions)):
+        if index is None and (r.function is not None or r.tool_choice == "required"):
             raise InputError("a call is required but no tools were given")
         if r.function is not None or r.tool_choice == "required":
+            need = index.min_tokens(index.start)
+            if need > r.max_tokens:
+                raise InputError(f"max_tokens {r.max_tokens} cannot hold a call: the shortest takes {need} tokens")
             self.mode = "call"
             self._begin_call()
         elif r.tool_choice == "auto" and index is not None:
@@ -137,9 +139,17 @@ class TurnDecoding:
         return self.request.max_tokens - len(self.generated)
 
     def take_forced(self) -> bool:
-        """Append forced text (of a call or a JSON answer) to ``pending``; True when the turn is over."""
+        """Append forced text (of a call or a JSON answer) to ``pending``; True when the turn is over. A
+        failure ends this turn with an error event and leaves the other rows alone."""
         if self.finish_reason is not None:
             return True
+        try:
+            self._take_forced()
+        except Exception as exc:  # never trusted to be impossible: this row fails, the batch goes on
+            self.fail(_message(exc))
+        return self.finish_reason is not None
+
+    def _take_forced(self) -> None:
         if self.mode in ("call", "json"):
             before = len(self.call.pending)  # a chosen token still to feed, not counted again
             finished = self.call.take_forced()
@@ -150,13 +160,19 @@ class TurnDecoding:
             self.call.pending = []
             if finished:
                 self._end_value()
-        return self.finish_reason is not None
 
     def choose(self, logits: torch.Tensor) -> bool:
         """Take the next token from ``logits`` (the model's output after ``pending``, shape (vocab_size,));
-        True when the turn is over."""
+        True when the turn is over (a failure ends it with an error event, as in :meth:`take_forced`)."""
         self.passes += 1
         self.pending = []
+        try:
+            self._choose(logits)
+        except Exception as exc:
+            self.fail(_message(exc))
+        return self.finish_reason is not None
+
+    def _choose(self, logits: torch.Tensor) -> None:
         if self.mode == "decide":
             self._decide(logits)
         elif self.mode == "text":
@@ -173,7 +189,6 @@ class TurnDecoding:
             self.call.pending = []
             if finished:
                 self._end_value()
-        return self.finish_reason is not None
 
     def fail(self, message: str) -> None:
         """End the turn with an error event (a failed forward pass, a cancelled row)."""
@@ -205,6 +220,8 @@ class TurnDecoding:
         if tok in self.index.mask(self.index.start) and tok not in self.vocab.eos_ids:  # a call without its marker
             self.mode = "call"
             self._begin_call()
+            if self.call is None:
+                return
             self.call.matcher.advance(tok)
             self._take([tok])
             self.pending.append(tok)
@@ -212,13 +229,8 @@ class TurnDecoding:
         self.mode = "json" if self.schema_index is not None else "text"
         if self.mode == "json":
             self._begin_json()
-            return self.choose_again(logits)
+            return self._choose(logits)  # the JSON answer's first token, from the same logits
         self._text_token(tok)
-
-    def choose_again(self, logits: torch.Tensor) -> None:
-        """Pick the first token of a JSON answer from the same logits (the decision took none)."""
-        self.passes -= 1
-        self.choose(logits)
 
     def _text(self, logits: torch.Tensor, bias: torch.Tensor) -> None:
         tok = pick(logits + bias.to(logits.device, logits.dtype), self.request.sampling, self.gen)
@@ -234,12 +246,8 @@ class TurnDecoding:
             self._flush_text(final=True)
             self._take([tok, *self.vocab.after_marker])
             self.pending += [tok, *self.vocab.after_marker]
-            if self._room_for_call():
-                self.mode = "call"
-                self._begin_call()
-            else:
-                self.finish_reason = "length"
-                self._done()
+            self.mode = "call"
+            self._begin_call()
             return
         self._take([tok])
         self.pending.append(tok)
@@ -264,11 +272,13 @@ class TurnDecoding:
             self.content.append(delta)
             self.on_event(Event("text", delta))
 
-    def _room_for_call(self) -> bool:
-        return self.index is not None and self.index.min_tokens(self.index.start) <= self.left
-
     def _begin_call(self) -> None:
-        """A new call under the call index, with the budget that is left; a named function is pinned."""
+        """A new call under the call index, with the budget that is left; a named function is pinned. When
+        the budget cannot hold a whole call, the turn ends without one ("length")."""
+        if self.index.min_tokens(self.index.start) > self.left:
+            self.finish_reason = "length"
+            self._done()
+            return
         self.call_start = len(self.generated)
         self.call = Decoding(self.index, self.vocab.tokenizer, self.left, [], profile=self.profile,
                              pick=self._picker())
@@ -276,6 +286,11 @@ class TurnDecoding:
             self._pin(self.request.function)
 
     def _begin_json(self) -> None:
+        """The JSON answer under the schema's index. Raises InputError when the budget cannot hold it."""
+        need = self.schema_index.min_tokens(self.schema_index.start)
+        if need > self.left:
+            raise InputError(f"max_tokens {self.request.max_tokens} cannot hold a JSON answer: the shortest "
+                             f"takes {need} tokens")
         self.call_start = len(self.generated)
         self.call = Decoding(self.schema_index, self.vocab.tokenizer, self.left, [], profile=self.profile,
                              pick=self._picker())
@@ -385,3 +400,7 @@ def request_text(messages: list[dict]) -> str:
             return content if isinstance(content, str) else ""
     return ""
 
+
+
+def _message(exc: Exception) -> str:
+    return str(exc) if isinstance(exc, CallmaybeError) else f"{type(exc).__name__}: {exc}"

@@ -256,3 +256,23 @@ def test_sampling_is_reproducible_with_a_seed(index):
     assert any(sampled(index, s) != first for s in (12, 13, 14))
     for call in first:
         jsonschema.validate(call.arguments, {f.name: f for f in FUNCTIONS}[call.name].parameters)
+
+
+def test_a_required_call_that_cannot_fit_is_refused(index):
+    with pytest.raises(InputError, match=r"max_tokens 5 cannot hold a call: the shortest takes \d+ tokens"):
+        turn(index, CALL, tool_choice="required", max_tokens=5)
+
+
+def test_auto_call_that_cannot_fit_ends_without_a_call(index):
+    result, events = turn(index, f"<tool_call>\n{CALL}", max_tokens=5)
+    assert (result.content, result.calls, result.finish_reason) == (None, [], "length")
+    assert [e.kind for e in events] == ["done"]
+
+
+def test_a_failing_row_reports_an_error_and_nothing_else(index):
+    vocab = Vocab(VOCAB.token_bytes, VOCAB.eos_ids, VOCAB.vocab_size, Tokenizer(), "tools")
+    events = []
+    row = TurnDecoding(TurnRequest([{"role": "user", "content": "#"}], FUNCTIONS, "auto"), vocab, PROMPT, PROMPT,
+                       index, None, None, events.append)
+    assert row.choose(torch.zeros(3)) is True  # logits of the wrong shape: this row fails, nothing raises
+    assert [e.kind for e in events] == ["error"] and row.result().finish_reason == "error"
