@@ -128,13 +128,21 @@ def compare_grounding(case: dict, call: dict, model_parameters: dict, scores: di
     ``--keep-unstated`` answers) and count in ``totals`` for each score: ``without_grounding`` (right
     without), ``grounding_won`` (right with grounding only) and ``grounding_lost`` (right without only).
     Returns the row's ``{"parameters", <score>: bool, ...}``."""
-    before = score(case, {**call, "parameters": model_parameters})
+    return {"parameters": model_parameters,
+            **compare_entries(case, {**call, "parameters": model_parameters}, scores, totals)}
+
+
+def compare_entries(case: dict, without: dict, scores: dict[str, bool], totals: dict) -> dict[str, bool]:
+    """Score ``without`` (a result entry as it would be without grounding) and count, for each score, in
+    ``totals``: ``without_grounding``, ``grounding_won`` and ``grounding_lost`` (see :func:`compare_grounding`).
+    Returns its scores."""
+    before = score(case, without)
     for key, ok in before.items():
         for name, add in (("without_grounding", ok), ("grounding_won", scores[key] and not ok),
                           ("grounding_lost", ok and not scores[key])):
             totals.setdefault(name, {}).setdefault(key, 0)
             totals[name][key] += add
-    return {"parameters": model_parameters, **before}
+    return before
 
 
 def evaluate(config: RunConfig, data: Path, limit: int | None, output: Path | None, compile: Compile,
@@ -208,6 +216,11 @@ def evaluate(config: RunConfig, data: Path, limit: int | None, output: Path | No
                 totals[key] = totals.get(key, 0) + ok
             if gen is not None and getattr(gen, "model_parameters", None) is not None:
                 row["without_grounding"] = compare_grounding(case, entry, gen.model_parameters, scores, totals)
+            elif gen is not None and any(c.model_arguments is not None for c in getattr(gen, "calls", [])):
+                decoded = [{"name": c.name, "parameters": c.model_arguments if c.model_arguments is not None
+                            else c.arguments} for c in gen.calls]
+                without = {"calls": decoded} if "calls" in entry else {**entry, **decoded[0]}
+                row["without_grounding"] = {**without, **compare_entries(case, without, scores, totals)}
     if output is not None:
         write_json(output, rows)
     totals["answer_seconds"] = time.perf_counter() - t_start

@@ -69,10 +69,12 @@ class TurnRequest:
 
 @dataclass
 class ToolCall:
-    """One call of a turn: the function's name and its arguments (valid for its schema)."""
+    """One call of a turn: the function's name and its arguments (valid for its schema); ``model_arguments``:
+    the arguments as decoded, before grounding (None when grounding did not run)."""
 
     name: str
     arguments: dict[str, Any]
+    model_arguments: dict[str, Any] | None = field(default=None, compare=False)
 
 
 @dataclass

@@ -342,8 +342,9 @@ class TurnDecoding:
         except Exception as exc:  # cannot happen for a complete call; never trusted
             self.fail(str(exc))
             return
-        arguments, grounding = call["parameters"], {}
+        arguments, grounding, decoded = call["parameters"], {}, None
         if self.ground is not None and not self.request.keep_unstated:
+            decoded = dict(arguments)
             context = self.ids + self.generated[:self.call_start]
             arguments, grounding = self.ground(self.by_name[call["name"]], arguments, context,
                                                decoding.matcher.call_tokens())
@@ -352,7 +353,7 @@ class TurnDecoding:
             self._done()
             return
         position = len(self.calls)
-        self.calls.append(ToolCall(call["name"], arguments))
+        self.calls.append(ToolCall(call["name"], arguments, decoded))
         self.grounding.append(grounding)
         self.on_event(Event("call", (position, self.calls[-1])))
         closing = self.vocab.closing if self.vocab.marker is not None else []

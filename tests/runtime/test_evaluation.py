@@ -90,3 +90,17 @@ def test_compare_grounding_counts_won_and_lost():
     assert totals == {"without_grounding": {"right_function": 2, "right_arguments": 1},
                       "grounding_won": {"right_function": 0, "right_arguments": 1},
                       "grounding_lost": {"right_function": 0, "right_arguments": 1}}
+
+
+def test_compare_entries_scores_a_calls_list_without_grounding():
+    from callmaybe.runtime.evaluation import compare_entries
+
+    case = {"rules": "bfcl_parallel", "expected": {"calls": [{"name": "f", "parameters": {"x": ["a"], "unit": [""]}},
+                                                             {"name": "f", "parameters": {"x": ["b"], "unit": [""]}}]}}
+    grounded = {"calls": [{"name": "f", "parameters": {"x": "b"}}, {"name": "f", "parameters": {"x": "a"}}]}
+    without = {"calls": [{"name": "f", "parameters": {"x": "b", "unit": "cm"}}, {"name": "f", "parameters": {"x": "a"}}]}
+    totals = {}
+    assert compare_entries(case, without, score(case, grounded), totals) == {
+        "right_function": True, "right_arguments": False, "one_right_call": True}
+    assert totals["grounding_won"] == {"right_function": 0, "right_arguments": 1, "one_right_call": 0}
+    assert totals["grounding_lost"] == {"right_function": 0, "right_arguments": 0, "one_right_call": 0}
