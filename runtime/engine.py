@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import threading
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterable, Iterator
 
 from ..core.errors import CallmaybeError, InputError
@@ -98,12 +98,19 @@ class Engine:
         opening = opening and bool(request.functions) and self.call_format == "tools"
         args = (request.functions, self.call_format, opening, request.tool_choice, request.parallel)
         functions = request.functions if request.tool_choice != "none" or self.call_format == "tools" else []
+        for text in _texts(request.messages):
+            try:
+                text.encode("utf-8")
+            except UnicodeEncodeError:
+                raise input_error("a message holds text that is not valid Unicode (a lone surrogate)",
+                                  "messages") from None
         try:
             ids = chat_ids(self.tokenizer, functions, request.messages, *args[1:])
         except ValueError as exc:
-            raise InputError(str(exc)) from None
+            raise input_error(str(exc), "messages") from None
         if self.context is not None and len(ids) + 1 >= self.context:
-            raise InputError(f"the prompt is {len(ids)} tokens; the model's context is {self.context}")
+            raise input_error(f"the prompt is {len(ids)} tokens; the model's context is {self.context}",
+                              "messages")
         from ..core.catalog import catalog_fingerprint
 
         key = (catalog_fingerprint(functions), *args[1:], tuple(f.description for f in functions))
@@ -124,14 +131,24 @@ class Engine:
         render, a named function not among the tools, a call required without tools, a ``max_tokens`` that cannot
         hold the call or JSON answer required), QueueFull or EngineClosed."""
         if request.function is not None and request.function not in {f.name for f in request.functions}:
-            raise InputError(f"tool_choice names {request.function!r}, which is not among the tools")
+            raise input_error(f"tool_choice names {request.function!r}, which is not among the tools", "tool_choice")
         if index is None and request.functions and request.tool_choice != "none":
             raise InputError("the tools have no index")
         if request.response_schema is not None and schema_index is None:
             raise InputError("the response schema has no index")
         ids, prefix_len = self.prompt_ids(request)
+        left = None if self.context is None else self.context - len(ids)
+        if left is not None and left < request.max_tokens:  # the answer must fit the context too
+            request = replace(request, max_tokens=left)
         ticket = Ticket(request, ids, prefix_len, on_event, index, schema_index)
-        self._row(ticket)  # checks the budget and the named function now, in the caller's thread
+        try:
+            self._row(ticket)  # checks the budget and the named function now, in the caller's thread
+        except InputError as exc:
+            if left is not None and request.max_tokens == left and str(exc).startswith("max_tokens"):
+                raise input_error(f"the prompt is {len(ids)} tokens; the model's context ({self.context}) leaves "
+                                  f"{left} for the answer: {str(exc).split(': ', 1)[-1]}", "messages") from None
+            raise input_error(str(exc), "max_tokens" if str(exc).startswith("max_tokens") else "messages") \
+                from None
         with self._lock:
             if self._closed:
                 raise EngineClosed("the server is shutting down")
@@ -284,6 +301,26 @@ class Engine:
                            grounded, lambda e: self._emit(ticket, e), self.runtime.profile)
         ticket.row = row
         return row
+
+
+def input_error(message: str, param: str) -> InputError:
+    """An InputError whose ``param`` names the request field at fault (the server's error objects say it)."""
+    exc = InputError(message)
+    exc.param = param
+    return exc
+
+
+def _texts(value: Any) -> Iterator[str]:
+    """Every string in a JSON value, keys included."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            yield from _texts(k)
+            yield from _texts(v)
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            yield from _texts(v)
 
 
 def _message(exc: Exception) -> str:

@@ -14,6 +14,7 @@ from ..core.messages import progress
 from .runner import Answerer, answer_all
 from .scoring import bfcl_calls_match, bfcl_match, bfcl_parallel_match, public_match
 from .session import Compile, RunConfig, Runtime
+from .turn import TurnResult
 
 _TRAILING_NUMBER = re.compile(r"(\d+)$")
 
@@ -193,9 +194,10 @@ def evaluate(config: RunConfig, data: Path, limit: int | None, output: Path | No
             case = cases[position]
             totals["cases"] += 1
             row = rows[position] = {"id": case["id"], **entry}
-            if gen is not None and not hasattr(gen, "forward_passes"):  # a TurnResult
+            if isinstance(gen, TurnResult):
                 totals["seconds"] += gen.seconds
                 totals["tokens"] += gen.completion_tokens
+                totals["forward_passes"] += gen.forward_passes
                 if any(gen.grounding):
                     row["grounding"] = gen.grounding
             elif gen is not None:

@@ -60,7 +60,7 @@ def request_error(request: Any) -> dict[str, Any] | None:
     if not isinstance(request, dict) or "prompt" not in request:
         return {"prompt": None, "error": "missing prompt (expected {\"prompt\": ...})"}
     if not isinstance(prompt, str):
-        return {"prompt": prompt, "error": f"prompt must be a string, got {type(prompt).__name__}"}
+        return {"prompt": prompt, "error": f"prompt must be a string, got {_json_type(prompt)}"}
     if not prompt.strip():
         return {"prompt": prompt, "error": "empty or missing prompt"}
     try:
@@ -68,6 +68,17 @@ def request_error(request: Any) -> dict[str, Any] | None:
     except UnicodeEncodeError:
         return {"prompt": prompt.encode("utf-8", "replace").decode(), "error": "prompt is not valid Unicode"}
     return None
+
+
+def _json_type(value: Any) -> str:
+    """The JSON name of a decoded value's type: null, boolean, number, array, object."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, (int, float)):
+        return "number"
+    return "array" if isinstance(value, list) else "object" if isinstance(value, dict) else type(value).__name__
 
 
 def _error_entry(prompt: str, exc: Exception) -> dict[str, Any]:

@@ -8,14 +8,15 @@ from .turn import Sampling
 
 
 def generator(sampling: Sampling) -> torch.Generator | None:
-    """A CPU generator seeded with ``sampling.seed`` (a random seed when None); None for greedy picking."""
+    """A CPU generator seeded with ``sampling.seed`` modulo 2**63 (a random seed when None); None for greedy
+    picking."""
     if sampling.greedy:
         return None
     g = torch.Generator()
     if sampling.seed is None:
         g.seed()
     else:
-        g.manual_seed(int(sampling.seed))
+        g.manual_seed(int(sampling.seed) % 2**63)  # any integer: torch takes seeds below 2**63
     return g
 
 
@@ -27,7 +28,7 @@ def pick(logits: torch.Tensor, sampling: Sampling, gen: torch.Generator | None) 
     al., "The Curious Case of Neural Text Degeneration", ICLR 2020; the most likely token always stays),
     renormalized and drawn with ``gen``, so one seed gives one sequence of picks.
     """
-    if sampling.greedy or gen is None:
+    if sampling.greedy or gen is None or sampling.top_p <= 0.0:  # top_p 0: the nucleus is the top token
         return int(torch.argmax(logits))
     probs = torch.softmax(logits.detach().float().cpu() / sampling.temperature, dim=-1)
     if sampling.top_p < 1.0:

@@ -53,6 +53,7 @@ class TurnRequest:
     (its index is passed to the engine). ``keep_unstated``: skip grounding (:mod:`.evidence`).
     ``text_tokens``: stop a free text answer after this many tokens ("length"; ``eval`` grades a declined
     request by "no call" only, so it need not read the whole text); None: only ``max_tokens`` bounds it.
+    ``stop``: texts that end a free text answer where they first appear (not included; finish "stop").
     """
 
     messages: list[dict[str, Any]]
@@ -65,6 +66,7 @@ class TurnRequest:
     response_schema: dict[str, Any] | None = None
     keep_unstated: bool = False
     text_tokens: int | None = None
+    stop: tuple[str, ...] = ()
 
 
 @dataclass
@@ -82,7 +84,9 @@ class TurnResult:
     """What a turn became: ``content`` (the text answer, or None), ``calls`` (in order), ``finish_reason``
     (one of :data:`FINISH_REASONS`: "tool_calls" when it called, "stop" for a finished text, "length" for a
     text the budget cut; never "length" for a call), token counts and seconds (wall time from the start of
-    the turn to its end). ``grounding``: per call, what grounding did to each argument (:func:`.runner.outcomes`)."""
+    the turn to its end). ``grounding``: per call, what grounding did to each argument (:func:`.runner.outcomes`).
+    ``forward_passes``: the model passes the turn took (restating included); ``forced_tokens``: the tokens of
+    its ``completion_tokens`` appended without asking the model (forced text, markers)."""
 
     content: str | None
     calls: list[ToolCall]
@@ -91,3 +95,5 @@ class TurnResult:
     completion_tokens: int = 0
     seconds: float = 0.0
     grounding: list[dict] = field(default_factory=list)
+    forward_passes: int = 0
+    forced_tokens: int = 0

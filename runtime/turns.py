@@ -108,6 +108,9 @@ class TurnDecoding:
         self.call_start = 0  # len(self.generated) when the current call began
         self.finish_reason: str | None = None
         self.passes = 0
+        self.forced = 0  # generated tokens appended without asking the model
+        self._answer = ""  # the text answer decoded so far (what is sent, then what is held back)
+        self._sent = 0  # characters of it sent as events
         self.t0 = time.perf_counter()
         r = request
         if r.function is not None and r.function not in self.by_name:
@@ -153,7 +156,7 @@ class TurnDecoding:
         if self.mode in ("call", "json"):
             before = len(self.call.pending)  # a chosen token still to feed, not counted again
             finished = self.call.take_forced()
-            self._take(self.call.pending[before:])
+            self._take(self.call.pending[before:], forced=True)
             if self.mode == "json":
                 self._stream(self.call.pending[before:])
             self.pending += self.call.pending
@@ -200,7 +203,8 @@ class TurnDecoding:
         """What the turn became (complete once it is over)."""
         content = "".join(self.content) if self.content else None
         return TurnResult(content, list(self.calls), self.finish_reason or "stop", len(self.ids),
-                          len(self.generated), time.perf_counter() - self.t0, list(self.grounding))
+                          len(self.generated), time.perf_counter() - self.t0, list(self.grounding),
+                          self.passes, self.forced)
 
     # -- modes --------------------------------------------------------------------------------------------
 
@@ -212,18 +216,19 @@ class TurnDecoding:
         bias = self.vocab.free if self.vocab.marker is not None else self.vocab.no_call
         tok = pick(logits + bias.to(logits.device, logits.dtype), self.request.sampling, self.gen)
         if self.vocab.marker is not None and tok == self.vocab.marker:
-            self._take([tok, *self.vocab.after_marker])
+            self._take([tok])
+            self._take(self.vocab.after_marker, forced=True)
             self.pending += [tok, *self.vocab.after_marker]
             self.mode = "call"
             self._begin_call()
             return
         if tok in self.index.mask(self.index.start) and tok not in self.vocab.eos_ids:  # a call without its marker
+            self._take([tok])
             self.mode = "call"
             self._begin_call()
             if self.call is None:
                 return
             self.call.matcher.advance(tok)
-            self._take([tok])
             self.pending.append(tok)
             return
         self.mode = "json" if self.schema_index is not None else "text"
@@ -238,39 +243,63 @@ class TurnDecoding:
 
     def _text_token(self, tok: int) -> None:
         if tok in self.vocab.eos_ids:
-            self._flush_text(final=True)
+            self._flush_text()
             self.finish_reason = "stop"
             self._done()
             return
         if tok == self.vocab.marker:  # the text turns into a call
-            self._flush_text(final=True)
-            self._take([tok, *self.vocab.after_marker])
+            self._flush_text()
+            self._take([tok])
+            self._take(self.vocab.after_marker, forced=True)
             self.pending += [tok, *self.vocab.after_marker]
             self.mode = "call"
             self._begin_call()
             return
         self._take([tok])
         self.pending.append(tok)
-        self._stream([tok])
         self.text_tokens += 1
+        if self._add_text(self._utf8.decode(self.vocab.token_bytes[tok] or b"")):
+            self.finish_reason = "stop"  # a stop text: the answer ends before it
+            self._done()
+            return
         cut = self.request.text_tokens
         if self.left <= 0 or (cut is not None and self.text_tokens >= cut):
-            self._flush_text(final=True)
+            self._flush_text()
             self.finish_reason = "length"
             self._done()
 
-    def _stream(self, tokens: list[int]) -> None:
-        """Report the text of ``tokens`` (whole UTF-8 characters; a split one waits for its next bytes)."""
-        delta = self._utf8.decode(b"".join(self.vocab.token_bytes[t] or b"" for t in tokens))
-        if delta:
-            self.content.append(delta)
-            self.on_event(Event("text", delta))
+    def _add_text(self, delta: str) -> bool:
+        """Add ``delta`` to the text answer and send what no stop text can still claim; True when a stop text
+        appeared (the text before it is sent, the rest dropped)."""
+        self._answer += delta
+        stops = self.request.stop
+        if stops:
+            first = min((at for at in (self._answer.find(s, max(0, self._sent - len(s) + 1)) for s in stops if s)
+                         if at >= 0), default=-1)
+            if first >= 0:
+                self._send(self._answer[self._sent:first])
+                self._answer = self._answer[:first]
+                return True
+        hold = max((k for stop in stops for k in range(1, len(stop)) if self._answer.endswith(stop[:k])), default=0)
+        self._send(self._answer[self._sent:len(self._answer) - hold])
+        return False
 
-    def _flush_text(self, final: bool) -> None:
-        delta = self._utf8.decode(b"", final=final)
-        if delta:
-            self.content.append(delta)
-            self.on_event(Event("text", delta))
+    def _send(self, text: str) -> None:
+        if text:
+            self._sent += len(text)
+            self.content.append(text)
+            self.on_event(Event("text", text))
+
+    def _stream(self, tokens: list[int]) -> None:
+        """Report the text of ``tokens`` of a JSON answer (whole UTF-8 characters; a split one waits for its
+        next bytes)."""
+        self._send(self._utf8.decode(b"".join(self.vocab.token_bytes[t] or b"" for t in tokens)))
+
+    def _flush_text(self) -> None:
+        """The answer's text is over: send what was held back for the stop texts; bytes of a character the
+        budget cut in half are dropped (no replacement character)."""
+        self._utf8.reset()
+        self._send(self._answer[self._sent:])
 
     def _begin_call(self) -> None:
         """A new call under the call index, with the budget that is left; a named function is pinned. When
@@ -305,7 +334,7 @@ class TurnDecoding:
         target = b'{"name": ' + json.dumps(name, ensure_ascii=False).encode("utf-8")
         matcher = self.call.matcher
         self.call.take_forced()
-        self._take(self.call.pending)
+        self._take(self.call.pending, forced=True)
         self.pending += self.call.pending
         self.call.pending = []
         data = matcher.data
@@ -316,24 +345,30 @@ class TurnDecoding:
             try:
                 for tok in self.vocab.tokenizer.encode(rest.decode("utf-8"), add_special_tokens=False):
                     matcher.advance(tok)
-                    self._take([tok])
+                    self._take([tok], forced=True)
                     self.pending.append(tok)
             except TokenNotAllowed:
                 raise InputError(f"the call index has no function {name!r}") from None
 
-    def _take(self, tokens: list[int], count_eos: bool = True) -> None:
-        """Count ``tokens`` as generated (EOS closing a call is not sent to the model nor counted)."""
+    def _take(self, tokens: list[int], count_eos: bool = True, forced: bool = False) -> None:
+        """Count ``tokens`` as generated, and as ``forced`` (appended without asking the model) if so (EOS
+        closing a call is not sent to the model nor counted)."""
         for t in tokens:
             if not count_eos and t in self.vocab.eos_ids:
                 continue
             self.generated.append(t)
+            self.forced += forced
 
     def _end_value(self) -> None:
         """A call (or the JSON answer) is complete: report it, then stop or move on to ``between``."""
         decoding, self.call = self.call, None
         text = decoding.matcher.data.decode("utf-8", errors="replace")
         if self.mode == "json":  # its text went out token by token
-            self._flush_text(final=True)
+            self._flush_text()
+            problem = json_problem(text, self.request.response_schema)
+            if problem is not None:
+                self.fail(f"the answer fails the response schema after generation: {problem}")
+                return
             self.finish_reason = "stop"
             self._done()
             return
@@ -363,7 +398,7 @@ class TurnDecoding:
             self._done()
             return
         self.mode = "between"
-        self._take(closing)
+        self._take(closing, forced=True)
         self.pending += closing
 
     def _between(self, logits: torch.Tensor) -> None:
@@ -377,7 +412,8 @@ class TurnDecoding:
             self.finish_reason = "tool_calls"
             self._done()
             return
-        self._take(follow)
+        self._take(follow[:1])
+        self._take(follow[1:], forced=True)
         self.pending += follow
         self.mode = "call"
         self._begin_call()
@@ -405,3 +441,26 @@ def request_text(messages: list[dict]) -> str:
 
 def _message(exc: Exception) -> str:
     return str(exc) if isinstance(exc, CallmaybeError) else f"{type(exc).__name__}: {exc}"
+
+
+def json_problem(text: str, schema: dict | None) -> str | None:
+    """What is wrong with a JSON answer ``text`` that its grammar did not prevent: a key repeated in one object
+    (the grammar of an open object cannot track its keys), or an error against ``schema`` under its draft's
+    validator with the format checker (a keyword the grammar does not enforce: ``callmaybe compile
+    --explain`` lists them); None when it is valid."""
+    from .calls import schema_error
+
+    repeated: list[str] = []
+
+    def pairs(items: list) -> dict:
+        keys = [k for k, _ in items]
+        repeated.extend(k for i, k in enumerate(keys) if k in keys[:i])
+        return dict(items)
+
+    try:
+        value = json.loads(text, object_pairs_hook=pairs)
+    except json.JSONDecodeError as exc:
+        return f"not JSON ({exc})"
+    if repeated:
+        return f"the key {repeated[0]!r} is given twice in one object"
+    return None if schema is None else schema_error(value, schema)

@@ -146,7 +146,7 @@ async def _chat(request: Request, engine: EngineLike, indexes: IndexCache, model
         raise bad_request(f"the request body is not valid JSON: {exc}") from None
     chat = parse_chat(body, model)
     turn = chat.turn
-    index = await indexes.for_tools(turn.functions) if turn.functions else None
+    index = await indexes.for_tools(turn.functions) if turn.functions and turn.tool_choice != "none" else None
     schema_index = None
     if turn.response_schema is not None:
         try:
@@ -174,7 +174,7 @@ async def _submit(engine: EngineLike, turn: TurnRequest, on_event, index, schema
     try:
         return await asyncio.shield(future)
     except InputError as exc:
-        raise bad_request(str(exc), "messages") from None
+        raise bad_request(str(exc), getattr(exc, "param", "messages")) from None
     except QueueFull as exc:
         raise too_many(f"the server is busy: {exc}", code="queue_full") from None
     except EngineClosed as exc:
@@ -215,8 +215,11 @@ async def _events(request: Request, events: asyncio.Queue):
 
 
 def _engine_error(message: str) -> ApiError:
+    """The API error of a turn the engine failed: 503 while shutting down; else 500 with the engine's one-line
+    message (an answer that fails a keyword the grammar does not enforce says which), logged."""
     if "shutting down" in message:
         return unavailable(message)
+    log.warning("turn failed: %s", one_line(message, 300))
     return server_error(message)
 
 

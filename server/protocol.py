@@ -15,6 +15,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from ..core import __version__
 from ..core.catalog import Function, check_schema, parse_function
 from ..core.errors import CatalogError
 from ..runtime.turn import FINISH_REASONS, Sampling, ToolCall, TurnRequest, TurnResult
@@ -22,6 +23,8 @@ from .errors import bad_request, model_not_found
 
 ROLES = ("system", "developer", "user", "assistant", "tool")
 DEFAULT_MAX_TOKENS = 256
+#: Names the software that answered (OpenAI's ``system_fingerprint``): callmaybe and its version.
+SYSTEM_FINGERPRINT = f"callmaybe-{__version__}"
 #: the name a ``json_object`` response format's schema gets in messages
 JSON_OBJECT = "json_object"
 
@@ -69,9 +72,10 @@ def parse_chat(body: Any, served_model: str) -> ChatRequest:
     options = _get(body, "stream_options", dict, {})
     include_usage = _get(options, "include_usage", bool, False, "stream_options.include_usage")
     schema_name, schema = parse_response_format(body.get("response_format"))
+    refuse_unsupported(body)
     turn = TurnRequest(messages=parse_messages(body.get("messages")), functions=functions,
                        tool_choice=tool_choice, function=function, parallel=parallel, max_tokens=max_tokens,
-                       sampling=parse_sampling(body), response_schema=schema)
+                       sampling=parse_sampling(body), response_schema=schema, stop=parse_stop(body.get("stop")))
     return ChatRequest(model=model, turn=turn, stream=stream, include_usage=include_usage, schema_name=schema_name)
 
 
@@ -274,16 +278,43 @@ def parse_response_format(fmt: Any) -> tuple[str | None, Any]:
     return name, schema
 
 
+def parse_stop(stop: Any) -> tuple[str, ...]:
+    """``stop``: a string or up to 4 strings that end a text answer (not included). Raises ApiError 400."""
+    if stop is None:
+        return ()
+    stops = [stop] if isinstance(stop, str) else stop
+    if not isinstance(stops, list) or not all(isinstance(x, str) and x for x in stops) or len(stops) > 4:
+        raise bad_request("'stop' must be a non-empty string or an array of up to 4 of them", "stop")
+    return tuple(stops)
+
+
+#: Options this server does not implement, with the value that asks for nothing (what it does anyway).
+UNSUPPORTED = {"logprobs": False, "top_logprobs": None, "presence_penalty": 0, "frequency_penalty": 0,
+               "logit_bias": None}
+
+
+def refuse_unsupported(body: dict) -> None:
+    """Raise ApiError 400 for an option this server would otherwise ignore: ``logprobs``, ``top_logprobs``,
+    ``presence_penalty``, ``frequency_penalty`` or ``logit_bias`` with a value other than the one that asks
+    for nothing (absent, null, false, 0, ``{}``)."""
+    for name, neutral in UNSUPPORTED.items():
+        value = body.get(name)
+        if value is not None and value != neutral and value != {}:
+            raise bad_request(f"'{name}' is not supported by this server (it would be ignored); leave it out",
+                              name)
+
+
 def parse_sampling(body: dict) -> Sampling:
-    """``temperature`` (0 to 2; default 0: greedy), ``top_p`` (above 0, at most 1) and ``seed`` as a
+    """``temperature`` (0 to 2; default 0: greedy), ``top_p`` (0 to 1; 0 keeps the most likely token) and
+    ``seed`` (any integer) as a
     :class:`Sampling`. Raises ApiError 400 for values out of range."""
     temperature = _get(body, "temperature", float, 0.0)
     top_p = _get(body, "top_p", float, 1.0)
     seed = _get(body, "seed", int, None)
     if not 0.0 <= temperature <= 2.0:
         raise bad_request(f"temperature must be between 0 and 2, got {temperature}", "temperature")
-    if not 0.0 < top_p <= 1.0:
-        raise bad_request(f"top_p must be above 0 and at most 1, got {top_p}", "top_p")
+    if not 0.0 <= top_p <= 1.0:
+        raise bad_request(f"top_p must be between 0 and 1, got {top_p}", "top_p")
     return Sampling(temperature=temperature, top_p=top_p, seed=seed)
 
 
@@ -330,6 +361,7 @@ class Completion:
         if result.calls:
             message["tool_calls"] = [tool_call(c) for c in result.calls]
         return {"id": self.id, "object": "chat.completion", "created": self.created, "model": self.model,
+                "system_fingerprint": SYSTEM_FINGERPRINT,
                 "choices": [{"index": 0, "message": message, "logprobs": None,
                              "finish_reason": finish_reason(result)}],
                 "usage": usage(result)}
@@ -338,6 +370,7 @@ class Completion:
         """A ``chat.completion.chunk`` with one choice; ``include_usage`` adds ``"usage": null`` (as OpenAI
         does on every chunk but the last when usage is asked for)."""
         out = {"id": self.id, "object": "chat.completion.chunk", "created": self.created, "model": self.model,
+               "system_fingerprint": SYSTEM_FINGERPRINT,
                "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]}
         if include_usage:
             out["usage"] = None

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from callmaybe.compiler.compile import CompileOptions, compile_index
-from callmaybe.core.catalog import parse_catalog
+from callmaybe.core.catalog import Function, parse_catalog
 from callmaybe.core.errors import InputError
 from callmaybe.core.vocabulary import Vocabulary
 from callmaybe.runtime.masks import TokenIndex
@@ -19,8 +19,9 @@ from callmaybe.runtime.turns import TurnDecoding, Vocab
 
 from .tiny import TinyTokenizer
 
-# printable ASCII and newline, then the call markers and EOS (control tokens: no bytes)
-TOKENS = [bytes([b]) for b in range(32, 127)] + [b"\n", b'{"name": "', None, None, None]
+# printable ASCII and newline, the two bytes of "é" apart, then the call markers and EOS (control tokens: no
+# bytes)
+TOKENS = [bytes([b]) for b in range(32, 127)] + [b"\n", b'{"name": "', b"\xc3", b"\xa9", None, None, None]
 OPEN, CLOSE, EOS = len(TOKENS) - 3, len(TOKENS) - 2, len(TOKENS) - 1
 VOCAB = Vocabulary(name="tiny-turns", token_bytes=tuple(TOKENS), eos_ids=(EOS,), vocab_size=len(TOKENS))
 MARKERS = {"<tool_call>": OPEN, "</tool_call>": CLOSE}
@@ -276,3 +277,52 @@ def test_a_failing_row_reports_an_error_and_nothing_else(index):
                        index, None, None, events.append)
     assert row.choose(torch.zeros(3)) is True  # logits of the wrong shape: this row fails, nothing raises
     assert [e.kind for e in events] == ["error"] and row.result().finish_reason == "error"
+
+
+def test_stop_texts_end_the_answer_before_them(index):
+    result, events = turn(index, "Hello world. And more.", stop=("world",))
+    assert (result.content, result.finish_reason) == ("Hello ", "stop")
+    assert "".join(e.data for e in events if e.kind == "text") == "Hello "
+    # a text that only begins like a stop is held back, then sent when the answer ends
+    result, events = turn(index, "Hello wor", stop=("world",))
+    assert (result.content, result.finish_reason) == ("Hello wor", "stop")
+    assert "".join(e.data for e in events if e.kind == "text") == "Hello wor"
+    # the first of several, wherever a token boundary falls
+    result, _ = turn(index, "a.b;c.d", stop=(";", "."))
+    assert result.content == "a"
+
+
+def test_a_character_cut_in_half_by_the_budget_is_dropped(index):
+    result, events = turn(index, "caf\u00e9!", max_tokens=4)  # c a f and the first byte of the e-acute
+    assert (result.content, result.finish_reason) == ("caf", "length")
+    assert "\ufffd" not in "".join(e.data for e in events if e.kind == "text")
+    result, _ = turn(index, "caf\u00e9!", max_tokens=5)
+    assert result.content == "caf\u00e9"
+
+
+def value_index(schema):
+    fns = [Function(name="answer", description="", parameters=schema)]  # as Runtime.index_for_schema wraps it
+    return TokenIndex(compile_index(fns, VOCAB, CompileOptions(form="value"))[0], VOCAB.token_bytes)
+
+
+def test_a_json_answer_is_checked_after_generation(index):
+    unique = {"type": "array", "items": {"type": "integer"}, "uniqueItems": True}
+    result, events = turn(index, "[7, 7]", tool_choice="none", schema_index=value_index(unique),
+                          response_schema=unique)
+    assert result.finish_reason == "error"
+    assert events[-1].data == "the answer fails the response schema after generation: [7, 7] has non-unique elements"
+    result, _ = turn(index, "[7, 8]", tool_choice="none", schema_index=value_index(unique), response_schema=unique)
+    assert (result.content, result.finish_reason) == ("[7, 8]", "stop")
+    anything = {"type": "object"}
+    result, events = turn(index, '{"a": 1, "a": 2}', tool_choice="none", schema_index=value_index(anything),
+                          response_schema=anything)
+    assert events[-1].data == ("the answer fails the response schema after generation: the key 'a' is given "
+                               "twice in one object")
+
+
+def test_counts_of_a_turn(index):
+    result, _ = turn(index, f"<tool_call>\n{CALL}\n</tool_call>")
+    # the marker is chosen, its newline forced; the call's forced text is appended without the model
+    assert result.completion_tokens == len(Tokenizer().encode(f"<tool_call>\n{CALL}"))
+    assert 0 < result.forced_tokens < result.completion_tokens
+    assert result.forward_passes == result.completion_tokens - result.forced_tokens

@@ -176,6 +176,34 @@ def test_error_statuses_and_the_server_keeps_serving(server, client):
     assert health["status"] == "ok" and health["model"] == MODEL
 
 
+def test_what_a_user_found_breaking_it(server, client):
+    """Each case a new user broke once (a 500, a call past the context, a replacement character)."""
+    post = lambda body: httpx.post(server + "/v1/chat/completions", json={"model": MODEL, **body}, timeout=120)  # noqa: E731
+    r = post({"messages": user("Greet john"), "tools": TOOLS, "tool_choice": "required", "max_tokens": 3})
+    assert r.status_code == 400 and r.json()["error"]["param"] == "max_tokens"
+    assert re.fullmatch(r"max_tokens 3 cannot hold a call: the shortest takes \d+ tokens", r.json()["error"]["message"])
+    # a prompt that leaves less room than a call needs, whatever max_tokens says
+    over = post({"messages": user("a " * 8192), "tools": TOOLS[:1], "tool_choice": "required"}).json()
+    overhead = int(re.search(r"the prompt is (\d+) tokens", over["error"]["message"]).group(1)) - 8192
+    r = post({"messages": user("a " * (8192 - 8 - overhead)), "tools": TOOLS[:1], "tool_choice": "required"})
+    assert r.status_code == 400, r.text
+    assert re.fullmatch(r"the prompt is 8184 tokens; the model's context \(8192\) leaves 8 for the answer: the "
+                        r"shortest takes \d+ tokens", r.json()["error"]["message"]), r.text
+    # a lone surrogate in the text (valid JSON, not valid Unicode)
+    r = httpx.post(server + "/v1/chat/completions", timeout=60, headers={"content-type": "application/json"},
+                   content=b'{"model": "%s", "messages": [{"role": "user", "content": "hi \\ud800"}]}' % MODEL.encode())
+    assert r.status_code == 400 and "not valid Unicode" in r.json()["error"]["message"], r.text
+    # any integer seed
+    r = client.chat.completions.create(model=MODEL, messages=user("Greet john"), tools=TOOLS, tool_choice="required",
+                                       temperature=0.7, seed=2**64 + 5, max_tokens=48)
+    checked(r.choices[0].message.tool_calls)
+    # stop texts end a text answer; top_p 0 is greedy
+    r = client.chat.completions.create(model=MODEL, messages=user("Count from one to ten in words."),
+                                       tool_choice="none", max_tokens=40, stop=[" "], top_p=0, temperature=1)
+    assert r.choices[0].finish_reason == "stop" and " " not in (r.choices[0].message.content or "")
+    assert r.system_fingerprint.startswith("callmaybe-")
+
+
 def test_a_client_that_hangs_up_frees_its_row(server):
     with httpx.Client(timeout=60) as http:
         with http.stream("POST", server + "/v1/chat/completions", json={
