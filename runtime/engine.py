@@ -73,6 +73,7 @@ class Engine:
         self._queue: deque[Ticket] = deque()
         self._rows: list[Ticket] = []
         self._lock = threading.Condition()
+        self._tokenizing = threading.Lock()
         self._thread: threading.Thread | None = None
         self._closed = False
         self._prefix_lengths: dict[tuple, tuple[int, list[int]]] = {}  # -> (shared length, a reference prompt)
@@ -90,13 +91,15 @@ class Engine:
 
     def prompt_ids(self, request) -> tuple[list[int], int]:
         """The prompt's token ids of ``request`` and how many of them every chat with the same tools and
-        choices shares (the catalog prefix, kept by the prefix cache). Raises InputError when the prompt
-        fills the model's context or the chat template cannot render the messages."""
-        from .prompt import chat_ids, common_length
+        choices shares (the catalog prefix, kept by the prefix cache). Raises InputError when a message is
+        not valid Unicode, the chat template cannot render the messages or the prompt fills the model's
+        context."""
+        from ..core.catalog import catalog_fingerprint
+        from .prompt import chat_ids
 
         opening = request.function is not None or request.tool_choice == "required"
         opening = opening and bool(request.functions) and self.call_format == "tools"
-        args = (request.functions, self.call_format, opening, request.tool_choice, request.parallel)
+        options = (self.call_format, opening, request.tool_choice, request.parallel)
         functions = request.functions if request.tool_choice != "none" or self.call_format == "tools" else []
         for text in _texts(request.messages):
             try:
@@ -105,24 +108,29 @@ class Engine:
                 raise input_error("a message holds text that is not valid Unicode (a lone surrogate)",
                                   "messages") from None
         try:
-            ids = chat_ids(self.tokenizer, functions, request.messages, *args[1:])
+            with self._tokenizing:  # submits come from several threads; the engine's own use only reads
+                ids = chat_ids(self.tokenizer, functions, request.messages, *options)
         except ValueError as exc:
             raise input_error(str(exc), "messages") from None
         if self.context is not None and len(ids) + 1 >= self.context:
             raise input_error(f"the prompt is {len(ids)} tokens; the model's context is {self.context}",
                               "messages")
-        from ..core.catalog import catalog_fingerprint
+        key = (catalog_fingerprint(functions), *options, tuple(f.description for f in functions))
+        with self._tokenizing:
+            return ids, self._prefix_length(key, functions, options, ids)
 
-        key = (catalog_fingerprint(functions), *args[1:], tuple(f.description for f in functions))
+    def _prefix_length(self, key: tuple, functions, args: tuple, ids: list[int]) -> int:
+        """The catalog prefix length of ``ids`` (see :meth:`prompt_ids`), from a reference prompt per key."""
+        from .prompt import chat_ids, common_length
+
         if key not in self._prefix_lengths:
             if len(self._prefix_lengths) >= 256:
                 self._prefix_lengths.clear()
-            a = chat_ids(self.tokenizer, functions, [{"role": "user", "content": "Request one?"}], *args[1:])
-            b = chat_ids(self.tokenizer, functions, [{"role": "user", "content": "Another request entirely."}],
-                         *args[1:])
+            a = chat_ids(self.tokenizer, functions, [{"role": "user", "content": "Request one?"}], *args)
+            b = chat_ids(self.tokenizer, functions, [{"role": "user", "content": "Another request entirely."}], *args)
             self._prefix_lengths[key] = (common_length(a, b), a)
         shared, reference = self._prefix_lengths[key]
-        return ids, min(shared, common_length(ids, reference), len(ids) - 1)
+        return min(shared, common_length(ids, reference), len(ids) - 1)
 
     def submit(self, request, on_event: Callable[[Event], None], index=None, schema_index=None) -> Ticket:
         """Queue ``request`` (a :class:`~.turn.TurnRequest`); its events go to ``on_event``, on the engine's
