@@ -301,9 +301,8 @@ class Engine:
         cached = ticket.prefix_len if self.runtime.prefix.enabled and ticket.prefix_len > 0 else 0
 
         def grounded(fn, arguments, context, tokens):
-            g = ground(self.model, ticket.index, fn, arguments, text, context, tokens, self.runtime.prefix,
-                       ticket.prefix_len, self.runtime.profile)
-            return g.parameters, g.grounding
+            return ground(self.model, ticket.index, fn, arguments, text, context, tokens, self.runtime.prefix,
+                          ticket.prefix_len, self.runtime.profile)
 
         row = TurnDecoding(request, self.vocab, ticket.ids, ticket.ids[cached:], ticket.index, ticket.schema_index,
                            grounded, lambda e: self._emit(ticket, e), self.runtime.profile)

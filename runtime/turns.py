@@ -81,8 +81,8 @@ class TurnDecoding:
 
     ``ids``: the prompt's token ids; ``pending``: those not in the prefix cache. ``index``: the call index of
     ``request.functions`` (None when no call may be made); ``schema_index``: the index of
-    ``request.response_schema``. ``ground(fn, arguments, context_ids, call_tokens)`` returns the grounded
-    arguments and what grounding did (:func:`~.runner.ground`); ``on_event`` gets the turn's
+    ``request.response_schema``. ``ground(fn, arguments, context_ids, call_tokens)`` returns a
+    :class:`~.runner.Grounded` (:func:`~.runner.ground`); ``on_event`` gets the turn's
     :class:`~.engine.Event` s. Raises InputError for a named function that is not in the index, a call
     required without an index, or a budget that cannot hold the call or JSON answer the turn must give.
     """
@@ -381,8 +381,9 @@ class TurnDecoding:
         if self.ground is not None and not self.request.keep_unstated:
             decoded = dict(arguments)
             context = self.ids + self.generated[:self.call_start]
-            arguments, grounding = self.ground(self.by_name[call["name"]], arguments, context,
-                                               decoding.matcher.call_tokens())
+            done = self.ground(self.by_name[call["name"]], arguments, context, decoding.matcher.call_tokens())
+            arguments, grounding = done.parameters, done.grounding
+            self.passes += done.forward_passes  # restating
         if any(c.name == call["name"] and c.arguments == arguments for c in self.calls):
             self.finish_reason = "tool_calls"  # the same call again: the model is looping, the turn is over
             self._done()
