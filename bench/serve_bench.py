@@ -14,7 +14,8 @@ eval``'s on BFCL (each case has its own catalog), in a child process after the s
 loading excluded. Usage::
 
     CALLMAYBE_SHARED=../shared python bench/serve_bench.py [--data public|bfcl100|bfcl64] [--limit N]
-        [--clients 1,4,16] [--model M] [--dtype D] [--max-batch 8] [--threads N] [--no-sequential]
+        [--clients 1,4,16] [--model M] [--dtype D] [--max-batch 8] [--threads N] [--call-format auto|plain|tools]
+        [--no-sequential]
 
 Not a timed test: the figures go in issue notes and the README.
 """
@@ -69,7 +70,7 @@ def start_server(args, port: int) -> subprocess.Popen:
 
     cmd = [sys.executable, "-m", "callmaybe.cli", "serve", "--model", args.model, "--dtype", args.dtype,
            "--port", str(port), "--max-batch", str(args.max_batch), "--max-queue", "1024",
-           "--max-new-tool-lists-per-minute", "100000", "--index-cache-size", "512"]
+           "--max-new-tool-lists-per-minute", "100000", "--index-cache-size", "512", "--call-format", args.call_format]
     if args.threads:
         cmd += ["--threads", str(args.threads)]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
@@ -170,7 +171,8 @@ def sequential_child(args) -> dict:
     from callmaybe.compiler.build import runtime_compiler
     from callmaybe.runtime.session import RunConfig
 
-    config = RunConfig(model=args.model, dtype=args.dtype, threads=args.threads, max_batch=1)
+    config = RunConfig(model=args.model, dtype=args.dtype, threads=args.threads, max_batch=1,
+                       call_format=args.call_format)
     path, default = DATA[args.data]
     if args.data == "public":  # `callmaybe run`'s own path: one catalog, a requests file
         from callmaybe.runtime.session import run_file
@@ -191,7 +193,7 @@ def sequential(args) -> dict | None:
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "seq.json"
         argv = [sys.executable, __file__, "--child", str(out), "--data", args.data, "--model", args.model,
-                "--dtype", args.dtype, "--limit", str(args.limit or 0)]
+                "--dtype", args.dtype, "--limit", str(args.limit or 0), "--call-format", args.call_format]
         if args.threads:
             argv += ["--threads", str(args.threads)]
         proc = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
@@ -225,6 +227,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--max-batch", type=int, default=8)
     parser.add_argument("--max-tokens", type=int, default=256)
+    parser.add_argument("--call-format", choices=["auto", "plain", "tools"], default="auto",
+                        help="for the server and the sequential baseline alike (auto: the model's own tools format)")
     parser.add_argument("--start-timeout", type=float, default=900.0, help="seconds to wait for the server")
     parser.add_argument("--no-sequential", action="store_true", help="skip the sequential baseline")
     parser.add_argument("--child", help=argparse.SUPPRESS)
