@@ -28,13 +28,14 @@ judge.
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from typing import Any
 
 from ..core.catalog import Function
 from .grounding import close, fold, is_stated, normalize, words
-from .reformat import reformat
+from .reformat import reformat, request_numbers
 
 #: Words that make a value a placeholder: what API docs and templates write where a real value goes.
 PLACEHOLDER_WORDS = {"example", "placeholder", "sample", "dummy", "lorem", "ipsum", "foo", "xxx"}
@@ -161,3 +162,45 @@ def verdicts(parameters: dict[str, Any], fn: Function, request: str) -> dict[str
 
 def _quote(value: str) -> str:
     return '"' + value.replace('"', '\\"') + '"'
+
+
+def _leaves(value: Any) -> list[Any]:
+    """The strings and numbers in a JSON value (booleans and null left out), depth first."""
+    if isinstance(value, dict):
+        return [leaf for v in value.values() for leaf in _leaves(v)]
+    if isinstance(value, list):
+        return [leaf for v in value for leaf in _leaves(v)]
+    if isinstance(value, bool) or value is None:
+        return []
+    return [value] if isinstance(value, (str, int, float)) else []
+
+
+def _same(value: Any) -> Any:
+    """A leaf as compared across calls: numbers by value, strings folded to letters and digits."""
+    return float(value) if isinstance(value, (int, float)) else ("s", normalize(value))
+
+
+def another_call(arguments: dict[str, Any], earlier: list[dict[str, Any]], request: str) -> Verdict:
+    """Whether a call after the first of one turn (``parallel``) is one the request asks for: each of its
+    values (strings and numbers, at any depth) is one an earlier call of the turn used or one the request
+    states (as :func:`grounds` reads strings: stated, reformatted; a number among those the request writes in
+    digits or words), and at least one stated value is new. A call that repeats earlier values (``{"location":
+    "New York", "size": 4000}`` after New York/3000 and Los Angeles/4000) or brings a value from nowhere
+    (``{"a": 13, "b": 5}`` for "3 and 4, 5 and 12") is the model running on: the turn ends before it."""
+    numbers = request_numbers(request)
+    seen = {_same(leaf) for e in earlier for leaf in _leaves(e)}
+    new: list[str] = []
+    for leaf in _leaves(arguments):
+        if _same(leaf) in seen:
+            continue
+        if isinstance(leaf, str):
+            stated = is_stated(leaf, request) or reformat(leaf, request) is not None
+        else:
+            stated = float(leaf) in numbers
+        if not stated:
+            return Verdict(False, f"{json.dumps(leaf, ensure_ascii=False)} is neither in the request nor in "
+                                  "an earlier call (a guess)")
+        new.append(json.dumps(leaf, ensure_ascii=False))
+    if not new:
+        return Verdict(False, "it uses no value the earlier calls did not (a repeat)")
+    return Verdict(True, f"the request states {', '.join(new)}, which no earlier call used")

@@ -71,3 +71,23 @@ def test_verdicts_keep_required_arguments():
         "city": Verdict(True, "required"),
         "unit": Verdict(False, 'the parameter\'s default ("cm"), copied from the catalog'),
     }
+
+
+def test_another_call_must_bring_a_stated_value_and_no_guess():
+    from callmaybe.runtime.evidence import another_call
+
+    request = "Compute the Pythagorean Theorem of two side lengths: 3 and 4, 5 and 12."
+    first = [{"a": 3, "b": 4}]
+    assert another_call({"a": 5, "b": 12}, first, request) == Verdict(
+        True, "the request states 5, 12, which no earlier call used")
+    assert another_call({"a": 13, "b": 5}, first + [{"a": 5, "b": 12}], request) == Verdict(
+        False, "13 is neither in the request nor in an earlier call (a guess)")
+    assert another_call({"a": 12, "b": 5}, first + [{"a": 5, "b": 12}], request) == Verdict(
+        False, "it uses no value the earlier calls did not (a repeat)")
+    houses = "Predict house price for a house of size 3000 sq ft. in location New York and 4000 sq ft. in Los Angeles"
+    earlier = [{"location": "New York", "size": 3000}, {"location": "Los Angeles", "size": 4000}]
+    assert not another_call({"location": "New York", "size": 4000}, earlier, houses).keep
+    # values in other words: a number in words, a reformatted date; booleans are not judged
+    assert another_call({"n": 5, "exact": True}, [{"n": 3, "exact": True}], "factorial of three and five").keep
+    assert another_call({"city": "Paris", "date": "2021-03-04"}, [{"city": "Rome", "date": "2021-03-03"}],
+                        "Weather in Rome on March 3, 2021 and in Paris on March 4, 2021").keep

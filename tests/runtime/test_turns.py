@@ -107,7 +107,7 @@ def turn(index, script, call_format="tools", fallback=EOS, schema_index=None, **
     """Decode one turn of the scripted model; returns (TurnResult, events)."""
     vocab = Vocab(VOCAB.token_bytes, VOCAB.eos_ids, VOCAB.vocab_size, Tokenizer(), call_format)
     request.setdefault("tool_choice", "auto")
-    req = TurnRequest([{"role": "user", "content": "#"}], FUNCTIONS, **request)
+    req = TurnRequest([{"role": "user", "content": ASKED}], FUNCTIONS, **request)
     events = []
     # as the engine renders it: a required call's opening ends the prompt ("tools" call format)
     opens = call_format == "tools" and (req.tool_choice == "required" or req.function is not None)
@@ -121,6 +121,8 @@ def turn(index, script, call_format="tools", fallback=EOS, schema_index=None, **
     return row.result(), events
 
 
+#: The request's text (what grounding and the parallel-call rule read; the scripted model sees only "#").
+ASKED = "Add 2 and 3, then greet Bob."
 CALL = '{"name": "add", "arguments": {"a": 2, "b": 3}}'
 GREET_BOB = '{"name": "greet", "arguments": {"name": "Bob"}}'
 
@@ -326,3 +328,12 @@ def test_counts_of_a_turn(index):
     assert result.completion_tokens == len(Tokenizer().encode(f"<tool_call>\n{CALL}"))
     assert 0 < result.forced_tokens < result.completion_tokens
     assert result.forward_passes == result.completion_tokens - result.forced_tokens
+
+
+def test_a_call_the_request_does_not_ask_for_ends_the_turn(index):
+    guess = '{"name": "greet", "arguments": {"name": "Alice"}}'
+    script = (f"<tool_call>\n{CALL}\n</tool_call>\n<tool_call>\n{GREET_BOB}\n</tool_call>\n"
+              f"<tool_call>\n{guess}\n</tool_call>")
+    result, events = turn(index, script, tool_choice="required", parallel=True)
+    assert [(c.name, c.arguments) for c in result.calls] == [("add", {"a": 2, "b": 3}), ("greet", {"name": "Bob"})]
+    assert [e.kind for e in events] == ["call", "call", "done"]
