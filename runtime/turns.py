@@ -16,8 +16,8 @@ modes:
   turn and a newline starts another call ("tools": then ``<tool_call>\\n`` is forced; "plain": one call
   object per line), whichever the model weighs more. A call after the first is kept only when the request
   asks for it (:func:`~.evidence.another_call`: each value stated or used before, one stated value new);
-  the first that is not ends the turn, unreported. Another call starts only when the budget still holds a whole one; a
-  call equal to an earlier one of the turn (name and arguments) is not reported and ends the turn.
+  the first that is not ends the turn, unreported. Another call starts only when the budget still holds a
+  whole one.
 
 Every generated token (chosen, forced or marker) counts against ``max_tokens``; a call always completes
 within what is left. When a call is complete it is parsed, checked and grounded (the ``ground`` callback,
