@@ -7,6 +7,8 @@ modes:
 * ``decide`` (``tool_choice="auto"``): the model's first token decides: the model's own call marker (Qwen's
   ``<tool_call>``, "tools" call format) or a token the call's index allows at its start (``{"``; small Qwen
   models often write their call without the marker) starts a call, anything else a text answer. A text answer may still turn into a call when the model writes its call marker.
+* ``fence`` (under ``decide``): the first token opens a code fence (three backquotes and ``json``); once the
+  fence is whole the call starts, and text that leaves it is a text answer.
 * ``text``: free text, token by token, until EOS or the budget ("length"). Control tokens other than EOS and
   (under "auto") the call marker are never picked; under "none" the marker is not either.
 * ``json``: a text answer that must match ``response_schema``: decoded under that schema's index.
@@ -46,6 +48,8 @@ from .turn import ToolCall, TurnRequest, TurnResult
 
 #: The text that closes a call in the "tools" call format, before EOS or the next call.
 TOOLS_CLOSING = "\n</tool_call>"
+#: Code fences a model may open its call with under "auto" (then the call follows).
+FENCES = ("```json\n", "```\n", "```json ")
 
 
 class Vocab:
@@ -114,6 +118,7 @@ class TurnDecoding:
         self.forced = 0  # generated tokens appended without asking the model
         self._answer = ""  # the text answer decoded so far (what is sent, then what is held back)
         self._sent = 0  # characters of it sent as events
+        self._fence = ""  # a code fence being opened (mode "fence")
         self.t0 = time.perf_counter()
         r = request
         if r.function is not None and r.function not in self.by_name:
@@ -185,6 +190,8 @@ class TurnDecoding:
             self._text(logits, self.vocab.free if self._may_call() else self.vocab.no_call)
         elif self.mode == "between":
             self._between(logits)
+        elif self.mode == "fence":
+            self._fenced(logits)
         else:
             finished = self.call.choose(logits)
             last = self.call.matcher.tokens[-1:]
@@ -234,11 +241,40 @@ class TurnDecoding:
             self.call.matcher.advance(tok)
             self.pending.append(tok)
             return
+        piece = (self.vocab.token_bytes[tok] or b"").decode("utf-8", "replace")
+        if piece and any(f.startswith(piece) for f in FENCES):  # maybe a call in a code block: read on
+            self._take([tok])
+            self.pending.append(tok)
+            self.mode, self._fence = "fence", piece
+            return
         self.mode = "json" if self.schema_index is not None else "text"
         if self.mode == "json":
             self._begin_json()
             return self._choose(logits)  # the JSON answer's first token, from the same logits
         self._text_token(tok)
+
+    def _fenced(self, logits: torch.Tensor) -> None:
+        """After an opening that may be a code fence (three backquotes and ``json``): once the fence is whole,
+        the call starts from its own start (the model writes its calls that way under "auto": Qwen2.5-Coder-1.5B opened a
+        code block on all of BFCL simple's first 100 requests); text that leaves the fence is a text answer."""
+        tok = pick(logits + self.vocab.free.to(logits.device, logits.dtype), self.request.sampling, self.gen)
+        text = self._fence + (self.vocab.token_bytes[tok] or b"").decode("utf-8", "replace")
+        if text in FENCES:
+            self._take([tok])
+            self.pending.append(tok)
+            self.mode = "call"
+            self._begin_call()
+        elif any(f.startswith(text) for f in FENCES) and tok not in self.vocab.eos_ids:
+            self._take([tok])
+            self.pending.append(tok)
+            self._fence = text
+        else:  # not a fence after all: a text answer that began with these characters
+            self.mode = "json" if self.schema_index is not None else "text"
+            if self.mode == "json":
+                self._begin_json()
+                return self._choose(logits)
+            self._add_text(self._fence)
+            self._text_token(tok)
 
     def _text(self, logits: torch.Tensor, bias: torch.Tensor) -> None:
         tok = pick(logits + bias.to(logits.device, logits.dtype), self.request.sampling, self.gen)

@@ -337,3 +337,14 @@ def test_a_call_the_request_does_not_ask_for_ends_the_turn(index):
     result, events = turn(index, script, tool_choice="required", parallel=True)
     assert [(c.name, c.arguments) for c in result.calls] == [("add", {"a": 2, "b": 3}), ("greet", {"name": "Bob"})]
     assert [e.kind for e in events] == ["call", "call", "done"]
+
+
+def test_auto_call_in_a_code_fence(index):
+    result, events = turn(index, "```json\n" + CALL + "\n```")
+    assert [(c.name, c.arguments) for c in result.calls] == [("add", {"a": 2, "b": 3})]
+    assert result.content is None and [e.kind for e in events] == ["call", "done"]
+
+
+def test_a_code_block_that_is_not_a_call_is_text(index):
+    result, _ = turn(index, "```python\nprint(5)\n```")
+    assert (result.content, result.calls, result.finish_reason) == ("```python\nprint(5)\n```", [], "stop")
