@@ -6,7 +6,8 @@ modes:
 
 * ``decide`` (``tool_choice="auto"``): the model's first token decides: the model's own call marker (Qwen's
   ``<tool_call>``, "tools" call format) or a token the call's index allows at its start (``{"``; small Qwen
-  models often write their call without the marker) starts a call, anything else a text answer. A text answer may still turn into a call when the model writes its call marker.
+  models often write their call without the marker) starts a call, anything else a text answer. A text
+  answer may still turn into a call when the model writes its call marker.
 * ``fence`` (under ``decide``): the first token opens a code fence (three backquotes and ``json``); once the
   fence is whole the call starts, and text that leaves it is a text answer.
 * ``text``: free text, token by token, until EOS or the budget ("length"). Control tokens other than EOS and
@@ -255,8 +256,8 @@ class TurnDecoding:
 
     def _fenced(self, logits: torch.Tensor) -> None:
         """After an opening that may be a code fence (three backquotes and ``json``): once the fence is whole,
-        the call starts from its own start (the model writes its calls that way under "auto": Qwen2.5-Coder-1.5B opened a
-        code block on all of BFCL simple's first 100 requests); text that leaves the fence is a text answer."""
+        the call starts from its own start (Qwen2.5-Coder-1.5B, under "auto", opened a code block for its call
+        on all of BFCL simple's first 100 requests); text that leaves the fence is a text answer."""
         tok = pick(logits + self.vocab.free.to(logits.device, logits.dtype), self.request.sampling, self.gen)
         text = self._fence + (self.vocab.token_bytes[tok] or b"").decode("utf-8", "replace")
         if text in FENCES:

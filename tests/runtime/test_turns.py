@@ -60,7 +60,8 @@ def _split(text):
 class ScriptModel:
     """Prefers, at each step, the token that continues ``script`` (markers spelled as in the chat template) from
     what was generated so far; EOS once it is written. Its second choice is ``fallback``, then EOS; off the
-    script (a token it did not want was forced or masked in), ``fallback`` comes first. Returns float logits of shape (vocab_size,)."""
+    script (a token it did not want was forced or masked in), ``fallback`` comes first. Returns float logits of
+    shape (vocab_size,)."""
 
     def __init__(self, script: str, fallback: int = EOS):
         self.script = Tokenizer().encode(script)
