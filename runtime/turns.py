@@ -7,7 +7,8 @@ modes:
 * ``decide`` (``tool_choice="auto"``): the model's first token decides: the model's own call marker (Qwen's
   ``<tool_call>``, "tools" call format) or a token the call's index allows at its start (``{"``; small Qwen
   models often write their call without the marker) starts a call, anything else a text answer. A text
-  answer may still turn into a call when the model writes its call marker.
+  answer may still turn into a call when the model writes its call marker. A call none of whose values the
+  request states (:func:`~.evidence.first_call`) is a call from nowhere: the turn declines instead.
 * ``fence`` (under ``decide``): the first token opens a code fence (three backquotes and ``json``); once the
   fence is whole the call starts, and text that leaves it is a text answer.
 * ``text``: free text, token by token, until EOS or the budget ("length"). Control tokens other than EOS and
@@ -41,7 +42,7 @@ from ..core.errors import CallmaybeError, InputError, TokenNotAllowed
 from .calls import to_call
 from .decoder import Decoding
 from .engine import Event
-from .evidence import another_call
+from .evidence import another_call, first_call
 from .masks import TokenIndex
 from .profile import Profile
 from .sampling import generator, pick
@@ -424,8 +425,16 @@ class TurnDecoding:
             done = self.ground(self.by_name[call["name"]], arguments, context, decoding.matcher.call_tokens())
             arguments, grounding = done.parameters, done.grounding
             self.passes += done.forward_passes  # restating
-        if self.calls and not another_call(arguments, [c.arguments for c in self.calls],
-                                           request_text(self.request.messages)).keep:
+        asked = request_text(self.request.messages)
+        if not self.calls and self.request.tool_choice == "auto":
+            verdict = first_call(arguments, asked)
+            if not verdict.keep:  # a call from nowhere: decline instead
+                self._send(f"No call: {call['name']} would take values the request does not give "
+                           f"({verdict.evidence}).")
+                self.finish_reason = "stop"
+                self._done()
+                return
+        if self.calls and not another_call(arguments, [c.arguments for c in self.calls], asked).keep:
             self.finish_reason = "tool_calls"  # a repeat or a guess: the model runs on, the turn is over
             self._done()
             return

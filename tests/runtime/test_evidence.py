@@ -91,3 +91,14 @@ def test_another_call_must_bring_a_stated_value_and_no_guess():
     assert another_call({"n": 5, "exact": True}, [{"n": 3, "exact": True}], "factorial of three and five").keep
     assert another_call({"city": "Paris", "date": "2021-03-04"}, [{"city": "Rome", "date": "2021-03-03"}],
                         "Weather in Rome on March 3, 2021 and in Paris on March 4, 2021").keep
+
+
+def test_first_call_needs_one_stated_value():
+    from callmaybe.runtime.evidence import first_call
+
+    triangle = "Calculate the area of a triangle given the base is 10 meters and height is 5 meters."
+    assert first_call({"weight": 70.0, "height": 1.75}, triangle) == Verdict(False,
+                                                                            "none of its values is in the request")
+    assert first_call({"base": 10, "height": 5, "unit": "m2"}, triangle) == Verdict(True, "the request states 10")
+    assert first_call({}, triangle) == Verdict(True, "it takes no value")
+    assert first_call({"verbose": True}, triangle) == Verdict(True, "it takes no value")

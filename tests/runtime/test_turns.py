@@ -349,3 +349,13 @@ def test_auto_call_in_a_code_fence(index):
 def test_a_code_block_that_is_not_a_call_is_text(index):
     result, _ = turn(index, "```python\nprint(5)\n```")
     assert (result.content, result.calls, result.finish_reason) == ("```python\nprint(5)\n```", [], "stop")
+
+
+def test_auto_declines_a_call_from_nowhere(index):
+    script = '<tool_call>\n{"name": "add", "arguments": {"a": 70, "b": 175}}'
+    result, events = turn(index, script)  # the request asks to add 2 and 3 and greet Bob: 70 and 175 are not in it
+    assert result.calls == [] and result.finish_reason == "stop"
+    assert result.content == ("No call: add would take values the request does not give (none of its values is "
+                              "in the request).")
+    result, _ = turn(index, script, tool_choice="required")  # required: the call stands
+    assert [(c.name, c.arguments) for c in result.calls] == [("add", {"a": 70, "b": 175})]
