@@ -225,14 +225,9 @@ class TurnDecoding:
 
     def _decide(self, logits: torch.Tensor) -> None:
         """The first token: the call marker (or a call's first token) starts a call; anything else, text."""
-        bias = self.vocab.free if self.vocab.marker is not None else self.vocab.no_call
-        tok = pick(logits + bias.to(logits.device, logits.dtype), self.request.sampling, self.gen)
+        tok = self._pick(logits, self.vocab.free if self.vocab.marker is not None else self.vocab.no_call)
         if self.vocab.marker is not None and tok == self.vocab.marker:
-            self._take([tok])
-            self._take(self.vocab.after_marker, forced=True)
-            self.pending += [tok, *self.vocab.after_marker]
-            self.mode = "call"
-            self._begin_call()
+            self._call_after_marker(tok)
             return
         if tok in self.index.mask(self.index.start) and tok not in self.vocab.eos_ids:  # a call without its marker
             self._take([tok])
@@ -245,42 +240,57 @@ class TurnDecoding:
             return
         piece = (self.vocab.token_bytes[tok] or b"").decode("utf-8", "replace")
         if piece and any(f.startswith(piece) for f in FENCES):  # maybe a call in a code block: read on
-            self._take([tok])
-            self.pending.append(tok)
+            self._feed(tok)
             self.mode, self._fence = "fence", piece
             return
+        self._as_text_answer(logits, tok)
+
+    def _as_text_answer(self, logits: torch.Tensor, tok: int, before: str = "") -> None:
+        """The turn is a text answer after all: a JSON one takes its first token from ``logits`` (under the
+        schema's mask); a free one starts with ``before`` (text already fed) and ``tok``."""
         self.mode = "json" if self.schema_index is not None else "text"
         if self.mode == "json":
             self._begin_json()
-            return self._choose(logits)  # the JSON answer's first token, from the same logits
+            return self._choose(logits)
+        if before:
+            self._add_text(before)
         self._text_token(tok)
 
     def _fenced(self, logits: torch.Tensor) -> None:
         """After an opening that may be a code fence (three backquotes and ``json``): once the fence is whole,
         the call starts from its own start (Qwen2.5-Coder-1.5B, under "auto", opened a code block for its call
         on all of BFCL simple's first 100 requests); text that leaves the fence is a text answer."""
-        tok = pick(logits + self.vocab.free.to(logits.device, logits.dtype), self.request.sampling, self.gen)
+        tok = self._pick(logits, self.vocab.free)
         text = self._fence + (self.vocab.token_bytes[tok] or b"").decode("utf-8", "replace")
         if text in FENCES:
-            self._take([tok])
-            self.pending.append(tok)
+            self._feed(tok)
             self.mode = "call"
             self._begin_call()
         elif any(f.startswith(text) for f in FENCES) and tok not in self.vocab.eos_ids:
-            self._take([tok])
-            self.pending.append(tok)
+            self._feed(tok)
             self._fence = text
         else:  # not a fence after all: a text answer that began with these characters
-            self.mode = "json" if self.schema_index is not None else "text"
-            if self.mode == "json":
-                self._begin_json()
-                return self._choose(logits)
-            self._add_text(self._fence)
-            self._text_token(tok)
+            self._as_text_answer(logits, tok, self._fence)
 
     def _text(self, logits: torch.Tensor, bias: torch.Tensor) -> None:
-        tok = pick(logits + bias.to(logits.device, logits.dtype), self.request.sampling, self.gen)
-        self._text_token(tok)
+        self._text_token(self._pick(logits, bias))
+
+    def _pick(self, logits: torch.Tensor, bias: torch.Tensor) -> int:
+        """A token from ``logits`` plus ``bias`` (a text bias of :class:`Vocab`), as the request samples."""
+        return pick(logits + bias.to(logits.device, logits.dtype), self.request.sampling, self.gen)
+
+    def _feed(self, tok: int) -> None:
+        """Count ``tok`` as chosen and feed it to the model next."""
+        self._take([tok])
+        self.pending.append(tok)
+
+    def _call_after_marker(self, tok: int) -> None:
+        """The model wrote its call marker ``tok``: the marker's own newline is forced and the call begins."""
+        self._take([tok])
+        self._take(self.vocab.after_marker, forced=True)
+        self.pending += [tok, *self.vocab.after_marker]
+        self.mode = "call"
+        self._begin_call()
 
     def _text_token(self, tok: int) -> None:
         if tok in self.vocab.eos_ids:
@@ -290,14 +300,9 @@ class TurnDecoding:
             return
         if tok == self.vocab.marker:  # the text turns into a call
             self._flush_text()
-            self._take([tok])
-            self._take(self.vocab.after_marker, forced=True)
-            self.pending += [tok, *self.vocab.after_marker]
-            self.mode = "call"
-            self._begin_call()
+            self._call_after_marker(tok)
             return
-        self._take([tok])
-        self.pending.append(tok)
+        self._feed(tok)
         self.text_tokens += 1
         if self._add_text(self._utf8.decode(self.vocab.token_bytes[tok] or b"")):
             self.finish_reason = "stop"  # a stop text: the answer ends before it

@@ -34,3 +34,16 @@ def running(app, timeout: float = 30.0):
     finally:
         server.should_exit = True
         thread.join(timeout)
+
+
+def streamed_calls(chunks) -> dict[int, dict[str, str]]:
+    """The tool calls of a stream of ``chat.completion.chunk`` s (openai client objects), reassembled as a
+    client does: per index, the name and the arguments concatenated."""
+    calls: dict[int, dict[str, str]] = {}
+    for ch in chunks:
+        for choice in ch.choices:
+            for t in choice.delta.tool_calls or []:
+                entry = calls.setdefault(t.index, {"name": "", "arguments": ""})
+                entry["name"] += t.function.name or ""
+                entry["arguments"] += t.function.arguments or ""
+    return calls

@@ -17,7 +17,7 @@ from callmaybe.server.limits import CompileRate
 from callmaybe.server.tools import IndexCache
 
 from .fake import CRASH, FAIL, SHUTDOWN, SLOW, TOO_LONG, TWO_CALLS, CountingLoader, FakeEngine
-from .serving import running
+from .serving import running, streamed_calls
 
 MODEL = "tiny-model"
 WEATHER = {"type": "function", "function": {
@@ -136,13 +136,7 @@ def test_streaming_is_reassembled_by_the_openai_client(server):
                                             tools=[WEATHER, ADD], stream=True,
                                             stream_options={"include_usage": True}))
     assert chunks[0].choices[0].delta.role == "assistant"
-    calls = {}
-    for ch in chunks:
-        for choice in ch.choices:
-            for t in choice.delta.tool_calls or []:
-                entry = calls.setdefault(t.index, {"name": "", "arguments": ""})
-                entry["name"] += t.function.name or ""
-                entry["arguments"] += t.function.arguments or ""
+    calls = streamed_calls(chunks)
     assert [calls[i]["name"] for i in sorted(calls)] == ["get_weather", "add"]
     assert json.loads(calls[1]["arguments"]) == {"a": 1, "b": 1}
     finishes = [ch.choices[0].finish_reason for ch in chunks if ch.choices and ch.choices[0].finish_reason]

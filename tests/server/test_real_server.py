@@ -21,7 +21,7 @@ import pytest
 from callmaybe.core.catalog import load_catalog
 from callmaybe.runtime import engine as engine_module
 
-from .serving import free_port
+from .serving import free_port, streamed_calls
 
 MODEL = "smollm2-135m-instruct"
 REPO = Path(__file__).resolve().parents[2]
@@ -121,13 +121,7 @@ def test_streaming_is_reassembled(client):
                                             stream_options={"include_usage": True})
     chunks = list(stream)
     assert chunks[0].choices[0].delta.role == "assistant"
-    calls = {}
-    for ch in chunks:
-        for choice in ch.choices:
-            for t in choice.delta.tool_calls or []:
-                entry = calls.setdefault(t.index, {"name": "", "arguments": ""})
-                entry["name"] += t.function.name or ""
-                entry["arguments"] += t.function.arguments or ""
+    calls = streamed_calls(chunks)
     assert calls and all(c["name"] in SCHEMAS for c in calls.values())
     for c in calls.values():
         jsonschema.validate(json.loads(c["arguments"]), SCHEMAS[c["name"]])
