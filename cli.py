@@ -218,8 +218,8 @@ def run_options(f):
                           "request or left out; one the request states, reformats or names is kept)."),
         click.option("--dtype", type=click.Choice(["auto", "float32", "bfloat16", "int8"]), default="auto",
                      show_default=True,
-                     help="Weights' dtype. auto: int8 on the CPU (weight-only int8, bfloat16 activations: the "
-                          "default model in 2.3 GB), bfloat16 on a GPU that computes it natively, else float32."),
+                     help="Weights' dtype. auto: int8 on the CPU (int8 weights, rotated int8 activations: the "
+                          "default model in 2.2 GB), bfloat16 on a GPU that computes it natively, else float32."),
         click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True,
                      help="auto: a CUDA GPU when torch sees one, else the CPU."),
         click.option("--max-batch", type=click.IntRange(min=1), default=1, show_default=True,

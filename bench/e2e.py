@@ -4,7 +4,7 @@ request at a time, each system in its own subprocess (its peak RSS from ``os.wai
 Systems:
 
 * ``callmaybe`` (``--dtype auto``), ``callmaybe-bf16`` (``--dtype bfloat16``), ``callmaybe-int8``
-  (``--dtype int8``, weight-only int8) and ``callmaybe-fp32`` (``--dtype float32``, the path before issue 11),
+  (``--dtype int8``) and ``callmaybe-fp32`` (``--dtype float32``, the path before issue 11),
   one request at a time; ``callmaybe-batch`` (``--dtype auto --max-batch N``, N from ``--max-batch``, default 8):
   many requests decoding together, for throughput;
 * ``outlines``: transformers + outlines on the same converted weights (float32, as the issue's table), the call

@@ -1,8 +1,9 @@
-"""Convert a GGUF model file into callmaybe's weight-only int8 checkpoint, streaming, tensor by tensor.
+"""Convert a GGUF model file into callmaybe's int8 checkpoint (:mod:`.quant`), streaming, tensor by tensor.
 
 The float model is never held whole: each GGUF tensor is read from the file with plain reads (not through a
 memory map, whose pages would count in the process's memory), dequantized by ``gguf.quants.dequantize`` in
-chunks of rows of at most :data:`CHUNK_BYTES` of float32, quantized per row (:func:`.quant.quantize_rows`) and
+chunks of rows of at most :data:`CHUNK_BYTES` of float32, rotated along the inputs (a linear layer's, not the
+embeddings': :func:`.quant.rotate`), quantized per row (:func:`.quant.quantize_rows`) and
 written straight into ``model.safetensors`` (:func:`write_safetensors`), whose header is known before any data
 since the GGUF header gives every tensor's shape. Config and tokenizer come from the GGUF metadata through
 transformers (``AutoConfig`` / ``AutoTokenizer`` with ``gguf_file``), which read no tensor.
@@ -44,13 +45,15 @@ import numpy as np
 import torch
 
 from ..core.errors import ModelError
-from .quant import empty_like_quantized, quantize_rows, tied_keys
+from .quant import empty_like_quantized, quantize_rows, rotate, rotation_block, tied_keys
 
 #: Bumped whenever the checkpoint's layout changes; part of the cache folder's name (:data:`INT8_FOLDER`) and
 #: written in :data:`QUANTIZATION_FILE`, so an older checkpoint is never read as this one.
-#: 1: untied bfloat16 embeddings, int8 output layer (before streaming); 2: int8 embeddings, tied when the GGUF is.
-SCHEME_VERSION = 2
-SCHEME = "int8 weight-only, per output row (absmax / 127), bfloat16 scales"
+#: 1: untied bfloat16 embeddings, int8 output layer (before streaming); 2: int8 embeddings, tied when the GGUF is;
+#: 3: linear layers' weights rotated by block Hadamard matrices (int8 activations at run time).
+SCHEME_VERSION = 3
+SCHEME = ("int8 per output row (absmax / 127), bfloat16 scales; linear layers rotated along their inputs by "
+          "block Hadamard matrices (callmaybe.runtime.quant.rotation_block)")
 INT8_FOLDER = f"hf-int8-v{SCHEME_VERSION}"
 QUANTIZATION_FILE = "callmaybe-quantization.json"
 #: Bytes of float32 dequantized at a time (a chunk of rows of one tensor): bounds the conversion's working memory.
@@ -267,12 +270,14 @@ def read_gguf(gguf: Path) -> tuple[str, list[GgufTensor]]:
 def plan_tensors(gguf: Path, tensors: Sequence[GgufTensor], arch: str, heads: tuple[int, int],
                  tie: str | None = None) -> tuple[list, list[TensorSpec]]:
     """What to write for each of the ``tensors`` of GGUF file ``gguf`` (architecture ``arch``, ``heads`` =
-    (attention heads, key-value heads)): a plan of (tensor, transformers key, whether it becomes int8, row order
-    or None), for :func:`tensor_chunks`, and the checkpoint's tensors in the same order, for
+    (attention heads, key-value heads)): a plan of (tensor, transformers key, int8 block, row order or None),
+    for :func:`tensor_chunks`, where the int8 block is 0 for a tensor kept in bfloat16, else the rotation block
+    of one that becomes int8 (:func:`.quant.rotation_block` of its inputs for a linear layer, 1 for the
+    embeddings, which are not rotated), and the checkpoint's tensors in the same order, for
     :func:`write_safetensors`. ``tie``: ``"output.weight"`` or ``"token_embd.weight"``, the one of the two that
     becomes the shared embedding (the other is left out), or None to keep both as they are.
     Raises ModelError for a tensor name without a transformers counterpart or of more than 2 dimensions."""
-    plan: list[tuple[GgufTensor, str, bool, np.ndarray | None]] = []
+    plan: list[tuple[GgufTensor, str, int, np.ndarray | None]] = []
     specs: list[TensorSpec] = []
     pair = {"output.weight", "token_embd.weight"}
     for t in tensors:
@@ -287,7 +292,8 @@ def plan_tensors(gguf: Path, tensors: Sequence[GgufTensor], arch: str, heads: tu
         if arch == "llama" and re.search(r"\.attn_[qk]\.", t.name):
             order = llama_rows(t.shape[0], heads[0] if ".attn_q." in t.name else heads[1])
         int8 = names[1] == "weight" and t.name.rsplit(".", 2)[-2] in _INT8
-        plan.append((t, f"{names[0]}.{names[1]}", int8, order))
+        block = 0 if not int8 else 1 if names[0] == _TOP["token_embd"] else rotation_block(t.shape[-1])
+        plan.append((t, f"{names[0]}.{names[1]}", block, order))
         if int8:
             specs += [TensorSpec(f"{names[0]}.weight_int8", torch.int8, t.shape),
                       TensorSpec(f"{names[0]}.scale", torch.bfloat16, t.shape[:1])]
@@ -311,12 +317,13 @@ def same_matrix(gguf: Path, a: GgufTensor, b: GgufTensor, rows: int = SAME_MATRI
 
 def tensor_chunks(gguf: Path, plan, chunk_bytes: int = CHUNK_BYTES) -> Iterator[tuple[str, torch.Tensor]]:
     """The data of the checkpoint's tensors in the order of ``plan`` (:func:`plan_tensors`), read from the GGUF
-    file ``gguf`` with plain reads, as (key, tensor) chunks for :func:`write_safetensors`: an int8 weight in
-    chunks of rows of at most ``chunk_bytes`` of float32 (at least one row), then its scales; any other tensor
+    file ``gguf`` with plain reads, as (key, tensor) chunks for :func:`write_safetensors`: an int8 weight
+    (rotated by its plan's block) in chunks of rows of at most ``chunk_bytes`` of float32 (at least one row),
+    then its scales; any other tensor
     whole, in bfloat16. Raises ModelError naming the tensor when its type cannot be dequantized or the file is
     truncated."""
     with open(gguf, "rb", buffering=0) as f:
-        for t, key, int8, order in plan:
+        for t, key, block, order in plan:
             # a reordered 2-D tensor (llama's Q and K, small) is read whole, its rows then taken in order
             whole = _read_rows(f, t, 0, t.rows) if order is not None and len(t.shape) > 1 else None
 
@@ -324,7 +331,7 @@ def tensor_chunks(gguf: Path, plan, chunk_bytes: int = CHUNK_BYTES) -> Iterator[
                 raw = whole[order[a:b]] if whole is not None else _read_rows(f, t, a, b)
                 return torch.from_numpy(_dequantize(gguf, t, raw))
 
-            if not int8:  # norms and biases (small): whole, in bfloat16
+            if not block:  # norms and biases (small): whole, in bfloat16
                 values = floats(0, t.rows)
                 if len(t.shape) == 1:
                     values = values.reshape(-1)
@@ -337,7 +344,7 @@ def tensor_chunks(gguf: Path, plan, chunk_bytes: int = CHUNK_BYTES) -> Iterator[
             step = max(1, chunk_bytes // (4 * t.shape[-1]))
             for a in range(0, t.rows, step):
                 b = min(a + step, t.rows)
-                q, scales[a:b] = quantize_rows(floats(a, b))
+                q, scales[a:b] = quantize_rows(rotate(floats(a, b), block))
                 yield f"{module}.weight_int8", q
             yield f"{module}.scale", scales
 

@@ -3,8 +3,8 @@
 A model is named by a registry name (``callmaybe.core.registry.MODELS``), a local transformers checkpoint
 directory, or a model hub id. Registry models ship as GGUF files; on first use they are dequantized once per
 dtype into a safetensors checkpoint under ``cache_dir("models", name)`` (``hf`` for float32, ``hf-bfloat16``,
-``hf-int8-v2`` for int8, streamed by :mod:`.convert`), which later loads in seconds. ``--dtype auto`` picks
-weight-only int8 on the CPU, bfloat16 on a GPU that computes it natively.
+``hf-int8-v3`` for int8, streamed by :mod:`.convert`), which later loads in seconds. ``--dtype auto`` picks
+int8 on the CPU (:mod:`.quant`), bfloat16 on a GPU that computes it natively.
 """
 
 from __future__ import annotations
@@ -45,7 +45,8 @@ class LoadedModel:
     device: torch.device = torch.device("cpu")
 
 
-#: ``int8`` is weight-only int8 with bfloat16 activations (:mod:`.quant`), kept as ``torch.int8`` here.
+#: ``int8`` is int8 weights, with rotated int8 activations in the linear layers (:mod:`.quant`), kept as
+#: ``torch.int8`` here.
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "int8": torch.int8}
 
 
@@ -74,7 +75,7 @@ def choose_device(requested: str = "auto") -> torch.device:
 
 
 def choose_dtype(requested: str, device: torch.device) -> torch.dtype:
-    """The weights' dtype: for ``auto``, ``int8`` on the CPU (weight-only, :mod:`.quant`; ``torch.int8`` stands
+    """The weights' dtype: for ``auto``, ``int8`` on the CPU (:mod:`.quant`; ``torch.int8`` stands
     for it), and on a GPU ``bfloat16`` where :func:`bf16_is_fast`, else ``float32``; an explicit ``float32``,
     ``bfloat16`` or ``int8`` (CPU only) as asked. Raises ModelError for an unknown name, or int8 on a GPU.
 
@@ -92,7 +93,7 @@ def choose_dtype(requested: str, device: torch.device) -> torch.dtype:
     if requested not in DTYPES:
         raise ModelError(f"unknown dtype {requested!r} (expected auto, {', '.join(DTYPES)})")
     if requested == "int8" and device.type != "cpu":
-        raise ModelError("--dtype int8 is for the CPU (its kernel is torch's int8 x bfloat16 CPU product)")
+        raise ModelError("--dtype int8 is for the CPU (its kernels are torch's int8 CPU products)")
     return DTYPES[requested]
 
 
@@ -183,7 +184,8 @@ def _load(spec: str, path: Path, weights: torch.dtype, where: torch.device) -> L
 def _converted_dir(name: str, dtype: torch.dtype = torch.float32) -> Path:
     """Return the safetensors checkpoint of registry model ``name`` with weights of ``dtype``, converting the
     GGUF once per dtype into ``hf`` (float32), ``hf-bfloat16`` or, for int8, :data:`.convert.INT8_FOLDER`
-    (``hf-int8-v2``: the scheme's version is in the name, so a checkpoint of another layout is never read).
+    (``hf-int8-v3``: the scheme's version is in the name, so a checkpoint of another layout is never read; once
+    the new one is in place, int8 checkpoints of earlier versions are deleted).
 
     float32 and bfloat16 load the whole model through transformers' GGUF loader, which dequantizes every tensor
     at once; int8 streams tensor by tensor (:func:`.convert.convert_gguf_int8`). Measured for
@@ -223,6 +225,10 @@ def _converted_dir(name: str, dtype: torch.dtype = torch.float32) -> Path:
             if not (final / "config.json").is_file():
                 shutil.rmtree(final, ignore_errors=True)  # an empty or broken leftover: replace it
                 os.rename(tmp, final)
+    if int8:  # checkpoints of earlier int8 schemes, which this callmaybe never reads again
+        for old in parent.glob("hf-int8*"):
+            if old.name != INT8_FOLDER:
+                shutil.rmtree(old, ignore_errors=True)
     say(f"converted {name} in {time.monotonic() - start:.0f} s")
     return final
 

@@ -1,4 +1,4 @@
-"""Weight-only int8: the scheme's exact values, both product paths, tied embeddings sharing one int8 matrix, and a
+"""Int8: the scheme's exact values, the rotation, the rotated int8 x int8 product, both weight-only paths, tied embeddings sharing one int8 matrix, and a
 registry model converted and loaded."""
 
 import pytest
@@ -6,7 +6,9 @@ import torch
 from torch import nn
 
 from callmaybe.runtime import quant
-from callmaybe.runtime.quant import SMALL_ROWS, Int8Embedding, Int8Linear, quantize
+from callmaybe.runtime.convert import INT8_FOLDER
+from callmaybe.runtime.quant import (SMALL_ROWS, Int8Embedding, Int8Linear, hadamard, quantize, quantize_rows, rotate,
+                                     rotation_block)
 
 
 def test_per_channel_absmax_values():
@@ -14,19 +16,48 @@ def test_per_channel_absmax_values():
     with torch.no_grad():
         lin.weight.copy_(torch.tensor([[1.0, -2.54, 0.5, 0.0], [0.127, 0.0, -0.05, 0.001]]))
         lin.bias.copy_(torch.tensor([0.25, -1.0]))
-    q = Int8Linear.from_linear(lin)
-    assert q.weight_int8.tolist() == [[50, -127, 25, 0], [127, 0, -50, 1]]
+    q = Int8Linear.from_linear(lin, rotated=False)
+    assert q.block == 1 and q.weight_int8.tolist() == [[50, -127, 25, 0], [127, 0, -50, 1]]
     assert q.scale.dtype == torch.bfloat16 and q.bias.tolist() == [0.25, -1.0]
     assert torch.allclose(q.scale.float(), torch.tensor([0.02, 0.001]), rtol=1e-2)  # bfloat16: 3 digits
 
 
+def test_rotation_blocks_and_the_hadamard_matrix():
+    assert [rotation_block(n) for n in (1536, 8960, 576, 192, 64, 12, 3)] == [256, 256, 64, 64, 64, 4, 1]
+    h = hadamard(4)
+    assert (h * 2).tolist() == [[1, 1, 1, 1], [1, -1, 1, -1], [1, 1, -1, -1], [1, -1, -1, 1]]
+    assert torch.allclose(hadamard(256) @ hadamard(256), torch.eye(256), atol=1e-5)
+    x = torch.randn(3, 2, 12)
+    assert torch.allclose(rotate(rotate(x, 4), 4), x, atol=1e-6)
+    assert torch.allclose(rotate(x, 4)[..., 4:8], x[..., 4:8] @ h, atol=1e-6)  # block-diagonal: block by block
+    assert torch.equal(rotate(x, 1), x)
+
+
+def test_a_rotated_layer_stores_the_rotated_weights_and_computes_the_product():
+    """The weights are stored as quantize_rows(W H); the input is rotated and quantized per row, and the int8
+    product equals x @ W.T + bias within the two quantizations' error."""
+    torch.manual_seed(0)
+    lin = nn.Linear(96, 40, bias=True)  # 96 = 3 x 32: blocks of 32
+    q = Int8Linear.from_linear(lin)
+    assert q.block == 32
+    want_q, want_scale = quantize_rows(rotate(lin.weight.detach(), 32))
+    assert torch.equal(q.weight_int8, want_q) and torch.equal(q.scale, want_scale)
+    assert (q.dequantized().float() - lin.weight.detach()).abs().max() < 0.01
+    x = torch.randn(5, 7, 96)
+    x[..., 3] *= 40  # an outlier channel, which the rotation spreads over its block
+    want = x @ lin.weight.detach().T + lin.bias.detach()
+    got = q(x)
+    assert got.shape == (5, 7, 40) and got.dtype == torch.bfloat16
+    assert ((got.float() - want).norm() / want.norm()).item() < 0.02
+
+
 @pytest.mark.parametrize("rows", [1, SMALL_ROWS, SMALL_ROWS + 1, 3 * SMALL_ROWS])
 def test_both_paths_compute_the_dequantized_product(rows):
-    """Up to SMALL_ROWS rows go through torch's int8 kernel, more through the dequantized weights: both equal
-    x @ dequantized.T + bias within bfloat16 rounding."""
+    """Without rotation, up to SMALL_ROWS rows go through torch's int8 x bfloat16 kernel, more through the
+    dequantized weights: both equal x @ dequantized.T + bias within bfloat16 rounding."""
     torch.manual_seed(0)
     lin = nn.Linear(64, 48, bias=True)
-    q = Int8Linear.from_linear(lin)
+    q = Int8Linear.from_linear(lin, rotated=False)
     x = torch.randn(2, rows, 64)
     want = x.to(torch.bfloat16).float() @ q.dequantized().float().T + q.bias.float()
     got = q(x)
@@ -39,7 +70,7 @@ def test_a_long_product_dequantizes_in_blocks_of_output_features(monkeypatch):
     """Past SMALL_ROWS rows a layer larger than DEQUANT_ELEMENTS weights is dequantized a block of output
     features at a time, with the same result as the whole matrix at once."""
     torch.manual_seed(1)
-    q = Int8Linear.from_linear(nn.Linear(16, 40, bias=True))
+    q = Int8Linear.from_linear(nn.Linear(16, 40, bias=True), rotated=False)
     x = torch.randn(SMALL_ROWS + 5, 16)
     whole = q(x)
     monkeypatch.setattr(quant, "DEQUANT_ELEMENTS", 16 * 7)  # blocks of 7 output features, the last one of 5
@@ -81,7 +112,7 @@ def test_a_registry_model_in_int8_is_converted_once_and_loaded_without_float_wei
     from callmaybe.runtime.model import QUANTIZATION_FILE, load_model
 
     lm = load_model(FIXTURE_MODEL, dtype="int8", device="cpu")
-    assert lm.dtype == torch.int8 and lm.path.name == "hf-int8-v2" and (lm.path / QUANTIZATION_FILE).is_file()
+    assert lm.dtype == torch.int8 and lm.path.name == INT8_FOLDER and (lm.path / QUANTIZATION_FILE).is_file()
     linears = [m for m in lm.model.modules() if isinstance(m, (nn.Linear, nn.Embedding))]
     quantized = [m for m in lm.model.modules() if isinstance(m, Int8Linear)]
     assert linears == [] and len(quantized) == 30 * 7 + 1
