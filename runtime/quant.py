@@ -114,7 +114,8 @@ class Int8Linear(nn.Module):
         super().__init__()
         self.in_features, self.out_features = in_features, out_features
         self.block = rotation_block(in_features) if rotated else 1
-        self._scale: torch.Tensor | None = None  # float32 copy of ``scale``, made at the first rotated product
+        #: (``scale``, its float32 copy), made at the first rotated product and again if ``scale`` is replaced
+        self._scale: tuple[torch.Tensor, torch.Tensor] | None = None
         self.register_buffer("weight_int8", torch.empty(out_features, in_features, dtype=torch.int8, device=device))
         self.register_buffer("scale", torch.empty(out_features, dtype=torch.bfloat16, device=device))
         self.bias = (nn.Parameter(torch.empty(out_features, dtype=torch.bfloat16, device=device), requires_grad=False)
@@ -167,9 +168,9 @@ class Int8Linear(nn.Module):
         """int8 x int8: ``x`` rotated and quantized per row (:func:`quantized_input`), multiplied in int32 and
         scaled back."""
         q, step = quantized_input(x, self.block)
-        if self._scale is None or self._scale.device != self.scale.device:
-            self._scale = self.scale.float()
-        y = torch._int_mm(q, self.weight_int8.t()).float().mul_(step).mul_(self._scale).to(torch.bfloat16)
+        if self._scale is None or self._scale[0] is not self.scale:
+            self._scale = (self.scale, self.scale.float())
+        y = torch._int_mm(q, self.weight_int8.t()).float().mul_(step).mul_(self._scale[1]).to(torch.bfloat16)
         if self.bias is not None:
             y = y + self.bias
         return y.reshape(*x.shape[:-1], self.out_features)

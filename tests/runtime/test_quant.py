@@ -135,3 +135,20 @@ def test_a_local_checkpoint_in_int8_is_quantized_at_load(tmp_path):
     lm = load_model(str(folder), dtype="int8", device="cpu")
     assert lm.dtype == torch.int8 and isinstance(lm.model.lm_head, Int8Linear)
     assert not [m for m in lm.model.modules() if isinstance(m, (nn.Linear, nn.Embedding))]
+
+
+def test_layers_reading_one_input_share_its_quantization_until_it_changes():
+    """q, k and v (gate and up) read one tensor: its rotation and quantization are computed once and given again
+    for the same unchanged tensor; a tensor changed in place is quantized anew."""
+    torch.manual_seed(2)
+    x = torch.randn(3, 64)
+    q1, step1 = quant.quantized_input(x, 64)
+    q2, step2 = quant.quantized_input(x, 64)
+    assert q2 is q1 and step2 is step1
+    assert torch.equal(q1, (rotate(x, 64) / step1).round().to(torch.int8))
+    assert torch.allclose(step1[:, 0], rotate(x, 64).abs().amax(1) / 127)
+    assert quant.quantized_input(x.clone(), 64)[0] is not q1  # another tensor
+    assert quant.quantized_input(x, 32)[0] is not q1  # another block
+    x.mul_(2)
+    q3, step3 = quant.quantized_input(x, 64)
+    assert q3 is not q1 and torch.allclose(step3, 2 * step1)
