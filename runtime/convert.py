@@ -319,9 +319,8 @@ def tensor_chunks(gguf: Path, plan, chunk_bytes: int = CHUNK_BYTES) -> Iterator[
     """The data of the checkpoint's tensors in the order of ``plan`` (:func:`plan_tensors`), read from the GGUF
     file ``gguf`` with plain reads, as (key, tensor) chunks for :func:`write_safetensors`: an int8 weight
     (rotated by its plan's block) in chunks of rows of at most ``chunk_bytes`` of float32 (at least one row),
-    then its scales; any other tensor
-    whole, in bfloat16. Raises ModelError naming the tensor when its type cannot be dequantized or the file is
-    truncated."""
+    then its scales; any other tensor whole, in bfloat16. Raises ModelError naming the tensor when its type
+    cannot be dequantized or the file is truncated."""
     with open(gguf, "rb", buffering=0) as f:
         for t, key, block, order in plan:
             # a reordered 2-D tensor (llama's Q and K, small) is read whole, its rows then taken in order
