@@ -15,7 +15,8 @@ int8 CPU kernel (``torch._int_mm``, oneDNN VNNI). The idea is QuaRot's (Ashkboos
 Outlier-Free 4-Bit Inference in Rotated LLMs"), with block rotations computed on the fly instead of folded
 into the neighbouring layers. Layers whose input width has no power-of-two factor above 1, and a tied output
 layer, keep bfloat16 activations: torch's int8 x bfloat16 kernel (``aten._weight_int8pack_mm``) up to
-``SMALL_ROWS`` rows, the dequantized layer beyond.
+``SMALL_ROWS`` rows, the dequantized layer beyond (and for an input width that is not a multiple of 16, which
+that kernel does not take: torch 2.13 crashes on it).
 
 Measured on Qwen2.5-Coder-1.5B, 2-core AVX512-VNNI CPU, logits over 24 BFCL prompts against bfloat16 weights
 (mean KL divergence per position): weight-only int8 0.0016, int8 activations without the rotation 0.0061,
@@ -67,7 +68,7 @@ def rotate(x: torch.Tensor, block: int) -> torch.Tensor:
     x = x.float()
     if block <= 1:
         return x
-    return (x.reshape(*x.shape[:-1], -1, block) @ hadamard(block)).reshape(x.shape)
+    return (x.reshape(*x.shape[:-1], x.shape[-1] // block, block) @ hadamard(block)).reshape(x.shape)
 
 
 _last_input = threading.local()
@@ -114,8 +115,9 @@ class Int8Linear(nn.Module):
         super().__init__()
         self.in_features, self.out_features = in_features, out_features
         self.block = rotation_block(in_features) if rotated else 1
-        #: (``scale``, its float32 copy), made at the first rotated product and again if ``scale`` is replaced
-        self._scale: tuple[torch.Tensor, torch.Tensor] | None = None
+        #: (``scale``, its version, its float32 copy), made at the first rotated product and again when ``scale``
+        #: is replaced or changed in place
+        self._scale: tuple[torch.Tensor, int, torch.Tensor] | None = None
         self.register_buffer("weight_int8", torch.empty(out_features, in_features, dtype=torch.int8, device=device))
         self.register_buffer("scale", torch.empty(out_features, dtype=torch.bfloat16, device=device))
         self.bias = (nn.Parameter(torch.empty(out_features, dtype=torch.bfloat16, device=device), requires_grad=False)
@@ -149,7 +151,7 @@ class Int8Linear(nn.Module):
         if self.block > 1:
             return self._rotated(x)
         rows = x.reshape(-1, self.in_features).to(torch.bfloat16)
-        if rows.shape[0] <= SMALL_ROWS and rows.device.type == "cpu":
+        if rows.shape[0] <= SMALL_ROWS and rows.device.type == "cpu" and self.in_features % 16 == 0:
             y = torch.ops.aten._weight_int8pack_mm(rows, self.weight_int8, self.scale)
             if self.bias is not None:
                 y = y + self.bias
@@ -167,10 +169,13 @@ class Int8Linear(nn.Module):
     def _rotated(self, x: torch.Tensor) -> torch.Tensor:
         """int8 x int8: ``x`` rotated and quantized per row (:func:`quantized_input`), multiplied in int32 and
         scaled back."""
+        if x.numel() == 0:
+            return torch.zeros(*x.shape[:-1], self.out_features, dtype=torch.bfloat16, device=x.device)
         q, step = quantized_input(x, self.block)
-        if self._scale is None or self._scale[0] is not self.scale:
-            self._scale = (self.scale, self.scale.float())
-        y = torch._int_mm(q, self.weight_int8.t()).float().mul_(step).mul_(self._scale[1]).to(torch.bfloat16)
+        version = (self.scale, self.scale._version)  # replaced, or changed in place (a load_state_dict copy)
+        if self._scale is None or self._scale[0] is not version[0] or self._scale[1] != version[1]:
+            self._scale = (*version, self.scale.float())
+        y = torch._int_mm(q, self.weight_int8.t()).float().mul_(step).mul_(self._scale[2]).to(torch.bfloat16)
         if self.bias is not None:
             y = y + self.bias
         return y.reshape(*x.shape[:-1], self.out_features)

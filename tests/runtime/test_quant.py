@@ -152,3 +152,25 @@ def test_layers_reading_one_input_share_its_quantization_until_it_changes():
     x.mul_(2)
     q3, step3 = quant.quantized_input(x, 64)
     assert q3 is not q1 and torch.allclose(step3, 2 * step1)
+
+
+def test_an_odd_width_an_empty_input_and_scales_changed_in_place():
+    """A width torch's int8 x bfloat16 kernel does not take (not a multiple of 16: it crashes) goes through the
+    dequantized weights; zero rows give zero rows; scales loaded in place (load_state_dict without assign) are
+    the ones used."""
+    torch.manual_seed(3)
+    odd = Int8Linear.from_linear(nn.Linear(3, 5))
+    assert odd.block == 1
+    x = torch.randn(2, 3)
+    assert torch.allclose(odd(x).float(), x.bfloat16().float() @ odd.dequantized().float().T + odd.bias.float(),
+                          atol=0.05)
+    layer = Int8Linear.from_linear(nn.Linear(64, 16))
+    assert layer(torch.randn(0, 64)).shape == (0, 16) and layer(torch.randn(2, 0, 64)).shape == (2, 0, 16)
+    big = nn.Linear(64, 16)
+    with torch.no_grad():
+        big.weight.mul_(10)
+    x = torch.randn(2, 64)
+    layer(x)  # makes its float32 scales
+    layer.load_state_dict(Int8Linear.from_linear(big).state_dict())
+    want = x @ big.weight.detach().T + big.bias.detach()
+    assert ((layer(x).float() - want).norm() / want.norm()).item() < 0.02
