@@ -180,6 +180,14 @@ def _same(value: Any) -> Any:
     return float(value) if isinstance(value, (int, float)) else ("s", normalize(value))
 
 
+def _stated(leaf: Any, request: str, numbers: set[float]) -> bool:
+    """Whether the request states the leaf ``leaf`` (:func:`_leaves`): a string as :func:`grounds` reads it
+    (stated, or reformatted), a number among ``numbers`` (:func:`request_numbers` of the request)."""
+    if isinstance(leaf, str):
+        return is_stated(leaf, request) or reformat(leaf, request) is not None
+    return float(leaf) in numbers
+
+
 def another_call(arguments: dict[str, Any], earlier: list[dict[str, Any]], request: str) -> Verdict:
     """Whether a call after the first of one turn (``parallel``) is one the request asks for: each of its
     values (strings and numbers, at any depth) is one an earlier call of the turn used or one the request
@@ -193,11 +201,7 @@ def another_call(arguments: dict[str, Any], earlier: list[dict[str, Any]], reque
     for leaf in _leaves(arguments):
         if _same(leaf) in seen:
             continue
-        if isinstance(leaf, str):
-            stated = is_stated(leaf, request) or reformat(leaf, request) is not None
-        else:
-            stated = float(leaf) in numbers
-        if not stated:
+        if not _stated(leaf, request, numbers):
             return Verdict(False, f"{json.dumps(leaf, ensure_ascii=False)} is neither in the request nor in "
                                   "an earlier call (a guess)")
         new.append(json.dumps(leaf, ensure_ascii=False))
@@ -219,11 +223,8 @@ def first_call(arguments: dict[str, Any], request: str) -> Verdict:
     numbers = request_numbers(request)
     leaves = _leaves(arguments)
     for leaf in leaves:
-        if isinstance(leaf, str):
-            if is_stated(leaf, request) or reformat(leaf, request) is not None:
-                return Verdict(True, f"the request states {json.dumps(leaf, ensure_ascii=False)}")
-        elif float(leaf) in numbers:
-            return Verdict(True, f"the request states {json.dumps(leaf)}")
+        if _stated(leaf, request, numbers):
+            return Verdict(True, f"the request states {json.dumps(leaf, ensure_ascii=False)}")
     if not leaves:
         return Verdict(True, "it takes no value")
     return Verdict(False, "none of its values is in the request")
