@@ -21,6 +21,11 @@ NOT_ENFORCEABLE = frozenset({
 #: ``additionalProperties``) of ``allOf`` branches kept apart, one dict per branch, because one set of them
 #: cannot say what several say together (:func:`~.references.merge`, :mod:`.objects`).
 LAYERS = "$callmaybe:layers"
+#: A private keyword beside ``oneOf``: for each branch, a schema whose valid values include all of that
+#: branch's, subtracted (compiled loosely) from the other branches in its place. Set where a branch carries
+#: more than its own schema (:mod:`.unevaluated` gives each ``oneOf`` branch the ``unevaluatedProperties``
+#: rule for the keys it leaves), so that exclusivity is still decided by the branches as written.
+ONEOF_LOOSE = "$callmaybe:oneOf-loose"
 #: Keywords the grammar handles.
 STRUCTURAL = frozenset({
     "type", "enum", "const", "properties", "required", "additionalProperties", "patternProperties", "items",
@@ -28,7 +33,7 @@ STRUCTURAL = frozenset({
     "minLength", "maxLength", "pattern", "format", "minimum", "maximum", "exclusiveMinimum",
     "exclusiveMaximum", "multipleOf", "uniqueItems", "contains", "minContains", "maxContains", "unevaluatedItems",
     "minProperties", "maxProperties", "dependencies", "dependentRequired", "dependentSchemas", "propertyNames",
-    "unevaluatedProperties", LAYERS,
+    "unevaluatedProperties", LAYERS, ONEOF_LOOSE,
 })
 #: Boolean combinations of schemas, enforced by intersection and difference of automata (:meth:`SchemaCompiler.logic`).
 LOGIC = frozenset({"oneOf", "not", "if", "then", "else"})

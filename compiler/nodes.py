@@ -19,11 +19,15 @@ compile limit exceeded while building its automaton names (:mod:`.limits`).
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import threading
 import weakref
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable
+
+import numpy as np
 
 from . import arrays
 from . import dfa as D
@@ -86,24 +90,65 @@ class LeafCache:
 LEAF_CACHE = LeafCache()
 
 
-#: Per compile (its budget, :func:`~.limits.current`): regex -> the DFA of a member value already composed.
+#: Per compile (its budget, :func:`~.limits.current`): structural key (:func:`structural_key`) -> the DFA
+#: of a node already built. Equal keys mean equal languages, so a sub-language that several branches of a
+#: schema share (the same ``oneOf`` merged into each ``anyOf`` option, "any value" in every loose object) is
+#: built once per compile. The automata are shared read-only.
 _COMPOSED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
+def _digest(value: Any) -> str | None:
+    """A text that determines ``value`` (a node field) exactly, or None when one part cannot be described
+    (a function)."""
+    if isinstance(value, Node):
+        return structural_key(value)
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return repr(value)
+    if isinstance(value, (list, tuple)):
+        parts = [_digest(v) for v in value]
+        return None if any(p is None for p in parts) else "[" + ",".join(parts) + "]"
+    if isinstance(value, frozenset):
+        parts = sorted(_digest(v) or "" for v in value)
+        return "{" + ",".join(parts) + "}"
+    if isinstance(value, dict):
+        parts = [(_digest(k), _digest(v)) for k, v in value.items()]
+        if any(k is None or v is None for k, v in parts):
+            return None
+        return "{" + ",".join(f"{k}:{v}" for k, v in parts) + "}"
+    if isinstance(value, np.ndarray):
+        return f"a{value.dtype}{value.shape}" + hashlib.blake2b(np.ascontiguousarray(value).tobytes(),
+                                                                digest_size=16).hexdigest()
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        fields = [_digest(getattr(value, f.name)) for f in dataclasses.fields(value)]
+        return None if any(f is None for f in fields) else f"{type(value).__name__}({','.join(fields)})"
+    return None
+
+
+def structural_key(node: Node) -> str | None:
+    """A short key (a BLAKE2b digest, computed once per node) equal for two nodes only when their languages
+    are equal: the regex of a regular node (:meth:`Node.regular`), else a Merkle digest of the node's class
+    and dataclass fields, nodes among them by their own keys. None for a node that holds a function (an
+    :class:`Automaton`, a :class:`~.leaves.FastLeaf` that is not regular): such nodes are not shared."""
+    known = node.__dict__.get("_key", False)
+    if known is not False:
+        return known
+    if node.regular():
+        text: str | None = "regex:" + node.regex
+    elif dataclasses.is_dataclass(node):
+        fields = [_digest(getattr(node, f.name)) for f in dataclasses.fields(node)]
+        text = None if any(f is None for f in fields) else f"{type(node).__name__}({','.join(fields)})"
+    else:
+        text = None
+    key = None if text is None else hashlib.blake2b(text.encode("utf-8", "surrogatepass"),
+                                                     digest_size=20).hexdigest()
+    node.__dict__["_key"] = key
+    return key
+
+
 def member_dfa(node: Node, timings: dict[str, float] | None = None) -> ByteDFA:
-    """``node.dfa(timings)``, built once per compile for equal regexes (objects repeat the same member values,
-    "any value" above all, and dependencies compile an object once per alternative). Only regular nodes
-    whose regex is under 100,000 characters are shared; the automata are shared read-only."""
-    budget = limits.current()
-    if budget is None or not node.regular():
-        return node.dfa(timings)
-    regex = node.regex
-    if len(regex) > 100_000:
-        return node.dfa(timings)
-    memo = _COMPOSED.setdefault(budget, {})
-    if regex not in memo:
-        memo[regex] = node.dfa(timings)
-    return memo[regex]
+    """``node.dfa(timings)`` (kept for the callers that name it: every node's automaton is now shared per
+    compile by its structural key, :func:`structural_key`)."""
+    return node.dfa(timings)
 
 
 class Node:
@@ -134,6 +179,13 @@ class Node:
         built = self.__dict__.get("_built")
         if built is not None:
             return built
+        budget = limits.current()
+        key = structural_key(self) if budget is not None else None
+        memo = _COMPOSED.setdefault(budget, {}) if key is not None else None
+        if memo is not None and key in memo:
+            built = memo[key]
+            self.__dict__["_built"] = built
+            return built
         with limits.place(self.at):
             try:
                 built = self.build(timings)
@@ -143,6 +195,8 @@ class Node:
                                       "(a value's continuation collides with what follows it)") from None
                 built = LEAF_CACHE.get(self.regex, timings)
         self.__dict__["_built"] = built  # a node is built once (the schema compiler may build it early)
+        if memo is not None:
+            memo[key] = built
         return built
 
 

@@ -11,7 +11,7 @@ from typing import Any
 from . import unevaluated
 from .array_merge import ITEM_KEYS, localize, merge_items
 from .diagnostics import SchemaContext
-from .keywords import ANNOTATIONS, LAYERS, is_number
+from .keywords import ANNOTATIONS, LAYERS, ONEOF_LOOSE, is_number
 from .uris import RemoteRef, UnresolvedRef
 
 
@@ -209,6 +209,13 @@ def merge(ctx: SchemaContext, a: dict[str, Any], b: dict[str, Any], path: list[s
                 ctx.budget.check_nodes(len(mine) * len(value), at)
             out[key] = [merge(ctx, x, y, path, at) if isinstance(x, dict) and isinstance(y, dict) else x
                         for x in mine for y in value]
+            if key == "oneOf" and (ONEOF_LOOSE in a or ONEOF_LOOSE in b):
+                # exactly one of a's and one of b's branches <=> exactly one pair: each pair's loose schema
+                # is both sides' loose schemas together
+                out[ONEOF_LOOSE] = [_both(x, y) for x in a.get(ONEOF_LOOSE, mine)
+                                    for y in b.get(ONEOF_LOOSE, value)]
+        elif key == ONEOF_LOOSE:
+            continue  # taken with "oneOf"
         elif key == "allOf" and isinstance(mine, list) and isinstance(value, list):
             out[key] = [*mine, *value]
         elif key == "propertyNames":
@@ -223,6 +230,17 @@ def merge(ctx: SchemaContext, a: dict[str, Any], b: dict[str, Any], path: list[s
         else:
             ctx.note("not enforced", path, key, "conflicting values in allOf; the first is used")
     return out
+
+
+def _both(x: Any, y: Any) -> Any:
+    """The schema ``allOf: [x, y]`` (False when one is false, the other when one is true)."""
+    if x is False or y is False:
+        return False
+    if x is True or x == {}:
+        return y
+    if y is True or y == {}:
+        return x
+    return {"allOf": [x, y]}
 
 
 def _merge_dependencies(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:

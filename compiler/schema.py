@@ -43,12 +43,13 @@ from ..core.errors import SchemaError
 from . import array_schema, scalars
 from .diagnostics import Note, SchemaContext
 from .keywords import (
-    ANNOTATIONS, ARRAY_KEYWORDS, LOGIC, NOT_ENFORCEABLE, NUMBER_KEYWORDS, OBJECT_KEYWORDS, STRING_KEYWORDS,
-    STRUCTURAL, TYPES,
+    ANNOTATIONS, ARRAY_KEYWORDS, LOGIC, NOT_ENFORCEABLE, NUMBER_KEYWORDS, OBJECT_KEYWORDS, ONEOF_LOOSE,
+    STRING_KEYWORDS, STRUCTURAL, TYPES,
 )
 from .lexical import INTEGRAL_FLOAT, NUMBER, STRING
 from .dfa import EmptyLanguage
 from .limits import active
+from .loose import LOOSE_DEPTH, CoarseValue
 from .nodes import Alt, AnyValue, ArrayNode, Both, Leaf, Literals, MapNode, MembersNode, Minus, Node, ObjectNode, OneOf
 from .objects import compile_object, pointer_token
 from .references import expand, merge
@@ -177,14 +178,17 @@ class SchemaCompiler(SchemaContext):
         Each combination's automaton is built here, so that one admitting no value is None like any other
         (:meth:`settle`). Raises SchemaError for a malformed ``oneOf``.
         """
-        base = {k: v for k, v in schema.items() if k not in ("oneOf", "not", "if", "then", "else")}
+        base = {k: v for k, v in schema.items() if k not in ("oneOf", ONEOF_LOOSE, "not", "if", "then", "else")}
         if "oneOf" in schema:
             subs = schema["oneOf"]
             if not isinstance(subs, list) or not subs:
                 raise self.error(path, "'oneOf' must be a non-empty list")
+            raws = schema.get(ONEOF_LOOSE, subs)  # what each branch is exclusive of (keywords.ONEOF_LOOSE)
+            if not isinstance(raws, list) or len(raws) != len(subs):
+                raise self.error(path, f"'{ONEOF_LOOSE}' must list one schema per 'oneOf' branch")
             strict, loose = [], []
             for i, sub in enumerate(subs):
-                sub_at, sub_refs, raw = f"{at}/oneOf/{i}", refs, sub
+                sub_at, sub_refs, raw = f"{at}/oneOf/{i}", refs, raws[i]
                 if isinstance(sub, dict):  # its references first, so that the base's keys come first
                     sub, sub_refs, sub_at = expand(self, sub, path, refs, sub_at)
                     sub = False if sub is None else sub
@@ -389,11 +393,12 @@ class SchemaCompiler(SchemaContext):
 
 
     def anything(self, path: list[str]) -> Node:
-        """Any JSON value, nested at most ``any_depth`` deep (noted as limited, except when compiling loosely:
-        a loose language only adds levels around it, so it still contains the exact one it is subtracted
-        from)."""
+        """Any JSON value, nested at most ``any_depth`` deep (noted as limited); when compiling loosely, the
+        coarse value of :mod:`.loose` instead (every JSON value nested at most
+        :data:`~.loose.LOOSE_DEPTH` deep, and texts that are not JSON, which nothing exact holds), a few
+        states where the exact one has hundreds."""
         if self.loose:
-            return self.any_value(self.any_depth)
+            return CoarseValue(LOOSE_DEPTH)
         self.note("limited", path, "any value", f"nested at most {self.any_depth} deep")
         return self.any_value(self.any_depth)
 

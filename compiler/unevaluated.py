@@ -13,7 +13,9 @@ evaluates every key: nothing is left to check), and the rule becomes one more ``
 
 The branches that apply depend on the instance: each ``anyOf``/``oneOf`` branch, the ``then`` and ``else``
 of an ``if``, each dependent schema with and without its key carries its own layer, in place of the
-keyword (``oneOf`` stays too: it is exclusive). An ``anyOf`` instance valid for two branches at once is
+keyword. A ``oneOf`` keeps its exclusivity through :data:`~.keywords.ONEOF_LOOSE`: each branch with its
+layer is exclusive of the *other branches as written* (an instance that two branches accept is refused
+whatever their layers say), without a second copy of the ``oneOf`` beside the layers. An ``anyOf`` instance valid for two branches at once is
 refused when its keys need both (noted "limited"). Keys evaluated through ``$dynamicRef`` are not known: they
 count as unevaluated, which refuses some valid instances (noted "limited"), never admits an invalid one.
 """
@@ -24,11 +26,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .diagnostics import SchemaContext
-from .keywords import LAYERS
+from .keywords import LAYERS, ONEOF_LOOSE
 
 #: The keywords whose branches apply depending on the instance (distributed by :func:`apply`).
 ALTERNATIVES = ("anyOf", "oneOf", "if", "then", "else", "dependentSchemas", "dependencies")
-#: An alternative: ("anyOf"/"oneOf", branches), ("if", (if, then, else)) or ("dependentSchemas", (name, schema)).
+#: An alternative: ("anyOf", branches), ("oneOf", (branches, the branches' loose schemas or None)), ("if",
+#: (if, then, else)) or ("dependentSchemas", (name, schema)).
 Group = tuple[str, Any]
 
 
@@ -73,9 +76,10 @@ def alternatives(schema: Any) -> list[Group]:
     out: list[Group] = []
     if not isinstance(schema, dict):
         return out
-    for key in ("anyOf", "oneOf"):
-        if isinstance(schema.get(key), list) and schema[key]:
-            out.append((key, schema[key]))
+    if isinstance(schema.get("anyOf"), list) and schema["anyOf"]:
+        out.append(("anyOf", schema["anyOf"]))
+    if isinstance(schema.get("oneOf"), list) and schema["oneOf"]:
+        out.append(("oneOf", (schema["oneOf"], schema.get(ONEOF_LOOSE))))
     if "if" in schema:
         out.append(("if", (schema["if"], schema.get("then", True), schema.get("else", True))))
     for key in ("dependentSchemas", "dependencies"):
@@ -86,10 +90,11 @@ def alternatives(schema: Any) -> list[Group]:
 
 
 def core(schema: Any) -> Any:
-    """``schema`` without its alternatives (``oneOf`` kept: it is exclusive; dependency lists kept)."""
+    """``schema`` without its alternatives (dependency lists kept)."""
     if not isinstance(schema, dict):
         return schema
-    out = {k: v for k, v in schema.items() if k not in ("anyOf", "if", "then", "else", "dependentSchemas")}
+    out = {k: v for k, v in schema.items()
+           if k not in ("anyOf", "oneOf", ONEOF_LOOSE, "if", "then", "else", "dependentSchemas")}
     if isinstance(out.get("dependencies"), dict):
         lists = {k: v for k, v in out["dependencies"].items() if isinstance(v, list)}
         if lists:
@@ -175,9 +180,16 @@ class _Work:
             parts = [p for p in parts if p is not True and p != {}]
             return {"allOf": parts} if parts else True
 
-        if kind in ("anyOf", "oneOf"):
+        if kind == "anyOf":
             options = [b for b in (branch(self.expand(b)) for b in group) if b is not False]
             return {"anyOf": options} if options else False
+        if kind == "oneOf":
+            subs, loose = group
+            expanded = [self.expand(b) for b in subs]
+            options = [branch(b) for b in expanded]
+            if all(b is False for b in options):
+                return False
+            return {"oneOf": options, ONEOF_LOOSE: list(loose) if isinstance(loose, list) else expanded}
         if kind == "if":
             cond, then, other = (self.expand(s) for s in group)
             return {"if": cond, "then": branch(cond, then), "else": branch(other)}
