@@ -15,18 +15,41 @@ from .keywords import ANNOTATIONS, LAYERS, ONEOF_LOOSE, is_number
 from .uris import RemoteRef, UnresolvedRef
 
 
+#: Marks an entry of ``refs`` that is the place a reference was written (not a target entered): the
+#: resources passed on the way down to it are in the dynamic scope too.
+FROM = "from:"
+
+
+def dynamic_scope(refs: tuple[str, ...], at: str) -> list[str]:
+    """The dynamic scope at location ``at`` (JSON Schema 2020-12 core, section 7.1): the locations of the
+    schemas entered on the way, outermost first. ``refs`` alternates the place each reference was written
+    (marked :data:`FROM`) and its target; between a target (or the root) and the next place written, every
+    schema passed going down is in the scope (a subschema with its own ``$id`` is a resource entered)."""
+    out, last = ["#"], "#"
+    for entry in [*refs, FROM + at]:
+        if not entry.startswith(FROM):
+            out.append(entry)
+            last = entry
+            continue
+        place = entry[len(FROM):]
+        if place != last and place.startswith(last + "/"):
+            tokens = place[len(last) + 1:].split("/")
+            out.extend(last + "/" + "/".join(tokens[:i]) for i in range(1, len(tokens) + 1))
+    return out
+
+
 def resolve(ctx: SchemaContext, ref: Any, path: list[str], at: str = "#", refs: tuple[str, ...] = (),
             dynamic: bool = False) -> tuple[Any, str]:
     """The sub-schema of ``ctx.root`` that ``ref`` (a ``$ref``, or a ``$dynamicRef`` when ``dynamic``) written
     at location ``at`` refers to, and its location (a JSON pointer from the root, see :mod:`.uris`: base
-    URIs from ``$id``, JSON pointers, ``$anchor``, ``$dynamicAnchor`` with the dynamic scope made of the
-    root and the references entered, ``refs``). Raises SchemaError for a reference outside the document
+    URIs from ``$id``, JSON pointers, ``$anchor``, ``$dynamicAnchor`` with the dynamic scope of ``refs``
+    and ``at``, :func:`dynamic_scope`). Raises SchemaError for a reference outside the document
     (nothing is fetched) or one that does not resolve."""
     if not isinstance(ref, str):
         raise ctx.error(path, f"$ref must be a string, got {type(ref).__name__}")
     try:
         if dynamic:
-            location = ctx.resources.locate_dynamic(ref, at, ["#", *refs, at])
+            location = ctx.resources.locate_dynamic(ref, at, dynamic_scope(refs, at))
         else:
             location = ctx.resources.locate(ref, at)
         return ctx.resources.at(location), location
@@ -45,13 +68,16 @@ def expand(ctx: SchemaContext, schema: dict[str, Any], path: list[str], refs: tu
     apply its ``unevaluatedProperties`` (:func:`~.unevaluated.apply`, which sees the merged schema; an
     ``allOf`` branch or reference target with its own is expanded on its own first).
 
-    ``refs``: the locations of the references entered on the path so far; ``at``: the place of ``schema``
+    ``refs``: for each reference entered on the path so far, the place it was written (marked :data:`FROM`)
+    and its target's location (:func:`dynamic_scope`); ``at``: the place of ``schema``
     (a JSON pointer from the root). Returns (schema, refs, place), the place being the location of the last
     reference target inlined (else ``at``), or (None, refs, place) when the schema admits no value or
     recursion through one reference reaches ``ctx.max_recursion`` (noted as "unrolled", and recorded in
     ``ctx.cuts``; a reference in ``ctx.assume``, or any reference while compiling loosely, is then taken as
     admitting any value). Under drafts 4-7 (the root's ``$schema``), keywords beside ``$ref`` are ignored
-    as those drafts say. Raises SchemaError for a malformed ``allOf`` or an unresolvable reference.
+    as those drafts say. The target and the keywords beside its reference merge in the order the schema
+    writes them: ``properties`` written before the ``$ref`` come first in the layout, else the target's.
+    Raises SchemaError for a malformed ``allOf`` or an unresolvable reference.
     """
     rule = schema.get("unevaluatedProperties", _UNSET)
     if rule is not _UNSET:
@@ -66,7 +92,7 @@ def expand(ctx: SchemaContext, schema: dict[str, Any], path: list[str], refs: tu
                     ctx.note("unrolled", path, key, f"recursion through {ref} cut at depth {ctx.max_recursion}")
                     ctx.cuts.append((location, at))
                     return ({} if location in ctx.assume or ctx.loose else None), refs, at
-                refs = refs + (location,)
+                refs = refs + (FROM + at, location)
                 at = location
                 rest = {} if ctx.ref_overrides else {k: v for k, v in schema.items() if k != key}
                 if isinstance(target, dict) and "unevaluatedProperties" in target:  # its own, first
@@ -82,7 +108,12 @@ def expand(ctx: SchemaContext, schema: dict[str, Any], path: list[str], refs: tu
                     return None, refs, at
                 if not isinstance(target, dict):
                     raise ctx.error(path, f"{key} {ref!r} points to a {type(target).__name__}, not a schema")
-                schema = merge(ctx, target, rest, path, at, local="a") if rest else dict(target)
+                if not rest:
+                    schema = dict(target)
+                elif _before(schema, "properties", key):  # declared properties keep the document's order
+                    schema = merge(ctx, rest, target, path, at, local="b")
+                else:
+                    schema = merge(ctx, target, rest, path, at, local="a")
             else:
                 subs = schema["allOf"]
                 if not isinstance(subs, list) or not subs:
@@ -158,6 +189,12 @@ def merge(ctx: SchemaContext, a: dict[str, Any], b: dict[str, Any], path: list[s
         b = localize(ctx, b, path)
     else:
         a = localize(ctx, a, path)
+    a, b = _own_conditional(a), _own_conditional(b)
+    if "if" in a and "if" in b:  # one conditional per schema: the other written as the anyOf it means
+        b = _conditional_as_anyof(b)
+    if "not" in a and "not" in b and a["not"] != b["not"]:  # not A and not B = not (A or B)
+        a = {**a, "not": {"anyOf": [a["not"], b["not"]]}}
+        b = {k: v for k, v in b.items() if k != "not"}
     if _has_layer(a) and _has_layer(b) and not _flat(a, b):
         own_b = {k: b[k] for k in _LAYER_KEYS if k in b}
         out = merge(ctx, {k: v for k, v in a.items() if k != LAYERS},
@@ -230,6 +267,40 @@ def merge(ctx: SchemaContext, a: dict[str, Any], b: dict[str, Any], path: list[s
         else:
             ctx.note("not enforced", path, key, "conflicting values in allOf; the first is used")
     return out
+
+
+def _own_conditional(schema: dict[str, Any]) -> dict[str, Any]:
+    """``schema`` without the parts of a conditional that do nothing on their own: ``then``/``else`` without
+    ``if``, ``if`` without either (JSON Schema 2020-12 section 10.2.2), so that merging it with another
+    schema cannot join them to that one's."""
+    has_if, has_branch = "if" in schema, "then" in schema or "else" in schema
+    if has_if == has_branch:
+        return schema
+    return {k: v for k, v in schema.items() if k not in ("if", "then", "else")}
+
+
+def _conditional_as_anyof(schema: dict[str, Any]) -> dict[str, Any]:
+    """``schema`` with its ``if``/``then``/``else`` written as the ``anyOf`` they mean: (if and then) or (not
+    if, and else); an absent branch is ``true``. Its own ``anyOf``, if any, moves into ``allOf``."""
+    cond = schema["if"]
+    then, other = schema.get("then", True), schema.get("else", True)
+    out = {k: v for k, v in schema.items() if k not in ("if", "then", "else")}
+    options = [_both(cond, then), _both({"not": cond} if cond is not True else False, other)]
+    options = [o for o in options if o is not False]
+    either = {"anyOf": options} if options else False
+    if either is False:  # no value passes the conditional
+        return {**out, "allOf": [*out.get("allOf", []), False]}
+    if "anyOf" in out:
+        out["allOf"] = [*out.get("allOf", []), either]
+    else:
+        out["anyOf"] = either["anyOf"]
+    return out
+
+
+def _before(schema: dict[str, Any], first: str, second: str) -> bool:
+    """True when ``schema`` writes the keyword ``first`` before ``second`` (both present)."""
+    keys = list(schema)
+    return first in schema and second in schema and keys.index(first) < keys.index(second)
 
 
 def _both(x: Any, y: Any) -> Any:

@@ -214,11 +214,14 @@ class SchemaCompiler(SchemaContext):
             with self.loosened():
                 outside = self.value(schema["if"], path, refs, f"{at}/if")
             plain = not ("oneOf" in schema or "not" in schema)  # node is then the base alone
+            names = _names(schema["if"])  # keys the condition declares may be written in either branch
             parts = []
             for key, within in (("then", True), ("else", False)):
                 branch, sub = node, base
-                if key in schema:
-                    sub = self.conjoin(base, schema[key], path, f"{at}/{key}")
+                if key in schema or names:
+                    sub = self.conjoin(base, schema.get(key, True), path, f"{at}/{key}")
+                    if sub is not None and names:  # first: the condition comes before its branches
+                        sub = self.conjoin(names, sub, path, f"{at}/{key}")
                     extra = None if sub is None else self.value(sub, path, refs, f"{at}/{key}")
                     if extra is None:
                         continue
@@ -226,7 +229,8 @@ class SchemaCompiler(SchemaContext):
                 if within:
                     # the condition with the branch's declared properties (any value), so that its objects
                     # are closed to the same names as the branch's and the intersection keeps them
-                    shaped = self.conjoin(_shape(sub), schema["if"], path, f"{at}/if")
+                    seen = expand(self, sub, path, refs, f"{at}/{key}")[0] if isinstance(sub, dict) else sub
+                    shaped = self.conjoin(_shape(seen), schema["if"], path, f"{at}/if")
                     condition = None if shaped is None else self.value(shaped, path, refs, f"{at}/if")
                     if condition is None:
                         continue
@@ -429,6 +433,13 @@ def _shape(schema: Any) -> dict[str, Any]:
     if names:
         out["properties"] = names
     return out
+
+
+def _names(schema: Any) -> dict[str, Any]:
+    """``{"properties": {name: true, ...}}`` for the property names ``schema`` (and its ``allOf`` entries)
+    declares; {} when it declares none."""
+    names = _shape(schema).get("properties")
+    return {"properties": names} if names else {}
 
 
 def _alt(parts: list[Node]) -> Node | None:

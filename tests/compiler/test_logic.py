@@ -111,3 +111,68 @@ def test_strict_refuses_an_unknown_keyword():
     with pytest.raises(SchemaError) as err:
         check_strict(fns)
     assert str(err.value) == "unknown keyword (--strict): function 'f', parameter 's': x-custom (unknown keyword)"
+
+
+def test_conditionals_in_separate_all_of_entries_do_not_join():
+    # JSON Schema Test Suite, if-then-else.json "non-interference across combined schemas": a lone then/else
+    # does nothing, and neither does a lone if
+    schema = {"allOf": [{"if": {"exclusiveMaximum": 0}}, {"then": {"minimum": -10}}, {"else": {"multipleOf": 2}}]}
+    assert verdicts(schema, [-100, 3]) == [True, True]
+
+
+def test_two_conditionals_and_two_nots_under_all_of_both_hold():
+    schema = {"type": "integer", "allOf": [{"if": {"minimum": 0}, "then": {"multipleOf": 2}},
+                                           {"if": {"maximum": 10}, "then": {"multipleOf": 3}}]}
+    assert verdicts(schema, [4, 6, 12, -3, -2, 0, 13, 14]) == [False, True, True, True, False, True, False, True]
+    schema = {"type": "integer", "allOf": [{"not": {"multipleOf": 2}}, {"not": {"multipleOf": 3}}]}
+    assert [v for v in range(-3, 10) if verdicts(schema, [v])[0]] == [-1, 1, 5, 7]
+
+
+def test_keys_the_condition_declares_may_be_written_in_either_branch():
+    # JSON Schema Test Suite, dynamicRef.json "multiple dynamic paths to the $dynamicRef keyword" (reduced)
+    schema = {"if": {"properties": {"kind": {"const": "numbers"}}, "required": ["kind"]},
+              "then": {"properties": {"list": {"items": {"type": "number"}}}},
+              "else": {"properties": {"list": {"items": {"type": "string"}}}}}
+    values = [{"kind": "numbers", "list": [1.5]}, {"kind": "numbers", "list": ["a"]},
+              {"kind": "strings", "list": [1.5]}, {"kind": "strings", "list": ["a"]}, {"list": ["a"]}]
+    assert verdicts(schema, values) == [True, False, False, True, True]
+
+
+def test_properties_written_before_a_ref_come_first():
+    # JSON Schema Test Suite, ref.json "refs with relative uris and defs"
+    schema = {"$id": "http://example.com/schema-relative-uri-defs1.json",
+              "properties": {"foo": {"$id": "schema-relative-uri-defs2.json",
+                                     "$defs": {"inner": {"properties": {"bar": {"type": "string"}}}},
+                                     "$ref": "#/$defs/inner"}},
+              "$ref": "schema-relative-uri-defs2.json"}
+    values = [{"foo": {"bar": 1}, "bar": "a"}, {"foo": {"bar": "a"}, "bar": 1}, {"foo": {"bar": "a"}, "bar": "a"}]
+    assert verdicts(schema, values) == [False, False, True]
+    after = {"$ref": "#/$defs/x", "properties": {"foo": {}}, "$defs": {"x": {"properties": {"bar": {}}}}}
+    assert verdicts(after, [{"bar": 1, "foo": 2}, {"foo": 2, "bar": 1}]) == [True, False]
+
+
+def test_a_subschema_with_its_own_id_is_in_the_dynamic_scope():
+    # JSON Schema Test Suite, dynamicRef.json "after leaving a dynamic scope, it is not used by a $dynamicRef"
+    schema = {"$id": "https://test.json-schema.org/dynamic-ref-leaving-dynamic-scope/main",
+              "if": {"$id": "first_scope", "$defs": {"thingy": {"$dynamicAnchor": "thingy", "type": "number"}}},
+              "then": {"$id": "second_scope", "$ref": "start",
+                       "$defs": {"thingy": {"$dynamicAnchor": "thingy", "type": "null"}}},
+              "$defs": {"start": {"$id": "start", "$dynamicRef": "inner_scope#thingy"},
+                        "thingy": {"$id": "inner_scope", "$dynamicAnchor": "thingy", "type": "string"}}}
+    assert verdicts(schema, ["a string", 42, None]) == [False, False, True]
+
+
+def test_one_of_nested_through_refs_under_unevaluated_properties():
+    # JSON Schema Test Suite, unevaluatedProperties.json "dynamic evaluation inside nested refs": refused at
+    # the states limit before each oneOf branch kept its own layer (keywords.ONEOF_LOOSE)
+    schema = {"$defs": {"one": {"oneOf": [{"$ref": "#/$defs/two"}, {"required": ["b"], "properties": {"b": True}},
+                                          {"required": ["xx"], "patternProperties": {"x": True}},
+                                          {"required": ["all"], "unevaluatedProperties": True}]},
+                        "two": {"oneOf": [{"required": ["c"], "properties": {"c": True}},
+                                          {"required": ["d"], "properties": {"d": True}}]}},
+              "oneOf": [{"$ref": "#/$defs/one"}, {"required": ["a"], "properties": {"a": True}}],
+              "unevaluatedProperties": False}
+    values = [{}, {"a": 1}, {"b": 1}, {"c": 1}, {"d": 1}, {"a": 1, "b": 1}, {"c": 1, "d": 1}, {"xx": 1},
+              {"xx": 1, "foox": 1}, {"xx": 1, "foo": 1}, {"all": 1}, {"all": 1, "foo": 1}, {"a": 1, "all": 1}]
+    assert verdicts(schema, values) == [False, True, True, True, True, False, False, True, True, False, True,
+                                        True, False]
