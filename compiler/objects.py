@@ -21,7 +21,7 @@ Counts and dependencies: ``minProperties``/``maxProperties`` are counted in the 
 noted and left to the check after generation), and so are the ``dependentRequired`` lists (and draft 7
 ``dependencies`` lists), at most :data:`MAX_DEPENDENCIES` of them (:class:`~.object_automaton.OpenObject`).
 Each dependent schema ``K: S`` splits the object into two alternatives, without ``K`` (``properties: {K:
-false}``) or with it (``required: [K]`` and ``S`` merged in), at most :data:`MAX_DEPENDENCIES` of them; the
+false}``, the names ``S`` declares still allowed with any value) or with it (``required: [K]`` and ``S`` merged in), at most :data:`MAX_DEPENDENCIES` of them; the
 others are noted "not enforced".
 """
 
@@ -153,7 +153,12 @@ class ObjectCompiler:
             if name in required:
                 base = merge(ctx, base, present, self.path, self.at)
             else:
-                groups.append((key, [{"properties": {name: False}}, present]))
+                # without the key: the names its schema declares may still be written (any value), as
+                # objects are closed to the names the schema declares, wherever it declares them
+                declared = dep.get("properties") if isinstance(dep, dict) else None
+                absent = {name: False, **{n: True for n in (declared if isinstance(declared, dict) else {})
+                                          if n != name}}
+                groups.append((key, [{"properties": absent}, present]))
         if len(groups) > MAX_DEPENDENCIES:
             for key, _ in groups[MAX_DEPENDENCIES:]:
                 ctx.note("not enforced", self.path, key, f"more than {MAX_DEPENDENCIES} dependent schemas")

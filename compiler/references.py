@@ -75,8 +75,8 @@ def expand(ctx: SchemaContext, schema: dict[str, Any], path: list[str], refs: tu
     recursion through one reference reaches ``ctx.max_recursion`` (noted as "unrolled", and recorded in
     ``ctx.cuts``; a reference in ``ctx.assume``, or any reference while compiling loosely, is then taken as
     admitting any value). Under drafts 4-7 (the root's ``$schema``), keywords beside ``$ref`` are ignored
-    as those drafts say. The target and the keywords beside its reference merge in the order the schema
-    writes them: ``properties`` written before the ``$ref`` come first in the layout, else the target's.
+    as those drafts say. The keywords beside a reference merge before its target's: the schema's own
+    declared properties come first in the layout, then those it refers to (the order of a document walk).
     Raises SchemaError for a malformed ``allOf`` or an unresolvable reference.
     """
     rule = schema.get("unevaluatedProperties", _UNSET)
@@ -108,12 +108,8 @@ def expand(ctx: SchemaContext, schema: dict[str, Any], path: list[str], refs: tu
                     return None, refs, at
                 if not isinstance(target, dict):
                     raise ctx.error(path, f"{key} {ref!r} points to a {type(target).__name__}, not a schema")
-                if not rest:
-                    schema = dict(target)
-                elif _before(schema, "properties", key):  # declared properties keep the document's order
-                    schema = merge(ctx, rest, target, path, at, local="b")
-                else:
-                    schema = merge(ctx, target, rest, path, at, local="a")
+                # the schema's own keywords first (its declared properties before those it refers to)
+                schema = merge(ctx, rest, target, path, at, local="b") if rest else dict(target)
             else:
                 subs = schema["allOf"]
                 if not isinstance(subs, list) or not subs:
@@ -295,12 +291,6 @@ def _conditional_as_anyof(schema: dict[str, Any]) -> dict[str, Any]:
     else:
         out["anyOf"] = either["anyOf"]
     return out
-
-
-def _before(schema: dict[str, Any], first: str, second: str) -> bool:
-    """True when ``schema`` writes the keyword ``first`` before ``second`` (both present)."""
-    keys = list(schema)
-    return first in schema and second in schema and keys.index(first) < keys.index(second)
 
 
 def _both(x: Any, y: Any) -> Any:

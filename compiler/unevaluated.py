@@ -13,21 +13,27 @@ evaluates every key: nothing is left to check), and the rule becomes one more ``
 
 The branches that apply depend on the instance: each ``anyOf``/``oneOf`` branch, the ``then`` and ``else``
 of an ``if``, each dependent schema with and without its key carries its own layer, in place of the
-keyword. A ``oneOf`` keeps its exclusivity through :data:`~.keywords.ONEOF_LOOSE`: each branch with its
-layer is exclusive of the *other branches as written* (an instance that two branches accept is refused
-whatever their layers say), without a second copy of the ``oneOf`` beside the layers. An ``anyOf`` instance valid for two branches at once is
-refused when its keys need both (noted "limited"). Keys evaluated through ``$dynamicRef`` are not known: they
-count as unevaluated, which refuses some valid instances (noted "limited"), never admits an invalid one.
+keyword; an ``anyOf`` of a few branches carries a layer for each set of branches that may match together
+(the keys they evaluate between them). A ``oneOf`` keeps its exclusivity through
+:data:`~.keywords.ONEOF_LOOSE`: each branch with its layer is exclusive of the *other branches as written*
+(an instance that two branches accept is refused whatever their layers say), without a second copy of the
+``oneOf`` beside the layers. Keys evaluated through ``$dynamicRef`` are not known: they count as
+unevaluated, which refuses some valid instances (noted "limited"), never admits an invalid one.
 """
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 from typing import Any
 
 from .diagnostics import SchemaContext
 from .keywords import LAYERS, ONEOF_LOOSE
 
+#: An ``anyOf`` of at most this many branches is distributed over every set of branches that may match
+#: together (2**n - 1 of them), so keys that two matching branches evaluate between them are exact; a
+#: longer one over single branches (noted "limited").
+MAX_ANYOF_SUBSETS = 4
 #: The keywords whose branches apply depending on the instance (distributed by :func:`apply`).
 ALTERNATIVES = ("anyOf", "oneOf", "if", "then", "else", "dependentSchemas", "dependencies")
 #: An alternative: ("anyOf", branches), ("oneOf", (branches, the branches' loose schemas or None)), ("if",
@@ -128,9 +134,6 @@ def apply(ctx: SchemaContext, schema: dict[str, Any], rule: Any, path: list[str]
     if base.every:
         return schema
     groups = alternatives(schema)
-    if any(kind == "anyOf" for kind, _ in groups):
-        ctx.note("limited", path, "unevaluatedProperties",
-                 "with anyOf: keys that only two matching branches together evaluate are refused")
     work = _Work(ctx, rule, path, refs, at)
     layer = work.distribute(groups, base)
     if work.partial:
@@ -181,7 +184,16 @@ class _Work:
             return {"allOf": parts} if parts else True
 
         if kind == "anyOf":
-            options = [b for b in (branch(self.expand(b)) for b in group) if b is not False]
+            expanded = [self.expand(b) for b in group]
+            if len(group) <= MAX_ANYOF_SUBSETS:  # every set of branches that may match together
+                subsets = [c for size in range(1, len(group) + 1)
+                           for c in itertools.combinations(expanded, size)]
+            else:
+                self.ctx.note("limited", self.path, "unevaluatedProperties",
+                              f"with anyOf of more than {MAX_ANYOF_SUBSETS} branches: keys that only two "
+                              "matching branches together evaluate are refused")
+                subsets = [(b,) for b in expanded]
+            options = [b for b in (branch(*c) for c in subsets) if b is not False]
             return {"anyOf": options} if options else False
         if kind == "oneOf":
             subs, loose = group

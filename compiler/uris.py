@@ -66,6 +66,9 @@ class Resources:
         self.anchors: dict[tuple[str, str], str] = {}
         self.dynamic: dict[tuple[str, str], str] = {}
         self._bases: dict[str, str] = {}
+        declared = root.get("$schema") if isinstance(root, dict) else None
+        #: drafts 3-7: keywords beside ``$ref`` are ignored, its sibling ``$id`` included
+        self.legacy = isinstance(declared, str) and any(f"draft-0{n}" in declared for n in (3, 4, 6, 7))
         self._walk(root, [], DEFAULT_BASE, top=True)
 
     def _walk(self, node: Any, tokens: list[str], base: str, top: bool = False) -> None:
@@ -78,7 +81,7 @@ class Resources:
         here = _pointer(tokens)
         base = self._rebase(node, base)
         self._bases[here] = base
-        if top or "$id" in node or "id" in node:
+        if top or (("$id" in node or "id" in node) and not self._id_ignored(node)):
             self.resources.setdefault(urldefrag(base)[0], here)
         for key in ("$anchor", "$dynamicAnchor"):
             if isinstance(node.get(key), str):
@@ -99,10 +102,15 @@ class Resources:
                 continue
             self._walk(value, tokens + [key], base)
 
-    @staticmethod
-    def _rebase(node: dict[str, Any], base: str) -> str:
+    def _id_ignored(self, node: dict[str, Any]) -> bool:
+        """True when ``node``'s ``$id`` is a sibling of ``$ref`` under drafts 3-7, which ignore it."""
+        return self.legacy and "$ref" in node
+
+    def _rebase(self, node: dict[str, Any], base: str) -> str:
         """The base URI inside ``node``: its ``$id`` (or draft-4 ``id``) resolved against ``base``, unless
-        that is only a fragment (an anchor in drafts 4-7)."""
+        that is only a fragment (an anchor in drafts 4-7) or ignored beside ``$ref`` (drafts 3-7)."""
+        if self._id_ignored(node):
+            return base
         ident = node.get("$id", node.get("id"))
         if isinstance(ident, str) and not ident.startswith("#"):
             return urljoin(base, urldefrag(ident)[0])

@@ -138,7 +138,7 @@ def test_keys_the_condition_declares_may_be_written_in_either_branch():
     assert verdicts(schema, values) == [True, False, False, True, True]
 
 
-def test_properties_written_before_a_ref_come_first():
+def test_a_schemas_own_properties_come_before_those_of_its_ref():
     # JSON Schema Test Suite, ref.json "refs with relative uris and defs"
     schema = {"$id": "http://example.com/schema-relative-uri-defs1.json",
               "properties": {"foo": {"$id": "schema-relative-uri-defs2.json",
@@ -148,7 +148,7 @@ def test_properties_written_before_a_ref_come_first():
     values = [{"foo": {"bar": 1}, "bar": "a"}, {"foo": {"bar": "a"}, "bar": 1}, {"foo": {"bar": "a"}, "bar": "a"}]
     assert verdicts(schema, values) == [False, False, True]
     after = {"$ref": "#/$defs/x", "properties": {"foo": {}}, "$defs": {"x": {"properties": {"bar": {}}}}}
-    assert verdicts(after, [{"bar": 1, "foo": 2}, {"foo": 2, "bar": 1}]) == [True, False]
+    assert verdicts(after, [{"bar": 1, "foo": 2}, {"foo": 2, "bar": 1}]) == [False, True]
 
 
 def test_a_subschema_with_its_own_id_is_in_the_dynamic_scope():
@@ -176,3 +176,20 @@ def test_one_of_nested_through_refs_under_unevaluated_properties():
               {"xx": 1, "foox": 1}, {"xx": 1, "foo": 1}, {"all": 1}, {"all": 1, "foo": 1}, {"a": 1, "all": 1}]
     assert verdicts(schema, values) == [False, True, True, True, True, False, False, True, True, False, True,
                                         True, False]
+
+
+def test_names_a_dependent_schema_declares_may_be_written_without_its_key():
+    # JSON Schema Test Suite, dependentSchemas.json "dependent subschema incompatible with root"
+    schema = {"properties": {"foo": {}},
+              "dependentSchemas": {"foo": {"properties": {"bar": {}}, "additionalProperties": False}}}
+    assert verdicts(schema, [{"foo": 1}, {"bar": 1}, {"foo": 1, "bar": 2}]) == [False, True, False]
+
+
+def test_draft_7_ignores_an_id_beside_ref():
+    # JSON Schema Test Suite, draft7/ref.json "$ref prevents a sibling $id from changing the base uri"
+    schema = {"$schema": "http://json-schema.org/draft-07/schema#", "$id": "http://localhost:1234/sibling_id/base/",
+              "definitions": {"foo": {"$id": "http://localhost:1234/sibling_id/foo.json", "type": "string"},
+                              "base_foo": {"$id": "foo.json", "type": "number"}},
+              "allOf": [{"$id": "http://localhost:1234/sibling_id/", "$ref": "foo.json"}]}
+    assert verdicts(schema, ["a", 1]) == [False, True]
+    assert verdicts({**schema, "$schema": "https://json-schema.org/draft/2020-12/schema"}, ["a", 1]) == [True, False]

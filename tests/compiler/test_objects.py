@@ -329,9 +329,16 @@ def test_unevaluated_properties_with_anyof_branches():
               "anyOf": [{"properties": {"b": {"type": "integer"}}, "required": ["b"]},
                         {"properties": {"c": {"type": "integer"}}, "required": ["c"]}],
               "unevaluatedProperties": False}
-    assert verdicts(schema, [{"a": 1, "b": 2}, {"a": 1, "c": 3}, {"a": 1}, {"a": 1, "b": 2, "d": 4}]) == [
-        True, True, False, False]
-    assert any("unevaluatedProperties (with anyOf" in n for n in notes_of(schema))
+    # keys two matching branches evaluate between them ({"b", "c"}) are evaluated: every set of branches
+    # that may match together carries its own layer
+    assert verdicts(schema, [{"a": 1, "b": 2}, {"a": 1, "c": 3}, {"a": 1}, {"a": 1, "b": 2, "d": 4},
+                             {"a": 1, "b": 2, "c": 3}, {"a": 1, "b": 2, "c": "x"}]) == [
+        True, True, False, False, True, False]
+    assert not any("unevaluatedProperties (with anyOf" in n for n in notes_of(schema))
+    wide = {"type": "object", "anyOf": [{"properties": {k: {"type": "integer"}}, "required": [k]} for k in "bcdef"],
+            "unevaluatedProperties": False}
+    assert verdicts(wide, [{"b": 1}, {"b": 1, "c": 2}]) == [True, False]
+    assert any("unevaluatedProperties (with anyOf of more than 4 branches" in n for n in notes_of(wide))
 
 
 def test_nested_unevaluated_properties_see_their_own_branch_only():
