@@ -6,7 +6,8 @@ then check each labelled instance written in the canonical layout:
 * a valid instance must be accepted. Instances the grammar rejects by design are counted apart: keys not in
   declaration order, keys the schema does not declare (objects are closed), numbers past the digit caps;
 * an invalid instance must be rejected, unless every jsonschema error on it comes from a keyword the
-  compiler reported as not enforced (those are checked after generation), counted apart.
+  compiler reported as not enforced (those are checked after generation), counted apart; each schema
+  with such instances is listed with the keywords it names (and why they are not enforced).
 
 Agreement = (valid accepted + invalid rejected) / (instances not counted apart). Prints one table per
 subset, the refusal reasons, and every disagreement. Usage::
@@ -86,6 +87,7 @@ def run_subset(name: str, limit: int | None, timeout: float, verbose: bool):
     stats = collections.Counter()
     refusals = collections.Counter()
     disagreements = []
+    apart: list[tuple[str, str]] = []  # (schema id, the not-enforced keywords an invalid instance passed by)
     compile_times = []
     with open(path) as f:
         records = [json.loads(line) for line in f]
@@ -151,10 +153,18 @@ def run_subset(name: str, limit: int | None, timeout: float, verbose: bool):
                 stats["invalid apart: label needs format checkers not installed"] += 1
             elif all(explained(e, not_enforced) for e in errors):
                 stats["invalid apart: only not-enforced keywords"] += 1
+                named = sorted({f"{n.keyword} ({n.detail})" if n.detail else n.keyword for n in notes
+                                if n.kind == "not enforced" and n.keyword in kws | _under(errors)})
+                apart.append((rec["id"], ", ".join(named) or ", ".join(sorted(not_enforced))))
             else:
                 stats["invalid ACCEPTED"] += 1
                 disagreements.append((rec["id"], f"invalid accepted ({', '.join(sorted(kws))})", text[:300]))
-    return stats, refusals, disagreements, compile_times
+    return stats, refusals, disagreements, compile_times, apart
+
+
+def _under(errors) -> set[str]:
+    """The keywords on the schema paths of jsonschema ``errors`` (where each error arose)."""
+    return {part for e in errors for part in e.schema_path if isinstance(part, str)}
 
 
 def _has_undeclared(value, order) -> bool:
@@ -199,7 +209,7 @@ def main() -> int:
           f"{'valid ok/apart/bad':>20} {'invalid ok/apart/bad':>21} {'agreement':>9} {'median ms':>9}")
     details = []
     for name in args.subset or SUBSETS:
-        stats, refusals, disagreements, times = run_subset(name, args.limit, args.timeout, args.verbose)
+        stats, refusals, disagreements, times, apart = run_subset(name, args.limit, args.timeout, args.verbose)
         v_apart = sum(v for k, v in stats.items() if k.startswith("valid apart"))
         i_apart = sum(v for k, v in stats.items() if k.startswith("invalid apart"))
         agree = stats["valid accepted"] + stats["invalid rejected"]
@@ -210,14 +220,16 @@ def main() -> int:
         print(f"{name:16} {stats['schemas']:7d} {stats['compiled']:9d} {stats['refused']:8d} {stats['crashed']:7d} "
               f"{stats['valid accepted']:>9d}/{v_apart}/{stats['valid REJECTED']:<4d}"
               f"{stats['invalid rejected']:>10d}/{i_apart}/{stats['invalid ACCEPTED']:<4d} {pct:8.2f}% {med:9.1f}")
-        details.append((name, stats, refusals, disagreements))
+        details.append((name, stats, refusals, disagreements, apart))
         total_disagree += len(disagreements)
-    for name, stats, refusals, disagreements in details:
+    for name, stats, refusals, disagreements, apart in details:
         print(f"\n== {name}: compiled {100.0 * stats['compiled'] / max(stats['schemas'], 1):.1f}% "
               f"({stats['with not-enforced keywords']} with keywords not enforced by the grammar)")
         for k in sorted(stats):
             if "apart" in k:
                 print(f"   {k}: {stats[k]}")
+        for (rid, named), n in collections.Counter(apart).items():
+            print(f"   invalid apart x{n}: {rid}: not enforced: {named}")
         for reason, n in refusals.most_common():
             print(f"   refused x{n}: {reason}")
         for rid, kind, text in disagreements:

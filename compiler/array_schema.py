@@ -37,6 +37,7 @@ import jsonschema
 
 from . import arrays
 from . import limits
+from ..core.patterns import python_schema
 from .diagnostics import SchemaContext
 from .keywords import ANNOTATIONS, MAX_COUNT, counts
 from .nodes import Alt, ArrayNode, DistinctArrayNode, Leaf, Literals, Node
@@ -268,7 +269,7 @@ def _matching(ctx: SchemaContext, contains: Any, texts: list[str]) -> list[str] 
     root = ctx.root if isinstance(ctx.root, dict) else {}
     defs = {k: root[k] for k in ("$defs", "definitions") if k in root}
     try:
-        validator = jsonschema.validators.validator_for(root)({**defs, **contains})
+        validator = jsonschema.validators.validator_for(root)(python_schema({**defs, **contains}))
         return [t for t in texts if validator.is_valid(json.loads(t))]
     except Exception:  # a reference or keyword jsonschema cannot evaluate here
         return None

@@ -30,7 +30,7 @@ from interegular.fsm import anything_else
 
 from ..core.errors import SchemaError
 from . import limits
-from .intervals import MAX_CODE_POINT, SURROGATES, complement, normalize, restrict, subtract
+from ..core.intervals import MAX_CODE_POINT, SURROGATES, complement, normalize, restrict, subtract
 
 
 class EmptyLanguage(SchemaError):

@@ -44,7 +44,7 @@ except ImportError:  # pragma: no cover - Python 3.10
 
 from . import dfa as D
 from .dfa import ByteDFA
-from .intervals import SURROGATES, Interval, complement, normalize, subtract
+from ..core.intervals import SURROGATES, Interval, complement, normalize, subtract
 from .lexical import escape
 from .unicode import UnknownProperty, property_set
 

@@ -11,6 +11,7 @@ from typing import Any
 
 import jsonschema
 
+from ..core.patterns import python_schema
 from .diagnostics import SchemaContext
 from .keywords import ANNOTATIONS, is_number
 from .limits import CompileLimitError
@@ -37,7 +38,7 @@ def enum(ctx: SchemaContext, schema: dict[str, Any], path: list[str]) -> Node | 
         # check each value against its sibling keywords (with the root's definitions for $ref)
         defs = {k: ctx.root[k] for k in ("$defs", "definitions") if isinstance(ctx.root, dict) and k in ctx.root}
         try:
-            validator = jsonschema.validators.validator_for(ctx.root)({**defs, **rest})
+            validator = jsonschema.validators.validator_for(ctx.root)(python_schema({**defs, **rest}))
             values = [v for v in values if validator.is_valid(v)]
         except Exception:  # a sibling keyword jsonschema cannot evaluate: keep every value
             ctx.note("not enforced", path, "enum", "sibling keywords not checked")

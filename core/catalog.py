@@ -121,12 +121,16 @@ _IN_PLACE = ("allOf", "anyOf", "oneOf", "$ref", "if", "dependentSchemas", "depen
 
 
 def check_schema(schema: dict[str, Any], where: str) -> None:
-    """Raise CatalogError when ``schema`` is not a valid JSON Schema (bad keyword values, bad patterns)."""
+    """Raise CatalogError when ``schema`` is not a valid JSON Schema (bad keyword values, bad patterns; a
+    pattern's ``\\p{...}`` class is read as ECMA-262 reads it, :mod:`.patterns`)."""
     import jsonschema
 
-    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    from .validation import UnknownProperty, check_schema as check_meta
+
     try:
-        cls.check_schema(schema)
+        check_meta(schema)
+    except UnknownProperty as exc:
+        raise CatalogError(f"{where}: {exc}") from None
     except jsonschema.SchemaError as exc:
         at = "/".join(str(p) for p in exc.absolute_path) or "parameters"
         raise CatalogError(f"{where}: invalid JSON Schema at '{at}': {exc.message}") from None

@@ -9,6 +9,7 @@ import jsonschema
 
 from ..core.catalog import Function
 from ..core.errors import CallmaybeError
+from ..core.validation import Checker, UnknownProperty, check_schema
 
 
 class InvalidCall(CallmaybeError):
@@ -60,6 +61,8 @@ def to_call(text: str, functions: dict[str, Function], parameters_key: str = "pa
         error = schema_error(params, fn.parameters)
     except jsonschema.SchemaError as exc:
         raise InvalidCall(f"{name}'s schema is not valid JSON Schema: {exc.message}") from None
+    except UnknownProperty as exc:
+        raise InvalidCall(f"{name}'s schema cannot be checked: {exc}") from None
     if error is not None:
         raise InvalidCall(f"arguments do not match {name}'s schema: {error}")
     return {"name": name, "parameters": type_numbers(params, fn.parameters)}
@@ -69,9 +72,8 @@ def schema_error(value: Any, schema: Any) -> str | None:
     """The message of the most relevant error of ``value`` against ``schema`` (its draft's validator, default
     2020-12, *with* the draft's format checker, so that a ``format`` the grammar does not enforce is still
     checked: ``'300.1.2.3' is not a 'ipv4'``), or None when it is valid. A format whose check needs an
-    optional package that is not installed (the test extra lists them) passes unchecked. Raises
+    optional package that is not installed (the test extra lists them) passes unchecked; patterns' ``\\p{...}``
+    classes are read as ECMA-262 reads them (:mod:`~callmaybe.core.validation`). Raises
     jsonschema.SchemaError when ``schema`` is not valid JSON Schema."""
-    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
-    cls.check_schema(schema)
-    error = jsonschema.exceptions.best_match(cls(schema, format_checker=cls.FORMAT_CHECKER).iter_errors(value))
-    return None if error is None else error.message
+    check_schema(schema)
+    return Checker(schema).message(value)

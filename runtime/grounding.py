@@ -28,6 +28,7 @@ from typing import Any
 import jsonschema
 
 from ..core.catalog import Function
+from ..core.patterns import UnknownProperty, python_schema
 
 
 def fold(text: str) -> str:
@@ -98,9 +99,10 @@ def valid(parameters: dict[str, Any], fn: Function) -> bool:
     """True when ``parameters`` match ``fn``'s schema under both draft 7 and draft 2020-12 rules."""
     for validator in (jsonschema.Draft7Validator, jsonschema.Draft202012Validator):
         try:
-            if not validator(fn.parameters).is_valid(parameters):
+            if not validator(python_schema(fn.parameters)).is_valid(parameters):
                 return False
-        except (jsonschema.SchemaError, jsonschema.exceptions.UnknownType, jsonschema.exceptions.FormatError):
+        except (jsonschema.SchemaError, jsonschema.exceptions.UnknownType, jsonschema.exceptions.FormatError,
+                UnknownProperty):
             return False
     return True
 

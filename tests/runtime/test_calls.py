@@ -43,3 +43,28 @@ def test_schema_error_messages():
     bad["bad"].parameters["properties"] = {"x": {"type": "strin"}}
     with pytest.raises(InvalidCall, match="^bad's schema is not valid JSON Schema: "):
         to_call(call("bad", x=1), bad)
+
+
+def test_unicode_property_classes_in_a_catalog_load_and_are_checked_after_generation():
+    # issue 13 item 12: a pattern with \p{Letter} was refused at load (jsonschema reads patterns with re)
+    fns = {f.name: f for f in parse_catalog([
+        {"name": "greet", "parameters": {"who": {"type": "string", "pattern": "^\\p{Letter}+$"},
+                                         "tags": {"type": "object", "patternProperties": {"^\\p{Lu}": {"type": "integer"}},
+                                                  "additionalProperties": False}}},
+    ], "test")}
+    assert to_call(call("greet", who="Zoë", tags={"Ä": 1}), fns) == {
+        "name": "greet", "parameters": {"who": "Zoë", "tags": {"Ä": 1}}}
+    with pytest.raises(InvalidCall) as exc:
+        to_call(call("greet", who="Zoë2", tags={}), fns)
+    assert str(exc.value) == "arguments do not match greet's schema: 'Zoë2' does not match '^\\\\p{Letter}+$'"
+    with pytest.raises(InvalidCall, match="'ä' does not match any of the regexes: '\\^\\\\\\\\p\\{Lu\\}'"):
+        to_call(call("greet", who="Zoë", tags={"ä": 1}), fns)
+
+
+def test_a_property_class_the_check_cannot_read_is_refused_at_load_by_name():
+    from callmaybe.core.errors import CatalogError
+
+    with pytest.raises(CatalogError) as exc:
+        parse_catalog([{"name": "g", "parameters": {"s": {"type": "string", "pattern": "^\\p{Greek}+$"}}}], "cat.json")
+    assert str(exc.value) == ("cat.json: function 0 (g): Unicode property 'Greek' cannot be checked after "
+                              "generation (general categories, Any, ASCII and Assigned can)")
