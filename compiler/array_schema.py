@@ -23,9 +23,10 @@
   it is noted as not enforced, naming the bound.
 * ``unevaluatedItems`` applies to the items after ``prefixItems`` when no ``items`` is given, except those
   that match ``contains``; ``allOf``, ``anyOf``/``oneOf`` and ``$ref`` are merged into the schema before
-  (:mod:`.references`), so their ``prefixItems``/``items``/``contains`` count as evaluating. Keywords whose
-  evaluation is not followed (``if``/``then``/``else``, ``$dynamicRef``) leave it to the check after
-  generation (noted).
+  (:mod:`.references`), so their ``prefixItems``/``items``/``contains`` count as evaluating; an ``if`` splits
+  the schema (:meth:`~.schema.SchemaCompiler.logic`), the side where it passes merged with it, so its items
+  count too. Keywords whose evaluation is not followed (``$dynamicRef``, a second ``contains``) leave it to
+  the check after generation (noted).
 """
 
 from __future__ import annotations

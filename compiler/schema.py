@@ -173,7 +173,9 @@ class SchemaCompiler(SchemaContext):
           other branch;
         * ``not``: the rest of the schema minus the negated schema compiled loosely;
         * ``if``/``then``/``else``: (the schema and ``then``, within the condition compiled exactly) or (the
-          schema and ``else``, outside the condition compiled loosely).
+          schema and ``else``, outside the condition compiled loosely); the names the condition declares may
+          be written on both sides, and beside ``unevaluatedItems`` the ``then`` side is merged with the
+          condition (an ``if`` alone too), so that the items it evaluates count.
 
         Each combination's automaton is built here, so that one admitting no value is None like any other
         (:meth:`settle`). Raises SchemaError for a malformed ``oneOf``.
@@ -210,7 +212,8 @@ class SchemaCompiler(SchemaContext):
                 node = self.settle(Minus(node, negated))
                 if node is None:
                     return None
-        if "if" in schema and ("then" in schema or "else" in schema):
+        annotated = "unevaluatedItems" in base  # an if passing evaluates its items for unevaluatedItems
+        if "if" in schema and ("then" in schema or "else" in schema or annotated):
             with self.loosened():
                 outside = self.value(schema["if"], path, refs, f"{at}/if")
             plain = not ("oneOf" in schema or "not" in schema)  # node is then the base alone
@@ -218,10 +221,12 @@ class SchemaCompiler(SchemaContext):
             parts = []
             for key, within in (("then", True), ("else", False)):
                 branch, sub = node, base
-                if key in schema or names:
+                if key in schema or names or annotated:
                     sub = self.conjoin(base, schema.get(key, True), path, f"{at}/{key}")
                     if sub is not None and names:  # first: the condition comes before its branches
                         sub = self.conjoin(names, sub, path, f"{at}/{key}")
+                    if sub is not None and within and annotated:  # its items seen as evaluated
+                        sub = self.conjoin(sub if isinstance(sub, dict) else {}, schema["if"], path, f"{at}/if")
                     extra = None if sub is None else self.value(sub, path, refs, f"{at}/{key}")
                     if extra is None:
                         continue

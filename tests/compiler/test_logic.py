@@ -193,3 +193,16 @@ def test_draft_7_ignores_an_id_beside_ref():
               "allOf": [{"$id": "http://localhost:1234/sibling_id/", "$ref": "foo.json"}]}
     assert verdicts(schema, ["a", 1]) == [False, True]
     assert verdicts({**schema, "$schema": "https://json-schema.org/draft/2020-12/schema"}, ["a", 1]) == [True, False]
+
+
+def test_unevaluated_items_sees_the_items_an_if_evaluates():
+    # JSON Schema Test Suite, unevaluatedItems.json "unevaluatedItems can see annotations from if without then
+    # and else" and "unevaluatedItems with if/then/else"
+    assert verdicts({"if": {"prefixItems": [{"const": "a"}]}, "unevaluatedItems": False}, [["a"], ["b"], []]) == \
+        [True, False, True]
+    schema = {"prefixItems": [{"const": "foo"}],
+              "if": {"prefixItems": [True, {"const": "bar"}]}, "then": {"prefixItems": [True, True, {"const": "then"}]},
+              "else": {"prefixItems": [True, True, True, {"const": "else"}]}, "unevaluatedItems": False}
+    values = [["foo", "bar", "then"], ["foo", "bar", "then", "else"], ["foo", 42, 42, "else"],
+              ["foo", 42, 42, "else", 42]]
+    assert verdicts(schema, values) == [True, False, True, False]
