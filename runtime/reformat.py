@@ -131,14 +131,14 @@ def reformat(value: str, request: str) -> str | None:
     if not pieces:
         return None
     said, numbers = words(request), request_numbers(request)
-    notes, reformatted, padding, singles, previous_number = [], False, False, False, False
+    notes, reformatted, previous_number = [], False, False
     for piece in pieces:
         note = None
         if piece[0].isdigit():
             if float(piece) in numbers:
                 note, reformatted = piece.lstrip("0") or "0", True
             elif float(piece) == 0:
-                note, padding = "", True
+                note = ""  # zero padding
         elif any(close(piece, r) for r in said):
             note = piece
         elif piece in MONTHS and float(MONTHS[piece]) in numbers:
@@ -150,7 +150,7 @@ def reformat(value: str, request: str) -> str | None:
         elif (source := abbreviates(piece, said)) is not None:
             note, reformatted = f"{piece} ({source})", True
         elif len(piece) == 1 and any(r.startswith(piece) for r in said):
-            note, singles = piece, True
+            note = piece  # a single letter: an initial
         if note is None:
             return None
         if note:

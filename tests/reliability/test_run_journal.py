@@ -7,7 +7,6 @@ The runs use the SmolLM2 fixture model (float32, one thread); signals are sent t
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -163,6 +162,7 @@ def test_a_signal_keeps_the_answers_and_resume_finishes_the_run(tmp_path, signum
     assert [r["prompt"] for r in results] == PROMPTS and all("name" in r for r in results)
     assert not journal.exists()
     straight = run("--input", str(tmp_path / "in.json"), "--output", str(tmp_path / "straight.json"), *MODEL)
+    assert straight.exit_code == 0, straight.output
     assert json.loads((tmp_path / "straight.json").read_text()) == results
 
 
