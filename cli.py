@@ -212,6 +212,9 @@ def run_options(f):
                           "request is written {prompt, name: null, parameters: null, content}); none: text only."),
         click.option("--parallel-calls", is_flag=True,
                      help="Allow several calls per request; every entry then holds a calls list."),
+        click.option("--no-relevance-check", "no_relevance_check", is_flag=True,
+                     help="Under --tool-choice auto, answer with the model's call as it is (default: a call of a "
+                          "function the model, asked, doubts does what the request asks is declined)."),
         click.option("--keep-unstated", is_flag=True,
                      help="Keep the model's value of every optional argument (default: one the request gives no "
                           "ground for, a placeholder, a copy from the catalog or a guess, is restated from the "
@@ -249,8 +252,8 @@ def show_trace(record: dict) -> None:
                    "two halves, to tune on one and report the other.")
 @click.option("--output", type=click.Path(path_type=Path), default=None,
               help="Write every case's call {id, prompt, name, parameters} (or error) here.")
-def eval_cmd(data, model, max_tokens, threads, call_format, tool_choice, parallel_calls, keep_unstated, dtype,
-             device, max_batch, profile, limit, ids, output) -> None:
+def eval_cmd(data, model, max_tokens, threads, call_format, tool_choice, parallel_calls, no_relevance_check,
+             keep_unstated, dtype, device, max_batch, profile, limit, ids, output) -> None:
     """Score a data set with expected answers (a public-style folder or a BFCL cases.jsonl)."""
     from .compiler.build import runtime_compiler
     from .runtime.evaluation import evaluate
@@ -259,7 +262,8 @@ def eval_cmd(data, model, max_tokens, threads, call_format, tool_choice, paralle
     config = RunConfig(model=model, max_tokens=max_tokens, threads=threads,
                        call_format=resolve_call_format(call_format, tool_choice, parallel_calls),
                        keep_unstated=keep_unstated, dtype=dtype, device=device, max_batch=max_batch,
-                       tool_choice=tool_choice, parallel_calls=parallel_calls)
+                       tool_choice=tool_choice, parallel_calls=parallel_calls,
+                       relevance_check=not no_relevance_check)
     try:
         t = evaluate(config, data, limit, output, runtime_compiler, ids)
     except CallmaybeError as exc:
@@ -304,12 +308,15 @@ def eval_cmd(data, model, max_tokens, threads, call_format, tool_choice, paralle
 @click.option("--threads", type=click.IntRange(min=1), default=None,
               help="torch CPU threads (default: torch's choice).")
 @call_format_option(["auto", "plain", "tools"], "auto")
+@click.option("--no-relevance-check", "no_relevance_check", is_flag=True,
+              help="Under tool_choice auto, answer with the model's call as it is (default: a call of a function "
+                   "the model, asked, doubts does what the request asks is declined).")
 @click.option("--dtype", type=click.Choice(["auto", "float32", "bfloat16", "int8"]), default="auto",
               show_default=True, help="Weights' dtype (as for run).")
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True,
               help="auto: a CUDA GPU when torch sees one, else the CPU.")
 def serve_cmd(model, host, port, max_batch, max_queue, api_key, per_minute, index_cache_size, threads,
-              call_format, dtype, device) -> None:
+              call_format, no_relevance_check, dtype, device) -> None:
     """Serve an OpenAI-compatible chat completions API (POST /v1/chat/completions, GET /v1/models, GET /health)
     whose tool calls are valid by construction.
 
@@ -328,7 +335,7 @@ def serve_cmd(model, host, port, max_batch, max_queue, api_key, per_minute, inde
         from .server.serve import runtime_app, serve
 
         config = RunConfig(model=model, threads=threads, call_format=call_format, dtype=dtype, device=device,
-                           max_batch=max_batch)
+                           max_batch=max_batch, relevance_check=not no_relevance_check)
         runtime = Runtime(config, runtime_compiler)
         from .runtime.engine import Engine
 
@@ -368,7 +375,7 @@ def serve_cmd(model, host, port, max_batch, max_queue, api_key, per_minute, inde
                    "(same position, same prompt) are not answered again. Refused for a journal of another model, "
                    "index or flags.")
 def run_cmd(input_pos, functions, input_opt, output, model, max_tokens, threads, call_format, tool_choice,
-            parallel_calls, keep_unstated, dtype, device, max_batch, profile, index_path, trace, no_prefix_cache,
+            parallel_calls, no_relevance_check, keep_unstated, dtype, device, max_batch, profile, index_path, trace, no_prefix_cache,
             interactive, resume) -> None:
     """Answer a file of requests with one schema-valid call each.
 
@@ -387,7 +394,7 @@ def run_cmd(input_pos, functions, input_opt, output, model, max_tokens, threads,
                                call_format=resolve_call_format(call_format, tool_choice, parallel_calls),
                                prefix_cache=not no_prefix_cache, keep_unstated=keep_unstated, trace=trace,
                                dtype=dtype, device=device, max_batch=max_batch, tool_choice=tool_choice,
-                               parallel_calls=parallel_calls)
+                               parallel_calls=parallel_calls, relevance_check=not no_relevance_check)
             on_answer = show_trace if trace else None
             if interactive:
                 interactive_session(config, functions, runtime_compiler, on_answer=on_answer)

@@ -64,6 +64,7 @@ class Engine:
         self.max_batch, self.max_queue = max(1, max_batch), max_queue
         loaded = runtime.loaded
         self.model, self.tokenizer = loaded.model, loaded.tokenizer
+        self.judge = getattr(runtime.config, "relevance_check", True)  # relevance of first calls under auto
         from ..core.callformat import call_format_of
 
         self.call_format = call_format_of(runtime.options)
@@ -293,6 +294,7 @@ class Engine:
         self._rows = [t for t in self._rows if id(t.row) not in gone]
 
     def _row(self, ticket: Ticket):
+        from .relevance import relevance
         from .runner import ground
         from .turns import TurnDecoding, request_text
 
@@ -304,8 +306,13 @@ class Engine:
             return ground(self.model, ticket.index, fn, arguments, text, context, tokens, self.runtime.prefix,
                           ticket.prefix_len, self.runtime.profile)
 
+        def judged(fn, asked):
+            with self.runtime.profile.timed("relevance"):
+                return relevance(self.model, self.tokenizer, fn, asked)
+
         row = TurnDecoding(request, self.vocab, ticket.ids, ticket.ids[cached:], ticket.index, ticket.schema_index,
-                           grounded, lambda e: self._emit(ticket, e), self.runtime.profile)
+                           grounded, lambda e: self._emit(ticket, e), self.runtime.profile,
+                           judged if request.tool_choice == "auto" and self.judge else None)
         ticket.row = row
         return row
 

@@ -47,6 +47,8 @@ class RunConfig:
     ``auto``, ``cpu`` or ``cuda`` (:mod:`.model`). ``max_batch``: how many calls decode together
     (:mod:`.batch`; 1: one at a time). ``tool_choice``: ``required`` (one call per request), ``auto`` (a call
     or a text answer) or ``none`` (text); ``parallel_calls``: one or more calls (:mod:`.choices`).
+    ``relevance_check``: under ``auto``, decline a first call of a function the model doubts does what the
+    request asks (:mod:`.relevance`).
     """
 
     model: str = DEFAULT_MODEL
@@ -62,6 +64,7 @@ class RunConfig:
     max_batch: int = 1
     tool_choice: str = "required"
     parallel_calls: bool = False
+    relevance_check: bool = True
 
     @property
     def turns(self) -> bool:
@@ -186,7 +189,8 @@ def run_identity(config: RunConfig, functions: list[Function]) -> dict[str, Any]
             "index": sha256_file(config.index_path) if config.index_path is not None else "auto",
             "max_tokens": config.max_tokens, "call_format": config.call_format,
             "keep_unstated": config.keep_unstated, "tool_choice": config.tool_choice,
-            "parallel_calls": config.parallel_calls, "callmaybe": __version__}
+            "parallel_calls": config.parallel_calls, "relevance_check": config.relevance_check,
+            "callmaybe": __version__}
 
 
 def run_file(config: RunConfig, functions_path: Path, input_path: Path, output_path: Path, compile: Compile,

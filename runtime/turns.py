@@ -8,7 +8,9 @@ modes:
   ``<tool_call>``, "tools" call format) or a token the call's index allows at its start (``{"``; small Qwen
   models often write their call without the marker) starts a call, anything else a text answer. A text
   answer may still turn into a call when the model writes its call marker. A call none of whose values the
-  request states (:func:`~.evidence.first_call`) is a call from nowhere: the turn declines instead.
+  request states (:func:`~.evidence.first_call`) is a call from nowhere, and a call of a function that the
+  model, asked (the ``judge`` callback, :mod:`~.relevance`), doubts does what the request asks is a call
+  that does not fit: the turn declines instead.
 * ``fence`` (under ``decide``): the first token opens a code fence (three backquotes and ``json``); once the
   fence is whole the call starts, and text that leaves it is a text answer.
 * ``text``: free text, token by token, until EOS or the budget ("length"). Control tokens other than EOS and
@@ -98,9 +100,10 @@ class TurnDecoding:
 
     def __init__(self, request: TurnRequest, vocab: Vocab, ids: list[int], pending: list[int],
                  index: TokenIndex | None, schema_index: TokenIndex | None, ground: Callable | None,
-                 on_event: Callable[[Event], None], profile: Profile | None = None):
+                 on_event: Callable[[Event], None], profile: Profile | None = None,
+                 judge: Callable | None = None):
         self.request, self.vocab, self.ids = request, vocab, ids
-        self.index, self.schema_index, self.ground = index, schema_index, ground
+        self.index, self.schema_index, self.ground, self.judge = index, schema_index, ground, judge
         self.on_event = on_event
         self.profile = profile if profile is not None else Profile()
         self.pending = list(pending)
@@ -439,6 +442,14 @@ class TurnDecoding:
                 self.finish_reason = "stop"
                 self._done()
                 return
+            if self.judge is not None:  # a call of a function that does not do what is asked: decline
+                judged = self.judge(self.by_name[call["name"]], asked)
+                self.passes += judged.forward_passes
+                if not judged.keep:
+                    self._send(f"No call: {judged.evidence}.")
+                    self.finish_reason = "stop"
+                    self._done()
+                    return
         if self.calls and not another_call(arguments, [c.arguments for c in self.calls], asked).keep:
             self.finish_reason = "tool_calls"  # a repeat or a guess: the model runs on, the turn is over
             self._done()

@@ -104,7 +104,7 @@ def index():
     return TokenIndex(compile_index(FUNCTIONS, VOCAB, options)[0], VOCAB.token_bytes)
 
 
-def turn(index, script, call_format="tools", fallback=EOS, schema_index=None, **request):
+def turn(index, script, call_format="tools", fallback=EOS, schema_index=None, judge=None, **request):
     """Decode one turn of the scripted model; returns (TurnResult, events)."""
     vocab = Vocab(VOCAB.token_bytes, VOCAB.eos_ids, VOCAB.vocab_size, Tokenizer(), call_format)
     request.setdefault("tool_choice", "auto")
@@ -113,7 +113,7 @@ def turn(index, script, call_format="tools", fallback=EOS, schema_index=None, **
     # as the engine renders it: a required call's opening ends the prompt ("tools" call format)
     opens = call_format == "tools" and (req.tool_choice == "required" or req.function is not None)
     prompt = PROMPT + (Tokenizer().encode("<tool_call>\n") if opens else [])
-    row = TurnDecoding(req, vocab, prompt, prompt, index, schema_index, None, events.append)
+    row = TurnDecoding(req, vocab, prompt, prompt, index, schema_index, None, events.append, judge=judge)
     model, generated = ScriptModel(script, fallback), []
     while not row.take_forced():
         generated += row.pending
@@ -359,3 +359,29 @@ def test_auto_declines_a_call_from_nowhere(index):
                               "in the request).")
     result, _ = turn(index, script, tool_choice="required")  # required: the call stands
     assert [(c.name, c.arguments) for c in result.calls] == [("add", {"a": 70, "b": 175})]
+
+
+def test_auto_declines_a_call_the_relevance_check_doubts(index):
+    from callmaybe.runtime.relevance import Relevance
+
+    asked = []
+
+    def judge(verdict):
+        def check(fn, request):
+            asked.append((fn.name, request))
+            return verdict
+        return check
+
+    doubt = Relevance(0.41, 3.0, False, "the model doubts that add does what the request asks (p(yes) 0.41 < 0.6)", 3)
+    result, events = turn(index, f"<tool_call>\n{CALL}", judge=judge(doubt))
+    assert asked == [("add", ASKED)]
+    assert (result.calls, result.finish_reason) == ([], "stop")
+    assert result.content == "No call: the model doubts that add does what the request asks (p(yes) 0.41 < 0.6)."
+    sure = Relevance(0.9, 12.0, True, "the model says add does what the request asks", 3)
+    result, _ = turn(index, f"<tool_call>\n{CALL}", judge=judge(sure))
+    assert [(c.name, c.arguments) for c in result.calls] == [("add", {"a": 2, "b": 3})]
+    unchecked, _ = turn(index, f"<tool_call>\n{CALL}")
+    assert result.forward_passes == unchecked.forward_passes + 3  # the check's passes are counted
+    asked.clear()
+    result, _ = turn(index, f"<tool_call>\n{CALL}", judge=judge(doubt), tool_choice="required")
+    assert asked == [] and [(c.name, c.arguments) for c in result.calls] == [("add", {"a": 2, "b": 3})]
