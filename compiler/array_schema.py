@@ -270,7 +270,8 @@ def _matching(ctx: SchemaContext, contains: Any, texts: list[str]) -> list[str] 
     root = ctx.root if isinstance(ctx.root, dict) else {}
     defs = {k: root[k] for k in ("$defs", "definitions") if k in root}
     try:
-        validator = jsonschema.validators.validator_for(root)(python_schema({**defs, **contains}))
+        cls = jsonschema.validators.validator_for(root)
+        validator = cls(python_schema({**defs, **contains}), format_checker=cls.FORMAT_CHECKER)
         return [t for t in texts if validator.is_valid(json.loads(t))]
     except Exception:  # a reference or keyword jsonschema cannot evaluate here
         return None

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from ..core.catalog import Function
+from ..core.errors import SchemaError
 from . import dfa as dfa_mod
 from .compose import structure
 from .dfa import ByteDFA
@@ -146,6 +147,6 @@ def schema_dfa(schema: Any, max_recursion: int = 3, name: str = "schema",
                 return dfa_mod.minimize(node.dfa()), compiler.notes
             except dfa_mod.EmptyLanguage:
                 if not empty_ok:
-                    raise
+                    raise SchemaError(f"schema {name!r}: the schema admits no value (unsatisfiable)") from None
     compiler.note("empty", [], "schema", "admits no value: every text is rejected")
     return ByteDFA(np.full((1, 256), -1, dtype=np.int32), np.zeros(1, dtype=bool), 0), compiler.notes

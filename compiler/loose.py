@@ -25,9 +25,9 @@ import numpy as np
 from .dfa import ByteDFA
 from .nodes import Node
 
-#: How deep the coarse value follows brackets: a loose language built with it contains every valid value
-#: nested at most this deep (the exact "any value" goes 2 deep; deeper declared structures of the exact
-#: side are covered up to this depth).
+#: How deep the coarse value follows brackets at least. The schema compiler makes it as deep as the exact
+#: side it is subtracted from nests (:meth:`~.nodes.Node.nesting`), so that the loose language contains
+#: every value the exact side can write.
 LOOSE_DEPTH = 16
 
 _SCALAR = np.frombuffer(b"-+.0123456789" + bytes(range(ord("A"), ord("Z") + 1)) +
@@ -88,6 +88,9 @@ class CoarseValue(Node):
 
     def regular(self) -> bool:
         return False
+
+    def nesting(self) -> int:
+        return self.depth
 
     def build(self, timings: dict[str, float] | None = None) -> ByteDFA:
         return coarse_value(self.depth)

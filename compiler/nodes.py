@@ -24,6 +24,8 @@ import hashlib
 import threading
 import weakref
 from collections import OrderedDict
+from decimal import Decimal
+from fractions import Fraction
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -34,7 +36,7 @@ from . import dfa as D
 from . import limits
 from ..core.errors import SchemaError
 from .compose import (
-    Clash, difference, exactly_one, intersect, literals, members_any_order, seq, structure, union_all,
+    Clash, difference, exactly_one, intersect, is_empty, literals, members_any_order, seq, structure, union_all,
 )
 from .dfa import ByteDFA
 from .lexical import alternation, escape
@@ -104,6 +106,8 @@ def _digest(value: Any) -> str | None:
         return structural_key(value)
     if value is None or isinstance(value, (str, int, float, bool)):
         return repr(value)
+    if isinstance(value, (Decimal, Fraction)):
+        return f"{type(value).__name__}({value})"
     if isinstance(value, (list, tuple)):
         parts = [_digest(v) for v in value]
         return None if any(p is None for p in parts) else "[" + ",".join(parts) + "]"
@@ -126,19 +130,19 @@ def _digest(value: Any) -> str | None:
 
 def structural_key(node: Node) -> str | None:
     """A short key (a BLAKE2b digest, computed once per node) equal for two nodes only when their languages
-    are equal: the regex of a regular node (:meth:`Node.regular`), else a Merkle digest of the node's class
-    and dataclass fields, nodes among them by their own keys. None for a node that holds a function (an
-    :class:`Automaton`, a :class:`~.leaves.FastLeaf` that is not regular): such nodes are not shared."""
+    are equal: a Merkle digest of the node's class and dataclass fields, nodes among them by their own keys
+    (so each node costs its own fields, whatever the size below it); for a leaf whose automaton a function
+    builds (:class:`~.leaves.FastLeaf`), its regex, which says its language. None for a node that holds a
+    function and no regex (an :class:`Automaton`): such nodes are not shared."""
     known = node.__dict__.get("_key", False)
     if known is not False:
         return known
-    if node.regular():
-        text: str | None = "regex:" + node.regex
-    elif dataclasses.is_dataclass(node):
+    text: str | None = None
+    if dataclasses.is_dataclass(node):
         fields = [_digest(getattr(node, f.name)) for f in dataclasses.fields(node)]
         text = None if any(f is None for f in fields) else f"{type(node).__name__}({','.join(fields)})"
-    else:
-        text = None
+    if text is None and not node.children() and node.regular():  # a leaf built by a function: its regex
+        text = "regex:" + node.regex
     key = None if text is None else hashlib.blake2b(text.encode("utf-8", "surrogatepass"),
                                                      digest_size=20).hexdigest()
     node.__dict__["_key"] = key
@@ -149,6 +153,28 @@ def member_dfa(node: Node, timings: dict[str, float] | None = None) -> ByteDFA:
     """``node.dfa(timings)`` (kept for the callers that name it: every node's automaton is now shared per
     compile by its structural key, :func:`structural_key`)."""
     return node.dfa(timings)
+
+
+def text_nesting(text: str) -> int:
+    """How deep the JSON text ``text`` nests: the most brackets open at once, outside strings."""
+    depth = top = 0
+    in_string = escaped = False
+    for c in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif c == "\\":
+                escaped = True
+            elif c == '"':
+                in_string = False
+        elif c == '"':
+            in_string = True
+        elif c in "[{":
+            depth += 1
+            top = max(top, depth)
+        elif c in "]}":
+            depth -= 1
+    return top
 
 
 class Node:
@@ -170,6 +196,16 @@ class Node:
         """True when :attr:`regex` is a regex interegular can compile (False when this node or one below is
         an intersection, difference or direct automaton, whose regex text is a description)."""
         return all(c.regular() for c in self.children())
+
+    #: Brackets this node's values open around its children's (1 for arrays and objects).
+    opens = 0
+
+    def nesting(self) -> int:
+        """How deep its values nest at most: open brackets (arrays, objects) one inside another."""
+        known = self.__dict__.get("_nesting")
+        if known is None:
+            known = self.__dict__["_nesting"] = self.opens + max((c.nesting() for c in self.children()), default=0)
+        return known
 
     def dfa(self, timings: dict[str, float] | None = None) -> ByteDFA:
         """This node's byte DFA (not necessarily trimmed or minimal: callers minimize), composed from its
@@ -216,6 +252,9 @@ class Literals(Node):
 
     texts: list[str]
 
+    def nesting(self) -> int:
+        return max((text_nesting(t) for t in self.texts), default=0)
+
     @property
     def regex(self) -> str:
         return alternation([escape(t) for t in self.texts])
@@ -245,6 +284,8 @@ class Alt(Node):
 class ObjectNode(Node):
     """An object whose members ``(key text, value node, required)`` appear in order, optional ones may be
     left out. ``key text`` is the JSON-encoded key (with its quotes)."""
+
+    opens = 1
 
     members: list[tuple[str, Node, bool]]
 
@@ -285,6 +326,8 @@ class ArrayNode(Node):
     is linear in ``hi``, the compile limit on states bounding it), each item split by ``contains`` when
     given (:func:`~.arrays.split`). With ``contains`` the regex is a description (``&<contains ...>``).
     """
+
+    opens = 1
 
     prefix: list[Node]
     rest: Node | None
@@ -334,6 +377,10 @@ class DistinctArrayNode(Node):
     description (``&<distinct>``).
     """
 
+    def nesting(self) -> int:
+        tables = self.tables + ([self.rest] if self.rest is not None else [])
+        return 1 + max((text_nesting(t) for table in tables for texts in table.values() for t in texts), default=0)
+
     tables: list[dict[int, list[str]]]
     rest: dict[int, list[str]] | None
     lo: int
@@ -372,6 +419,8 @@ class MapNode(Node):
     ``(key, value)`` pairs a member may be instead (keys of each pair its own language: a member's value
     follows the schema of the pair its key belongs to)."""
 
+    opens = 1
+
     key: Node
     value: Node
     more: list[tuple[Node, Node]] = None
@@ -397,6 +446,18 @@ class MapNode(Node):
 # directly. Their ``regex`` is a description in an extended notation that interegular does not read:
 # ``(?:A)&(?:B)`` (both), ``(?:A)-(?:B)`` (A but not B), ``(?^:A|B)`` (exactly one), ``<name>`` (an
 # automaton built directly); the index header records it, and composition never falls back to it.
+
+
+def _or_none(node: Node | None, timings: dict[str, float] | None) -> ByteDFA | None:
+    """``node``'s automaton, or None when there is no node or its language is empty (a branch whose pattern,
+    format and length cannot meet: subtracting it removes nothing)."""
+    if node is None:
+        return None
+    try:
+        built = node.dfa(timings)
+    except D.EmptyLanguage:
+        return None
+    return None if is_empty(built) else built
 
 
 @dataclass(eq=False)
@@ -441,7 +502,8 @@ class Minus(Node):
         return False
 
     def build(self, timings: dict[str, float] | None = None) -> ByteDFA:
-        return difference(self.keep.dfa(timings), self.drop.dfa(timings))
+        drop = _or_none(self.drop, timings)
+        return self.keep.dfa(timings) if drop is None else difference(self.keep.dfa(timings), drop)
 
 
 @dataclass(eq=False)
@@ -464,8 +526,10 @@ class OneOf(Node):
         return False
 
     def build(self, timings: dict[str, float] | None = None) -> ByteDFA:
-        return exactly_one([None if p is None else p.dfa(timings) for p in self.parts],
-                           [None if p is None else p.dfa(timings) for p in self.loose])
+        parts = [_or_none(p, timings) for p in self.parts]
+        if all(p is None for p in parts):
+            raise D.EmptyLanguage("the schema accepts no value (empty language)")
+        return exactly_one(parts, [_or_none(p, timings) for p in self.loose])
 
 
 @dataclass(eq=False)
@@ -493,6 +557,8 @@ class MembersNode(Node):
     """An object of members in any order and number (a loose object, :meth:`~.schema.SchemaCompiler.loose_object`):
     each member is one of ``pairs`` ``(key, value)`` (keys disjoint), and every pair marked in ``required``
     appears at least once (see :func:`~.compose.members_any_order`)."""
+
+    opens = 1
 
     pairs: list[tuple[Node, Node]]
     required: list[bool]
@@ -525,6 +591,9 @@ class AnyValue(Node):
 
     depth: int
     tree: Node
+
+    def nesting(self) -> int:
+        return self.depth
 
     @property
     def regex(self) -> str:

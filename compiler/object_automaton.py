@@ -168,6 +168,8 @@ class OpenObject(Node):
     :attr:`regex` is a description (``<object ...>``), never compiled.
     """
 
+    opens = 1
+
     members: list[tuple[str, Node, bool]]
     keys: Tagged | None = None
     regions: list[Node] = field(default_factory=list)

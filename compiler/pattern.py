@@ -30,6 +30,7 @@ other than at the ends, word boundaries, inline flags, unknown Unicode propertie
 from __future__ import annotations
 
 import json
+import re
 import threading
 from collections import OrderedDict
 
@@ -78,6 +79,24 @@ Piece = list  # of str (regex syntax) and Chars
 # reading the pattern
 
 
+_ESCAPE = re.compile(r"\\u\{([0-9A-Fa-f]+)\}|\\u([Dd][89ABab][0-9A-Fa-f]{2})\\u([Dd][C-Fc-f][0-9A-Fa-f]{2})"
+                     r"|\\u([0-9A-Fa-f]{4})")
+
+
+def _escaped(pattern: str) -> set[int]:
+    """The code points ``pattern`` spells as escapes (``\\u{10FFFD}``, ``\\uDBFF\\uDFFD``, ``\\u00e9``), so that no
+    placeholder is one of them."""
+    out = set()
+    for m in _ESCAPE.finditer(pattern):
+        if m.group(1):
+            out.add(int(m.group(1), 16))
+        elif m.group(2):
+            out.add(0x10000 + ((int(m.group(2), 16) - 0xD800) << 10) + int(m.group(3), 16) - 0xDC00)
+        else:
+            out.add(int(m.group(4), 16))
+    return out
+
+
 def _prepare(pattern: str) -> tuple[str, dict[int, list[Interval]]]:
     """Rewrite ECMA-262 spellings Python's parser lacks (see the module docstring). Returns the rewritten
     pattern and the placeholder code points that stand for property classes (code point -> intervals).
@@ -85,7 +104,7 @@ def _prepare(pattern: str) -> tuple[str, dict[int, list[Interval]]]:
     out: list[str] = []
     props: dict[str, int] = {}  # "\p{..}" text -> placeholder
     classes: dict[int, list[Interval]] = {}
-    used = {ord(c) for c in pattern}
+    used = {ord(c) for c in pattern} | _escaped(pattern)
     free = (cp for cp in range(0x10FFFD, 0x10F000, -1) if cp not in used)
     i, n = 0, len(pattern)
 

@@ -37,7 +37,8 @@ keywords known; :mod:`.diagnostics` holds the notes and the messages.
 from __future__ import annotations
 
 import json
-from typing import Any
+from contextlib import contextmanager
+from typing import Any, Iterator
 
 from ..core.errors import SchemaError
 from . import array_schema, scalars
@@ -190,13 +191,14 @@ class SchemaCompiler(SchemaContext):
                 raise self.error(path, f"'{ONEOF_LOOSE}' must list one schema per 'oneOf' branch")
             strict, loose = [], []
             for i, sub in enumerate(subs):
-                sub_at, sub_refs, raw = f"{at}/oneOf/{i}", refs, raws[i]
+                sub_at, sub_refs = f"{at}/oneOf/{i}", refs
                 if isinstance(sub, dict):  # its references first, so that the base's keys come first
                     sub, sub_refs, sub_at = expand(self, sub, path, refs, sub_at)
                     sub = False if sub is None else sub
                 both = self.conjoin(base, sub, path, sub_at)
                 strict.append(None if both is None else self.value(both, path, sub_refs, sub_at))
-                with self.loosened():
+            with self.loosened(strict):
+                for i, raw in enumerate(raws):
                     loose.append(None if raw is False else self.value(raw, path, refs, f"{at}/oneOf/{i}"))
             if all(p is None for p in strict):
                 return None
@@ -206,7 +208,7 @@ class SchemaCompiler(SchemaContext):
         if node is None:
             return None
         if "not" in schema:
-            with self.loosened():
+            with self.loosened([node]):
                 negated = self.value(schema["not"], path, refs, f"{at}/not")
             if negated is not None:
                 node = self.settle(Minus(node, negated))
@@ -214,8 +216,6 @@ class SchemaCompiler(SchemaContext):
                     return None
         annotated = "unevaluatedItems" in base  # an if passing evaluates its items for unevaluatedItems
         if "if" in schema and ("then" in schema or "else" in schema or annotated):
-            with self.loosened():
-                outside = self.value(schema["if"], path, refs, f"{at}/if")
             plain = not ("oneOf" in schema or "not" in schema)  # node is then the base alone
             names = _names(schema["if"])  # keys the condition declares may be written in either branch
             parts = []
@@ -241,11 +241,29 @@ class SchemaCompiler(SchemaContext):
                         continue
                     part = self.settle(Both([branch, condition]))
                 else:
+                    with self.loosened([branch]):
+                        outside = self.value(schema["if"], path, refs, f"{at}/if")
                     part = branch if outside is None else self.settle(Minus(branch, outside))
                 if part is not None:
                     parts.append(part)
             node = _alt(parts)
         return node
+
+    loose_depth = 0  # how deep the exact side a loose language is subtracted from nests (loosened)
+
+    @contextmanager
+    def loosened(self, exact: list[Node | None] | None = None) -> Iterator[None]:
+        """Compile loosely inside the ``with`` block (:meth:`~.diagnostics.SchemaContext.loosened`), the
+        coarse "any value" (:mod:`.loose`) following brackets as deep as the ``exact`` nodes nest, the
+        side the loose language is subtracted from (so that it contains every value they can write)."""
+        depth = max((n.nesting() for n in exact or [] if n is not None), default=0)
+        before = self.loose_depth
+        self.loose_depth = max(before, depth)
+        try:
+            with super().loosened():
+                yield
+        finally:
+            self.loose_depth = before
 
     def conjoin(self, base: dict[str, Any], sub: Any, path: list[str], at: str) -> dict[str, Any] | bool | None:
         """The schema ``base`` and ``sub`` (``allOf`` of both, merged: :func:`~.references.merge`); None when
@@ -407,7 +425,7 @@ class SchemaCompiler(SchemaContext):
         :data:`~.loose.LOOSE_DEPTH` deep, and texts that are not JSON, which nothing exact holds), a few
         states where the exact one has hundreds."""
         if self.loose:
-            return CoarseValue(LOOSE_DEPTH)
+            return CoarseValue(max(LOOSE_DEPTH, self.loose_depth))
         self.note("limited", path, "any value", f"nested at most {self.any_depth} deep")
         return self.any_value(self.any_depth)
 

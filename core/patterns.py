@@ -1,6 +1,7 @@
 """ECMA-262 patterns of JSON Schema read by Python's :mod:`re` (which jsonschema uses): the Unicode property
 classes ``\\p{...}`` / ``\\P{...}``, which :mod:`re` lacks, written out as character classes of code-point
-ranges (:mod:`.unicode`: general categories, ``Any``, ``ASCII``, ``Assigned``).
+ranges (:mod:`.unicode`: general categories, ``Any``, ``ASCII``, ``Assigned``), and ``\\d \\w \\s``, which
+:mod:`re` reads as Unicode classes, written as the narrower classes ECMA-262 means.
 
 A schema's patterns (``pattern`` values and ``patternProperties`` keys, not data under ``const``/``enum``/
 ``default``/``examples``) are rewritten before jsonschema sees them (:func:`python_schema`), so that every
@@ -11,6 +12,7 @@ the grammar, which reads ``\\p`` itself. Patterns without ``\\p``/``\\P`` are le
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from .intervals import Interval, complement
@@ -34,11 +36,25 @@ def _ranges(runs: list[Interval]) -> str:
     return "".join(_char(a) if a == b else f"{_char(a)}-{_char(b)}" for a, b in runs)
 
 
+#: ECMA-262's character class escapes (without the ``u`` and ``i`` flags), which Python's ``re`` reads as
+#: Unicode classes: ``\\d`` ASCII digits, ``\\w`` ASCII word characters, ``\\s`` WhiteSpace and
+#: LineTerminator (section 22.2.2.9); the upper-case forms are their complements.
+_SHORTHAND: dict[str, list[Interval]] = {
+    "d": [(0x30, 0x39)],
+    "w": [(0x30, 0x39), (0x41, 0x5A), (0x5F, 0x5F), (0x61, 0x7A)],
+    "s": [(0x09, 0x0D), (0x20, 0x20), (0xA0, 0xA0), (0x1680, 0x1680), (0x2000, 0x200A), (0x2028, 0x2029),
+          (0x202F, 0x202F), (0x205F, 0x205F), (0x3000, 0x3000), (0xFEFF, 0xFEFF)],
+}
+_TRANSLATED = re.compile(r"\\[pPdDsSwW]")
+
+
 def python_pattern(pattern: str) -> str:
     """``pattern`` with each ``\\p{name}`` written as a class of its code points (``\\P{name}``: of the rest),
-    inside or outside a character class; unchanged when it has neither. Raises UnknownProperty naming a
-    property that :func:`~.unicode.basic_property` does not know (a script, say) or a malformed one."""
-    if "\\p" not in pattern and "\\P" not in pattern:
+    and ``\\d``, ``\\w``, ``\\s`` (and ``\\D``, ``\\W``, ``\\S``) as the ASCII and ECMA-262 classes they are
+    there, inside or outside a character class; unchanged when it has none of them. Raises UnknownProperty
+    naming a property that :func:`~.unicode.basic_property` does not know (a script, say) or a malformed
+    one."""
+    if not _TRANSLATED.search(pattern):
         return pattern
     out: list[str] = []
     i, in_class, n = 0, False, len(pattern)
@@ -46,6 +62,12 @@ def python_pattern(pattern: str) -> str:
         c = pattern[i]
         if c == "\\" and i + 1 < n:
             nxt = pattern[i + 1]
+            if nxt.lower() in _SHORTHAND:
+                runs = _SHORTHAND[nxt.lower()]
+                runs = complement(runs) if nxt.isupper() else runs
+                out.append(_ranges(runs) if in_class else f"[{_ranges(runs)}]")
+                i += 2
+                continue
             if nxt in "pP" and i + 2 < n and pattern[i + 2] == "{":
                 end = pattern.find("}", i + 3)
                 if end < 0:
@@ -53,8 +75,9 @@ def python_pattern(pattern: str) -> str:
                 name = pattern[i + 3:end]
                 runs = basic_property(name)
                 if runs is None:
-                    raise UnknownProperty(f"Unicode property {name!r} cannot be checked after generation "
-                                          "(general categories, Any, ASCII and Assigned can)")
+                    raise UnknownProperty(f"pattern {pattern!r}: \\{nxt}{{{name}}} is not a property the check "
+                                          "after generation knows (general categories, Any, ASCII and "
+                                          "Assigned)")
                 if nxt == "P":
                     runs = complement(runs)
                 out.append(_ranges(runs) if in_class else f"[{_ranges(runs)}]")

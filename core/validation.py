@@ -12,27 +12,48 @@ from typing import Any
 
 import jsonschema
 
-from .patterns import UnknownProperty, python_pattern, python_schema
+from .patterns import UnknownProperty, python_schema
 
 __all__ = ["UnknownProperty", "Checker", "check_schema"]
 
 
-def _written(schema: Any, translated: Any, out: dict[str, str] | None = None) -> dict[str, str]:
-    """translated pattern -> the pattern as written, for every pattern :func:`python_schema` changed."""
-    out = {} if out is None else out
-    if isinstance(schema, dict) and isinstance(translated, dict):
-        if isinstance(schema.get("pattern"), str) and translated.get("pattern") != schema["pattern"]:
-            out[translated["pattern"]] = schema["pattern"]
-        if isinstance(schema.get("patternProperties"), dict):
-            for k in schema["patternProperties"]:
-                if isinstance(k, str) and python_pattern(k) != k:
-                    out[python_pattern(k)] = k
-        for key, value in schema.items():
-            _written(value, translated.get(key), out)
-    elif isinstance(schema, list) and isinstance(translated, list):
-        for a, b in zip(schema, translated):
-            _written(a, b, out)
-    return out
+def _original_at(original: Any, translated: Any, path) -> tuple[Any, Any]:
+    """The parts of ``original`` and of its translation (:func:`~.patterns.python_schema`) at ``path`` (keys
+    and indices of the translated schema; a ``patternProperties`` key found by its position, since
+    translation renames keys but keeps their order); (None, None) where the path leaves the schema."""
+    for step in path:
+        if isinstance(translated, dict) and isinstance(original, dict) and step in translated:
+            keys = list(translated)
+            if step not in original and keys.index(step) < len(original):  # a renamed (translated) key
+                original = original[list(original)[keys.index(step)]]
+            else:
+                original = original.get(step)
+            translated = translated[step]
+        elif isinstance(translated, list) and isinstance(original, list) and isinstance(step, int) \
+                and step < len(translated):
+            original, translated = original[step], translated[step]
+        else:
+            return None, None
+    return original, translated
+
+
+def _patterns(original: Any, translated: Any) -> dict[str, str]:
+    """translated pattern -> as written, for one schema object's ``pattern`` and ``patternProperties``."""
+    out: dict[str, str] = {}
+    if not (isinstance(original, dict) and isinstance(translated, dict)):
+        return out
+    if isinstance(original.get("pattern"), str) and isinstance(translated.get("pattern"), str):
+        out[translated["pattern"]] = original["pattern"]
+    if isinstance(original.get("patternProperties"), dict) and isinstance(translated.get("patternProperties"), dict):
+        out.update(zip(translated["patternProperties"], original["patternProperties"]))
+    return {k: v for k, v in out.items() if k != v}
+
+
+def _restore(message: str, written: dict[str, str]) -> str:
+    """``message`` with each translated pattern (as jsonschema quotes it) put back as written."""
+    for translated, original in sorted(written.items(), key=lambda kv: -len(kv[0])):
+        message = message.replace(repr(translated), repr(original))
+    return message
 
 
 class Checker:
@@ -60,11 +81,10 @@ class Checker:
         error = jsonschema.exceptions.best_match(self.validator.iter_errors(value))
         if error is None:
             return None
-        text = error.message
-        if self.translated is not self.schema:
-            for translated, written in _written(self.schema, self.translated).items():
-                text = text.replace(repr(translated), repr(written))
-        return text
+        if self.translated is self.schema:
+            return error.message
+        original, translated = _original_at(self.schema, self.translated, list(error.schema_path)[:-1])
+        return _restore(error.message, _patterns(original, translated))
 
 
 def check_schema(schema: Any, default: type = jsonschema.Draft202012Validator) -> None:
@@ -72,4 +92,15 @@ def check_schema(schema: Any, default: type = jsonschema.Draft202012Validator) -
     jsonschema.SchemaError for an invalid schema, UnknownProperty for a property class the check after
     generation cannot read."""
     cls = jsonschema.validators.validator_for(schema, default=default)
-    cls.check_schema(python_schema(schema))
+    translated = python_schema(schema)
+    try:
+        cls.check_schema(translated)
+    except jsonschema.SchemaError as exc:
+        if translated is not schema:  # name the schema's own text, not its translation
+            original, now = _original_at(schema, translated, list(exc.absolute_path))
+            if isinstance(now, dict) and isinstance(original, dict):  # patternProperties: its keys
+                written = dict(zip(now, original))
+            else:
+                written = {now: original} if isinstance(now, str) and isinstance(original, str) else {}
+            exc.message = _restore(exc.message, {k: v for k, v in written.items() if isinstance(k, str) and k != v})
+        raise

@@ -206,3 +206,34 @@ def test_unevaluated_items_sees_the_items_an_if_evaluates():
     values = [["foo", "bar", "then"], ["foo", "bar", "then", "else"], ["foo", 42, 42, "else"],
               ["foo", 42, 42, "else", 42]]
     assert verdicts(schema, values) == [True, False, True, False]
+
+
+def test_the_loose_side_follows_brackets_as_deep_as_the_exact_side_nests():
+    # a breaking session's find: the coarse "any value" stopped at 16 levels, so a 17-deep value that both
+    # oneOf branches accept was kept
+    nested = {}
+    for _ in range(15):
+        nested = {"type": "array", "items": nested, "maxItems": 1}
+    deep = 1
+    for _ in range(17):
+        deep = [deep]
+    assert verdicts({"oneOf": [{"description": "anything"}, nested]}, [deep, [[1]]]) == [False, True]
+
+
+def test_a_branch_that_admits_no_value_subtracts_nothing():
+    # a breaking session's find: not/oneOf over a string whose pattern and length cannot meet made the whole
+    # schema unsatisfiable
+    assert verdicts({"type": "integer", "not": {"type": "string", "pattern": "^a$", "minLength": 3}}, [2, -7]) == \
+        [True, True]
+    schema = {"oneOf": [{"type": "integer"}, {"type": "number", "minimum": 3},
+                        {"type": "string", "pattern": "^a$", "minLength": 3}]}
+    assert verdicts(schema, [1, 4, 2.5, -1.5, "a"]) == [True, False, False, False, False]
+    with pytest.raises(SchemaError, match="^schema 'schema': the schema admits no value"):
+        schema_dfa({"type": "string", "maxLength": 1, "format": "uri"})
+
+
+def test_enum_values_are_checked_with_formats_asserted():
+    assert verdicts({"type": "string", "format": "ipv4", "enum": ["aa", "b", "1.2.3.4"]}, ["aa", "b", "1.2.3.4"]) == \
+        [False, False, True]
+    dfa, _ = schema_dfa({"type": "string", "format": "date", "const": "2020-13-45"}, empty_ok=True)
+    assert not dfa.accepts(b'"2020-13-45"')

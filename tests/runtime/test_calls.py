@@ -66,5 +66,25 @@ def test_a_property_class_the_check_cannot_read_is_refused_at_load_by_name():
 
     with pytest.raises(CatalogError) as exc:
         parse_catalog([{"name": "g", "parameters": {"s": {"type": "string", "pattern": "^\\p{Greek}+$"}}}], "cat.json")
-    assert str(exc.value) == ("cat.json: function 0 (g): Unicode property 'Greek' cannot be checked after "
-                              "generation (general categories, Any, ASCII and Assigned can)")
+    assert str(exc.value) == ("cat.json: function 0 (g): pattern '^\\\\p{Greek}+$': \\p{Greek} is not a property "
+                              "the check after generation knows (general categories, Any, ASCII and Assigned)")
+
+
+def test_the_check_reads_shorthand_classes_as_ecma_262_does_and_names_patterns_as_written():
+    # \D and \S are wider in ECMA-262 than in Python's re (ASCII digits, ECMA white space): the grammar and the
+    # check must agree
+    assert schema_error("\u0663a", {"type": "string", "pattern": "^\\D\\p{L}$"}) is None
+    assert schema_error("\u001ca", {"type": "string", "pattern": "^\\S\\p{L}$"}) is None
+    assert schema_error("\u0663", {"type": "string", "pattern": "^\\d+$"}) == "'\u0663' does not match '^\\\\d+$'"
+    nested = {"type": "object", "properties": {"x": {"type": "object", "patternProperties": {
+        "^\\p{Lu}": {"type": "string", "pattern": "^\\p{Ll}+$"}}, "additionalProperties": False}}}
+    assert schema_error({"x": {"A": "AB"}}, nested) == "'AB' does not match '^\\\\p{Ll}+$'"
+    two = {"type": "object", "properties": {"x": {"type": "string", "pattern": "^\\p{L}$"},
+                                            "y": {"type": "string", "pattern": "^\\p{Letter}$"}}}
+    assert schema_error({"x": "ab"}, two) == "'ab' does not match '^\\\\p{L}$'"
+    assert schema_error({"y": "ab"}, two) == "'ab' does not match '^\\\\p{Letter}$'"
+    from callmaybe.core.errors import CatalogError
+
+    with pytest.raises(CatalogError) as exc:
+        parse_catalog([{"name": "f", "parameters": {"x": {"type": "string", "pattern": "^(\\p{L}$"}}}], "c.json")
+    assert str(exc.value) == "c.json: function 0 (f): invalid JSON Schema at 'properties/x/pattern': '^(\\\\p{L}$' is not a 'regex'"
