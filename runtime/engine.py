@@ -307,7 +307,7 @@ class Engine:
                           ticket.prefix_len, self.runtime.profile)
 
         def judged(fn, asked):
-            with self.runtime.profile.timed("relevance"):
+            with self.runtime.profile.timed("relevance pass"):
                 return relevance(self.model, self.tokenizer, fn, asked)
 
         row = TurnDecoding(request, self.vocab, ticket.ids, ticket.ids[cached:], ticket.index, ticket.schema_index,

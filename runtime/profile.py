@@ -1,7 +1,7 @@
 """Where the time of a run goes: seconds, calls and tokens per phase, printed by ``run --profile`` and ``eval
 --profile``.
 
-Phases (every forward pass is in exactly one of the first six):
+Phases (every forward pass is in exactly one of the first seven):
 
 * ``prefix``: the catalog prompt's keys and values, computed once per run (per catalog);
 * ``prefill``: a request's first pass, over the prompt after the shared prefix;
@@ -10,6 +10,8 @@ Phases (every forward pass is in exactly one of the first six):
 * ``batch step``: with ``--max-batch``, a pass over the pending tokens of every row of the batch (:mod:`.batch`;
   a row's prefill is still its own ``prefill``);
 * ``restate pass``: the passes of restating an unstated argument (:mod:`.restate`);
+* ``relevance pass``: the passes of asking the model whether a first call under ``auto`` fits the request
+  (:mod:`.relevance`);
 * ``mask``: the matcher's mask, applying it to the logits, and the argmax;
 * ``forced tokens``: finding and taking forced text (tokenizing it the first time a state is seen);
 * ``prompt``: rendering the chat template and tokenizing it;
@@ -23,9 +25,9 @@ import time
 from contextlib import contextmanager
 from collections.abc import Iterator
 
-PHASES = ("prefix", "prefill", "decode step", "forced chunk", "batch step", "restate pass", "mask", "forced tokens",
-          "prompt", "check")
-MODEL_PHASES = PHASES[:6]
+PHASES = ("prefix", "prefill", "decode step", "forced chunk", "batch step", "restate pass", "relevance pass", "mask",
+          "forced tokens", "prompt", "check")
+MODEL_PHASES = PHASES[:7]
 
 
 class Profile:

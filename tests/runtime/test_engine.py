@@ -84,3 +84,18 @@ def test_prompt_past_the_context_is_refused(runtime, catalog):
     long = TurnRequest([{"role": "user", "content": "word " * 9000}], functions, "required")
     with pytest.raises(InputError, match=r"the prompt is \d+ tokens; the model's context is 8192"):
         Engine(runtime).submit(long, lambda e: None, index)
+
+
+def test_an_auto_turn_is_given_the_relevance_check_and_its_passes_are_profiled(runtime, catalog):
+    functions, index = catalog
+    engine = Engine(runtime, max_batch=1)
+    user = [{"role": "user", "content": "What is the sum of 2 and 3?"}]
+    ticket = engine.submit(TurnRequest(user, functions, "auto"), lambda e: None, index)
+    add = next(f for f in functions if f.name == "fn_add_numbers")
+    before = runtime.profile.calls["relevance pass"]
+    judged = ticket.row.judge(add, "What is the sum of 2 and 3?")
+    assert judged.forward_passes == 3 and 0.0 < judged.p_yes < 1.0
+    assert runtime.profile.calls["relevance pass"] == before + 1
+    required = engine.submit(TurnRequest(user, functions, "required"), lambda e: None, index)
+    assert required.row.judge is None
+    engine.close()
