@@ -421,9 +421,9 @@ class SchemaCompiler(SchemaContext):
 
     def anything(self, path: list[str]) -> Node:
         """Any JSON value, nested at most ``any_depth`` deep (noted as limited); when compiling loosely, the
-        coarse value of :mod:`.loose` instead (every JSON value nested at most
-        :data:`~.loose.LOOSE_DEPTH` deep, and texts that are not JSON, which nothing exact holds), a few
-        states where the exact one has hundreds."""
+        coarse value of :mod:`.loose` instead (every JSON value nested as deep as the exact side it is
+        subtracted from, :data:`~.loose.LOOSE_DEPTH` at least, and texts that are not JSON, which nothing
+        exact holds), a few states a level where the exact one has hundreds."""
         if self.loose:
             return CoarseValue(max(LOOSE_DEPTH, self.loose_depth))
         self.note("limited", path, "any value", f"nested at most {self.any_depth} deep")
