@@ -166,8 +166,10 @@ def merge(ctx: SchemaContext, a: dict[str, Any], b: dict[str, Any], path: list[s
     Keywords of one side only are kept; where both sides give a keyword: properties are merged per name,
     required lists joined, types and enums intersected, bounds tightened (``minProperties``/``maxProperties``
     too), ``items`` and ``additionalProperties`` conjoined, ``anyOf``/``oneOf`` multiplied out, ``allOf``
-    lists joined, ``propertyNames`` and dependent schemas conjoined, dependent name lists joined; any other
-    conflict keeps the first value (noted as not enforced). ``at`` (the place, a JSON pointer) is named when
+    lists joined, ``propertyNames`` and dependent schemas conjoined, dependent name lists joined; a lone
+    ``then``/``else`` or ``if`` of either side dropped (it does nothing), a second conditional written as the
+    ``anyOf`` it means, two ``not`` joined into ``not`` of their ``anyOf``; any other conflict keeps the first
+    value (noted as not enforced). ``at`` (the place, a JSON pointer) is named when
     the product of two ``anyOf`` lists would pass the ``nodes`` limit (CompileLimitError).
 
     Object keywords (``properties``, ``patternProperties``, ``additionalProperties``) merge into one set only
