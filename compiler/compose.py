@@ -319,7 +319,8 @@ def structure(prefix: bytes, items: list[ByteDFA], boundaries: list[list[tuple[b
 
 #: Bytes that never occur in UTF-8 text (RFC 3629: 0xC0, 0xC1 and 0xF5-0xFF), used as end markers of the
 #: members of :func:`members_any_order` while it is built.
-_MARKERS = [0xC0, 0xC1] + list(range(0xF5, 0x100))
+NOT_UTF8 = [0xC0, 0xC1] + list(range(0xF5, 0x100))
+_MARKERS = NOT_UTF8
 
 
 def members_any_order(pairs: list[ByteDFA], required: list[bool]) -> ByteDFA:

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .compose import NOT_UTF8
 from .dfa import ByteDFA
 from .nodes import Node
 
@@ -35,9 +36,6 @@ _SCALAR = np.frombuffer(b"-+.0123456789" + bytes(range(ord("A"), ord("Z") + 1)) 
 _OPEN = (ord("["), ord("{"))
 _CLOSE = (ord("]"), ord("}"))
 _QUOTE, _BACKSLASH = ord('"'), ord("\\")
-#: Bytes that never occur in UTF-8 (RFC 3629): no state takes them, so they stay free as end markers
-#: (:func:`~.compose.members_any_order`).
-_NOT_UTF8 = [0xC0, 0xC1] + list(range(0xF5, 0x100))
 
 
 def coarse_value(depth: int) -> ByteDFA:
@@ -72,7 +70,7 @@ def coarse_value(depth: int) -> ByteDFA:
         t[string, _QUOTE] = body
         t[string, _BACKSLASH] = escape
         t[escape, :] = string
-    t[:, _NOT_UTF8] = -1
+    t[:, NOT_UTF8] = -1  # bytes UTF-8 never uses: free as end markers (compose)
     return ByteDFA(t, accepting, start)
 
 

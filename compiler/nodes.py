@@ -149,12 +149,6 @@ def structural_key(node: Node) -> str | None:
     return key
 
 
-def member_dfa(node: Node, timings: dict[str, float] | None = None) -> ByteDFA:
-    """``node.dfa(timings)`` (kept for the callers that name it: every node's automaton is now shared per
-    compile by its structural key, :func:`structural_key`)."""
-    return node.dfa(timings)
-
-
 def text_nesting(text: str) -> int:
     """How deep the JSON text ``text`` nests: the most brackets open at once, outside strings."""
     depth = top = 0
@@ -313,7 +307,7 @@ class ObjectNode(Node):
 
         entry = choices(-1, b"")
         boundaries = [choices(i, b", ") for i in range(n)]
-        items = [member_dfa(v, timings) for _, v, _ in self.members]
+        items = [v.dfa(timings) for _, v, _ in self.members]
         return structure(b"{", items, boundaries, entry)
 
 
@@ -437,7 +431,7 @@ class MapNode(Node):
 
     def build(self, timings: dict[str, float] | None = None) -> ByteDFA:
         pairs = [(self.key, self.value)] + list(self.more or [])
-        pair = union_all([seq([k.dfa(timings), literals([b": "]), member_dfa(v, timings)]) for k, v in pairs])
+        pair = union_all([seq([k.dfa(timings), literals([b": "]), v.dfa(timings)]) for k, v in pairs])
         return structure(b"{", [pair], [[(b", ", 0), (b"}", None)]], [(b"", 0), (b"}", None)])
 
 

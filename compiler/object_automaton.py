@@ -29,7 +29,7 @@ from . import dfa as D
 from .compose import literals, merge_rows
 from .dfa import ByteDFA
 from .limits import count_states
-from .nodes import Node, member_dfa
+from .nodes import Node
 from .syntax import object_regex
 
 
@@ -329,7 +329,7 @@ class _Builder:
     def value(self, tag: int) -> ByteDFA:
         if tag not in self.values:
             node = self.obj.members[tag][1] if tag < self.n else self.obj.regions[tag - self.n]
-            self.values[tag] = member_dfa(node, self.timings)
+            self.values[tag] = node.dfa(self.timings)
         return self.values[tag]
 
     def build(self) -> ByteDFA:

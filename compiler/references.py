@@ -9,7 +9,7 @@ from fractions import Fraction
 from typing import Any
 
 from . import unevaluated
-from .array_merge import ITEM_KEYS, localize, merge_items
+from .array_merge import ITEM_KEYS, conj, localize, merge_items
 from .diagnostics import SchemaContext
 from .keywords import ANNOTATIONS, LAYERS, ONEOF_LOOSE, is_number
 from .uris import RemoteRef, UnresolvedRef
@@ -247,7 +247,7 @@ def merge(ctx: SchemaContext, a: dict[str, Any], b: dict[str, Any], path: list[s
             if key == "oneOf" and (ONEOF_LOOSE in a or ONEOF_LOOSE in b):
                 # exactly one of a's and one of b's branches <=> exactly one pair: each pair's loose schema
                 # is both sides' loose schemas together
-                out[ONEOF_LOOSE] = [_both(x, y) for x in a.get(ONEOF_LOOSE, mine)
+                out[ONEOF_LOOSE] = [conj(x, y) for x in a.get(ONEOF_LOOSE, mine)
                                     for y in b.get(ONEOF_LOOSE, value)]
         elif key == ONEOF_LOOSE:
             continue  # taken with "oneOf"
@@ -283,7 +283,7 @@ def _conditional_as_anyof(schema: dict[str, Any]) -> dict[str, Any]:
     cond = schema["if"]
     then, other = schema.get("then", True), schema.get("else", True)
     out = {k: v for k, v in schema.items() if k not in ("if", "then", "else")}
-    options = [_both(cond, then), _both({"not": cond} if cond is not True else False, other)]
+    options = [conj(cond, then), conj({"not": cond} if cond is not True else False, other)]
     options = [o for o in options if o is not False]
     either = {"anyOf": options} if options else False
     if either is False:  # no value passes the conditional
@@ -293,17 +293,6 @@ def _conditional_as_anyof(schema: dict[str, Any]) -> dict[str, Any]:
     else:
         out["anyOf"] = either["anyOf"]
     return out
-
-
-def _both(x: Any, y: Any) -> Any:
-    """The schema ``allOf: [x, y]`` (False when one is false, the other when one is true)."""
-    if x is False or y is False:
-        return False
-    if x is True or x == {}:
-        return y
-    if y is True or y == {}:
-        return x
-    return {"allOf": [x, y]}
 
 
 def _merge_dependencies(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:

@@ -437,19 +437,13 @@ class TurnDecoding:
         if not self.calls and self.request.tool_choice == "auto":
             verdict = first_call(arguments, asked)
             if not verdict.keep:  # a call from nowhere: decline instead
-                self._send(f"No call: {call['name']} would take values the request does not give "
-                           f"({verdict.evidence}).")
-                self.finish_reason = "stop"
-                self._done()
-                return
+                return self._decline(f"No call: {call['name']} would take values the request does not give "
+                                     f"({verdict.evidence}).")
             if self.judge is not None:  # a call of a function that does not do what is asked: decline
                 judged = self.judge(self.by_name[call["name"]], asked)
                 self.passes += judged.forward_passes
                 if not judged.keep:
-                    self._send(f"No call: {judged.evidence}.")
-                    self.finish_reason = "stop"
-                    self._done()
-                    return
+                    return self._decline(f"No call: {judged.evidence}.")
         if self.calls and not another_call(arguments, [c.arguments for c in self.calls], asked).keep:
             self.finish_reason = "tool_calls"  # a repeat or a guess: the model runs on, the turn is over
             self._done()
@@ -492,6 +486,12 @@ class TurnDecoding:
     def _separator(self) -> int:
         """Tokens between a call's closing and the next call: a newline, then the marker and its newline."""
         return 1 + (1 + len(self.vocab.after_marker) if self.vocab.marker is not None else 0)
+
+    def _decline(self, text: str) -> None:
+        """End the turn with the text answer ``text`` instead of the call just decoded."""
+        self._send(text)
+        self.finish_reason = "stop"
+        self._done()
 
     def _done(self) -> None:
         self.pending = []
