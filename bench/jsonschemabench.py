@@ -104,6 +104,8 @@ def run_subset(name: str, limit: int | None, timeout: float, verbose: bool):
         except Timeout:
             stats["refused"] += 1
             refusals[f"compile time over {timeout:.0f} s"] += 1
+            if verbose:
+                print(f"   over {timeout:.0f} s: {rec['id']}")
             continue
         except CallmaybeError as exc:
             stats["refused"] += 1

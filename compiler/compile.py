@@ -19,11 +19,12 @@ from ..core.catalog import Function, catalog_fingerprint
 from ..core.indexfile import IndexData, save_index
 from ..core.vocabulary import Vocabulary
 from .dfa import byte_classes
-from .grammar import compile_grammar, value_grammar
+from . import long_counts
+from .grammar import Grammar, compile_grammar, value_grammar
 from .limits import CompileLimits
 from .table import build_rows, min_tokens
 from .trie import TRIE_CACHE, TokenTrie
-from .walk import walk
+from .walk import WalkResult, walk
 
 
 @dataclass(frozen=True)
@@ -98,19 +99,25 @@ def compile_index(
     trie = token_trie(vocabulary)
     t1 = time.perf_counter()
     report.timings["vocabulary"] = t1 - t0
-    if options.form == "value":
-        if len(functions) != 1:
-            raise ValueError(f"the value form compiles one schema, got a catalog of {len(functions)} functions")
-        grammar = value_grammar(functions[0].parameters, name=functions[0].name, timings=report.timings,
-                                limits=limits)
-    else:
-        grammar = compile_grammar(functions, parameters_key=options.parameters_key, timings=report.timings,
-                                  limits=limits)
+    if options.form == "value" and len(functions) != 1:
+        raise ValueError(f"the value form compiles one schema, got a catalog of {len(functions)} functions")
+
+    def build() -> tuple[Grammar, WalkResult, np.ndarray, np.ndarray, float]:
+        # a catalog whose long counts pass the entries limit is compiled again without them (long_counts)
+        if options.form == "value":
+            grammar = value_grammar(functions[0].parameters, name=functions[0].name, timings=report.timings,
+                                    limits=limits)
+        else:
+            grammar = compile_grammar(functions, parameters_key=options.parameters_key,
+                                      timings=report.timings, limits=limits)
+        t2 = time.perf_counter()
+        byte_class, class_trans = byte_classes(grammar.dfa.transitions)  # for the walk's groups and the table
+        result = walk(grammar.dfa.transitions, trie, class_transitions=class_trans, max_entries=limits.entries)
+        return grammar, result, byte_class, class_trans, t2
+
+    grammar, result, byte_class, class_trans, t2 = long_counts.attempts(build)
     dfa = grammar.dfa
     report.notes = grammar.notes
-    t2 = time.perf_counter()
-    byte_class, class_trans = byte_classes(dfa.transitions)  # for the walk's state groups and the table
-    result = walk(dfa.transitions, trie, class_transitions=class_trans, max_entries=limits.entries)
     t3 = time.perf_counter()
     report.timings["token walk"] = t3 - t2
     arrays = build_rows(result, dfa.num_states, vocabulary.vocab_size)
@@ -121,7 +128,7 @@ def compile_index(
     report.timings["table"] = time.perf_counter() - t3
     report.states = dfa.num_states
     report.accepting_states = int(dfa.accepting.sum())
-    report.entries = len(result.state)
+    report.entries = result.entries
     report.rows = len(arrays["row_kind"])
     header = {
         "vocabulary_fingerprint": vocabulary.fingerprint(),

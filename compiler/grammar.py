@@ -19,6 +19,7 @@ import numpy as np
 from ..core.catalog import Function
 from ..core.errors import SchemaError
 from . import dfa as dfa_mod
+from . import long_counts
 from .compose import structure
 from .dfa import ByteDFA
 from .limits import Budget, CompileLimits, active
@@ -84,16 +85,26 @@ def compile_grammar(
     leaves = {"automaton": 0.0, "byte expansion": 0.0}
     t0 = time.perf_counter()
     notes: list[Note] = []
-    nodes = {fn.name: _compile_node(fn, notes, max_recursion, limits) for fn in functions}
+    nodes: dict[str, Node] = {}
     parts: dict[str, ByteDFA] = {}  # functions with the same parameters schema share one automaton
     key = json.dumps(parameters_key, ensure_ascii=False).encode("utf-8")
     alternatives = []
     for fn in functions:
         same = json.dumps(fn.parameters, ensure_ascii=False)
-        if same not in parts:
-            node, budget = nodes[fn.name]
+
+        def build(fn: Function = fn, same: str = same) -> tuple[Node, list[Note], ByteDFA | None]:
+            own: list[Note] = []
+            node, budget = _compile_node(fn, own, max_recursion, limits)
+            if same in parts:
+                return node, own, None
             with active(budget):
-                parts[same] = node.dfa(leaves)  # minimized once, with the whole call
+                return node, own, node.dfa(leaves)  # minimized once, with the whole call
+
+        node, own, dfa = long_counts.attempts(build)
+        nodes[fn.name] = node
+        notes.extend(own)
+        if dfa is not None:
+            parts[same] = dfa
         prefix = json.dumps(fn.name, ensure_ascii=False).encode("utf-8") + b", " + key + b": "
         alternatives.append((prefix, parts[same]))
     # `{"name": ` then a trie of `"<fn>", "parameters": ` prefixes, each entering its function's automaton,
@@ -105,7 +116,7 @@ def compile_grammar(
     timings["automaton"] = leaves["automaton"]
     timings["byte expansion"] = leaves["byte expansion"]
     timings["join"] = time.perf_counter() - t0 - timings["automaton"] - timings["byte expansion"]
-    regex = call_regex([(fn.name, nodes[fn.name][0].regex) for fn in functions], parameters_key)
+    regex = call_regex([(fn.name, nodes[fn.name].regex) for fn in functions], parameters_key)
     return Grammar(regex=regex, dfa=call, notes=notes)
 
 
@@ -119,10 +130,14 @@ def value_grammar(schema: Any, name: str = "schema", timings: dict[str, float] |
     timings = {} if timings is None else timings
     leaves = {"automaton": 0.0, "byte expansion": 0.0}
     t0 = time.perf_counter()
-    compiler = SchemaCompiler(name, root=schema, max_recursion=max_recursion, label="schema", limits=limits)
-    node = compiler.whole(schema, "the schema admits no value (unsatisfiable)")
-    with active(compiler.budget):
-        dfa = dfa_mod.minimize(node.dfa(leaves))
+
+    def build() -> tuple[SchemaCompiler, Node, ByteDFA]:
+        compiler = SchemaCompiler(name, root=schema, max_recursion=max_recursion, label="schema", limits=limits)
+        node = compiler.whole(schema, "the schema admits no value (unsatisfiable)")
+        with active(compiler.budget):
+            return compiler, node, dfa_mod.minimize(node.dfa(leaves))
+
+    compiler, node, dfa = long_counts.attempts(build)
     timings["automaton"] = leaves["automaton"]
     timings["byte expansion"] = leaves["byte expansion"]
     timings["join"] = time.perf_counter() - t0 - timings["automaton"] - timings["byte expansion"]
@@ -139,6 +154,11 @@ def schema_dfa(schema: Any, max_recursion: int = 3, name: str = "schema",
     Raises SchemaError when the schema cannot be compiled or (unless ``empty_ok``) admits no value,
     CompileLimitError (a SchemaError) past a limit.
     """
+    return long_counts.attempts(lambda: _schema_dfa(schema, max_recursion, name, limits, empty_ok))
+
+
+def _schema_dfa(schema: Any, max_recursion: int, name: str, limits: CompileLimits | None,
+                empty_ok: bool) -> tuple[ByteDFA, list[Note]]:
     compiler = SchemaCompiler(name, root=schema, max_recursion=max_recursion, label="schema", limits=limits)
     node = compiler.whole(schema, None if empty_ok else "the schema admits no value (unsatisfiable)")
     if node is not None:

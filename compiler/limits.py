@@ -20,8 +20,9 @@ What can grow without bound, and the limit that stops it (per function, or per s
   (:mod:`.walk`) as it finds them: every state inside a string value allows most of the vocabulary
   (~150,000 of Qwen's tokens), so a catalog with thousands of string values would need tens of GB.
 
-Counted repetitions of strings (``minLength``/``maxLength`` up to 128 code points, ``{m,n}`` in patterns
-up to 64) are bounded (larger counts are left to the check after generation); item counts
+Counted repetitions of strings (``minLength``/``maxLength`` and ``{m,n}`` in patterns) are enforced up to
+64, and up to 256 where the schema affords it (:mod:`.long_counts`: a first attempt past a limit gives way
+to one that leaves them to the check after generation; larger counts always are); item counts
 (``minItems``/``maxItems``) are not capped: an array is one copy of its item per count (:mod:`.arrays`), so
 ``states`` refuses a count too large for its item; a number range has a few states per digit of its bounds
 and a ``multipleOf`` one per remainder, bounded (:data:`~.numbers.MAX_REMAINDERS`,
@@ -45,6 +46,7 @@ from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from ..core.errors import SchemaError
+from . import long_counts
 
 #: name -> (default, what it bounds); see :class:`CompileLimits` for why these values.
 LIMITS: dict[str, tuple[int, str]] = {
@@ -59,7 +61,12 @@ LIMITS: dict[str, tuple[int, str]] = {
 
 
 class CompileLimitError(SchemaError):
-    """A schema needs more work than a compile limit allows; the message names the limit and the place."""
+    """A schema needs more work than a compile limit allows; the message names the limit and the place,
+    ``limit`` the limit's name (a key of :data:`LIMITS`)."""
+
+    def __init__(self, message: str, limit: str = ""):
+        super().__init__(message)
+        self.limit = limit
 
 
 @dataclass(frozen=True)
@@ -76,12 +83,13 @@ class CompileLimits:
     * ``properties`` 200: the most is 163; 200 optional string properties take 3.3 s and 0.4 GB for the
       grammar, 5 s and 1.1 GB for a whole index with Qwen's vocabulary (the cost grows with their square);
     * ``states`` 1,000,000: the most is 527,687 (dss-2.0.0, 11 s); a state is 1 KB of transitions;
-    * ``pattern`` 10,000: the most is 5,513 (a string of 64 characters at most, the largest length kept); a
+    * ``pattern`` 10,000: the most was 5,513 (a string of 64 characters at most, when 64 was the largest count); a
       pattern stops here in about 7 s (interegular's construction is quadratic in its states);
     * ``seconds`` 30: the per-schema limit of the JSONSchemaBench harness; the slowest schema that compiles
       takes 15 s;
     * ``entries`` 50,000,000: the 30-function benchmark catalog needs 7.3 million, the shipped one 0.5
-      million; 50 million is about 330 string values, 1.5 GB at the peak and 6 s.
+      million; 50 million is about 330 string values, 1.5 GB at the peak and 6 s. The positions of a counted
+      string derive their entries from one shared walk (:class:`~.walk.GroupWalk`) and count one tenth.
     """
 
     bytes: int = LIMITS["bytes"][0]
@@ -139,7 +147,7 @@ def entries_error(limit: int) -> CompileLimitError:
     """The error of a token walk that finds more than ``limit`` allowed-token entries (the whole catalog's)."""
     return CompileLimitError(f"the index would hold more than {limit:,} allowed-token entries (each state of a "
                              "string value allows most of the vocabulary); the compile limit is "
-                             f"entries={limit} (raise it with --compile-limits entries=N)")
+                             f"entries={limit} (raise it with --compile-limits entries=N)", limit="entries")
 
 
 def help_text() -> str:
@@ -170,7 +178,7 @@ class Budget:
         """The CompileLimitError for limit ``name`` at ``at`` (a JSON pointer): ``what`` says what was needed."""
         value = getattr(self.limits, name)
         return CompileLimitError(f"{self.where(at)}: {what}; the compile limit is {name}={value} "
-                                 f"(raise it with --compile-limits {name}=N)")
+                                 f"(raise it with --compile-limits {name}=N)", limit=name)
 
     def check_bytes(self, schema: Any, at: str = "#") -> None:
         """Raise when ``schema`` written as compact JSON is over the ``bytes`` limit."""
@@ -224,6 +232,7 @@ class Budget:
         """Count ``n`` more automaton states built; raise past the ``states`` limit."""
         self.tick()
         self.used["states"] += n
+        long_counts.check_states(self.used["states"])
         if self.used["states"] > self.limits.states:
             raise self.error("states", self.at, f"more than {self.limits.states:,} automaton states to build")
 

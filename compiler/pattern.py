@@ -23,8 +23,8 @@ Two renderings of the same sequence:
   code points) would otherwise take seconds.
 
 Raises :class:`PatternError` for what cannot be translated exactly: backreferences, lookaround, anchors
-other than at the ends, word boundaries, inline flags, unknown Unicode properties, repeats above
-:data:`MAX_REPEAT`.
+other than at the ends, word boundaries, inline flags, unknown Unicode properties, repeat counts above
+64 (256 where the schema affords them: :mod:`.long_counts`).
 """
 
 from __future__ import annotations
@@ -44,13 +44,11 @@ except ImportError:  # pragma: no cover - Python 3.10
     import sre_parse as P
 
 from . import dfa as D
+from . import long_counts
 from .dfa import ByteDFA
 from ..core.intervals import SURROGATES, Interval, complement, normalize, subtract
 from .lexical import escape
 from .unicode import UnknownProperty, property_set
-
-#: Counted repeats above this are not enforced (the automaton would grow with the count).
-MAX_REPEAT = 64
 
 
 class PatternError(ValueError):
@@ -230,8 +228,10 @@ class _Reader:
                 out += ["(?:", *self.translate(av[-1]), ")"]
             elif op in (C.MAX_REPEAT, C.MIN_REPEAT, getattr(C, "POSSESSIVE_REPEAT", None)):
                 lo, hi, body = av
-                if lo > MAX_REPEAT or (hi is not C.MAXREPEAT and hi > MAX_REPEAT):
-                    raise PatternError(f"a repeat count above {MAX_REPEAT}")
+                top = lo if hi is C.MAXREPEAT else max(lo, hi)
+                if top > long_counts.cap():
+                    raise PatternError(f"a repeat count {long_counts.why_not(top)}")
+                long_counts.use(top)
                 out += ["(?:", *self.translate(body), ")"]
                 if hi is C.MAXREPEAT:
                     out.append("*" if lo == 0 else "+" if lo == 1 else f"{{{lo},}}")

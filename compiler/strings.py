@@ -3,8 +3,9 @@
 (:class:`~.leaves.Meet`) when several are present, so that all of them are enforced together.
 
 Lengths count decoded code points (JSON Schema: the number of characters per RFC 8259, which counts a
-surrogate-pair escape as one) and are enforced up to :data:`MAX_EXACT_LENGTH` (:mod:`.lengths`: about 20
-states per character); a longer bound is noted and checked after generation. A pattern the
+surrogate-pair escape as one) and are enforced up to 64 always and up to 256 where the schema affords it
+(:mod:`.long_counts`; :mod:`.lengths`: about 20 states per character); a longer bound is noted and checked
+after generation. A pattern the
 translation cannot express exactly, and a format the grammar does not know, are noted "not enforced" and
 left to the check after generation.
 """
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from . import long_counts
 from .diagnostics import SchemaContext
 from .formats import format_node
 from .leaves import FastLeaf, Meet
@@ -26,7 +28,7 @@ from .syntax import repeat
 #: state whose row allows most of a vocabulary (~150,000 tokens on Qwen), so the index grows with the
 #: bound: 64 is ~10 million allowed-token entries and ~7 s of token walk on Qwen3; longer bounds are named by
 #: compile and checked after generation (the token budget keeps a value short in practice).
-MAX_EXACT_LENGTH = 128
+MAX_EXACT_LENGTH = 256
 
 #: JSON Schema's defined formats (draft 2020-12) that the grammar leaves to the check after generation.
 KNOWN_FORMATS = frozenset({
@@ -81,12 +83,14 @@ def string_node(ctx: SchemaContext, schema: dict[str, Any], path: list[str]) -> 
             parts.append(pattern_node(schema["pattern"]))
         except PatternError as exc:
             ctx.note("not enforced", path, "pattern", str(exc))
-    if lo > MAX_EXACT_LENGTH:
-        ctx.note("not enforced", path, "minLength", f"{lo} above {MAX_EXACT_LENGTH}: checked after generation")
+    limit = long_counts.cap()
+    if lo > limit:
+        ctx.note("not enforced", path, "minLength", f"{long_counts.why_not(lo)}: checked after generation")
         lo = 0
-    if hi is not None and hi > MAX_EXACT_LENGTH:
-        ctx.note("not enforced", path, "maxLength", f"{hi} above {MAX_EXACT_LENGTH}: checked after generation")
+    if hi is not None and hi > limit:
+        ctx.note("not enforced", path, "maxLength", f"{long_counts.why_not(hi)}: checked after generation")
         hi = None
+    long_counts.use(max(lo, hi or 0))
     if lo or hi is not None:
         parts.append(length_node(lo, hi))
     if not parts:

@@ -3,6 +3,8 @@ token-id list or a packed bitmask (whichever is smaller), and the fewest tokens 
 
 from __future__ import annotations
 
+import hashlib
+
 import numpy as np
 
 from ..core.indexfile import ROW_BITS, ROW_IDS
@@ -16,15 +18,21 @@ def build_rows(result: WalkResult, num_states: int, vocab_size: int) -> dict[str
     ``row_bits`` of the index file format (see :mod:`callmaybe.core.indexfile`). A bitmask costs ceil(W / 8)
     bytes and an id list 4 bytes per token, so rows of more than W / 32 tokens are stored as bitmasks.
     """
-    bounds = np.searchsorted(result.state, np.arange(num_states + 1))
+    pieces = result.pieces()
+    nxt = next(pieces, None)
+    no_tokens = np.zeros(0, dtype=np.int32)
     rows: dict[bytes, int] = {}
     state_row = np.zeros(num_states, dtype=np.int32)
     kinds, offsets, counts, id_parts, bit_parts = [], [], [], [], []
     n_ids = n_bits = 0
     nbytes = (vocab_size + 7) // 8
     for s in range(num_states):
-        ids = result.token[bounds[s] : bounds[s + 1]]
-        key = ids.tobytes()
+        if nxt is not None and nxt[0] == s:
+            ids = nxt[1]
+            nxt = next(pieces, None)
+        else:
+            ids = no_tokens
+        key = hashlib.blake2b(ids.tobytes(), digest_size=16).digest() if len(ids) > 64 else ids.tobytes()
         row = rows.get(key)
         if row is None:
             row = len(kinds)
@@ -64,7 +72,12 @@ def distinct_edges(result: WalkResult, num_states: int) -> tuple[np.ndarray, np.
     ~240 ms for ``np.unique`` on the 7.3 million entries of the 30-function catalog), or sorts when the
     bitmap would exceed :data:`EDGE_BITMAP_MAX` bytes.
     """
-    key = result.state.astype(np.int64) * num_states + result.next_state
+    state, _, next_state = result.lone
+    keys = [state.astype(np.int64) * num_states + next_state]
+    for g in result.groups:  # a group member's next states, without deriving its tokens
+        for i, m in enumerate(g.members.tolist()):
+            keys.append(m * num_states + g.next_states(i))
+    key = np.concatenate(keys)
     if num_states * num_states <= EDGE_BITMAP_MAX:
         seen = np.zeros(num_states * num_states, dtype=bool)
         seen[key] = True

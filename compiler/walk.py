@@ -28,16 +28,127 @@ from .limits import entries_error
 from .trie import TokenTrie
 
 
-@dataclass
+class GroupWalk:
+    """The walk of one :class:`StateGroup`, kept shared: the rep's tokens once, and per member only what it
+    walked on its own. A member's (tokens, next states) are derived when asked (:meth:`piece`), so a
+    ``maxLength`` string of 256 positions holds one vocabulary-sized walk in memory, not 256.
+
+    ``tok``: int32 (E,) the tokens of the shared walk, sorted; ``end``: int64 (E,) the rep state each leads
+    to; ``rnk``: int64 (E,) the members it serves (member i when ``rnk > i``); ``own``: per member the
+    (tokens, next states) int32 arrays it walked on its own (below the prefixes where it stops
+    corresponding), tokens sorted.
+    """
+
+    def __init__(self, group: StateGroup, tok: np.ndarray, end: np.ndarray, rnk: np.ndarray,
+                 own: list[tuple[np.ndarray, np.ndarray]]):
+        self.group, self.tok, self.end, self.rnk, self.own = group, tok, end, rnk, own
+        self.everyone = not len(rnk) or int(rnk.min()) >= len(group.members)
+        self._sorted_rnk = np.sort(rnk)
+        # the distinct rep end states, each with the most members it serves
+        ends, inverse = np.unique(end, return_inverse=True)
+        most = np.zeros(len(ends), dtype=np.int64)
+        np.maximum.at(most, inverse, rnk)
+        self._ends, self._most = ends, most
+
+    @property
+    def members(self) -> np.ndarray:
+        return self.group.members
+
+    def count(self, i: int) -> int:
+        """The entries of member ``i`` (its index in ``members``)."""
+        shared = len(self.tok) - int(np.searchsorted(self._sorted_rnk, i, side="right"))
+        return shared + len(self.own[i][0])
+
+    def served(self) -> int:
+        """The entries of all members together (what the group stands for)."""
+        return sum(self.count(i) for i in range(len(self.members)))
+
+    def held(self) -> int:
+        """The entries held in memory: the shared walk once, and every member's own."""
+        return len(self.tok) + sum(len(t) for t, _ in self.own)
+
+    def piece(self, i: int) -> tuple[np.ndarray, np.ndarray]:
+        """Member ``i``'s allowed tokens (int32, sorted) and the state each leads to (int32)."""
+        if self.everyone:
+            tok, end = self.tok, self.end
+        else:
+            mine = self.rnk > i
+            tok, end = self.tok[mine], self.end[mine]
+        nxt = self.group.phi[i][end].astype(np.int32, copy=False)
+        ot, on = self.own[i]
+        if len(ot):
+            tok, nxt = np.concatenate([tok, ot]), np.concatenate([nxt, on])
+            order = np.argsort(tok, kind="stable")
+            tok, nxt = tok[order], nxt[order]
+        return tok, nxt
+
+    def next_states(self, i: int) -> np.ndarray:
+        """The distinct states member ``i``'s tokens lead to (int64, sorted), without deriving its piece."""
+        mapped = self.group.phi[i][self._ends[self._most > i]].astype(np.int64)
+        return np.unique(np.concatenate([mapped, self.own[i][1].astype(np.int64)]))
+
+
 class WalkResult:
     """Every (state, token) pair a DFA allows, with the state each token leads to.
 
-    ``state``, ``token``, ``next_state``: int32 arrays of equal length, sorted by (state, token).
+    Held as the states walked alone (``lone``: int32 arrays (state, token, next state) sorted by (state,
+    token)) and the :class:`GroupWalk` of each state group. :meth:`pieces` gives each state's entries in
+    state order; ``state``, ``token``, ``next_state`` give them all as flat int32 arrays sorted by (state,
+    token) (materialized on first use: :attr:`entries` of each).
     """
 
-    state: np.ndarray
-    token: np.ndarray
-    next_state: np.ndarray
+    def __init__(self, state: np.ndarray, token: np.ndarray, next_state: np.ndarray,
+                 groups: list[GroupWalk] | None = None):
+        self.lone = (state, token, next_state)
+        self.groups = groups or []
+        self._flat: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None if self.groups else self.lone
+
+    @property
+    def entries(self) -> int:
+        """The (state, token) pairs in all."""
+        return len(self.lone[0]) + sum(g.count(i) for g in self.groups for i in range(len(g.members)))
+
+    def pieces(self) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
+        """(state, tokens int32 sorted, next states int32) of every state with at least one entry, in state
+        order; a group member's arrays are derived as it comes."""
+        ls, lt, ln = self.lone
+        lone_states, first = np.unique(ls, return_index=True)
+        bounds = np.append(first, len(ls))
+        where = {int(st): (None, k) for k, st in enumerate(lone_states.tolist())}
+        for g in self.groups:
+            for i, m in enumerate(g.members.tolist()):
+                where[m] = (g, i)
+        for st in sorted(where):
+            g, k = where[st]
+            if g is None:
+                yield st, lt[bounds[k] : bounds[k + 1]], ln[bounds[k] : bounds[k + 1]]
+            else:
+                tok, nxt = g.piece(k)
+                if len(tok):
+                    yield st, tok, nxt
+
+    def _flatten(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        if self._flat is None:
+            parts = list(self.pieces())
+            counts = np.fromiter((len(t) for _, t, _ in parts), dtype=np.int64, count=len(parts))
+            states = np.asarray([st for st, _, _ in parts], dtype=np.int32)
+            empty = np.zeros(0, np.int32)
+            self._flat = (np.repeat(states, counts),
+                          np.concatenate([t for _, t, _ in parts]).astype(np.int32, copy=False) if parts else empty,
+                          np.concatenate([n for _, _, n in parts]).astype(np.int32, copy=False) if parts else empty)
+        return self._flat
+
+    @property
+    def state(self) -> np.ndarray:
+        return self._flatten()[0]
+
+    @property
+    def token(self) -> np.ndarray:
+        return self._flatten()[1]
+
+    @property
+    def next_state(self) -> np.ndarray:
+        return self._flatten()[2]
 
 
 def _expand(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -71,9 +182,9 @@ def _children(flat_t: np.ndarray, trie: TokenTrie, d: int, node: np.ndarray, cur
 def _sorted_triples(out_s: list[np.ndarray], out_t: list[np.ndarray], out_n: list[np.ndarray]):
     """The pieces of a walk joined into (state, token, next state) int32 arrays sorted by (state, token)."""
     empty = np.zeros(0, dtype=np.int32)
-    s = np.concatenate(out_s).astype(np.int32) if out_s else empty
-    t = np.concatenate(out_t).astype(np.int32) if out_t else empty
-    n = np.concatenate(out_n).astype(np.int32) if out_n else empty
+    s = np.concatenate(out_s).astype(np.int32, copy=False) if out_s else empty
+    t = np.concatenate(out_t).astype(np.int32, copy=False) if out_t else empty
+    n = np.concatenate(out_n).astype(np.int32, copy=False) if out_n else empty
     order = np.lexsort((t, s))
     return s[order], t[order], n[order]
 
@@ -132,6 +243,9 @@ def _first_level(flat_t: np.ndarray, trie: TokenTrie, states: np.ndarray):
     return start[live], node[live], cur[live].astype(np.int64)
 
 
+#: Entries a group member derives from its group's shared walk count this many to one against the
+#: ``entries`` limit: they cost time when the table is built (~14 ms a million), not memory.
+SERVED_PER_ENTRY = 10
 # A state is worth grouping when at least this many bytes have live transitions from it (string contents
 # allow ~200 bytes; keys, numbers and punctuation a handful).
 GROUP_MIN_LIVE_BYTES = 64
@@ -143,44 +257,62 @@ GROUP_MAX_ENTRIES = 1 << 23
 
 @dataclass
 class StateGroup:
-    """States whose walks share one: ``rep`` and ``members`` (int64 (k,), rep included) and ``phi``: int32
+    """States whose walks share one: ``rep`` and ``members`` (int64 (k,), rep first) and ``phi``: int32
     (k, num_states), phi[i][q] = the state of member i that corresponds to the rep's state q (-1: none).
-    ``core``: bool (num_states,), the rep states whose every transition corresponds in every member:
-    a token whose walk from ``rep`` passes only core states (its last state aside) leads member i to
-    phi[i][rep's end state]."""
+    ``rank``: int32 (num_states,), the number of leading members for which the rep state is *core* (its
+    every transition corresponds in that member; members are ordered by how many rep states are core for
+    them, most first): a token whose walk from ``rep`` passes only states of rank > i (its last state
+    aside) leads member i to phi[i][rep's end state]. Members of a counter (the positions of a
+    ``maxLength`` string) correspond less the nearer they are to the bound; ranks let each member use the
+    shared walk as far as it corresponds, instead of as far as the least corresponding member does."""
 
     rep: int
     members: np.ndarray
     phi: np.ndarray
-    core: np.ndarray
+    rank: np.ndarray
+
+    @property
+    def core(self) -> np.ndarray:
+        """bool (num_states,): the rep states that are core for every member."""
+        return self.rank == len(self.members)
 
 
-def _match(ctrans: np.ndarray, rep: int, member: int) -> tuple[np.ndarray, np.ndarray]:
-    """Pair ``rep`` with ``member`` breadth-first over (class-compressed) transitions: returns (phi, core)
-    as in :class:`StateGroup` for this one member. A rep state is core when its row and the member's row
-    are dead on the same classes and every live target pairs consistently with earlier pairings."""
-    num_states = ctrans.shape[0]
-    phi = np.full(num_states, -1, dtype=np.int64)
-    core = np.zeros(num_states, dtype=bool)
-    phi[rep] = member
+def _match(ctrans: np.ndarray, rep: int, members: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Pair ``rep`` with every one of ``members`` (int64 (k,)) breadth-first over (class-compressed)
+    transitions, all members in one pass: returns (phi, core), int64 and bool (k, num_states), as in
+    :class:`StateGroup` per member. A rep state is core for a member when its row and the member's row are
+    dead on the same classes and every live target pairs consistently with that member's earlier pairings;
+    only the targets of core states are paired, and at most :data:`GROUP_MAX_PAIRS` rep states are
+    visited."""
+    k, num_states = len(members), ctrans.shape[0]
+    phi = np.full((k, num_states), -1, dtype=np.int64)
+    core = np.zeros((k, num_states), dtype=bool)
+    phi[:, rep] = members
+    queued = np.zeros(num_states, dtype=bool)
+    queued[rep] = True
     queue, done = [rep], 0
     while done < len(queue) and done < GROUP_MAX_PAIRS:
         q = queue[done]
         done += 1
-        a, b = ctrans[q], ctrans[phi[q]]
+        who = np.flatnonzero(phi[:, q] >= 0)  # the members paired at q
+        if len(who) == 0:
+            continue
+        a = ctrans[q]
         live = a >= 0
-        if not np.array_equal(live, b >= 0):
+        rows = ctrans[phi[who, q]]  # (w, classes)
+        ok = ((rows >= 0) == live).all(axis=1)
+        at, b = a[live], rows[:, live]  # rep targets (L,), member targets (w, L)
+        seen = phi[who[:, None], at[None, :]]
+        ok &= ~((seen >= 0) & (seen != b)).any(axis=1)
+        targets, first, again = np.unique(at, return_index=True, return_inverse=True)
+        ok &= (b == b[:, first[again]]).all(axis=1)  # one rep target, one member target
+        if not ok.any():
             continue
-        a, b = a[live], b[live]
-        seen = phi[a]
-        if np.any((seen >= 0) & (seen != b)):
-            continue
-        fresh = np.unique(a[seen < 0])
-        phi[a] = b
-        if np.any(phi[a] != b):  # one rep target paired with two member targets
-            phi[fresh] = -1
-            continue
-        core[q] = True
+        good = who[ok]
+        phi[good[:, None], at[None, :]] = b[ok]
+        core[good, q] = True
+        fresh = targets[~queued[targets]]
+        queued[fresh] = True
         queue.extend(fresh.tolist())
     return phi, core
 
@@ -226,26 +358,24 @@ def _group(ctrans: np.ndarray, members: list[int], num_states: int) -> StateGrou
     """The group of ``members`` around the first, or None when fewer than two share its walk."""
     if len(members) < 2:
         return None
-    rep = members[0]
-    kept, phis, core = [], [], np.ones(num_states, dtype=bool)
-    for m in members:
-        phi, c = _match(ctrans, rep, m)
-        if c[rep]:
-            kept.append(m)
-            phis.append(phi.astype(np.int32))
-            core &= c
-    if len(kept) < 2 or not core[rep]:
+    candidates = np.asarray(members, dtype=np.int64)
+    phi, core = _match(ctrans, int(candidates[0]), candidates)
+    kept = np.flatnonzero(core[:, candidates[0]])
+    if len(kept) < 2:
         return None
-    return StateGroup(rep, np.asarray(kept, dtype=np.int64), np.stack(phis), core)
+    kept = kept[np.argsort(-core[kept].sum(axis=1), kind="stable")]  # most core first: the rep
+    rank = np.logical_and.accumulate(core[kept], axis=0).sum(axis=0)
+    return StateGroup(int(candidates[0]), candidates[kept], phi[kept].astype(np.int32), rank.astype(np.int32))
 
 
-def _walk_group(flat_t: np.ndarray, trie: TokenTrie, g: StateGroup):
-    """Walk the trie once from ``g.rep`` through core states; map the result to every member and walk
-    separately only below the nodes where a non-core state was reached. Yields per member (state,
-    tokens, next states), tokens sorted."""
+def _walk_group(flat_t: np.ndarray, trie: TokenTrie, g: StateGroup) -> GroupWalk:
+    """Walk the trie once from ``g.rep``, carrying per prefix the least rank of the states it passed (a
+    token serves the members below that rank, through ``phi``), and walk a member separately only below the
+    prefixes where it stops corresponding (a non-core state for it)."""
     _, node, cur = _first_level(flat_t, trie, np.asarray([g.rep]))
-    tokens, ends = [], []
-    seed_nodes: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+    r = np.full(len(node), int(g.rank[g.rep]), dtype=np.int64)
+    tokens, ends, ranks = [], [], []
+    seed_parts: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = {}
     for d in range(len(trie.byte)):
         if len(node) == 0:
             break
@@ -253,39 +383,33 @@ def _walk_group(flat_t: np.ndarray, trie: TokenTrie, g: StateGroup):
         if len(owner):
             tokens.append(ended)
             ends.append(cur[owner])
+            ranks.append(r[owner])
         if d + 1 >= len(trie.byte):
             break
-        inner = g.core[cur]
-        if not inner.all():
-            has_children = trie.child_end[d][node] > trie.child_start[d][node]
-            stop = ~inner & has_children
-            if stop.any():
-                seed_nodes[d] = (node[stop], cur[stop])
-            node, cur = node[inner], cur[inner]
-        _, node, cur = _children(flat_t, trie, d, node, cur)
+        nr = np.minimum(r, g.rank[cur])
+        drop = (nr < r) & (trie.child_end[d][node] > trie.child_start[d][node])
+        if drop.any():  # members nr..r-1 stop corresponding here: they descend on their own
+            seed_parts[d] = (node[drop], cur[drop], nr[drop], r[drop])
+        inner = nr > 0
+        node, cur, r = node[inner], cur[inner], nr[inner]
+        owner, node, cur = _children(flat_t, trie, d, node, cur)
+        r = r[owner]
     tok = np.concatenate(tokens) if tokens else np.zeros(0, np.int32)
     end = np.concatenate(ends) if ends else np.zeros(0, np.int64)
+    rnk = np.concatenate(ranks) if ranks else np.zeros(0, np.int64)
     order = np.argsort(tok, kind="stable")
-    tok, end = tok[order], end[order]
-    k = len(g.members)
+    tok, end, rnk = tok[order], end[order], rnk[order]
     seeds = {}
-    for d, (nodes, qs) in seed_nodes.items():
-        starts = np.repeat(g.members, len(nodes))
-        mapped = g.phi[:, qs].reshape(-1)
+    for d, (nodes, qs, lo, hi) in seed_parts.items():
+        owner, member = _expand(lo, hi)
+        mapped = g.phi[member, qs[owner]].astype(np.int64)
         keep = mapped >= 0  # a state never paired is dead for that member
-        seeds[d] = (starts[keep], np.tile(nodes, k)[keep], mapped[keep])
+        seeds[d] = (g.members[member][keep], nodes[owner][keep], mapped[keep])
     es, et, en = _sorted_triples(*_descend(flat_t, trie, (np.zeros(0, np.int64),) * 3, seeds))
     members = g.members.astype(np.int32)
-    bounds = zip(np.searchsorted(es, members, side="left").tolist(),
-                 np.searchsorted(es, members, side="right").tolist())
-    for i, (m, (lo, hi)) in enumerate(zip(g.members.tolist(), bounds)):
-        t_i, n_i = tok, g.phi[i][end].astype(np.int32)
-        if hi > lo:
-            t_i = np.concatenate([t_i, et[lo:hi]])
-            n_i = np.concatenate([n_i, en[lo:hi]])
-            o = np.argsort(t_i, kind="stable")
-            t_i, n_i = t_i[o], n_i[o]
-        yield m, t_i, n_i
+    lo = np.searchsorted(es, members, side="left").tolist()
+    hi = np.searchsorted(es, members, side="right").tolist()
+    return GroupWalk(g, tok, end, rnk, [(et[a:b], en[a:b]) for a, b in zip(lo, hi)])
 
 
 def walk(transitions: np.ndarray, trie: TokenTrie, states: np.ndarray | None = None,
@@ -299,7 +423,8 @@ def walk(transitions: np.ndarray, trie: TokenTrie, states: np.ndarray | None = N
     one walk, and only the tokens that leave the shared part (a closing quote inside a token) are walked
     apart; the result is the same as without. ``class_transitions`` is passed on to :func:`state_groups`.
     ``max_entries``: raise the ``entries`` CompileLimitError (:mod:`.limits`) as soon as more triples than
-    this are found (each free-text string position allows most of the vocabulary: ~150,000 entries).
+    this are held (each free-text string position allows most of the vocabulary: ~150,000 entries); those a
+    group member derives from the shared walk count 1 in :data:`SERVED_PER_ENTRY`.
     """
     num_states = transitions.shape[0]
     if states is None:
@@ -310,26 +435,12 @@ def walk(transitions: np.ndarray, trie: TokenTrie, states: np.ndarray | None = N
         empty = np.zeros(0, dtype=np.int32)
         return WalkResult(empty, empty, empty)
     entries = _Entries(max_entries)
-    pieces: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # each grouped state's (tokens, next states)
-    grouped = [np.zeros(0, np.int64)]
+    groups, grouped = [], [np.zeros(0, np.int64)]
     for g in iter_state_groups(transitions, states, class_transitions) if share else ():
+        walked = _walk_group(flat_t, trie, g)
+        entries.add(walked.held() + walked.served() // SERVED_PER_ENTRY)
+        groups.append(walked)
         grouped.append(g.members)
-        for m, t_i, n_i in _walk_group(flat_t, trie, g):
-            entries.add(len(t_i))
-            pieces[m] = (t_i, n_i)
     alone = np.setdiff1d(states, np.concatenate(grouped))
     s, t, n = _sorted_triples(*_descend(flat_t, trie, _first_level(flat_t, trie, alone), entries=entries))
-    if not pieces:
-        return WalkResult(s, t, n)
-    # assemble per state in state order: slices of the lone walk and each member's own arrays
-    alone32 = alone.astype(np.int32)
-    lo = np.searchsorted(s, alone32, side="left")
-    hi = np.searchsorted(s, alone32, side="right")
-    for st, a, b in zip(alone.tolist(), lo.tolist(), hi.tolist()):
-        pieces[st] = (t[a:b], n[a:b])
-    order_states = sorted(pieces)
-    toks = [pieces[st][0] for st in order_states]
-    nexts = [pieces[st][1] for st in order_states]
-    counts = np.fromiter((len(x) for x in toks), dtype=np.int64, count=len(toks))
-    return WalkResult(np.repeat(np.asarray(order_states, dtype=np.int32), counts),
-                      np.concatenate(toks).astype(np.int32), np.concatenate(nexts).astype(np.int32))
+    return WalkResult(s, t, n, groups)

@@ -152,14 +152,45 @@ def test_length_automaton_is_minimal_and_exact():
             assert np.array_equal(D.minimize(dfa).transitions, ref.transitions)
 
 
-def test_lengths_up_to_128_are_exact_and_longer_ones_are_named():
-    dfa, notes = schema_dfa({"type": "object", "properties": {"s": {"type": "string", "maxLength": 128}}})
+def test_lengths_up_to_256_are_exact_and_longer_ones_are_named():
+    dfa, notes = schema_dfa({"type": "object", "properties": {"s": {"type": "string", "maxLength": 255}}})
     assert notes == []
-    assert dfa.accepts(canonical({"s": "x" * 128}).encode()) and not dfa.accepts(canonical({"s": "x" * 129}).encode())
+    assert dfa.accepts(canonical({"s": "x" * 255}).encode()) and not dfa.accepts(canonical({"s": "x" * 256}).encode())
     dfa, notes = schema_dfa({"type": "object", "properties": {"s": {"type": "string", "maxLength": 1000}}})
-    assert [str(n) for n in notes] == ["schema 'schema', parameter 's': maxLength (1000 above 128: checked after "
+    assert [str(n) for n in notes] == ["schema 'schema', parameter 's': maxLength (1000 above 256: checked after "
                                        "generation)"]
     assert dfa.accepts(canonical({"s": "x" * 1001}).encode())
+
+
+def test_pattern_repeats_up_to_256_are_exact():
+    """JSONSchemaBench Github_easy/o9925: ``^[0-9a-zA-Z_-]{1,255}$``."""
+    dfa, notes = schema_dfa({"type": "string", "pattern": "^[0-9a-zA-Z_-]{1,255}$"})
+    assert notes == []
+    assert dfa.accepts(canonical("a" * 255).encode()) and not dfa.accepts(canonical("a" * 256).encode())
+    assert not dfa.accepts(b'""') and not dfa.accepts(b'"example-key!"')
+    dfa, notes = schema_dfa({"type": "string", "pattern": "^a{300}$"})
+    assert [str(n) for n in notes] == ["schema 'schema': pattern (a repeat count 300 above 256)"]
+
+
+def test_long_counts_give_way_when_the_schema_cannot_afford_them(monkeypatch):
+    """Long lengths (65..256) are enforced by a first attempt; when it passes a compile limit (here the
+    states it may build with long counts), the schema is compiled again with them left to the check, each
+    named with the limit; short ones stay exact."""
+    from callmaybe.compiler import long_counts
+
+    schema = {"type": "object", "properties": {"a": {"type": "string", "maxLength": 200},
+                                               "b": {"type": "string", "pattern": "^x{0,100}$"},
+                                               "c": {"type": "string", "maxLength": 3}}}
+    dfa, notes = schema_dfa(schema)
+    assert notes == [] and not dfa.accepts(b'{"a": "' + b"x" * 201 + b'"}')
+    monkeypatch.setattr(long_counts, "LONG_STATES", 1000)
+    dfa, notes = schema_dfa(schema)
+    why = "with its long counts enforced this schema passes the compile limit states: checked after generation"
+    assert [str(n) for n in notes] == [
+        f"schema 'schema', parameter 'a': maxLength (200 above 64: {why})",
+        "schema 'schema', parameter 'b': pattern (a repeat count 100 above 64: with its long counts enforced "
+        "this schema passes the compile limit states)"]
+    assert dfa.accepts(b'{"a": "' + b"x" * 201 + b'"}') and not dfa.accepts(b'{"c": "xxxx"}')
 
 
 def test_a_huge_length_is_named_not_built():

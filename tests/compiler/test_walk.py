@@ -107,6 +107,44 @@ def test_shared_walk_equals_the_walk_of_every_state_apart(monkeypatch):
         assert got == want
 
 
+def test_counted_string_positions_share_one_walk_as_far_as_each_corresponds():
+    """The positions of a ``maxLength`` string form one group whose members correspond less the nearer they
+    are to the bound (ranks): each gets exactly the tokens of its own walk, the table built from the shared
+    walk is the table built from walking every state apart, and the shared walk holds far fewer entries
+    than it serves (the states inside an escape or a UTF-8 character allow a few tokens each and are
+    walked alone)."""
+    import numpy as np
+    from callmaybe.compiler.grammar import compile_grammar
+    from callmaybe.compiler.table import build_rows, min_tokens
+    from callmaybe.compiler.walk import state_groups
+
+    tokens = SHARED_TOKENS + [b"abcdefgh", b"abcdefghijklmnop", b'abcd"', b'abcdefgh", "', rb"\u00e9\u00e9"]
+    fns = parse_catalog([{"name": "f", "parameters": {"s": {"type": "string", "minLength": 2, "maxLength": 40},
+                                                      "t": {"type": "string", "maxLength": 70}}}], "t")
+    dfa = compile_grammar(fns).dfa
+    trie = build_trie(tokens)
+    groups = state_groups(dfa.transitions, np.arange(dfa.num_states))
+    biggest = max(groups, key=lambda g: len(g.members))
+    assert len(biggest.members) >= 70 and len(set(biggest.rank.tolist())) > 2  # ranks, not all-or-nothing
+    shared, apart = walk(dfa.transitions, trie), walk(dfa.transitions, trie, share=False)
+    assert shared.groups and not apart.groups
+    for key in ("state", "token", "next_state"):
+        assert np.array_equal(getattr(shared, key), getattr(apart, key)), key
+    assert shared.entries == apart.entries == len(apart.state)
+    served = sum(g.count(i) for g in shared.groups for i in range(len(g.members)))
+    assert sum(g.held() for g in shared.groups) * 20 < served  # 359 held for 12,133 served
+    rows_shared = build_rows(shared, dfa.num_states, 256)
+    rows_apart = build_rows(apart, dfa.num_states, 256)
+    for key in rows_apart:
+        assert np.array_equal(rows_shared[key], rows_apart[key]), key
+    assert np.array_equal(min_tokens(shared, dfa.accepting), min_tokens(apart, dfa.accepting))
+    # and the apart walk is right: the positions near the bound, spot-checked against the byte-wise walk
+    for s in biggest.members.tolist():
+        got = dict(zip(apart.token[apart.state == s].tolist(), apart.next_state[apart.state == s].tolist()))
+        want = {i: dfa.state_after(t, s) for i, t in enumerate(tokens) if dfa.state_after(t, s) >= 0}
+        assert got == want
+
+
 def test_distinct_edges_and_min_tokens_by_bitmap_and_by_sort(monkeypatch):
     import numpy as np
     from callmaybe.compiler import table

@@ -100,7 +100,7 @@ def test_an_exploding_pattern_stops_at_the_pattern_limit():
 
 
 def test_large_counts_and_ranges_are_capped_not_expanded():
-    """String lengths above 128 are left to the check after generation; integer and number ranges are exact at
+    """String lengths above 256 are left to the check after generation; integer and number ranges are exact at
     any size (the automaton of 1e300 as a bound has a state per digit): these compile at once."""
     schema = {"type": "object", "properties": {
         "s": {"type": "string", "minLength": 10**9, "maxLength": 10**12},
