@@ -237,7 +237,7 @@ def _expand(fsm: interegular.FSM, atoms: dict[str, list[tuple[int, int]]] | None
                 merged.append((lo, hi, index[target]))
         merged.sort()
         builder.add_state(index[s], merged)
-    limits.count_states(len(builder.rows))
+    limits.count_states(len(builder.rows), leaf=True)
     dfa = builder.to_dfa({index[f] for f in fsm.finals}, index[fsm.initial])
     return minimize(dfa)
 

@@ -442,7 +442,7 @@ def explore(reader) -> ByteDFA:
                 order.append(nxt)
             edges.append((i, ord(ch), j))
         i += 1
-    count_states(len(order))
+    count_states(len(order), leaf=True)
     trans = np.full((len(order), 256), -1, dtype=np.int32)
     if edges:
         e = np.array(edges, dtype=np.int64)
@@ -461,7 +461,7 @@ def multiples(a: int, s: int) -> ByteDFA:
     read) and ``Z(r)`` (zeros past the s-th), built with numpy: digit d after remainder r leaves
     (10r + d) mod a. Counts the states against the compile budget."""
     n = 2 + a * (s + 3)
-    count_states(n)
+    count_states(n, leaf=True)
     trans = np.full((n, 256), -1, dtype=np.int32)
     r = np.arange(a)
     digits = np.arange(10)

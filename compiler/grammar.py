@@ -89,6 +89,7 @@ def compile_grammar(
     parts: dict[str, ByteDFA] = {}  # functions with the same parameters schema share one automaton
     key = json.dumps(parameters_key, ensure_ascii=False).encode("utf-8")
     alternatives = []
+    policies: dict[str, long_counts.Policy] = {}  # the policy each shared automaton was built under
     for fn in functions:
         same = json.dumps(fn.parameters, ensure_ascii=False)
 
@@ -100,7 +101,10 @@ def compile_grammar(
             with active(budget):
                 return node, own, node.dfa(leaves)  # minimized once, with the whole call
 
-        node, own, dfa = long_counts.attempts(build)
+        if same in policies:  # a twin: its node and notes as the automaton it shares was built
+            node, own, dfa = long_counts.under(policies[same], build)
+        else:
+            (node, own, dfa), policies[same] = long_counts.attempts_with_policy(build)
         nodes[fn.name] = node
         notes.extend(own)
         if dfa is not None:

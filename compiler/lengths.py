@@ -62,7 +62,7 @@ def length_dfa(lo: int, hi: int | None) -> ByteDFA:
     keep = np.array([s for s in range(u.num_states) if s != final])
     m = len(keep)
     copies = (hi if hi is not None else lo) + 1
-    count_states(copies * m + 2)
+    count_states(copies * m + 2, leaf=True)
     local = np.full(u.num_states, -1, dtype=np.int64)
     local[keep] = np.arange(m)
     t = u.transitions[keep].astype(np.int64)  # (m, 256)

@@ -146,7 +146,8 @@ def _multiplier(item: str) -> float:
 def entries_error(limit: int) -> CompileLimitError:
     """The error of a token walk that finds more than ``limit`` allowed-token entries (the whole catalog's)."""
     return CompileLimitError(f"the index would hold more than {limit:,} allowed-token entries (each state of a "
-                             "string value allows most of the vocabulary); the compile limit is "
+                             "string value allows most of the vocabulary; those derived from a walk shared by "
+                             "the positions of a counted string count one in ten); the compile limit is "
                              f"entries={limit} (raise it with --compile-limits entries=N)", limit="entries")
 
 
@@ -172,6 +173,7 @@ class Budget:
         self.where = where
         self.used: dict[str, float] = {name: 0 for name in LIMITS}
         self.at = "#"
+        self.joined = 0  # states of joins (see count_states)
         self._since: float | None = None  # when the running phase began (None: not running)
 
     def error(self, name: str, at: str, what: str) -> CompileLimitError:
@@ -228,11 +230,15 @@ class Budget:
             raise self.error("properties", at, f"{optional:,} optional properties in one object (every "
                                                "subset in order: the work grows with their square)")
 
-    def count_states(self, n: int) -> None:
-        """Count ``n`` more automaton states built; raise past the ``states`` limit."""
+    def count_states(self, n: int, leaf: bool = False) -> None:
+        """Count ``n`` more automaton states built; raise past the ``states`` limit, or (joins only, which
+        no cache makes depend on what the process compiled before) past :data:`~.long_counts.LONG_STATES`
+        while long counts are enforced."""
         self.tick()
         self.used["states"] += n
-        long_counts.check_states(self.used["states"])
+        if not leaf:
+            self.joined += n
+            long_counts.check_states(self.joined)
         if self.used["states"] > self.limits.states:
             raise self.error("states", self.at, f"more than {self.limits.states:,} automaton states to build")
 
@@ -274,11 +280,13 @@ def current() -> Budget | None:
     return _ACTIVE.get()
 
 
-def count_states(n: int) -> None:
-    """Count ``n`` automaton states against the current budget, if any (:mod:`.compose`, :mod:`.dfa`)."""
+def count_states(n: int, leaf: bool = False) -> None:
+    """Count ``n`` automaton states against the current budget, if any (:mod:`.compose`, :mod:`.dfa`);
+    ``leaf``: states of a leaf automaton (a regex, a length, a number range), which the process caches (a
+    cache hit counts nothing), as opposed to those of joins, built anew by every compile."""
     budget = _ACTIVE.get()
     if budget is not None:
-        budget.count_states(n)
+        budget.count_states(n, leaf)
 
 
 def tick() -> None:

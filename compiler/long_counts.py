@@ -4,10 +4,10 @@ from :data:`SHORT_COUNT` + 1 to :data:`LONG_COUNT` are enforced when the schema 
 A counted string position is about 20 automaton states (:mod:`.lengths`) and, inside a string, a row of
 most of the vocabulary. Up to :data:`SHORT_COUNT` the cost is always paid. A longer count (``maxLength:
 255``, the most common long bound) is enforced by a first attempt; when that attempt passes a compile limit
-(the function's ``states`` or ``seconds``, the catalog's ``entries``), or builds more than
-:data:`LONG_STATES` states, the schema is compiled again with the long counts left to the check after
-generation, each noted with the limit that made it so (:func:`attempts`). A count above :data:`LONG_COUNT`
-is always left to the check.
+long counts can cause (the function's ``states`` or ``pattern``, the catalog's ``entries``) or builds
+more than :data:`LONG_STATES` states of joins, the schema is compiled again with the long counts left to
+the check after generation, each noted with the reason (:func:`attempts`). A count above
+:data:`LONG_COUNT` is always left to the check.
 
 Measured on JSONSchemaBench (2-core machine, Qwen3's vocabulary): one ``maxLength: 255`` string compiles its
 index in 2 s (5,139 states, 42 million allowed-token entries derived from one shared walk); Github_medium
@@ -69,32 +69,59 @@ def why_not(count: int) -> str:
     return f"{count} above {SHORT_COUNT}: {current().reason}"
 
 
-def check_states(built: int) -> None:
-    """Raise CompileLimitError when an attempt that enforces long counts has built more than
-    :data:`LONG_STATES` states (so that the second attempt starts early)."""
+def check_states(joined: int) -> None:
+    """Raise CompileLimitError (limit ``long counts``) when an attempt that enforces long counts has built
+    more than :data:`LONG_STATES` states of joins (so that the second attempt starts early)."""
     policy = _POLICY.get()
-    if policy is not None and policy.allowed and policy.used and built > LONG_STATES:
+    if policy is not None and policy.allowed and policy.used and joined > LONG_STATES:
         from .limits import CompileLimitError
 
-        raise CompileLimitError(f"more than {LONG_STATES:,} automaton states with long counts", limit="states")
+        raise CompileLimitError(f"more than {LONG_STATES:,} automaton states with long counts enforced",
+                                limit=LONG_COUNTS_LIMIT)
+
+
+#: The limit name of :func:`check_states`'s error (never seen by a user: the second attempt follows).
+LONG_COUNTS_LIMIT = "long counts"
+#: The limits whose error long counts can cause, so that a first attempt past one gives way to a second;
+#: past any other (``nodes``, ``properties``, ``bytes``, ``seconds``: the second attempt would not fit in
+#: the time left) the error stands.
+RETRIED = frozenset({LONG_COUNTS_LIMIT, "states", "pattern", "entries"})
+
+
+def _reason(limit: str) -> str:
+    if limit == LONG_COUNTS_LIMIT:
+        return f"enforcing it would build more than {LONG_STATES:,} automaton states (long_counts.LONG_STATES)"
+    if limit == "entries":
+        return "enforcing it, the catalog's index would pass the compile limit entries"
+    return f"enforcing it passes the compile limit {limit}"
 
 
 def attempts(build: Callable[[], T]) -> T:
     """``build()`` with long counts allowed (unless the enclosing attempt leaves them to the check); when it
-    raises CompileLimitError after enforcing one, ``build()`` again with them left to the check (the
-    error's limit named in each note). The enclosing attempt learns whether a long count was enforced.
-    Raises what the last call raises."""
+    raises a CompileLimitError they can cause (:data:`RETRIED`) after enforcing one, ``build()`` again with
+    them left to the check (each noted with the reason). The enclosing attempt learns whether a long count
+    was enforced. Raises what the last call raises."""
+    return attempts_with_policy(build)[0]
+
+
+def attempts_with_policy(build: Callable[[], T]) -> tuple[T, Policy]:
+    """:func:`attempts`, and the policy the result was built under (to build a twin under it: :func:`under`)."""
     from .limits import CompileLimitError
 
     outer = _POLICY.get()
     first = Policy() if outer is None else Policy(allowed=outer.allowed, reason=outer.reason)
     try:
-        return _run(build, first, outer)
+        return _run(build, first, outer), first
     except CompileLimitError as exc:
-        if not (first.allowed and first.used):
+        if not (first.allowed and first.used and exc.limit in RETRIED):
             raise
-        reason = f"with its long counts enforced this schema passes the compile limit {exc.limit}"
-    return _run(build, Policy(allowed=False, reason=reason), outer)
+        second = Policy(allowed=False, reason=_reason(exc.limit))
+    return _run(build, second, outer), second
+
+
+def under(policy: Policy, build: Callable[[], T]) -> T:
+    """``build()`` under a copy of ``policy`` (long counts allowed or not, and why), in one attempt."""
+    return _run(build, Policy(allowed=policy.allowed, reason=policy.reason), _POLICY.get())
 
 
 def _run(build: Callable[[], T], policy: Policy, outer: Policy | None) -> T:

@@ -172,6 +172,31 @@ def test_pattern_repeats_up_to_256_are_exact():
     assert [str(n) for n in notes] == ["schema 'schema': pattern (a repeat count 300 above 256)"]
 
 
+def test_functions_that_share_parameters_share_the_long_count_policy(monkeypatch):
+    """Two functions with the same parameters share one automaton: the second gets the note (and the regex)
+    of the attempt that automaton was built by, not a first attempt of its own that builds nothing."""
+    from callmaybe.compiler import long_counts
+    from callmaybe.compiler.grammar import compile_grammar
+    from callmaybe.core.catalog import parse_catalog
+
+    monkeypatch.setattr(long_counts, "LONG_STATES", 500)
+    p = {"s": {"type": "string", "maxLength": 100}, "t": {"type": "object", "properties": {"u": {"type": "integer"}}}}
+    g = compile_grammar(parse_catalog([{"name": "f", "parameters": p}, {"name": "g", "parameters": p}], "t"))
+    assert [(n.where, n.keyword) for n in g.notes] == [("function 'f', parameter 's'", "maxLength"),
+                                                      ("function 'g', parameter 's'", "maxLength")]
+    assert "{0,100}" not in g.regex
+
+
+def test_a_limit_long_counts_cannot_cause_is_not_retried():
+    """Past ``nodes`` (or ``properties``, ``bytes``, ``seconds``) the first attempt's error stands."""
+    from callmaybe.compiler.limits import CompileLimitError, CompileLimits
+
+    schema = {"type": "object", "properties": {"a": {"type": "string", "maxLength": 200},
+                                               **{f"p{i}": {"type": "integer"} for i in range(10)}}}
+    with pytest.raises(CompileLimitError, match="the compile limit is properties=5"):
+        schema_dfa(schema, limits=CompileLimits(properties=5))
+
+
 def test_long_counts_give_way_when_the_schema_cannot_afford_them(monkeypatch):
     """Long lengths (65..256) are enforced by a first attempt; when it passes a compile limit (here the
     states it may build with long counts), the schema is compiled again with them left to the check, each
@@ -185,11 +210,10 @@ def test_long_counts_give_way_when_the_schema_cannot_afford_them(monkeypatch):
     assert notes == [] and not dfa.accepts(b'{"a": "' + b"x" * 201 + b'"}')
     monkeypatch.setattr(long_counts, "LONG_STATES", 1000)
     dfa, notes = schema_dfa(schema)
-    why = "with its long counts enforced this schema passes the compile limit states: checked after generation"
+    why = "enforcing it would build more than 1,000 automaton states (long_counts.LONG_STATES)"
     assert [str(n) for n in notes] == [
-        f"schema 'schema', parameter 'a': maxLength (200 above 64: {why})",
-        "schema 'schema', parameter 'b': pattern (a repeat count 100 above 64: with its long counts enforced "
-        "this schema passes the compile limit states)"]
+        f"schema 'schema', parameter 'a': maxLength (200 above 64: {why}: checked after generation)",
+        f"schema 'schema', parameter 'b': pattern (a repeat count 100 above 64: {why})"]
     assert dfa.accepts(b'{"a": "' + b"x" * 201 + b'"}') and not dfa.accepts(b'{"c": "xxxx"}')
 
 

@@ -138,6 +138,8 @@ def test_counted_string_positions_share_one_walk_as_far_as_each_corresponds():
     for key in rows_apart:
         assert np.array_equal(rows_shared[key], rows_apart[key]), key
     assert np.array_equal(min_tokens(shared, dfa.accepting), min_tokens(apart, dfa.accepting))
+    again = walk(dfa.transitions, trie, states=np.concatenate([biggest.members, biggest.members]))
+    assert again.entries == walk(dfa.transitions, trie, states=biggest.members, share=False).entries  # once each
     # and the apart walk is right: the positions near the bound, spot-checked against the byte-wise walk
     for s in biggest.members.tolist():
         got = dict(zip(apart.token[apart.state == s].tolist(), apart.next_state[apart.state == s].tolist()))

@@ -189,8 +189,8 @@ def test_entries_limit_names_the_catalog(tmp_path):
     assert r.exit_code == 2
     assert r.stderr.splitlines()[-1] == (
         f"error: {catalog}: the index would hold more than 1,000 allowed-token entries (each state of a string "
-        "value allows most of the vocabulary); the compile limit is entries=1000 (raise it with "
-        "--compile-limits entries=N)")
+        "value allows most of the vocabulary; those derived from a walk shared by the positions of a counted "
+        "string count one in ten); the compile limit is entries=1000 (raise it with --compile-limits entries=N)")
 
 
 # --------------------------------------------------------------------------------------------------------------
