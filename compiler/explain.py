@@ -49,7 +49,8 @@ def explain(functions: list[Function], limits: CompileLimits | None = None) -> l
         params = fn.parameters.get("properties", {}) if isinstance(fn.parameters, dict) else {}
         for name, sub in params.items():
             where = f"{own}, parameter '{name}'"
-            mine = [n for n in fn_notes if n.where == where or n.where.startswith(where + ".")]
+            nested = f"{own}, parameter '{name}."  # notes inside it: parameter 'name.sub'
+            mine = [n for n in fn_notes if n.where == where or n.where.startswith(nested)]
             after = {n.keyword for n in mine if n.kind in ("not enforced", "ignored")}
             enforced = sorted(keywords_used(sub) - after)
             lines.append(f"  {name}: enforced: {', '.join(enforced) or '-'}")

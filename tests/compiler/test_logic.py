@@ -102,6 +102,14 @@ def test_explain_says_what_is_enforced_and_what_is_checked_after():
         "  s: enforced: type",
         "  ignored: function 'f', parameter 's': x-custom (unknown keyword)",
     ]
+    # a keyword checked after generation inside a parameter is named there (it was listed as enforced)
+    fns = parse_catalog([{"name": "g", "parameters": {
+        "o": {"type": "object", "properties": {"t": {"type": "string", "maxLength": 1000}}}}}], "t")
+    assert explain(fns) == [
+        "function 'g':",
+        "  o: enforced: properties, type",
+        "    checked after generation: maxLength (1000 above 256: checked after generation) at parameter 'o.t'",
+    ]
 
 
 def test_strict_refuses_an_unknown_keyword():
