@@ -56,15 +56,20 @@ def system_message(functions: list[Function], parameters_key: str = "parameters"
     also allows a text answer when no function fits. ``parallel`` allows several calls, one object per line.
     """
     listing = "\n".join(describe_function(fn) for fn in functions)
-    if tool_choice == "auto":
+    call = f'{{"name": <function name>, "{parameters_key}": {{<argument>: <value>, ...}}}}'
+    if parallel:
+        opening = ("You are a function-calling assistant. Answer the user's request with calls of the functions "
+                   f"below, one JSON object {call} per call, one per line"
+                   + ("; when none of them fits, answer in plain text.\n" if tool_choice == "auto" else ".\n"))
+    elif tool_choice == "auto":
         opening = ("You are a function-calling assistant. When one of the functions below fulfils the user's "
-                   f'request, answer with a single JSON object {{"name": <function name>, "{parameters_key}": '
-                   "{<argument>: <value>, ...}}; when none does, answer in plain text.\n")
+                   f"request, answer with a single JSON object {call}; when none does, answer in plain text.\n")
     else:
         opening = ("You are a function-calling assistant. Pick the one function below that fulfils the user's "
-                   f'request and answer with a single JSON object {{"name": <function name>, "{parameters_key}": '
-                   "{<argument>: <value>, ...}}.\n")
-    several = ("- When the request needs several calls, write one JSON object per line.\n" if parallel else "")
+                   f"request and answer with a single JSON object {call}.\n")
+    several = ("- When the request asks for the same thing for several values (two cities, three numbers, a "
+               "second case), write one call per value, each with that one value: never several values joined "
+               "in one string.\n" if parallel else "")
     return (
         opening + several +
         "- Give every required argument. Give an optional argument (marked ?) only when the request states "

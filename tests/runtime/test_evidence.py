@@ -87,6 +87,35 @@ def test_another_call_must_bring_a_stated_value_and_no_guess():
     houses = "Predict house price for a house of size 3000 sq ft. in location New York and 4000 sq ft. in Los Angeles"
     earlier = [{"location": "New York", "size": 3000}, {"location": "Los Angeles", "size": 4000}]
     assert not another_call({"location": "New York", "size": 4000}, earlier, houses).keep
+    # BFCL parallel_46: calls that run through a grid (each varying argument repeats a value) may recombine
+    teams = "Find the winning percentage of Lakers and Bulls in NBA seasons 2018 and 2020."
+    earlier = [{"team": "Lakers", "season": 2018}, {"team": "Bulls", "season": 2018}, {"team": "Lakers", "season": 2020}]
+    assert another_call({"team": "Bulls", "season": 2020}, earlier, teams) == Verdict(
+        True, "a new combination of the values earlier calls gave each argument, which run through a grid")
+    assert another_call({"team": "Lakers", "season": 2020}, earlier, teams) == Verdict(
+        False, "it repeats an earlier call")
+    # BFCL parallel_21 and parallel_33: a value shared by every call, or one dimension whose values all
+    # differ, is no grid
+    crimes = "money laundering in San Francisco in 2019 and in Texas in 2018"
+    earlier = [{"crime": "money laundering", "location": "San Francisco", "year": 2019},
+               {"crime": "money laundering", "location": "Texas", "year": 2018}]
+    assert not another_call({"crime": "money laundering", "location": "San Francisco", "year": 2018}, earlier,
+                            crimes).keep
+    offices = "president in 1980 and 2016, vice president in 1975 and 2011"
+    earlier = [{"year": 1980, "position": "president"}, {"year": 2016, "position": "president"},
+               {"year": 1975, "position": "vice president"}, {"year": 2011, "position": "vice president"}]
+    assert not another_call({"year": 1980, "position": "vice president"}, earlier, offices).keep
+    # BFCL parallel_16 and parallel_62: a sign the words give; 0 is no exception (parallel_18: "for 1, 5 and
+    # 10 years" ran on to {"number_of_years": 0} when it was)
+    roi = "an initial investment of $2000 with a gain of $500, and $5000 with a loss of $1000"
+    assert another_call({"initial_investment": 5000, "gain_loss": -1000}, [{"initial_investment": 2000,
+                        "gain_loss": 500}], roi) == Verdict(True, "the request states 5000, -1000, which no earlier call used")
+    assert another_call({"a": 5, "b": -7}, [{"a": 3, "b": 4, "c": 2}], "3x^2 + 4x + 2 and 5x^2 - 7x").keep
+    assert not another_call({"a": 5, "b": -7, "c": 0}, [{"a": 3, "b": 4, "c": 2}], "3x^2 + 4x + 2 and 5x^2 - 7x").keep
+    assert not another_call({"a": 5, "b": -8}, [{"a": 3, "b": 4}], "3x^2 + 4x and 5x^2 - 7x").keep
+    routes = [{"from": "Paris", "to": "Rome"}, {"from": "Paris", "to": "Berlin"}]
+    assert another_call({"from": "Rome", "to": "Paris"}, routes, "Routes from Paris to Rome and to Berlin") == \
+        Verdict(False, "it uses no value the earlier calls did not (a repeat)")  # Rome never was a "from"
     # values in other words: a number in words, a reformatted date; booleans are not judged
     assert another_call({"n": 5, "exact": True}, [{"n": 3, "exact": True}], "factorial of three and five").keep
     assert another_call({"city": "Paris", "date": "2021-03-04"}, [{"city": "Rome", "date": "2021-03-03"}],

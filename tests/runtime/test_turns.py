@@ -104,8 +104,9 @@ def index():
     return TokenIndex(compile_index(FUNCTIONS, VOCAB, options)[0], VOCAB.token_bytes)
 
 
-def turn(index, script, call_format="tools", fallback=EOS, schema_index=None, judge=None, **request):
-    """Decode one turn of the scripted model; returns (TurnResult, events)."""
+def turn(index, script, call_format="tools", fallback=EOS, schema_index=None, judge=None, model=None, **request):
+    """Decode one turn of the scripted model (or ``model``, a callable as :class:`ScriptModel`); returns
+    (TurnResult, events)."""
     vocab = Vocab(VOCAB.token_bytes, VOCAB.eos_ids, VOCAB.vocab_size, Tokenizer(), call_format)
     request.setdefault("tool_choice", "auto")
     req = TurnRequest([{"role": "user", "content": ASKED}], FUNCTIONS, **request)
@@ -114,7 +115,7 @@ def turn(index, script, call_format="tools", fallback=EOS, schema_index=None, ju
     opens = call_format == "tools" and (req.tool_choice == "required" or req.function is not None)
     prompt = PROMPT + (Tokenizer().encode("<tool_call>\n") if opens else [])
     row = TurnDecoding(req, vocab, prompt, prompt, index, schema_index, None, events.append, judge=judge)
-    model, generated = ScriptModel(script, fallback), []
+    model, generated = model or ScriptModel(script, fallback), []
     while not row.take_forced():
         generated += row.pending
         if row.choose(model(generated[len(PROMPT):])):
@@ -200,6 +201,25 @@ def test_parallel_plain_format_one_call_per_line(index):
     script = CALL.replace("arguments", "parameters") + "\n" + GREET_BOB.replace("arguments", "parameters")
     result, _ = turn(plain, script, call_format="plain", tool_choice="auto", parallel=True)
     assert [(c.name, c.arguments) for c in result.calls] == [("add", {"a": 2, "b": 3}), ("greet", {"name": "Bob"})]
+
+
+def test_parallel_tries_another_call_where_the_model_would_stop(index):
+    """After a call the model is not asked whether to go on (Qwen2.5-Coder-1.5B puts p < 0.02 on the newline
+    in the plain format): another call is tried, and kept because the request asks for it."""
+    plain = TokenIndex(compile_index(FUNCTIONS, VOCAB, CompileOptions(parameters_key="parameters"))[0],
+                       VOCAB.token_bytes)
+    first = CALL.replace("arguments", "parameters")
+    script = ScriptModel(first + "\n" + GREET_BOB.replace("arguments", "parameters"))
+
+    def wants_to_stop(generated):
+        logits = script(generated)
+        if _text(generated) == first.encode():
+            logits[EOS] = 100.0
+        return logits
+
+    result, _ = turn(plain, None, call_format="plain", tool_choice="required", parallel=True, model=wants_to_stop)
+    assert [(c.name, c.arguments) for c in result.calls] == [("add", {"a": 2, "b": 3}), ("greet", {"name": "Bob"})]
+    assert wants_to_stop(Tokenizer().encode(first)).argmax().item() == EOS
 
 
 def test_named_function_is_pinned(index):
