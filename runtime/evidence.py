@@ -188,50 +188,84 @@ def _stated(leaf: Any, request: str, numbers: set[float]) -> bool:
     return float(leaf) in numbers
 
 
-def another_call(arguments: dict[str, Any], earlier: list[dict[str, Any]], request: str) -> Verdict:
+def another_call(arguments: dict[str, Any], earlier: list[dict[str, Any]], request: str, name: str | None = None,
+                 earlier_names: list[str] | None = None) -> Verdict:
     """Whether a call after the first of one turn (``parallel``) is one the request asks for: each of its
     values (strings and numbers, at any depth) is one an earlier call of the turn used or one the request
     states (as :func:`grounds` reads strings: stated, reformatted; a number among those the request writes in
-    digits or words, or its negative: "a loss of $1000" is -1000, "5x^2 - 7x + 3" has b = -7), and at least
-    one stated value is new, or, when the earlier calls run through a grid
-    (:func:`_grid`: "the Lakers and the Bulls in 2018 and 2020"), it is a new combination of the values
-    earlier calls gave each argument. A call that repeats an earlier one, or that recombines earlier values
-    outside a grid (``{"location": "New York", "size": 4000}`` after New York/3000 and Los Angeles/4000), or
-    that brings a value from nowhere (``{"a": 13, "b": 5}`` for "3 and 4, 5 and 12") is the model running
-    on: the turn ends before it. Measured on BFCL parallel's first 100 (Qwen2.5-Coder-1.5B, tools format):
-    the grid rule turns parallel_22 and parallel_46 right, where recombining whenever two calls share a value
-    also kept the extra calls of parallel_21 and parallel_33."""
-    numbers = request_numbers(request)
+    digits or words, scaled as it says, "3 million" or "5%", or its negative where a sign or a word gives it:
+    "a loss of $1000" is -1000, "5x^2 - 7x" has b = -7), and it calls a function no earlier call did (``name``
+    against ``earlier_names``, when given), or at least one stated value is new, or, when the earlier calls of
+    its function run through a grid (:func:`_grid`: "the Lakers and the Bulls in 2018 and 2020"), it gives
+    the same arguments a new combination of the values earlier calls gave each. A call that repeats an
+    earlier one, or that recombines earlier values outside a grid (``{"location": "New York", "size": 4000}``
+    after New York/3000 and Los Angeles/4000), or that brings a value from nowhere (``{"a": 13, "b": 5}`` for
+    "3 and 4, 5 and 12") is the model running on: the turn ends before it. Measured on BFCL parallel's first
+    100 (Qwen2.5-Coder-1.5B, tools format): the grid rule turns parallel_22 and parallel_46 right, where
+    recombining whenever two calls share a value also kept the extra calls of parallel_21 and parallel_33."""
+    numbers = request_numbers(request) | _scaled_numbers(request)
     seen = {_same(leaf) for e in earlier for leaf in _leaves(e)}
     new: list[str] = []
     for leaf in _leaves(arguments):
         if _same(leaf) in seen:
             continue
-        signed = not isinstance(leaf, str) and -float(leaf) in numbers
-        if not (_stated(leaf, request, numbers) or signed):
+        if not (_stated(leaf, request, numbers) or _negated(leaf, request)):
             return Verdict(False, f"{json.dumps(leaf, ensure_ascii=False)} is neither in the request nor in "
                                   "an earlier call (a guess)")
         new.append(json.dumps(leaf, ensure_ascii=False))
+    names = earlier_names if earlier_names is not None else [None] * len(earlier)
+    if name is not None and earlier_names is not None and name not in earlier_names:
+        return Verdict(True, f"it calls {name}, which no earlier call did")
     if new:
         return Verdict(True, f"the request states {', '.join(new)}, which no earlier call used")
     mine = _paths(arguments)
-    calls = [_paths(e) for e in earlier]
+    calls = [_paths(e) for e, n in zip(earlier, names) if n == name]
     if mine in calls:
         return Verdict(False, "it repeats an earlier call")
-    if _grid(calls) and all(any(c.get(path) == value for c in calls) for path, value in mine.items()):
+    if calls and _grid(calls) and mine.keys() == calls[0].keys() \
+            and all(any(c[path] == value for c in calls) for path, value in mine.items()):
         return Verdict(True, "a new combination of the values earlier calls gave each argument, which run "
                              "through a grid")
     return Verdict(False, "it uses no value the earlier calls did not (a repeat)")
 
 
+_SCALED = re.compile(r"(\d+(?:,\d{3})*(?:\.\d+)?)\s*(%|percent|thousand|million|billion|trillion)\b|"
+                     r"(\d+(?:,\d{3})*(?:\.\d+)?)\s*%")
+_SCALE = {"%": 0.01, "percent": 0.01, "thousand": 1e3, "million": 1e6, "billion": 1e9, "trillion": 1e12}
+
+
+def _scaled_numbers(request: str) -> set[float]:
+    """The numbers ``request`` writes with a scale: "3 million" -> 3000000, "1.5 billion", "5%" -> 0.05."""
+    found = set()
+    for m in _SCALED.finditer(request.lower()):
+        digits, scale = (m.group(1), m.group(2)) if m.group(1) else (m.group(3), "%")
+        found.add(round(float(digits.replace(",", "")) * _SCALE[scale], 12))
+    return found
+
+
+_SIGN = r"(?:-|\u2212|minus|negative|loss|lost|los[et]s?|decreas\w*|deficit|debt|below|withdr\w*|dropp?\w*|fell|fall\w*)"
+
+
+def _negated(leaf: Any, request: str) -> bool:
+    """Whether ``leaf`` is a negative number whose magnitude the request writes after a sign or a word that
+    makes it negative ("- 7x", "a loss of $1000", "withdraw 50")."""
+    if isinstance(leaf, (str, bool)) or not isinstance(leaf, (int, float)) or leaf >= 0:
+        return False
+    size = -float(leaf)
+    text = f"{int(size)}" if size.is_integer() else repr(size)
+    pattern = _SIGN + r"\W*(?:\w+\W+){0,2}?\$?\s*" + re.escape(text) + r"(?![\d.])"
+    return re.search(pattern, request.lower()) is not None
+
+
 def _paths(value: Any, at: str = "") -> dict[str, Any]:
-    """The leaves of a call's arguments (:func:`_leaves`, compared as :func:`_same`) by their path."""
+    """Every scalar of a call's arguments by its path: strings and numbers as :func:`_same` compares them,
+    booleans and null as they are (tagged, so that ``True`` is not ``1``)."""
     if isinstance(value, dict):
         return {p: v for k, item in value.items() for p, v in _paths(item, f"{at}/{k}").items()}
     if isinstance(value, list):
         return {p: v for i, item in enumerate(value) for p, v in _paths(item, f"{at}/{i}").items()}
     if isinstance(value, bool) or value is None:
-        return {at: value}
+        return {at: ("b", value)}
     return {at: _same(value)} if isinstance(value, (str, int, float)) else {}
 
 

@@ -126,6 +126,7 @@ class TurnDecoding:
         self._answer = ""  # the text answer decoded so far (what is sent, then what is held back)
         self._sent = 0  # characters of it sent as events
         self._fence = ""  # a code fence being opened (mode "fence")
+        self._need: int | None = None  # the fewest tokens of a whole call (see _call_need)
         self.t0 = time.perf_counter()
         r = request
         if r.function is not None and r.function not in self.by_name:
@@ -353,7 +354,7 @@ class TurnDecoding:
     def _begin_call(self) -> None:
         """A new call under the call index, with the budget that is left; a named function is pinned. When
         the budget cannot hold a whole call, the turn ends without one ("length")."""
-        if self.index.min_tokens(self.index.start) > self.left:
+        if self._call_need() > self.left:
             self.finish_reason = "length"
             self._done()
             return
@@ -372,6 +373,26 @@ class TurnDecoding:
         self.call_start = len(self.generated)
         self.call = Decoding(self.schema_index, self.vocab.tokenizer, self.left, [], profile=self.profile,
                              pick=self._picker())
+
+    def _call_need(self) -> int:
+        """The fewest tokens of a whole call: the index's shortest, or, with a named function, the tokens
+        that pin its name (as :meth:`_pin` takes them) and its shortest completion."""
+        if self.request.function is None:
+            return self.index.min_tokens(self.index.start)
+        if self._need is None:
+            probe = Decoding(self.index, self.vocab.tokenizer, None, [])
+            probe.take_forced()
+            data = probe.matcher.data
+            target = b'{"name": ' + json.dumps(self.request.function, ensure_ascii=False).encode("utf-8")
+            rest = target[len(data):] if target.startswith(data) else b""
+            tokens = self.vocab.tokenizer.encode(rest.decode("utf-8"), add_special_tokens=False) if rest else []
+            try:
+                for tok in tokens:
+                    probe.matcher.advance(tok)
+                self._need = len(probe.pending) + len(tokens) + self.index.min_tokens(probe.matcher.state)
+            except TokenNotAllowed:  # no such function: _pin says so
+                self._need = self.index.min_tokens(self.index.start)
+        return self._need
 
     def _picker(self):
         sampling, gen = self.request.sampling, self.gen
@@ -444,7 +465,8 @@ class TurnDecoding:
                 self.passes += judged.forward_passes
                 if not judged.keep:
                     return self._decline(f"No call: {judged.evidence}.")
-        if self.calls and not another_call(arguments, [c.arguments for c in self.calls], asked).keep:
+        if self.calls and not another_call(arguments, [c.arguments for c in self.calls], asked, call["name"],
+                                           [c.name for c in self.calls]).keep:
             self.finish_reason = "tool_calls"  # a repeat or a guess: the model runs on, the turn is over
             self._done()
             return
@@ -453,8 +475,8 @@ class TurnDecoding:
         self.grounding.append(grounding)
         self.on_event(Event("call", (position, self.calls[-1])))
         closing = self.vocab.closing if self.vocab.marker is not None else []
-        if not self.request.parallel or len(closing) + self._separator() + self.index.min_tokens(self.index.start) \
-                > self.left:  # one call, or no room for another
+        if not self.request.parallel or len(closing) + self._separator() + self._call_need() > self.left:
+            # one call, or no room for another
             self.finish_reason = "tool_calls"
             self._done()
             return

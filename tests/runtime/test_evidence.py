@@ -89,7 +89,8 @@ def test_another_call_must_bring_a_stated_value_and_no_guess():
     assert not another_call({"location": "New York", "size": 4000}, earlier, houses).keep
     # BFCL parallel_46: calls that run through a grid (each varying argument repeats a value) may recombine
     teams = "Find the winning percentage of Lakers and Bulls in NBA seasons 2018 and 2020."
-    earlier = [{"team": "Lakers", "season": 2018}, {"team": "Bulls", "season": 2018}, {"team": "Lakers", "season": 2020}]
+    earlier = earlier_teams = [{"team": "Lakers", "season": 2018}, {"team": "Bulls", "season": 2018},
+                               {"team": "Lakers", "season": 2020}]
     assert another_call({"team": "Bulls", "season": 2020}, earlier, teams) == Verdict(
         True, "a new combination of the values earlier calls gave each argument, which run through a grid")
     assert another_call({"team": "Lakers", "season": 2020}, earlier, teams) == Verdict(
@@ -106,13 +107,26 @@ def test_another_call_must_bring_a_stated_value_and_no_guess():
                {"year": 1975, "position": "vice president"}, {"year": 2011, "position": "vice president"}]
     assert not another_call({"year": 1980, "position": "vice president"}, earlier, offices).keep
     # BFCL parallel_16 and parallel_62: a sign the words give; 0 is no exception (parallel_18: "for 1, 5 and
-    # 10 years" ran on to {"number_of_years": 0} when it was)
+    # 10 years" ran on to {"number_of_years": 0} when it was); a negative no sign gives is a guess
     roi = "an initial investment of $2000 with a gain of $500, and $5000 with a loss of $1000"
     assert another_call({"initial_investment": 5000, "gain_loss": -1000}, [{"initial_investment": 2000,
                         "gain_loss": 500}], roi) == Verdict(True, "the request states 5000, -1000, which no earlier call used")
     assert another_call({"a": 5, "b": -7}, [{"a": 3, "b": 4, "c": 2}], "3x^2 + 4x + 2 and 5x^2 - 7x").keep
     assert not another_call({"a": 5, "b": -7, "c": 0}, [{"a": 3, "b": 4, "c": 2}], "3x^2 + 4x + 2 and 5x^2 - 7x").keep
     assert not another_call({"a": 5, "b": -8}, [{"a": 3, "b": 4}], "3x^2 + 4x and 5x^2 - 7x").keep
+    assert another_call({"n": -5}, [{"n": 5}, {"n": 7}], "Factorial of 5 and 7.") == Verdict(
+        False, "-5 is neither in the request nor in an earlier call (a guess)")
+    # numbers with a scale, as the plain system message asks the model to write them
+    assert another_call({"amount": 3000000}, [{"amount": 1000000}], "Convert 1 million and 3 million").keep
+    assert another_call({"rate": 0.07}, [{"rate": 0.05}], "Interest at 5% and 7%").keep
+    # the grid rule needs the same arguments: a call that leaves one out is no combination
+    assert not another_call({"team": "Bulls"}, earlier_teams, teams).keep
+    assert not another_call({"team": "Lakers", "season": 2018, "playoffs": None}, earlier_teams, teams).keep
+    # another function with the same arguments is another call
+    assert another_call({"city": "Paris"}, [{"city": "Paris"}], "Weather in Paris and a hotel in Paris",
+                        "book_hotel", ["get_weather"]) == Verdict(True, "it calls book_hotel, which no earlier call did")
+    assert another_call({"city": "Paris"}, [{"city": "Paris"}], "Weather in Paris and a hotel in Paris",
+                        "get_weather", ["get_weather"]) == Verdict(False, "it repeats an earlier call")
     routes = [{"from": "Paris", "to": "Rome"}, {"from": "Paris", "to": "Berlin"}]
     assert another_call({"from": "Rome", "to": "Paris"}, routes, "Routes from Paris to Rome and to Berlin") == \
         Verdict(False, "it uses no value the earlier calls did not (a repeat)")  # Rome never was a "from"

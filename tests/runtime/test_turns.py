@@ -222,6 +222,19 @@ def test_parallel_tries_another_call_where_the_model_would_stop(index):
     assert wants_to_stop(Tokenizer().encode(first)).argmax().item() == EOS
 
 
+def test_parallel_with_a_named_function_tries_another_call_only_when_it_fits(index):
+    """The room for another call is that of the named function (its pinned name, then its shortest
+    completion), not the index's shortest call: with 70 tokens the turn ends after one call, done, instead of
+    pinning a name it cannot finish (an error before)."""
+    script = f"<tool_call>\n{CALL}\n</tool_call>"
+    for max_tokens in (70, 76):
+        result, events = turn(index, script, tool_choice="required", function="add", parallel=True,
+                              max_tokens=max_tokens)
+        assert [(c.name, c.arguments) for c in result.calls] == [("add", {"a": 2, "b": 3})]
+        assert (result.finish_reason, [e.kind for e in events]) == ("tool_calls", ["call", "done"])
+        assert result.completion_tokens <= max_tokens
+
+
 def test_named_function_is_pinned(index):
     result, _ = turn(index, f"<tool_call>\n{CALL}", tool_choice="required", function="greet",
                      fallback=ord("z") - 32)
