@@ -253,7 +253,7 @@ def _negated(leaf: Any, request: str) -> bool:
         return False
     size = -float(leaf)
     text = f"{int(size)}" if size.is_integer() else repr(size)
-    pattern = _SIGN + r"\W*(?:\w+\W+){0,2}?\$?\s*" + re.escape(text) + r"(?![\d.])"
+    pattern = _SIGN + r"\W*(?:\w+\W+){0,2}?\$?\s*" + re.escape(text) + r"(?!\d|\.\d)"
     return re.search(pattern, request.lower()) is not None
 
 

@@ -108,7 +108,8 @@ def test_another_call_must_bring_a_stated_value_and_no_guess():
     assert not another_call({"year": 1980, "position": "vice president"}, earlier, offices).keep
     # BFCL parallel_16 and parallel_62: a sign the words give; 0 is no exception (parallel_18: "for 1, 5 and
     # 10 years" ran on to {"number_of_years": 0} when it was); a negative no sign gives is a guess
-    roi = "an initial investment of $2000 with a gain of $500, and $5000 with a loss of $1000"
+    roi = ("Calculate return on investment for an initial investment of $2000 with a gain of $500. Do the same "
+           "calculation for an initial investment of $5000 with a loss of $1000.")
     assert another_call({"initial_investment": 5000, "gain_loss": -1000}, [{"initial_investment": 2000,
                         "gain_loss": 500}], roi) == Verdict(True, "the request states 5000, -1000, which no earlier call used")
     assert another_call({"a": 5, "b": -7}, [{"a": 3, "b": 4, "c": 2}], "3x^2 + 4x + 2 and 5x^2 - 7x").keep
