@@ -61,7 +61,7 @@ def call_format_option(choices: list[str], default: str | None, help: str = CALL
                         default=default, show_default=default is not None, help=help)
 
 
-def resolve_call_format(call_format: str | None, tool_choice: str, parallel_calls: bool) -> str:
+def resolve_call_format(call_format: str | None) -> str:
     """The call format of ``run``/``eval``: as given, else "plain" (Qwen2.5-Coder-1.5B's calls under "plain"
     were right on 92 of BFCL simple's first 100 under "auto", 87 under its tools format; with
     ``--parallel-calls``, on 70 of BFCL parallel's first 100 against 66, in 4.2 s per request against 5.1)."""
@@ -259,7 +259,7 @@ def eval_cmd(data, model, max_tokens, threads, call_format, tool_choice, paralle
     from .runtime.session import RunConfig
 
     config = RunConfig(model=model, max_tokens=max_tokens, threads=threads,
-                       call_format=resolve_call_format(call_format, tool_choice, parallel_calls),
+                       call_format=resolve_call_format(call_format),
                        keep_unstated=keep_unstated, dtype=dtype, device=device, max_batch=max_batch,
                        tool_choice=tool_choice, parallel_calls=parallel_calls,
                        relevance_check=not no_relevance_check)
@@ -390,7 +390,7 @@ def run_cmd(input_pos, functions, input_opt, output, model, max_tokens, threads,
             from .runtime.session import RunConfig, interactive as interactive_session, run_file
 
             config = RunConfig(model=model, index_path=index_path, max_tokens=max_tokens, threads=threads,
-                               call_format=resolve_call_format(call_format, tool_choice, parallel_calls),
+                               call_format=resolve_call_format(call_format),
                                prefix_cache=not no_prefix_cache, keep_unstated=keep_unstated, trace=trace,
                                dtype=dtype, device=device, max_batch=max_batch, tool_choice=tool_choice,
                                parallel_calls=parallel_calls, relevance_check=not no_relevance_check)

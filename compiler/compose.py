@@ -320,7 +320,6 @@ def structure(prefix: bytes, items: list[ByteDFA], boundaries: list[list[tuple[b
 #: Bytes that never occur in UTF-8 text (RFC 3629: 0xC0, 0xC1 and 0xF5-0xFF), used as end markers of the
 #: members of :func:`members_any_order` while it is built.
 NOT_UTF8 = [0xC0, 0xC1] + list(range(0xF5, 0x100))
-_MARKERS = NOT_UTF8
 
 
 def members_any_order(pairs: list[ByteDFA], required: list[bool]) -> ByteDFA:
@@ -335,16 +334,16 @@ def members_any_order(pairs: list[ByteDFA], required: list[bool]) -> ByteDFA:
     member's automaton may itself continue with ``,`` or ``}`` (never for JSON values).
     """
     need = [i for i, r in enumerate(required) if r]
-    if len(need) > len(_MARKERS) - 1:
-        raise ValueError(f"at most {len(_MARKERS) - 1} required members, got {len(need)}")
-    mark = {i: _MARKERS[n] for n, i in enumerate(need)}
-    rest = _MARKERS[-1]
+    if len(need) > len(NOT_UTF8) - 1:
+        raise ValueError(f"at most {len(NOT_UTF8) - 1} required members, got {len(need)}")
+    mark = {i: NOT_UTF8[n] for n, i in enumerate(need)}
+    rest = NOT_UTF8[-1]
     union_of = union_all([seq([p, literals([bytes([mark.get(i, rest)])])]) for i, p in enumerate(pairs)])
     n, k = union_of.num_states, len(need)
     markers = [mark[i] for i in need] + [rest]
     base = union_of.transitions.copy()
     ends = {m: np.flatnonzero(base[:, m] >= 0) for m in markers}
-    base[:, _MARKERS] = -1
+    base[:, NOT_UTF8] = -1
     full = (1 << k) - 1
     count_states(3 + (1 << k) * (n + 1))
     block = n + 1  # a copy of the members' automaton, then the state after ", " (reads the space)

@@ -24,12 +24,6 @@ from .nodes import Leaf, Node
 from .pattern import PatternError, pattern_dfa, pattern_regex
 from .syntax import repeat
 
-#: The longest ``minLength``/``maxLength`` enforced by construction (code points). Each counted position is a
-#: state whose row allows most of a vocabulary (~150,000 tokens on Qwen), so the index grows with the
-#: bound: 64 is ~10 million allowed-token entries and ~7 s of token walk on Qwen3; longer bounds are named by
-#: compile and checked after generation (the token budget keeps a value short in practice).
-MAX_EXACT_LENGTH = 256
-
 #: JSON Schema's defined formats (draft 2020-12) that the grammar leaves to the check after generation.
 KNOWN_FORMATS = frozenset({
     "idn-email", "idn-hostname", "iri", "iri-reference", "uri-template", "regex",

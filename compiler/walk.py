@@ -107,7 +107,7 @@ class WalkResult:
     @property
     def entries(self) -> int:
         """The (state, token) pairs in all."""
-        return len(self.lone[0]) + sum(g.count(i) for g in self.groups for i in range(len(g.members)))
+        return len(self.lone[0]) + sum(g.served() for g in self.groups)
 
     def pieces(self) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
         """(state, tokens int32 sorted, next states int32) of every state with at least one entry, in state
@@ -345,12 +345,12 @@ def iter_state_groups(transitions: np.ndarray, states: np.ndarray,
     chunk = max(2, GROUP_MAX_ENTRIES // transitions.shape[0])
     for alike in by_pattern.values():
         for at in range(0, len(alike), chunk):
-            group = _group(ctrans, alike[at : at + chunk], transitions.shape[0])
+            group = _group(ctrans, alike[at : at + chunk])
             if group is not None:
                 yield group
 
 
-def _group(ctrans: np.ndarray, members: list[int], num_states: int) -> StateGroup | None:
+def _group(ctrans: np.ndarray, members: list[int]) -> StateGroup | None:
     """The group of ``members`` around the first, or None when fewer than two share its walk."""
     if len(members) < 2:
         return None

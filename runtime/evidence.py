@@ -35,7 +35,7 @@ from typing import Any
 
 from ..core.catalog import Function
 from .grounding import close, fold, is_stated, normalize, words
-from .reformat import reformat, request_numbers
+from .reformat import SCALES, reformat, request_numbers
 
 #: Words that make a value a placeholder: what API docs and templates write where a real value goes.
 PLACEHOLDER_WORDS = {"example", "placeholder", "sample", "dummy", "lorem", "ipsum", "foo", "xxx"}
@@ -229,17 +229,15 @@ def another_call(arguments: dict[str, Any], earlier: list[dict[str, Any]], reque
     return Verdict(False, "it uses no value the earlier calls did not (a repeat)")
 
 
-_SCALED = re.compile(r"(\d+(?:,\d{3})*(?:\.\d+)?)\s*(%|percent|thousand|million|billion|trillion)\b|"
-                     r"(\d+(?:,\d{3})*(?:\.\d+)?)\s*%")
-_SCALE = {"%": 0.01, "percent": 0.01, "thousand": 1e3, "million": 1e6, "billion": 1e9, "trillion": 1e12}
+_SCALE = {"%": 0.01, "percent": 0.01, "trillion": 10**12, **{w: SCALES[w] for w in ("thousand", "million", "billion")}}
+_SCALED = re.compile(r"(\d+(?:,\d{3})*(?:\.\d+)?)\s*(%|(?:" + "|".join(w for w in _SCALE if w != "%") + r")\b)")
 
 
 def _scaled_numbers(request: str) -> set[float]:
     """The numbers ``request`` writes with a scale: "3 million" -> 3000000, "1.5 billion", "5%" -> 0.05."""
     found = set()
     for m in _SCALED.finditer(request.lower()):
-        digits, scale = (m.group(1), m.group(2)) if m.group(1) else (m.group(3), "%")
-        found.add(round(float(digits.replace(",", "")) * _SCALE[scale], 12))
+        found.add(round(float(m.group(1).replace(",", "")) * _SCALE[m.group(2)], 12))
     return found
 
 
@@ -276,14 +274,13 @@ def _grid(calls: list[dict[str, Any]]) -> bool:
     nor in 1980/president, 2016/president, 1975/vice president, whose years all do)."""
     if len(calls) < 2 or any(c.keys() != calls[0].keys() for c in calls):
         return False
-    varying = [p for p in calls[0] if len({repr(c[p]) for c in calls}) > 1]
-    if not varying:
-        return False
-    for p in varying:
-        values = [repr(c[p]) for c in calls]
-        if len(set(values)) == len(values):
+    varies = False
+    for p in calls[0]:
+        distinct = len({repr(c[p]) for c in calls})
+        if distinct == len(calls):  # varies, and no value twice
             return False
-    return True
+        varies |= distinct > 1
+    return varies
 
 
 def first_call(arguments: dict[str, Any], request: str) -> Verdict:

@@ -382,17 +382,25 @@ class TurnDecoding:
         if self._need is None:
             probe = Decoding(self.index, self.vocab.tokenizer, None, [])
             probe.take_forced()
-            data = probe.matcher.data
-            target = b'{"name": ' + json.dumps(self.request.function, ensure_ascii=False).encode("utf-8")
-            rest = target[len(data):] if target.startswith(data) else b""
-            tokens = self.vocab.tokenizer.encode(rest.decode("utf-8"), add_special_tokens=False) if rest else []
-            try:
-                for tok in tokens:
-                    probe.matcher.advance(tok)
-                self._need = len(probe.pending) + len(tokens) + self.index.min_tokens(probe.matcher.state)
-            except TokenNotAllowed:  # no such function: _pin says so
-                self._need = self.index.min_tokens(self.index.start)
+            tokens = self._name_tokens(self.request.function, probe.matcher.data)
+            self._need = self.index.min_tokens(self.index.start)  # no such function: _pin says so
+            if tokens is not None:
+                try:
+                    for tok in tokens:
+                        probe.matcher.advance(tok)
+                    self._need = len(probe.pending) + len(tokens) + self.index.min_tokens(probe.matcher.state)
+                except TokenNotAllowed:
+                    pass
         return self._need
+
+    def _name_tokens(self, name: str, data: bytes) -> list[int] | None:
+        """The tokens that complete ``{"name": "<name>"`` after ``data`` (the call's text so far: its forced
+        text), or None when ``data`` leads elsewhere."""
+        target = b'{"name": ' + json.dumps(name, ensure_ascii=False).encode("utf-8")
+        if not target.startswith(data) and not data.startswith(target):
+            return None
+        rest = target[len(data):]
+        return self.vocab.tokenizer.encode(rest.decode("utf-8"), add_special_tokens=False) if rest else []
 
     def _picker(self):
         sampling, gen = self.request.sampling, self.gen
@@ -401,24 +409,21 @@ class TurnDecoding:
     def _pin(self, name: str) -> None:
         """Walk ``{"name": "<name>"`` through the call index (forced text first), so only that function's
         call can follow. Raises InputError when the index has no such function."""
-        target = b'{"name": ' + json.dumps(name, ensure_ascii=False).encode("utf-8")
         matcher = self.call.matcher
         self.call.take_forced()
         self._take(self.call.pending, forced=True)
         self.pending += self.call.pending
         self.call.pending = []
-        data = matcher.data
-        if not target.startswith(data) and not data.startswith(target):
+        tokens = self._name_tokens(name, matcher.data)
+        if tokens is None:
             raise InputError(f"the call index has no function {name!r}")
-        rest = target[len(data):]
-        if rest:
-            try:
-                for tok in self.vocab.tokenizer.encode(rest.decode("utf-8"), add_special_tokens=False):
-                    matcher.advance(tok)
-                    self._take([tok], forced=True)
-                    self.pending.append(tok)
-            except TokenNotAllowed:
-                raise InputError(f"the call index has no function {name!r}") from None
+        try:
+            for tok in tokens:
+                matcher.advance(tok)
+                self._take([tok], forced=True)
+                self.pending.append(tok)
+        except TokenNotAllowed:
+            raise InputError(f"the call index has no function {name!r}") from None
 
     def _take(self, tokens: list[int], count_eos: bool = True, forced: bool = False) -> None:
         """Count ``tokens`` as generated, and as ``forced`` (appended without asking the model) if so (EOS
@@ -474,23 +479,20 @@ class TurnDecoding:
         self.calls.append(ToolCall(call["name"], arguments, decoded))
         self.grounding.append(grounding)
         self.on_event(Event("call", (position, self.calls[-1])))
-        closing = self.vocab.closing if self.vocab.marker is not None else []
-        if not self.request.parallel or len(closing) + self._separator() + self._call_need() > self.left:
+        # another call is tried, whatever weight the model gives EOS here (see the module docstring): the
+        # call's closing, a newline, then the marker and its newline
+        marked = self.vocab.marker is not None
+        between = [*(self.vocab.closing if marked else []), self.vocab.newline,
+                   *([self.vocab.marker, *self.vocab.after_marker] if marked else [])]
+        if not self.request.parallel or len(between) + self._call_need() > self.left:
             # one call, or no room for another
             self.finish_reason = "tool_calls"
             self._done()
             return
-        # another call is tried, whatever weight the model gives EOS here: see the module docstring
-        follow = [self.vocab.newline, *([self.vocab.marker, *self.vocab.after_marker]
-                                        if self.vocab.marker is not None else [])]
-        self._take(closing + follow, forced=True)
-        self.pending += closing + follow
+        self._take(between, forced=True)
+        self.pending += between
         self.mode = "call"
         self._begin_call()
-
-    def _separator(self) -> int:
-        """Tokens between a call's closing and the next call: a newline, then the marker and its newline."""
-        return 1 + (1 + len(self.vocab.after_marker) if self.vocab.marker is not None else 0)
 
     def _decline(self, text: str) -> None:
         """End the turn with the text answer ``text`` instead of the call just decoded."""
