@@ -30,12 +30,13 @@ from __future__ import annotations
 
 import json
 import re
+from collections import Counter
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Collection
 
 from ..core.catalog import Function
 from .grounding import close, fold, is_stated, normalize, words
-from .reformat import SCALES, reformat, request_numbers
+from .reformat import SCALES, number_mentions, reformat, request_numbers
 
 #: Words that make a value a placeholder: what API docs and templates write where a real value goes.
 PLACEHOLDER_WORDS = {"example", "placeholder", "sample", "dummy", "lorem", "ipsum", "foo", "xxx"}
@@ -164,15 +165,26 @@ def _quote(value: str) -> str:
     return '"' + value.replace('"', '\\"') + '"'
 
 
+def _walk(value: Any, at: str = ""):
+    """Every scalar of a JSON value with its path (``/location``, ``/stops/0``), depth first."""
+    if isinstance(value, dict):
+        for k, item in value.items():
+            yield from _walk(item, f"{at}/{k}")
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            yield from _walk(item, f"{at}/{i}")
+    elif isinstance(value, (str, int, float)) or value is None:
+        yield at, value
+
+
+def _leaf_paths(value: Any) -> dict[str, Any]:
+    """The strings and numbers in a JSON value (booleans and null left out) by their paths, as written."""
+    return {path: leaf for path, leaf in _walk(value) if not isinstance(leaf, bool) and leaf is not None}
+
+
 def _leaves(value: Any) -> list[Any]:
     """The strings and numbers in a JSON value (booleans and null left out), depth first."""
-    if isinstance(value, dict):
-        return [leaf for v in value.values() for leaf in _leaves(v)]
-    if isinstance(value, list):
-        return [leaf for v in value for leaf in _leaves(v)]
-    if isinstance(value, bool) or value is None:
-        return []
-    return [value] if isinstance(value, (str, int, float)) else []
+    return list(_leaf_paths(value).values())
 
 
 def _same(value: Any) -> Any:
@@ -180,7 +192,7 @@ def _same(value: Any) -> Any:
     return float(value) if isinstance(value, (int, float)) else ("s", normalize(value))
 
 
-def _stated(leaf: Any, request: str, numbers: set[float]) -> bool:
+def _stated(leaf: Any, request: str, numbers: Collection[float]) -> bool:
     """Whether the request states the leaf ``leaf`` (:func:`_leaves`): a string as :func:`grounds` reads it
     (stated, or reformatted), a number among ``numbers`` (:func:`request_numbers` of the request)."""
     if isinstance(leaf, str):
@@ -194,34 +206,54 @@ def another_call(arguments: dict[str, Any], earlier: list[dict[str, Any]], reque
     values (strings and numbers, at any depth) is one an earlier call of the turn used or one the request
     states (as :func:`grounds` reads strings: stated, reformatted; a number among those the request writes in
     digits or words, scaled as it says, "3 million" or "5%", or its negative where a sign or a word gives it:
-    "a loss of $1000" is -1000, "5x^2 - 7x" has b = -7), and it calls a function no earlier call did (``name``
-    against ``earlier_names``, when given), or at least one stated value is new, or, when the earlier calls of
-    its function run through a grid (:func:`_grid`: "the Lakers and the Bulls in 2018 and 2020"), it gives
-    the same arguments a new combination of the values earlier calls gave each. A call that repeats an
-    earlier one, or that recombines earlier values outside a grid (``{"location": "New York", "size": 4000}``
-    after New York/3000 and Los Angeles/4000), or that brings a value from nowhere (``{"a": 13, "b": 5}`` for
-    "3 and 4, 5 and 12") is the model running on: the turn ends before it. Measured on BFCL parallel's first
-    100 (Qwen2.5-Coder-1.5B, tools format): the grid rule turns parallel_22 and parallel_46 right, where
-    recombining whenever two calls share a value also kept the extra calls of parallel_21 and parallel_33."""
-    numbers = request_numbers(request) | _scaled_numbers(request)
-    seen = {_same(leaf) for e in earlier for leaf in _leaves(e)}
-    new: list[str] = []
-    for leaf in _leaves(arguments):
-        if _same(leaf) in seen:
-            continue
-        if not (_stated(leaf, request, numbers) or _negated(leaf, request)):
+    "a loss of $1000" is -1000, "5x^2 - 7x" has b = -7), it repeats no earlier call, and it calls a function
+    no earlier call did (``name`` against ``earlier_names``, when given), or at least one stated value is
+    fresh: the request states it more times than the earlier calls used it ("from New York City to Los
+    Angeles, then to Miami, and back to New York City from Miami" states New York City twice, so a call from
+    Miami to New York City is asked for; "a = 1, b = -3, c = 2 ... a = 1, b = 2, c = 1" states 1 three times
+    and 2 twice), or, when the earlier calls of its function run through a grid (:func:`_grid`: "the Lakers
+    and the Bulls in 2018 and 2020"), it gives the same arguments a new combination of the values earlier
+    calls gave each. A call that repeats an earlier one, that recombines earlier values outside a grid
+    (``{"location": "New York", "size": 4000}`` after New York/3000 and Los Angeles/4000, each stated once), or
+    that brings a value from nowhere (``{"a": 13, "b": 5}`` for "3 and 4, 5 and 12") is the model running on:
+    the turn ends before it. Measured on BFCL parallel's first 100 (Qwen2.5-Coder-1.5B): the grid rule turns
+    parallel_22 and parallel_46 right, where recombining whenever two calls share a value also kept the extra
+    calls of parallel_21 and parallel_33; counting mentions (before: a value used once was never new) turns
+    parallel_64, _89, _92 and _98 right."""
+    told = number_mentions(request) + _scaled_mentions(request)  # signed: "b = -3" states -3 (see _mentions)
+    numbers = {abs(n) for n in told}
+    used: Counter = Counter()  # how many times earlier calls used each value
+    places: dict[Any, set[str]] = {}  # the arguments (paths) earlier calls gave each value
+    for e in earlier:
+        for path, value in _paths(e).items():
+            used[value] += 1
+            places.setdefault(value, set()).add(path)
+    new: list[str] = []  # stated, and no earlier call used it
+    fresh: list[str] = []  # stated more times than earlier calls used it (see the docstring)
+    for path, leaf in _leaf_paths(arguments).items():
+        value = _same(leaf)
+        stated = _stated(leaf, request, numbers) or _negated(leaf, request)
+        if not stated and value not in used:
             return Verdict(False, f"{json.dumps(leaf, ensure_ascii=False)} is neither in the request nor in "
                                   "an earlier call (a guess)")
-        new.append(json.dumps(leaf, ensure_ascii=False))
+        if value not in used:
+            new.append(json.dumps(leaf, ensure_ascii=False))
+        elif stated:
+            times = _mentions(leaf, request, told)
+            if len(places[value]) < times and (path not in places[value] or used[value] < times):
+                fresh.append(json.dumps(leaf, ensure_ascii=False))
     names = earlier_names if earlier_names is not None else [None] * len(earlier)
     if name is not None and earlier_names is not None and name not in earlier_names:
         return Verdict(True, f"it calls {name}, which no earlier call did")
-    if new:
-        return Verdict(True, f"the request states {', '.join(new)}, which no earlier call used")
     mine = _paths(arguments)
     calls = [_paths(e) for e, n in zip(earlier, names) if n == name]
     if mine in calls:
         return Verdict(False, "it repeats an earlier call")
+    if new:
+        return Verdict(True, f"the request states {', '.join(dict.fromkeys(new))}, which no earlier call used")
+    if fresh:
+        return Verdict(True, f"the request states {', '.join(dict.fromkeys(fresh))} more often than earlier "
+                             "calls used it")
     if calls and _grid(calls) and mine.keys() == calls[0].keys() \
             and all(any(c[path] == value for c in calls) for path, value in mine.items()):
         return Verdict(True, "a new combination of the values earlier calls gave each argument, which run "
@@ -229,15 +261,28 @@ def another_call(arguments: dict[str, Any], earlier: list[dict[str, Any]], reque
     return Verdict(False, "it uses no value the earlier calls did not (a repeat)")
 
 
+def _mentions(leaf: Any, request: str, numbers: Counter[float]) -> int:
+    """How many times ``request`` states ``leaf``, a value it states (:func:`_stated` or :func:`_negated`): a
+    number as ``numbers`` (:func:`number_mentions`, signed) counts it, a string by the occurrences of its words, in order
+    and at word edges, in the folded request (at least once: a reformat or a match by close words is one)."""
+    if isinstance(leaf, str):
+        if not words(leaf):
+            return 1
+        pattern = r"(?<![^\W_])" + r"[\W_]*".join(re.escape(w) for w in words(leaf)) + r"(?![^\W_])"
+        return max(1, len(re.findall(pattern, fold(request))))
+    return max(1, numbers[float(leaf)])
+
+
 _SCALE = {"%": 0.01, "percent": 0.01, "trillion": 10**12, **{w: SCALES[w] for w in ("thousand", "million", "billion")}}
 _SCALED = re.compile(r"(\d+(?:,\d{3})*(?:\.\d+)?)\s*(%|(?:" + "|".join(w for w in _SCALE if w != "%") + r")\b)")
 
 
-def _scaled_numbers(request: str) -> set[float]:
-    """The numbers ``request`` writes with a scale: "3 million" -> 3000000, "1.5 billion", "5%" -> 0.05."""
-    found = set()
+def _scaled_mentions(request: str) -> Counter[float]:
+    """The numbers ``request`` writes with a scale, counted: "3 million" -> 3000000, "1.5 billion", "5%" ->
+    0.05."""
+    found: Counter[float] = Counter()
     for m in _SCALED.finditer(request.lower()):
-        found.add(round(float(m.group(1).replace(",", "")) * _SCALE[m.group(2)], 12))
+        found[round(float(m.group(1).replace(",", "")) * _SCALE[m.group(2)], 12)] += 1
     return found
 
 
@@ -255,16 +300,10 @@ def _negated(leaf: Any, request: str) -> bool:
     return re.search(pattern, request.lower()) is not None
 
 
-def _paths(value: Any, at: str = "") -> dict[str, Any]:
+def _paths(value: Any) -> dict[str, Any]:
     """Every scalar of a call's arguments by its path: strings and numbers as :func:`_same` compares them,
     booleans and null as they are (tagged, so that ``True`` is not ``1``)."""
-    if isinstance(value, dict):
-        return {p: v for k, item in value.items() for p, v in _paths(item, f"{at}/{k}").items()}
-    if isinstance(value, list):
-        return {p: v for i, item in enumerate(value) for p, v in _paths(item, f"{at}/{i}").items()}
-    if isinstance(value, bool) or value is None:
-        return {at: ("b", value)}
-    return {at: _same(value)} if isinstance(value, (str, int, float)) else {}
+    return {p: ("b", v) if isinstance(v, bool) or v is None else _same(v) for p, v in _walk(value)}
 
 
 def _grid(calls: list[dict[str, Any]]) -> bool:
@@ -301,3 +340,44 @@ def first_call(arguments: dict[str, Any], request: str) -> Verdict:
     if not leaves:
         return Verdict(True, "it takes no value")
     return Verdict(False, "none of its values is in the request")
+
+
+def joined(arguments: dict[str, Any], later: list[dict[str, Any]], request: str) -> Verdict:
+    """Whether the first call of a parallel turn joined into one value what later calls of the turn give
+    apart: at some argument, a value the request does not state (:func:`another_call`'s reading) is written
+    out of the values two later calls or more give that argument: ``{"number": 510}`` for "the factorial of
+    5,10 and 15" (read as one number) beside later calls of 5, 10 and 15; ``{"location": "San Francisco, CA;
+    Chicago, IL"}`` beside San Francisco, CA and Chicago, IL. ``keep`` is False for such a call: the later
+    calls say it apart. A value the request states as written is never a join ("rock and jazz" in "rock and
+    jazz concerts")."""
+    numbers = request_numbers(request) | set(_scaled_mentions(request))
+    for path, leaf in _leaf_paths(arguments).items():
+        if _stated(leaf, request, numbers) or _negated(leaf, request):
+            continue
+        parts = {_text(c[path]) for c in map(_leaf_paths, later) if path in c and _same(c[path]) != _same(leaf)}
+        parts.discard("")
+        if len(parts) >= 2 and _spelled(_text(leaf), parts, isinstance(leaf, str)):
+            return Verdict(False, f"{json.dumps(leaf, ensure_ascii=False)} joins what later calls give apart "
+                                  f"({', '.join(sorted(p for p in parts if p in _text(leaf)))})")
+    return Verdict(True, "no value joins later ones")
+
+
+def _text(leaf: Any) -> str:
+    """A leaf as :func:`joined` reads it: a string's letters and digits; a whole number's digits; else ""."""
+    if isinstance(leaf, str):
+        return normalize(leaf)
+    return str(int(leaf)) if float(leaf).is_integer() and leaf >= 0 else ""
+
+
+def _spelled(text: str, parts: set[str], loose: bool) -> bool:
+    """Whether ``text`` is written out of two ``parts`` or more: exactly, part after part (numbers), or
+    (``loose``, strings) with other characters between them ("San Francisco, CA; Chicago, IL")."""
+    if loose:
+        return sum(part in text for part in parts) >= 2
+    ways = {0: 0}  # position reached -> the most parts that reach it
+    for i in range(len(text)):
+        if i in ways:
+            for part in parts:
+                if text.startswith(part, i):
+                    ways[i + len(part)] = max(ways.get(i + len(part), 0), ways[i] + 1)
+    return ways.get(len(text), 0) >= 2

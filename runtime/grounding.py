@@ -55,10 +55,17 @@ def words(text: str) -> list[str]:
     return out
 
 
+#: Endings that make one word of a stem another form of it (:func:`close`): "vaporizing"/"vaporization".
+DERIVATIONS = {"", "e", "s", "es", "ed", "d", "ing", "ion", "ions", "ation", "ations", "ment", "ments", "er",
+               "ers", "or", "ors", "al", "ity"}
+
+
 def close(word: str, said: str) -> bool:
     """True when ``word`` is ``said`` up to an ending: equal; one a prefix of the other, the shorter of at
-    least 3 characters and at most 3 more in the longer ("mile"/"miles", "detail"/"detailed"); or a shared
-    prefix of at least 3 characters with at most 2 different ones after it on each side ("woman"/"women")."""
+    least 3 characters and at most 3 more in the longer ("mile"/"miles", "detail"/"detailed"); a shared
+    prefix of at least 3 characters with at most 2 different ones after it on each side ("woman"/"women");
+    or a shared stem of at least 5 characters, each word ending after it in one of :data:`DERIVATIONS`
+    ("vaporization"/"vaporizing", "condensation"/"condensing")."""
     if word == said:
         return True
     p = 0
@@ -70,6 +77,8 @@ def close(word: str, said: str) -> bool:
         return False
     if p == min(len(word), len(said)):
         return max(len(word), len(said)) - p <= 3
+    if p >= 5 and word[p:] in DERIVATIONS and said[p:] in DERIVATIONS:
+        return True
     return len(word) - p <= 2 and len(said) - p <= 2
 
 

@@ -23,6 +23,7 @@ Codes that need knowledge rather than letters ("GBP" for "pound") are not recogn
 from __future__ import annotations
 
 import re
+from collections import Counter
 
 from .grounding import close, fold, words
 
@@ -53,24 +54,40 @@ _PIECE = re.compile(r"\d+(?:\.\d+)?|[^\W\d_]+")
 def request_numbers(request: str) -> set[float]:
     """Every number ``request`` states: numerals (``1,000`` -> 1000), numbers and ordinals in words
     (``twenty-one`` -> 21, also 20 and 1), months (``March`` -> 3) and clock hours (``2:30 pm`` -> 14, 30)."""
+    return {abs(n) for n in number_mentions(request)}
+
+
+def number_mentions(request: str) -> Counter[float]:
+    """How many times ``request`` states each number, read as :func:`request_numbers` reads them ("a = 1 ...
+    c = 1" states 1 twice), except that a numeral after a minus sign that starts a word is counted as its
+    negative ("b = -3" states -3, not 3; "1-5" states 5). A number written in digits is counted by its
+    digits only: in "the first one has a = 1", "first" and "one" are words, not values."""
     said = fold(request)
-    found = {float(m.group().replace(",", "")) for m in _NUMERAL.finditer(said)}
+    digits = Counter(float(m.group().replace(",", "")) * (-1 if _signed(said, m.start()) else 1)
+                     for m in _NUMERAL.finditer(said))
     for m in _CLOCK.finditer(said):
         hour = int(m.group(1)) % 12 + (12 if m.group(3) == "p" else 0)
-        found.add(float(hour))
+        digits[float(hour)] += 1
+    found: Counter[float] = Counter()
     spoken = words(request)
     for i, w in enumerate(spoken):
         n = MONTHS.get(w, UNITS.get(w, TENS.get(w, ORDINALS.get(w, SCALES.get(w)))))
         if n is None:
             continue
-        found.add(float(n))
+        found[float(n)] += 1
         if w in TENS and i + 1 < len(spoken):  # twenty-one, twenty-first
             after = UNITS.get(spoken[i + 1], ORDINALS.get(spoken[i + 1]))
             if after is not None and 0 < after < 10:
-                found.add(float(n + after))
+                found[float(n + after)] += 1
         if w in SCALES and i > 0 and spoken[i - 1] in UNITS:  # two hundred
-            found.add(float(UNITS[spoken[i - 1]] * SCALES[w]))
-    return found
+            found[float(UNITS[spoken[i - 1]] * SCALES[w])] += 1
+    return digits + Counter({n: k for n, k in found.items() if n not in digits})
+
+
+def _signed(text: str, at: int) -> bool:
+    """Whether the numeral at ``text[at]`` has a minus sign that starts a word ("b = -3", not "1-5")."""
+    before = text[at - 2] if at >= 2 else " "
+    return text[at - 1:at] == "-" and not (before.isalnum() or before in "._")
 
 
 def abbreviates(short: str, said: list[str]) -> str | None:

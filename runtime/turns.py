@@ -24,8 +24,11 @@ modes:
   "tools" format but p < 0.02 in the "plain" one (12 of 12 BFCL parallel cases), where leaving it the
   choice ended every turn after one call (0 of the first 100 right). A call after the first is kept only
   when the request asks for it (:func:`~.evidence.another_call`: each value stated or used before, one
-  stated value new, or a new combination of a grid's values); the first that is not ends the turn,
-  unreported.
+  stated value new or stated more often than earlier calls used it, or a new combination of a grid's
+  values); the first that is not ends the turn, unreported. A first call with a value the request does not
+  state may have joined what the request gives apart (510 for "5,10 and 15"): its calls wait for the turn's
+  end, where it is left out when three calls or more were made and later calls of its function spell the
+  joined value (:func:`~.evidence.joined`); the calls are then reported with their final positions.
 
 Every generated token (chosen, forced or marker) counts against ``max_tokens``; a call always completes
 within what is left. When a call is complete it is parsed, checked and grounded (the ``ground`` callback,
@@ -46,7 +49,7 @@ from ..core.errors import CallmaybeError, InputError, TokenNotAllowed
 from .calls import to_call
 from .decoder import Decoding
 from .engine import Event
-from .evidence import another_call, first_call
+from .evidence import another_call, first_call, joined
 from .masks import TokenIndex
 from .profile import Profile
 from .sampling import generator, pick
@@ -127,6 +130,7 @@ class TurnDecoding:
         self._sent = 0  # characters of it sent as events
         self._fence = ""  # a code fence being opened (mode "fence")
         self._need: int | None = None  # the fewest tokens of a whole call (see _call_need)
+        self._held = False  # the first call of a parallel turn has a value from nowhere: calls wait (_done)
         self.t0 = time.perf_counter()
         r = request
         if r.function is not None and r.function not in self.by_name:
@@ -478,7 +482,10 @@ class TurnDecoding:
         position = len(self.calls)
         self.calls.append(ToolCall(call["name"], arguments, decoded))
         self.grounding.append(grounding)
-        self.on_event(Event("call", (position, self.calls[-1])))
+        if self.request.parallel and not position and not another_call(arguments, [], asked).keep:
+            self._held = True  # it may join values later calls give apart: they wait for the turn's end
+        if not self._held:
+            self.on_event(Event("call", (position, self.calls[-1])))
         # another call is tried, whatever weight the model gives EOS here (see the module docstring): the
         # call's closing, a newline, then the marker and its newline
         marked = self.vocab.marker is not None
@@ -502,6 +509,14 @@ class TurnDecoding:
 
     def _done(self) -> None:
         self.pending = []
+        if self._held:  # the first call waited: left out when later calls give its values apart
+            first = self.calls[0]
+            if len(self.calls) > 2 and not joined(first.arguments, [c.arguments for c in self.calls[1:]
+                                                                     if c.name == first.name],
+                                                  request_text(self.request.messages)).keep:
+                del self.calls[0], self.grounding[0]
+            for position, call in enumerate(self.calls):
+                self.on_event(Event("call", (position, call)))
         self.on_event(Event("done", self.result()))
 
 

@@ -137,6 +137,69 @@ def test_another_call_must_bring_a_stated_value_and_no_guess():
                         "Weather in Rome on March 3, 2021 and in Paris on March 4, 2021").keep
 
 
+def test_another_call_may_use_a_value_the_request_states_again():
+    from callmaybe.runtime.evidence import another_call
+
+    # BFCL parallel_92: New York City and Miami are each stated twice, so the way back is asked for
+    trip = ("What is the shortest driving distance in miles from New York City to Los Angeles and then from Los "
+            "Angeles to Miami, considering that you have to return to New York City from Miami?")
+    legs = [{"origin": "New York City", "destination": "Los Angeles", "unit": "miles"},
+            {"origin": "Los Angeles", "destination": "Miami", "unit": "miles"}]
+    assert another_call({"origin": "Miami", "destination": "New York City", "unit": "miles"}, legs, trip) == Verdict(
+        True, 'the request states "Miami", "New York City" more often than earlier calls used it')
+    legs.append({"origin": "Miami", "destination": "New York City", "unit": "miles"})
+    assert another_call({"origin": "Los Angeles", "destination": "New York City", "unit": "miles"}, legs, trip) == \
+        Verdict(False, "it uses no value the earlier calls did not (a repeat)")
+    # BFCL parallel_64: "a = 1, b = 2, and c = 1" after three equations that used 1 once; "b = -3" states -3,
+    # not 3, so 3 (stated twice, used twice) cannot come back
+    equations = ("The first one has coefficients a = 2, b = 5, and c = 3 and I want to find all roots, real or "
+                 "complex. The second equation has coefficients a = 1, b = -3, and c = 2 and I only want to find "
+                 "the real roots. The third equation has coefficients a = 4, b = -7, and c = 3 and I want to find "
+                 "all roots, real or complex. And the last equation has coefficients a = 1, b = 2, and c = 1 and I "
+                 "only want to find the real roots.")
+    solved = [{"a": 2, "b": 5, "c": 3, "root_type": "all"}, {"a": 1, "b": -3, "c": 2, "root_type": "real"},
+              {"a": 4, "b": -7, "c": 3, "root_type": "all"}]
+    assert another_call({"a": 1, "b": 2, "c": 1, "root_type": "real"}, solved, equations) == Verdict(
+        True, 'the request states 1, 2, "real" more often than earlier calls used it')
+    solved.append({"a": 1, "b": 2, "c": 1, "root_type": "real"})
+    assert another_call({"a": 1, "b": 2, "c": 3, "root_type": "all"}, solved, equations) == Verdict(
+        False, "it uses no value the earlier calls did not (a repeat)")
+    # BFCL parallel_98: the charge of 2 used at /charge; "2 meters" is the same number at another argument
+    field = ("Can you calculate the electric field strength at a distance of 0.5 meters from a point charge of 2 "
+             "Coulombs located in a vacuum? Then, can you also calculate the electric field strength at a distance "
+             "of 1 meter and 2 meters from the same point charge?")
+    measured = [{"charge": 2, "distance": 0.5, "medium": "vacuum"}, {"charge": 2, "distance": 1.0, "medium": "vacuum"}]
+    assert another_call({"charge": 2, "distance": 2.0, "medium": "vacuum"}, measured, field) == Verdict(
+        True, "the request states 2.0 more often than earlier calls used it")
+    measured.append({"charge": 2, "distance": 2.0, "medium": "vacuum"})
+    assert another_call({"charge": 2, "distance": 2.0, "medium": "vacuum"}, measured, field) == Verdict(
+        False, "it repeats an earlier call")
+    # BFCL parallel_10: a swap is no new call; each number is stated once
+    sides = "Compute the Pythagorean Theorem of two side lengths: 3 and 4, 5 and 12."
+    assert not another_call({"a": 4, "b": 3}, [{"a": 3, "b": 4}, {"a": 5, "b": 12}], sides).keep
+
+
+def test_joined_first_call():
+    from callmaybe.runtime.evidence import joined
+
+    # BFCL parallel_7 and parallel_18: "5,10 and 15" read as 510, "1,5 and 10 years" as 15
+    later = [{"number": 5}, {"number": 10}, {"number": 15}]
+    assert joined({"number": 510}, later, "Find the factorial of 5,10 and 15.") == Verdict(
+        False, "510 joins what later calls give apart (10, 5)")
+    assert joined({"years": 15, "amount": 1000}, [{"years": n, "amount": 1000} for n in (1, 5, 10)],
+                  "$1000 for 1,5 and 10 years") == Verdict(False, "15 joins what later calls give apart (1, 5)")
+    # BFCL parallel_41: two cities in one value
+    shops = "a music shop in San Francisco, California, and Chicago, Illinois"
+    assert joined({"location": "San Francisco, CA; Chicago, IL"},
+                  [{"location": "San Francisco, CA"}, {"location": "Chicago, IL"}], shops) == Verdict(
+        False, '"San Francisco, CA; Chicago, IL" joins what later calls give apart (chicagoil, sanfranciscoca)')
+    # a value the request states as written, or one no two later values spell, is no join
+    assert joined({"genre": "rock and jazz"}, [{"genre": "rock"}, {"genre": "jazz"}], "rock and jazz concerts") == \
+        Verdict(True, "no value joins later ones")
+    assert joined({"number": 7}, later, "Find the factorial of 5,10 and 15.").keep
+    assert joined({"number": 1015}, later[:1], "Find the factorial of 5,10 and 15.").keep  # one later value
+
+
 def test_first_call_needs_one_stated_value():
     from callmaybe.runtime.evidence import first_call
 

@@ -74,6 +74,9 @@ def test_words_up_to_an_ending_are_stated():
     assert close("strengths", "strength") and close("detailed", "detail") and close("women", "woman")
     assert close("mile", "miles") and not close("cm", "centimeters") and not close("in", "inches")
     assert not close("real", "roots") and not close("drama", "dramatically")
+    # a stem of 5 characters or more with two endings of one word family (BFCL parallel_99)
+    assert close("vaporization", "vaporizing") and close("condensation", "condensing")
+    assert not close("vapor", "vaporization") and not close("condition", "condensing")
     request = "Get me strength and weakness traits; avoid highways and toll roads in woman tennis"
     assert is_stated(["strengths", "weaknesses"], request) and is_stated(["highways", "tolls"], request)
     assert is_stated("women", request) and not is_stated("Drama", request)

@@ -5,6 +5,16 @@ import pytest
 from callmaybe.runtime.reformat import abbreviates, reformat, request_numbers
 
 
+def test_number_mentions():
+    from callmaybe.runtime.reformat import number_mentions
+
+    assert number_mentions("a = 1, b = -3, c = 2; a = 1, b = 2, c = 1") == {1.0: 3, 2.0: 2, -3.0: 1}
+    # a range's dash is no sign; words count only where no digits state the value
+    assert number_mentions("pages 1-5, the first one and five") == {1.0: 1, 5.0: 1}
+    assert number_mentions("twenty-one and 3 pm") == {20.0: 1, 1.0: 1, 21.0: 1, 3.0: 1, 15.0: 1}
+    assert request_numbers("b = -3 and -4") == {3.0, 4.0}
+
+
 def test_request_numbers():
     assert request_numbers("On March 3, 2021 at 2:30 pm, 1,000 people paid 2.5") == \
         {3.0, 2021.0, 2.0, 30.0, 14.0, 1000.0, 2.5}

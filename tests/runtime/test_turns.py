@@ -104,12 +104,13 @@ def index():
     return TokenIndex(compile_index(FUNCTIONS, VOCAB, options)[0], VOCAB.token_bytes)
 
 
-def turn(index, script, call_format="tools", fallback=EOS, schema_index=None, judge=None, model=None, **request):
-    """Decode one turn of the scripted model (or ``model``, a callable as :class:`ScriptModel`); returns
-    (TurnResult, events)."""
+def turn(index, script, call_format="tools", fallback=EOS, schema_index=None, judge=None, model=None, asked=None,
+         **request):
+    """Decode one turn of the scripted model (or ``model``, a callable as :class:`ScriptModel`) for the user
+    message ``asked`` (default :data:`ASKED`); returns (TurnResult, events)."""
     vocab = Vocab(VOCAB.token_bytes, VOCAB.eos_ids, VOCAB.vocab_size, Tokenizer(), call_format)
     request.setdefault("tool_choice", "auto")
-    req = TurnRequest([{"role": "user", "content": ASKED}], FUNCTIONS, **request)
+    req = TurnRequest([{"role": "user", "content": asked or ASKED}], FUNCTIONS, **request)
     events = []
     # as the engine renders it: a required call's opening ends the prompt ("tools" call format)
     opens = call_format == "tools" and (req.tool_choice == "required" or req.function is not None)
@@ -371,6 +372,34 @@ def test_a_call_the_request_does_not_ask_for_ends_the_turn(index):
     result, events = turn(index, script, tool_choice="required", parallel=True)
     assert [(c.name, c.arguments) for c in result.calls] == [("add", {"a": 2, "b": 3}), ("greet", {"name": "Bob"})]
     assert [e.kind for e in events] == ["call", "call", "done"]
+
+
+def _calls(*arguments):
+    return "\n".join(f'<tool_call>\n{{"name": "add", "arguments": {json.dumps(a)}}}\n</tool_call>' for a in arguments)
+
+
+def test_a_first_call_that_joins_later_ones_is_left_out(index):
+    # BFCL parallel_7, "the factorial of 5,10 and 15": the model read 5,10 as 510, then gave 5, 10 and 15
+    asked = "Add 1 to 5,10 and 15."
+    script = _calls({"a": 510, "b": 1}, {"a": 5, "b": 1}, {"a": 10, "b": 1}, {"a": 15, "b": 1})
+    result, events = turn(index, script, tool_choice="required", parallel=True, asked=asked)
+    assert [c.arguments for c in result.calls] == [{"a": 5, "b": 1}, {"a": 10, "b": 1}, {"a": 15, "b": 1}]
+    # the calls wait for the turn's end (the first one may be left out), then go with their final positions
+    assert [(e.kind, e.data[0] if e.kind == "call" else None) for e in events] == [
+        ("call", 0), ("call", 1), ("call", 2), ("done", None)]
+    assert [e.data[1].arguments for e in events if e.kind == "call"] == [c.arguments for c in result.calls]
+
+
+def test_a_first_call_from_nowhere_that_joins_nothing_stays(index):
+    asked = "Add 1 to 5,10 and 15."
+    script = _calls({"a": 7, "b": 1}, {"a": 5, "b": 1}, {"a": 10, "b": 1}, {"a": 15, "b": 1})
+    result, events = turn(index, script, tool_choice="required", parallel=True, asked=asked)
+    assert [c.arguments["a"] for c in result.calls] == [7, 5, 10, 15]
+    assert [e.kind for e in events] == ["call"] * 4 + ["done"]
+    # two calls: nothing to join, the first stays
+    result, _ = turn(index, _calls({"a": 510, "b": 1}, {"a": 5, "b": 1}), tool_choice="required", parallel=True,
+                     asked=asked)
+    assert [c.arguments["a"] for c in result.calls] == [510, 5]
 
 
 def test_auto_call_in_a_code_fence(index):
