@@ -22,13 +22,20 @@ string value is kept when
 Otherwise it is restated or left out (:mod:`~.runner`), and the evidence says what it looks like: a
 placeholder, the parameter's default or a value its description gives (copied from the catalog), or a value
 the request gives no ground for (a guess or filler). A list of strings is kept when each item is.
-Required arguments are always kept; so are numbers, booleans, objects and null, which this rule does not
-judge.
+A number is kept when the request states it (in digits or words, with a scale or a sign), converts
+one it states between units ("2 hours" as 120 minutes) or says it in a word ("quarterly": 4)
+(:func:`number_grounds`); otherwise it is left out: a filler (``"year": 2020``), a default copied from the
+catalog, or a constant the model recalls, which the function's own default stands for. Required arguments
+are always kept; so are booleans, lists of numbers, objects and null, which these rules do not judge.
+Measured with Qwen2.5-Coder-1.5B: on BFCL simple's first 100 the number rule leaves out 14 values
+(``"gravity": 9.81``, ``"round_to": 2``) and changes no verdict; on BFCL parallel's first 100 it turns
+parallel_94 right (``"permitivity": 8854187`` for "conducted in a vacuum").
 """
 
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections import Counter
 from dataclasses import dataclass
@@ -144,7 +151,46 @@ def weigh(value: Any, request: str, schema: dict) -> Verdict:
             return Verdict(True, f"{', '.join(map(_quote, rest))}: {labels}, chosen beside "
                                  f"{', '.join(map(_quote, grounded))}, which the request states")
         return Verdict(False, "; ".join(doubt(v, item_schema) for v in rest))
-    return Verdict(True, "not text (numbers, booleans, objects and null are kept)")
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        why = number_grounds(value, request)
+        if why is not None:
+            return Verdict(True, why)
+        if schema.get("default") == value and not isinstance(schema.get("default"), bool):
+            return Verdict(False, f"the parameter's default ({value}), copied from the catalog")
+        return Verdict(False, f"not a number the request states, nor a unit conversion of one ({value})")
+    return Verdict(True, "not text or a number (booleans, lists of numbers, objects and null are kept)")
+
+
+#: Factors between units of one quantity (seconds, minutes and hours; days, weeks, months and years;
+#: percent, centi and kilo; KiB), by which a number the request states may be converted.
+CONVERSIONS = (60, 3600, 24, 7, 12, 52, 365, 100, 1000, 1024)
+
+#: Numbers that words say: how many times a year ("quarterly": 4), or how many times over ("twice").
+RATES = {"daily": 365, "weekly": 52, "biweekly": 26, "monthly": 12, "quarterly": 4, "annually": 1, "yearly": 1,
+         "twice": 2, "thrice": 3, "double": 2, "triple": 3, "half": 0.5}
+
+
+def number_grounds(value: float, request: str) -> str | None:
+    """The evidence that ``request`` grounds the number ``value``, or None: a number it states (in digits or
+    words, with a scale or a sign: :func:`another_call`'s reading), one of those converted between units by
+    a factor of :data:`CONVERSIONS` (120 for "2 hours" in minutes, 0.5 for "50 cm" in meters), or a number
+    a word of :data:`RATES` says (4 for "compounded quarterly")."""
+    told = request_numbers(request) | set(_scaled_mentions(request))
+    v = float(value)
+    if v in told or _negated(value, request):
+        return "stated in the request"
+    for n in sorted(told):
+        for f in CONVERSIONS:
+            if n and (math.isclose(v, n * f) or math.isclose(v, n / f)):
+                return f"{_number(n)} converted between units ({'x' if math.isclose(v, n * f) else '/'}{f})"
+    for w in words(request):
+        if RATES.get(w) == v:
+            return f'what "{w}" says'
+    return None
+
+
+def _number(n: float) -> str:
+    return str(int(n)) if n.is_integer() else str(n)
 
 
 def verdicts(parameters: dict[str, Any], fn: Function, request: str) -> dict[str, Verdict]:

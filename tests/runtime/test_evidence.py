@@ -58,7 +58,24 @@ def test_partly_stated():
                    '"Parking": stated in the request')),
     (["Valet", "Parking"], "with parking", EXTRAS,  # "Valet" is not offered: no sibling rule
      Verdict(False, 'not in the request, nor a reformat or label of what it states ("Valet")')),
-    (3, "anything", UNIT, Verdict(True, "not text (numbers, booleans, objects and null are kept)")),
+    (True, "anything", UNIT, Verdict(True, "not text or a number (booleans, lists of numbers, objects and null "
+                                           "are kept)")),
+    ([3, 4], "anything", UNIT, Verdict(True, "not text or a number (booleans, lists of numbers, objects and null "
+                                             "are kept)")),
+    # numbers: stated (digits, words, scale, sign), converted between units, said by a word; else left out
+    (3, "add three apples", UNIT, Verdict(True, "stated in the request")),
+    (0.05, "at 5% a year", UNIT, Verdict(True, "stated in the request")),
+    (-1000, "a loss of $1000", UNIT, Verdict(True, "stated in the request")),
+    (120, "a flight of 2 hours", UNIT, Verdict(True, "2 converted between units (x60)")),
+    (0.5, "a radius of 50 cm", UNIT, Verdict(True, "50 converted between units (/100)")),
+    (4, "compounded quarterly", UNIT, Verdict(True, 'what "quarterly" says')),
+    # BFCL parallel_94 and parallel_8: a filler, and a year nobody asked for
+    (8854187, "The experiment is conducted in a vacuum.", UNIT,
+     Verdict(False, "not a number the request states, nor a unit conversion of one (8854187)")),
+    (2020, "the population of Alaska", UNIT,
+     Verdict(False, "not a number the request states, nor a unit conversion of one (2020)")),
+    (30, "concerts next month", {"type": "integer", "default": 30},
+     Verdict(False, "the parameter's default (30), copied from the catalog")),
 ])
 def test_weigh(value, request_text, schema, expected):
     assert weigh(value, request_text, schema) == expected

@@ -1,5 +1,5 @@
-"""What a request states, and leaving arguments out: optional strings the request gives no ground for are
-left out, everything else is kept."""
+"""What a request states, and leaving arguments out: optional strings and numbers the request gives no
+ground for are left out, everything else is kept."""
 
 from callmaybe.core.catalog import parse_catalog
 from callmaybe.runtime.evidence import verdicts
@@ -35,12 +35,14 @@ def test_is_stated():
     assert is_stated(3, said) and is_stated(False, said) and is_stated({"x": "nope"}, said)
 
 
-def test_only_unstated_optional_strings_are_dropped():
+def test_only_unstated_optional_strings_and_numbers_are_dropped():
     params = {"city": "Paris", "category": "Drama", "unit": "miles", "tags": ["vegan"], "limit": 10,
               "exact": True}
     kept, dropped = drop_unstated(params, FN, REQUEST)
-    assert dropped == ["category"]
-    assert kept == {"city": "Paris", "unit": "miles", "tags": ["vegan"], "limit": 10, "exact": True}
+    assert dropped == ["category", "limit"]
+    assert kept == {"city": "Paris", "unit": "miles", "tags": ["vegan"], "exact": True}
+    kept, dropped = drop_unstated(params, FN, REQUEST.replace("open late", "top 10 open late"))
+    assert dropped == ["category"] and kept["limit"] == 10
     assert drop_unstated({"city": "Paris"}, FN, REQUEST) == ({"city": "Paris"}, [])
 
 
