@@ -247,12 +247,14 @@ def _stated(leaf: Any, request: str, numbers: Collection[float]) -> bool:
 
 
 def another_call(arguments: dict[str, Any], earlier: list[dict[str, Any]], request: str, name: str | None = None,
-                 earlier_names: list[str] | None = None) -> Verdict:
+                 earlier_names: list[str] | None = None, parameters: dict | None = None) -> Verdict:
     """Whether a call after the first of one turn (``parallel``) is one the request asks for: each of its
     values (strings and numbers, at any depth) is one an earlier call of the turn used or one the request
     states (as :func:`grounds` reads strings: stated, reformatted; a number among those the request writes in
     digits or words, scaled as it says, "3 million" or "5%", or its negative where a sign or a word gives it:
-    "a loss of $1000" is -1000, "5x^2 - 7x" has b = -7), it repeats no earlier call, and it calls a function
+    "a loss of $1000" is -1000, "5x^2 - 7x" has b = -7) or, given the function's ``parameters`` schema, a
+    label the catalog offers for its argument (:func:`offered`: "country" where the description says
+    "city/state/country"; such a label is no new value either), it repeats no earlier call, and it calls a function
     no earlier call did (``name`` against ``earlier_names``, when given), or at least one stated value is
     fresh: the request states it more times than the earlier calls used it ("from New York City to Los
     Angeles, then to Miami, and back to New York City from Miami" states New York City twice, so a call from
@@ -279,6 +281,8 @@ def another_call(arguments: dict[str, Any], earlier: list[dict[str, Any]], reque
     for path, leaf in _leaf_paths(arguments).items():
         value = _same(leaf)
         stated = _stated(leaf, request, numbers) or _negated(leaf, request)
+        if not stated and value not in used and isinstance(leaf, str) and offered(leaf, _schema_at(parameters, path)):
+            continue  # a label the catalog offers ("country" of "city/state/country"): no guess, and no new value
         if not stated and value not in used:
             return Verdict(False, f"{json.dumps(leaf, ensure_ascii=False)} is neither in the request nor in "
                                   "an earlier call (a guess)")
@@ -307,6 +311,19 @@ def another_call(arguments: dict[str, Any], earlier: list[dict[str, Any]], reque
     return Verdict(False, "it uses no value the earlier calls did not (a repeat)")
 
 
+def _schema_at(parameters: dict | None, path: str) -> dict:
+    """The schema of the argument at ``path`` (:func:`_walk`) in a function's ``parameters`` schema, through
+    ``properties`` and array ``items``; {} where it is not declared."""
+    schema = parameters if isinstance(parameters, dict) else {}
+    for key in path.split("/")[1:]:
+        if schema.get("type") == "array" or "items" in schema:
+            schema = schema.get("items") if isinstance(schema.get("items"), dict) else {}
+        else:
+            props = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
+            schema = props.get(key) if isinstance(props.get(key), dict) else {}
+    return schema
+
+
 def _mentions(leaf: Any, request: str, numbers: Counter[float]) -> int:
     """How many times ``request`` states ``leaf``, a value it states (:func:`_stated` or :func:`_negated`): a
     number as ``numbers`` (:func:`number_mentions`, signed) counts it, a string by the occurrences of its words, in order
@@ -323,12 +340,18 @@ _SCALE = {"%": 0.01, "percent": 0.01, "trillion": 10**12, **{w: SCALES[w] for w 
 _SCALED = re.compile(r"(\d+(?:,\d{3})*(?:\.\d+)?)\s*(%|(?:" + "|".join(w for w in _SCALE if w != "%") + r")\b)")
 
 
+_SCIENTIFIC = re.compile(r"(\d+(?:\.\d+)?)(?:\s*(?:x|\*|\u00d7)\s*10\s*\^\s*|e)([-+\u2212]?\d+)\b")
+
+
 def _scaled_mentions(request: str) -> Counter[float]:
     """The numbers ``request`` writes with a scale, counted: "3 million" -> 3000000, "1.5 billion", "5%" ->
-    0.05."""
+    0.05, and in scientific notation: "8.854 x 10^-12" (also ``×``, ``*``) and "8.854e-12" -> 8.854e-12."""
     found: Counter[float] = Counter()
-    for m in _SCALED.finditer(request.lower()):
-        found[round(float(m.group(1).replace(",", "")) * _SCALE[m.group(2)], 12)] += 1
+    said = request.lower()
+    for m in _SCALED.finditer(said):
+        found[float(f"{float(m.group(1).replace(',', '')) * _SCALE[m.group(2)]:.12g}")] += 1
+    for m in _SCIENTIFIC.finditer(said):
+        found[float(f"{m.group(1)}e{m.group(2).replace(chr(0x2212), '-')}")] += 1
     return found
 
 

@@ -475,14 +475,16 @@ class TurnDecoding:
                 if not judged.keep:
                     return self._decline(f"No call: {judged.evidence}.")
         if self.calls and not another_call(arguments, [c.arguments for c in self.calls], asked, call["name"],
-                                           [c.name for c in self.calls]).keep:
+                                           [c.name for c in self.calls],
+                                           self.by_name[call["name"]].parameters).keep:
             self.finish_reason = "tool_calls"  # a repeat or a guess: the model runs on, the turn is over
             self._done()
             return
         position = len(self.calls)
         self.calls.append(ToolCall(call["name"], arguments, decoded))
         self.grounding.append(grounding)
-        if self.request.parallel and not position and not another_call(arguments, [], asked).keep:
+        if self.request.parallel and not position and \
+                not another_call(arguments, [], asked, parameters=self.by_name[call["name"]].parameters).keep:
             self._held = True  # it may join values later calls give apart: they wait for the turn's end
         if not self._held:
             self.on_event(Event("call", (position, self.calls[-1])))

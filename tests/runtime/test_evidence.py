@@ -196,6 +196,38 @@ def test_another_call_may_use_a_value_the_request_states_again():
     assert not another_call({"a": 4, "b": 3}, [{"a": 3, "b": 4}, {"a": 5, "b": 12}], sides).keep
 
 
+def test_another_call_may_choose_a_label_the_catalog_offers():
+    from callmaybe.runtime.evidence import another_call
+
+    # BFCL parallel_8: "USA" is stated; "country" is offered by the description, not stated
+    census = {"type": "object", "properties": {
+        "area": {"type": "string", "description": "Name of the city, state, or country."},
+        "type": {"type": "string", "description": "Specify whether the area is city/state/country."}}}
+    asked = "the population of New York City, NY, and Los Angeles, CA, and also for Alaska state and USA"
+    earlier = [{"area": "New York City, NY", "type": "city"}, {"area": "Alaska", "type": "state"}]
+    names = ["get_population"] * 2
+    assert another_call({"area": "USA", "type": "country"}, earlier, asked, "get_population", names, census) == \
+        Verdict(True, 'the request states "USA", which no earlier call used')
+    # an offered label is no new value: Alaska as a country is a repeat
+    assert another_call({"area": "Alaska", "type": "country"}, earlier, asked, "get_population", names, census) == \
+        Verdict(False, "it uses no value the earlier calls did not (a repeat)")
+    # without the schema, the label is a guess
+    assert another_call({"area": "USA", "type": "country"}, earlier, asked, "get_population", names) == \
+        Verdict(False, '"country" is neither in the request nor in an earlier call (a guess)')
+
+
+def test_numbers_in_scientific_notation_are_stated():
+    from callmaybe.runtime.evidence import _scaled_mentions, another_call
+
+    # BFCL parallel_96: "8.854 x 10^-12 F/m", then "5 x 10^-12 F/m"
+    asked = "a permittivity of 8.854 x 10^-12 F/m, then a relative permittivity of 5 x 10^-12 F/m"
+    assert _scaled_mentions(asked) == {8.854e-12: 1, 5e-12: 1}
+    assert _scaled_mentions("6.022×10^23 and 1.5e-3, 3 million, 5%") == {6.022e23: 1, 0.0015: 1, 3e6: 1, 0.05: 1}
+    assert another_call({"q": 5, "eps": 5e-12}, [{"q": 5, "eps": 8.854e-12}], asked) == Verdict(
+        True, "the request states 5e-12, which no earlier call used")
+    assert weigh(8.854e-12, asked, {}) == Verdict(True, "stated in the request")
+
+
 def test_joined_first_call():
     from callmaybe.runtime.evidence import joined
 
