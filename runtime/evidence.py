@@ -259,7 +259,9 @@ def another_call(arguments: dict[str, Any], earlier: list[dict[str, Any]], reque
     fresh: the request states it more times than the earlier calls used it ("from New York City to Los
     Angeles, then to Miami, and back to New York City from Miami" states New York City twice, so a call from
     Miami to New York City is asked for; "a = 1, b = -3, c = 2 ... a = 1, b = 2, c = 1" states 1 three times
-    and 2 twice), or, when the earlier calls of its function run through a grid (:func:`_grid`: "the Lakers
+    and 2 twice), or it gives a value stated more often than the arguments earlier calls gave it to another
+    argument, unless that argument is a constant of the turn (every earlier call gave it one value: "the
+    same point charge"), or, when the earlier calls of its function run through a grid (:func:`_grid`: "the Lakers
     and the Bulls in 2018 and 2020"), it gives the same arguments a new combination of the values earlier
     calls gave each. A call that repeats an earlier one, that recombines earlier values outside a grid
     (``{"location": "New York", "size": 4000}`` after New York/3000 and Los Angeles/4000, each stated once), or
@@ -272,10 +274,15 @@ def another_call(arguments: dict[str, Any], earlier: list[dict[str, Any]], reque
     numbers = {abs(n) for n in told}
     used: Counter = Counter()  # how many times earlier calls used each value
     places: dict[Any, set[str]] = {}  # the arguments (paths) earlier calls gave each value
+    said: dict[Any, int] = {}  # how many times the request states each value earlier calls used
+    given: dict[str, set] = {}  # the values earlier calls gave each argument (path)
     for e in earlier:
         for path, value in _paths(e).items():
             used[value] += 1
             places.setdefault(value, set()).add(path)
+            given.setdefault(path, set()).add(value)
+        for leaf in _leaves(e):
+            said[_same(leaf)] = _mentions(leaf, request, told)
     new: list[str] = []  # stated, and no earlier call used it
     fresh: list[str] = []  # stated more times than earlier calls used it (see the docstring)
     for path, leaf in _leaf_paths(arguments).items():
@@ -290,7 +297,8 @@ def another_call(arguments: dict[str, Any], earlier: list[dict[str, Any]], reque
             new.append(json.dumps(leaf, ensure_ascii=False))
         elif stated:
             times = _mentions(leaf, request, told)
-            if len(places[value]) < times and (path not in places[value] or used[value] < times):
+            moved = path not in places[value] and len(given.get(path, ())) != 1  # not into a constant argument
+            if len(places[value]) < times and (moved or used[value] < times):
                 fresh.append(json.dumps(leaf, ensure_ascii=False))
     names = earlier_names if earlier_names is not None else [None] * len(earlier)
     if name is not None and earlier_names is not None and name not in earlier_names:
@@ -304,7 +312,7 @@ def another_call(arguments: dict[str, Any], earlier: list[dict[str, Any]], reque
     if fresh:
         return Verdict(True, f"the request states {', '.join(dict.fromkeys(fresh))} more often than earlier "
                              "calls used it")
-    if calls and _grid(calls) and mine.keys() == calls[0].keys() \
+    if calls and _grid(calls, said) and mine.keys() == calls[0].keys() \
             and all(any(c[path] == value for c in calls) for path, value in mine.items()):
         return Verdict(True, "a new combination of the values earlier calls gave each argument, which run "
                              "through a grid")
@@ -375,19 +383,25 @@ def _paths(value: Any) -> dict[str, Any]:
     return {p: ("b", v) if isinstance(v, bool) or v is None else _same(v) for p, v in _walk(value)}
 
 
-def _grid(calls: list[dict[str, Any]]) -> bool:
+def _grid(calls: list[dict[str, Any]], times: dict[Any, int] | None = None) -> bool:
     """Whether ``calls`` (:func:`_paths` of each) run through a grid: they give the same arguments, some vary,
-    and every argument that varies gives one value to two calls or more (the Lakers twice and 2018 twice in
-    Lakers/2018, Bulls/2018, Lakers/2020; not in New York/3000, Los Angeles/4000, whose values all differ,
-    nor in 1980/president, 2016/president, 1975/vice president, whose years all do)."""
+    and every argument that varies gives one value to more calls than the request states it (``times``, by
+    :func:`_same` value; once where not given): the Lakers twice and 2018 twice in Lakers/2018, Bulls/2018,
+    Lakers/2020, each stated once; not New York/3000, Los Angeles/4000, whose values all differ, nor
+    1980/president, 2016/president, 1975/vice president, whose years all do, nor (BFCL parallel_98) the
+    distances 0.5, 1, 2, 1 of "0.5 meters ... 1 meter and 2 meters ... 1 meter ... in air", whose 1 is
+    stated twice."""
     if len(calls) < 2 or any(c.keys() != calls[0].keys() for c in calls):
         return False
+    times = times or {}
     varies = False
     for p in calls[0]:
-        distinct = len({repr(c[p]) for c in calls})
-        if distinct == len(calls):  # varies, and no value twice
+        given = Counter(c[p] for c in calls)
+        if len(given) == 1:
+            continue
+        if not any(k > times.get(v, 1) for v, k in given.items()):  # varies, and no value beyond its mentions
             return False
-        varies |= distinct > 1
+        varies = True
     return varies
 
 

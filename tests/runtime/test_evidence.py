@@ -191,6 +191,16 @@ def test_another_call_may_use_a_value_the_request_states_again():
     measured.append({"charge": 2, "distance": 2.0, "medium": "vacuum"})
     assert another_call({"charge": 2, "distance": 2.0, "medium": "vacuum"}, measured, field) == Verdict(
         False, "it repeats an earlier call")
+    field += " Lastly, can you calculate it at a distance of 1 meter from the same point charge but in air?"
+    assert another_call({"charge": 2, "distance": 1.0, "medium": "air"}, measured, field) == Verdict(
+        True, 'the request states "air", which no earlier call used')
+    measured.append({"charge": 2, "distance": 1.0, "medium": "air"})
+    # the model ran on: 1 is stated twice and used twice, so the distances are no grid; the charge is a
+    # constant of the turn, so 1 cannot move there
+    assert another_call({"charge": 2, "distance": 2.0, "medium": "air"}, measured, field) == Verdict(
+        False, "it uses no value the earlier calls did not (a repeat)")
+    assert another_call({"charge": 1, "distance": 1.0, "medium": "vacuum"}, measured, field) == Verdict(
+        False, "it uses no value the earlier calls did not (a repeat)")
     # BFCL parallel_10: a swap is no new call; each number is stated once
     sides = "Compute the Pythagorean Theorem of two side lengths: 3 and 4, 5 and 12."
     assert not another_call({"a": 4, "b": 3}, [{"a": 3, "b": 4}, {"a": 5, "b": 12}], sides).keep
