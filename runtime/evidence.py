@@ -254,22 +254,23 @@ def another_call(arguments: dict[str, Any], earlier: list[dict[str, Any]], reque
     digits or words, scaled as it says, "3 million" or "5%", or its negative where a sign or a word gives it:
     "a loss of $1000" is -1000, "5x^2 - 7x" has b = -7) or, given the function's ``parameters`` schema, a
     label the catalog offers for its argument (:func:`offered`: "country" where the description says
-    "city/state/country"; such a label is no new value either), it repeats no earlier call, and it calls a function
-    no earlier call did (``name`` against ``earlier_names``, when given), or at least one stated value is
+    "city/state/country"; such a label is no new value either), it repeats no earlier call, and it calls a
+    function no earlier call did (``name`` against ``earlier_names``, when given), or at least one stated value is
     fresh: the request states it more times than the earlier calls used it ("from New York City to Los
     Angeles, then to Miami, and back to New York City from Miami" states New York City twice, so a call from
     Miami to New York City is asked for; "a = 1, b = -3, c = 2 ... a = 1, b = 2, c = 1" states 1 three times
     and 2 twice), or it gives a value stated more often than the arguments earlier calls gave it to another
     argument, unless that argument is a constant of the turn (every earlier call gave it one value: "the
-    same point charge"), or, when the earlier calls of its function run through a grid (:func:`_grid`: "the Lakers
-    and the Bulls in 2018 and 2020"), it gives the same arguments a new combination of the values earlier
+    same point charge"), or, when the earlier calls of its function run through a grid (:func:`_grid`: "the
+    Lakers and the Bulls in 2018 and 2020"), it gives the same arguments a new combination of the values earlier
     calls gave each. A call that repeats an earlier one, that recombines earlier values outside a grid
     (``{"location": "New York", "size": 4000}`` after New York/3000 and Los Angeles/4000, each stated once), or
     that brings a value from nowhere (``{"a": 13, "b": 5}`` for "3 and 4, 5 and 12") is the model running on:
     the turn ends before it. Measured on BFCL parallel's first 100 (Qwen2.5-Coder-1.5B): the grid rule turns
     parallel_22 and parallel_46 right, where recombining whenever two calls share a value also kept the extra
     calls of parallel_21 and parallel_33; counting mentions (before: a value used once was never new) turns
-    parallel_64, _89, _92 and _98 right."""
+    parallel_64, _89 and _92 right, and in the grid rule with constant arguments kept, parallel_98; offered
+    labels, parallel_8."""
     told = number_mentions(request) + _scaled_mentions(request)  # signed: "b = -3" states -3 (see _mentions)
     numbers = {abs(n) for n in told}
     used: Counter = Counter()  # how many times earlier calls used each value
@@ -288,8 +289,9 @@ def another_call(arguments: dict[str, Any], earlier: list[dict[str, Any]], reque
     for path, leaf in _leaf_paths(arguments).items():
         value = _same(leaf)
         stated = _stated(leaf, request, numbers) or _negated(leaf, request)
-        if not stated and value not in used and isinstance(leaf, str) and offered(leaf, _schema_at(parameters, path)):
-            continue  # a label the catalog offers ("country" of "city/state/country"): no guess, and no new value
+        if not stated and value not in used and isinstance(leaf, str) \
+                and offered(leaf, _schema_at(parameters, path)):
+            continue  # a label the catalog offers ("country" of "city/state/country"): no guess, no new value
         if not stated and value not in used:
             return Verdict(False, f"{json.dumps(leaf, ensure_ascii=False)} is neither in the request nor in "
                                   "an earlier call (a guess)")
@@ -334,8 +336,9 @@ def _schema_at(parameters: dict | None, path: str) -> dict:
 
 def _mentions(leaf: Any, request: str, numbers: Counter[float]) -> int:
     """How many times ``request`` states ``leaf``, a value it states (:func:`_stated` or :func:`_negated`): a
-    number as ``numbers`` (:func:`number_mentions`, signed) counts it, a string by the occurrences of its words, in order
-    and at word edges, in the folded request (at least once: a reformat or a match by close words is one)."""
+    number as ``numbers`` (:func:`number_mentions`, signed) counts it, a string by the occurrences of its
+    words, in order and at word edges, in the folded request (at least once: a reformat or a match by close
+    words is one)."""
     if isinstance(leaf, str):
         if not words(leaf):
             return 1
