@@ -43,7 +43,7 @@ from typing import Any, Collection
 
 from ..core.catalog import Function
 from .grounding import close, fold, is_stated, normalize, words
-from .reformat import SCALES, number_mentions, reformat, request_numbers
+from .reformat import SCALES, number_mentions, reformat, request_numbers, written_numbers
 
 #: Words that make a value a placeholder: what API docs and templates write where a real value goes.
 PLACEHOLDER_WORDS = {"example", "placeholder", "sample", "dummy", "lorem", "ipsum", "foo", "xxx"}
@@ -172,14 +172,14 @@ RATES = {"daily": 365, "weekly": 52, "biweekly": 26, "monthly": 12, "quarterly":
 
 def number_grounds(value: float, request: str) -> str | None:
     """The evidence that ``request`` grounds the number ``value``, or None: a number it states (in digits or
-    words, with a scale or a sign: :func:`another_call`'s reading), one of those converted between units by
-    a factor of :data:`CONVERSIONS` (120 for "2 hours" in minutes, 0.5 for "50 cm" in meters), or a number
-    a word of :data:`RATES` says (4 for "compounded quarterly")."""
-    told = request_numbers(request) | set(_scaled_mentions(request))
+    words, with a scale, and with its sign: 5 is not stated by "-5 degrees"; :func:`another_call`'s reading),
+    one it writes in digits converted between units by a factor of :data:`CONVERSIONS` (120 for "2 hours" in
+    minutes, 0.5 for "50 cm" in meters; not 100 for "the first"), or a number a word of :data:`RATES` says
+    (4 for "compounded quarterly")."""
     v = float(value)
-    if v in told or _negated(value, request):
+    if v in set(number_mentions(request) + _scaled_mentions(request)) or _negated(value, request):
         return "stated in the request"
-    for n in sorted(told):
+    for n in sorted(set(written_numbers(request, signed=True)) | set(_scaled_mentions(request))):
         for f in CONVERSIONS:
             if n and (math.isclose(v, n * f) or math.isclose(v, n / f)):
                 return f"{_number(n)} converted between units ({'x' if math.isclose(v, n * f) else '/'}{f})"
@@ -240,7 +240,8 @@ def _same(value: Any) -> Any:
 
 def _stated(leaf: Any, request: str, numbers: Collection[float]) -> bool:
     """Whether the request states the leaf ``leaf`` (:func:`_leaves`): a string as :func:`grounds` reads it
-    (stated, or reformatted), a number among ``numbers`` (:func:`request_numbers` of the request)."""
+    (stated, or reformatted), a number among ``numbers`` (the request's numbers: signed, as
+    :func:`~.reformat.number_mentions` reads them, in :func:`another_call`; magnitudes elsewhere)."""
     if isinstance(leaf, str):
         return is_stated(leaf, request) or reformat(leaf, request) is not None
     return float(leaf) in numbers
@@ -272,7 +273,7 @@ def another_call(arguments: dict[str, Any], earlier: list[dict[str, Any]], reque
     parallel_64, _89 and _92 right, and in the grid rule with constant arguments kept, parallel_98; offered
     labels, parallel_8."""
     told = number_mentions(request) + _scaled_mentions(request)  # signed: "b = -3" states -3 (see _mentions)
-    numbers = {abs(n) for n in told}
+    numbers = set(told)
     used: Counter = Counter()  # how many times earlier calls used each value
     places: dict[Any, set[str]] = {}  # the arguments (paths) earlier calls gave each value
     said: dict[Any, int] = {}  # how many times the request states each value earlier calls used
@@ -374,10 +375,21 @@ def _negated(leaf: Any, request: str) -> bool:
     makes it negative ("- 7x", "a loss of $1000", "withdraw 50")."""
     if isinstance(leaf, (str, bool)) or not isinstance(leaf, (int, float)) or leaf >= 0:
         return False
-    size = -float(leaf)
-    text = f"{int(size)}" if size.is_integer() else repr(size)
-    pattern = _SIGN + r"\W*(?:\w+\W+){0,2}?\$?\s*" + re.escape(text) + r"(?!\d|\.\d)"
+    pattern = _SIGN + r"\W*(?:\w+\W+){0,2}?\$?\s*" + _numeral(-float(leaf)) + r"(?!\d|\.\d)"
     return re.search(pattern, request.lower()) is not None
+
+
+def _numeral(size: float) -> str:
+    """A regex for ``size`` (>= 0) as a request may write it: thousands separated or not (``1,500``, ``1500``),
+    a fraction with trailing zeros (``74.0060`` for 74.006)."""
+    whole, _, fraction = (f"{int(size)}" if size.is_integer() else repr(size)).partition(".")
+    groups = [whole[max(0, i - 3):i] for i in range(len(whole), 0, -3)][::-1]
+    out = ",?".join(groups)
+    if fraction and "e" not in fraction:
+        out += r"\." + fraction + "0*"
+    elif fraction:
+        return re.escape(repr(size))
+    return out
 
 
 def _paths(value: Any) -> dict[str, Any]:
@@ -430,15 +442,14 @@ def first_call(arguments: dict[str, Any], request: str) -> Verdict:
 
 def joined(arguments: dict[str, Any], later: list[dict[str, Any]], request: str) -> Verdict:
     """Whether the first call of a parallel turn joined into one value what later calls of the turn give
-    apart: at some argument, a value the request does not state (:func:`another_call`'s reading) is written
-    out of the values two later calls or more give that argument: ``{"number": 510}`` for "the factorial of
-    5,10 and 15" (read as one number) beside later calls of 5, 10 and 15; ``{"location": "San Francisco, CA;
-    Chicago, IL"}`` beside San Francisco, CA and Chicago, IL. ``keep`` is False for such a call: the later
-    calls say it apart. A value the request states as written is never a join ("rock and jazz" in "rock and
-    jazz concerts")."""
+    apart: at some argument, a value is written out of the values two later calls or more give that
+    argument: ``{"number": 510}`` for "the factorial of 5,10 and 15" (read as one number) beside later calls
+    of 5, 10 and 15; ``{"location": "Paris, London, Rome"}`` beside Paris, London and Rome; ``{"genre": "rock
+    and jazz"}`` beside rock and jazz. ``keep`` is False for such a call: the later calls say it apart. A
+    number the request states as written is never a join (a 510 it writes is 510)."""
     numbers = request_numbers(request) | set(_scaled_mentions(request))
     for path, leaf in _leaf_paths(arguments).items():
-        if _stated(leaf, request, numbers) or _negated(leaf, request):
+        if not isinstance(leaf, str) and (_stated(leaf, request, numbers) or _negated(leaf, request)):
             continue
         parts = {_text(c[path]) for c in map(_leaf_paths, later) if path in c and _same(c[path]) != _same(leaf)}
         parts.discard("")

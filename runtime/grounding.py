@@ -65,9 +65,12 @@ def close(word: str, said: str) -> bool:
     least 3 characters and at most 3 more in the longer ("mile"/"miles", "detail"/"detailed"); a shared
     prefix of at least 3 characters with at most 2 different ones after it on each side ("woman"/"women");
     or a shared stem of at least 5 characters, each word ending after it in one of :data:`DERIVATIONS`
-    ("vaporization"/"vaporizing", "condensation"/"condensing")."""
+    ("vaporization"/"vaporizing", "condensation"/"condensing"). Words with digits are close only when equal
+    ("2021" is not "2020", "UA102" not "UA101")."""
     if word == said:
         return True
+    if any(c.isdigit() for c in word + said):
+        return False
     p = 0
     for a, b in zip(word, said):
         if a != b:

@@ -46,13 +46,14 @@ LINKING = {"of", "and", "the", "for", "de", "du", "la", "del", "da"}
 ORDINAL_ENDINGS = {"st", "nd", "rd", "th"}
 ISO_SEPARATORS = {"t", "z"}
 
-_NUMERAL = re.compile(r"\d{1,3}(?:,\d{3})+(?!\d)|\d+(?:\.\d+)?")
+_NUMERAL = re.compile(r"\d{1,3}(?:,\d{3})+(?:\.\d+)?(?!\d)|\d+(?:\.\d+)?")
 _CLOCK = re.compile(r"\b(\d{1,2})(?::(\d{2}))?\s*([ap])\.?m\b")
 _PIECE = re.compile(r"\d+(?:\.\d+)?|[^\W\d_]+")
 
 
 def request_numbers(request: str) -> set[float]:
-    """Every number ``request`` states: numerals (``1,000`` -> 1000), numbers and ordinals in words
+    """Every number ``request`` states, as a magnitude: numerals (``1,000`` -> 1000, ``1,234.56``), numbers
+    and ordinals in words
     (``twenty-one`` -> 21, also 20 and 1), months (``March`` -> 3) and clock hours (``2:30 pm`` -> 14, 30)."""
     return {abs(n) for n in number_mentions(request)}
 
@@ -60,14 +61,15 @@ def request_numbers(request: str) -> set[float]:
 def number_mentions(request: str) -> Counter[float]:
     """How many times ``request`` states each number, read as :func:`request_numbers` reads them ("a = 1 ...
     c = 1" states 1 twice), except that a numeral after a minus sign that starts a word is counted as its
-    negative ("b = -3" states -3, not 3; "1-5" states 5). A number written in digits is counted by its
-    digits only: in "the first one has a = 1", "first" and "one" are words, not values."""
+    negative ("b = -3" or "b = \u22123" states -3, not 3; "1-5" states 5). A number written in digits is
+    counted by its digits only: in "the first one has a = 1", "first" and "one" are words, not values; a
+    clock hour adds its 24-hour number only where that differs ("2 pm" states 2 and 14, "10 am" 10 once)."""
     said = fold(request)
-    digits = Counter(float(m.group().replace(",", "")) * (-1 if _signed(said, m.start()) else 1)
-                     for m in _NUMERAL.finditer(said))
+    digits = Counter(written_numbers(request, signed=True))
     for m in _CLOCK.finditer(said):
         hour = int(m.group(1)) % 12 + (12 if m.group(3) == "p" else 0)
-        digits[float(hour)] += 1
+        if hour != int(m.group(1)):
+            digits[float(hour)] += 1
     found: Counter[float] = Counter()
     spoken = words(request)
     for i, w in enumerate(spoken):
@@ -84,10 +86,19 @@ def number_mentions(request: str) -> Counter[float]:
     return digits + Counter({n: k for n, k in found.items() if n not in digits})
 
 
+def written_numbers(request: str, signed: bool = False) -> list[float]:
+    """The numbers ``request`` writes in digits, in order (``1,000`` -> 1000, ``1,234.56``); with ``signed``,
+    one after a minus sign that starts a word is negative (:func:`number_mentions`)."""
+    said = fold(request)
+    return [float(m.group().replace(",", "")) * (-1 if signed and _signed(said, m.start()) else 1)
+            for m in _NUMERAL.finditer(said)]
+
+
 def _signed(text: str, at: int) -> bool:
-    """Whether the numeral at ``text[at]`` has a minus sign that starts a word ("b = -3", not "1-5")."""
+    """Whether the numeral at ``text[at]`` has a minus sign (``-`` or ``\u2212``) that starts a word ("b =
+    -3", not "1-5")."""
     before = text[at - 2] if at >= 2 else " "
-    return text[at - 1:at] == "-" and not (before.isalnum() or before in "._")
+    return text[at - 1:at] in ("-", "\u2212") and not (before.isalnum() or before in "._")
 
 
 def abbreviates(short: str, said: list[str]) -> str | None:

@@ -25,10 +25,10 @@ modes:
   choice ended every turn after one call (0 of the first 100 right). A call after the first is kept only
   when the request asks for it (:func:`~.evidence.another_call`: each value stated or used before, one
   stated value new or stated more often than earlier calls used it, or a new combination of a grid's
-  values); the first that is not ends the turn, unreported. A first call with a value the request does not
-  state may have joined what the request gives apart (510 for "5,10 and 15"): its calls wait for the turn's
-  end, where it is left out when three calls or more were made and later calls of its function spell the
-  joined value (:func:`~.evidence.joined`); the calls are then reported with their final positions (BFCL
+  values); the first that is not ends the turn, unreported. The first call may have joined what the
+  request gives apart (510 for "5,10 and 15", "Paris, London, Rome"), so a parallel turn's calls wait for its
+  end, where the first is left out when three calls or more were made and later calls of its function spell
+  the joined value (:func:`~.evidence.joined`); the calls are then reported with their final positions (BFCL
   parallel's first 100, Qwen2.5-Coder-1.5B: parallel_7 and parallel_18 turn right, nothing lost).
 
 Every generated token (chosen, forced or marker) counts against ``max_tokens``; a call always completes
@@ -131,7 +131,7 @@ class TurnDecoding:
         self._sent = 0  # characters of it sent as events
         self._fence = ""  # a code fence being opened (mode "fence")
         self._need: int | None = None  # the fewest tokens of a whole call (see _call_need)
-        self._held = False  # the first call of a parallel turn has a value from nowhere: calls wait (_done)
+        self._held = bool(request.parallel)  # a parallel turn's calls wait for its end (_done, joined)
         self.t0 = time.perf_counter()
         r = request
         if r.function is not None and r.function not in self.by_name:
@@ -484,9 +484,6 @@ class TurnDecoding:
         position = len(self.calls)
         self.calls.append(ToolCall(call["name"], arguments, decoded))
         self.grounding.append(grounding)
-        if self.request.parallel and not position and \
-                not another_call(arguments, [], asked, parameters=self.by_name[call["name"]].parameters).keep:
-            self._held = True  # it may join values later calls give apart: they wait for the turn's end
         if not self._held:
             self.on_event(Event("call", (position, self.calls[-1])))
         # another call is tried, whatever weight the model gives EOS here (see the module docstring): the
@@ -512,12 +509,12 @@ class TurnDecoding:
 
     def _done(self) -> None:
         self.pending = []
-        if self._held:  # the first call waited: left out when later calls give its values apart
-            first = self.calls[0]
-            if len(self.calls) > 2 and not joined(first.arguments, [c.arguments for c in self.calls[1:]
-                                                                     if c.name == first.name],
-                                                  request_text(self.request.messages)).keep:
-                del self.calls[0], self.grounding[0]
+        if self._held:  # the first call is left out when later calls give its values apart
+            if len(self.calls) > 2:
+                first = self.calls[0]
+                later = [c.arguments for c in self.calls[1:] if c.name == first.name]
+                if not joined(first.arguments, later, request_text(self.request.messages)).keep:
+                    del self.calls[0], self.grounding[0]
             for position, call in enumerate(self.calls):
                 self.on_event(Event("call", (position, call)))
         self.on_event(Event("done", self.result()))

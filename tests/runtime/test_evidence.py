@@ -238,6 +238,33 @@ def test_numbers_in_scientific_notation_are_stated():
     assert weigh(8.854e-12, asked, {}) == Verdict(True, "stated in the request")
 
 
+def test_numbers_as_people_write_them():
+    from callmaybe.runtime.evidence import another_call
+
+    # thousands separators with decimals; trailing zeros; a sign is part of the number
+    assert weigh(1234.56, "Transfer $1,234.56 from checking to savings", {}) == Verdict(True, "stated in the request")
+    assert another_call({"price": 1299.99}, [{"price": 999.99}], "Tax on a $999.99 phone and a $1,299.99 laptop") \
+        == Verdict(True, "the request states 1299.99, which no earlier call used")
+    assert weigh(-74.006, "the weather at latitude 40.7128, longitude -74.0060", {}) == Verdict(
+        True, "stated in the request")
+    assert another_call({"amount": -1500}, [{"amount": 2000}], "Deposit $2,000 and withdraw $1,500").keep
+    assert another_call({"celsius": 5}, [{"celsius": -5}], "Convert -5°C to Fahrenheit") == Verdict(
+        False, "5 is neither in the request nor in an earlier call (a guess)")
+    assert not weigh(5, "Set the thermostat to -5 degrees", {}).keep
+    # conversions start from numbers written in digits: "the first" is no 1 to make 100 of
+    assert weigh(100, "Find the first Italian restaurant open in Boston", {}) == Verdict(
+        False, "not a number the request states, nor a unit conversion of one (100)")
+    assert weigh(60, "a meeting of 1 hour", {}) == Verdict(True, "1 converted between units (x60)")
+    # "10 am" states 10 once: an alarm at 10 on Tuesday is no new call
+    assert another_call({"hour": 10, "day": "Tuesday"}, [{"hour": 10, "day": "Monday"}, {"hour": 7, "day": "Tuesday"}],
+                        "Set an alarm for 10 am on Monday and 7 am on Tuesday") == Verdict(
+        False, "it uses no value the earlier calls did not (a repeat)")
+    # digits are not close to other digits: a year one off is a guess
+    assert another_call({"city": "Tokyo", "year": "2025"}, [{"city": "Tokyo", "year": "2020"}],
+                        "What was the population of Tokyo in 2020?") == Verdict(
+        False, '"2025" is neither in the request nor in an earlier call (a guess)')
+
+
 def test_joined_first_call():
     from callmaybe.runtime.evidence import joined
 
@@ -252,9 +279,15 @@ def test_joined_first_call():
     assert joined({"location": "San Francisco, CA; Chicago, IL"},
                   [{"location": "San Francisco, CA"}, {"location": "Chicago, IL"}], shops) == Verdict(
         False, '"San Francisco, CA; Chicago, IL" joins what later calls give apart (chicagoil, sanfranciscoca)')
-    # a value the request states as written, or one no two later values spell, is no join
+    # stated as written, a string is still a join when later calls give its parts apart
     assert joined({"genre": "rock and jazz"}, [{"genre": "rock"}, {"genre": "jazz"}], "rock and jazz concerts") == \
-        Verdict(True, "no value joins later ones")
+        Verdict(False, '"rock and jazz" joins what later calls give apart (jazz, rock)')
+    assert joined({"location": "Paris, London, Rome"}, [{"location": c} for c in ("Paris", "London", "Rome")],
+                  "What's the weather in Paris, London and Rome?") == Verdict(
+        False, '"Paris, London, Rome" joins what later calls give apart (london, paris, rome)')
+    # a number the request writes, or a value no two later values spell, is no join
+    assert joined({"number": 510}, later, "Find the factorial of 510, 5, 10 and 15.") == Verdict(
+        True, "no value joins later ones")
     assert joined({"number": 7}, later, "Find the factorial of 5,10 and 15.").keep
     assert joined({"number": 1015}, later[:1], "Find the factorial of 5,10 and 15.").keep  # one later value
 

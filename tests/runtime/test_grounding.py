@@ -79,6 +79,8 @@ def test_words_up_to_an_ending_are_stated():
     # a stem of 5 characters or more with two endings of one word family (BFCL parallel_99)
     assert close("vaporization", "vaporizing") and close("condensation", "condensing")
     assert not close("vapor", "vaporization") and not close("condition", "condensing")
+    # words with digits are close only when equal
+    assert not close("2021", "2020") and not close("ua102", "ua101") and close("2020", "2020")
     request = "Get me strength and weakness traits; avoid highways and toll roads in woman tennis"
     assert is_stated(["strengths", "weaknesses"], request) and is_stated(["highways", "tolls"], request)
     assert is_stated("women", request) and not is_stated("Drama", request)

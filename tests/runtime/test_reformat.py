@@ -13,6 +13,8 @@ def test_number_mentions():
     assert number_mentions("pages 1-5, the first one and five") == {1.0: 1, 5.0: 1}
     assert number_mentions("twenty-one and 3 pm") == {20.0: 1, 1.0: 1, 21.0: 1, 3.0: 1, 15.0: 1}
     assert request_numbers("b = -3 and -4") == {3.0, 4.0}
+    assert number_mentions("$1,234.56 at 10 am and 2 pm; z = \u22122") == {1234.56: 1, 10.0: 1, 2.0: 1, 14.0: 1,
+                                                                          -2.0: 1}
 
 
 def test_request_numbers():
