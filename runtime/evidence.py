@@ -177,9 +177,10 @@ def number_grounds(value: float, request: str) -> str | None:
     minutes, 0.5 for "50 cm" in meters; not 100 for "the first"), or a number a word of :data:`RATES` says
     (4 for "compounded quarterly")."""
     v = float(value)
-    if v in set(number_mentions(request) + _scaled_mentions(request)) or _negated(value, request):
+    scaled = _scaled_mentions(request)
+    if v in number_mentions(request) + scaled or _negated(value, request):
         return "stated in the request"
-    for n in sorted(set(written_numbers(request, signed=True)) | set(_scaled_mentions(request))):
+    for n in sorted(set(written_numbers(request, signed=True)) | set(scaled)):
         for f in CONVERSIONS:
             if n and (math.isclose(v, n * f) or math.isclose(v, n / f)):
                 return f"{_number(n)} converted between units ({'x' if math.isclose(v, n * f) else '/'}{f})"
@@ -381,15 +382,14 @@ def _negated(leaf: Any, request: str) -> bool:
 
 def _numeral(size: float) -> str:
     """A regex for ``size`` (>= 0) as a request may write it: thousands separated or not (``1,500``, ``1500``),
-    a fraction with trailing zeros (``74.0060`` for 74.006)."""
-    whole, _, fraction = (f"{int(size)}" if size.is_integer() else repr(size)).partition(".")
+    a fraction with trailing zeros (``74.0060`` for 74.006); a number Python writes with an exponent, as
+    written."""
+    text = f"{int(size)}" if size.is_integer() else repr(size)
+    if "e" in text:
+        return re.escape(text)
+    whole, _, fraction = text.partition(".")
     groups = [whole[max(0, i - 3):i] for i in range(len(whole), 0, -3)][::-1]
-    out = ",?".join(groups)
-    if fraction and "e" not in fraction:
-        out += r"\." + fraction + "0*"
-    elif fraction:
-        return re.escape(repr(size))
-    return out
+    return ",?".join(groups) + (r"\." + fraction + "0*" if fraction else "")
 
 
 def _paths(value: Any) -> dict[str, Any]:
@@ -398,17 +398,16 @@ def _paths(value: Any) -> dict[str, Any]:
     return {p: ("b", v) if isinstance(v, bool) or v is None else _same(v) for p, v in _walk(value)}
 
 
-def _grid(calls: list[dict[str, Any]], times: dict[Any, int] | None = None) -> bool:
+def _grid(calls: list[dict[str, Any]], times: dict[Any, int]) -> bool:
     """Whether ``calls`` (:func:`_paths` of each) run through a grid: they give the same arguments, some vary,
     and every argument that varies gives one value to more calls than the request states it (``times``, by
-    :func:`_same` value; once where not given): the Lakers twice and 2018 twice in Lakers/2018, Bulls/2018,
+    :func:`_same` value; once where it has none): the Lakers twice and 2018 twice in Lakers/2018, Bulls/2018,
     Lakers/2020, each stated once; not New York/3000, Los Angeles/4000, whose values all differ, nor
     1980/president, 2016/president, 1975/vice president, whose years all do, nor (BFCL parallel_98) the
     distances 0.5, 1, 2, 1 of "0.5 meters ... 1 meter and 2 meters ... 1 meter ... in air", whose 1 is
     stated twice."""
     if len(calls) < 2 or any(c.keys() != calls[0].keys() for c in calls):
         return False
-    times = times or {}
     varies = False
     for p in calls[0]:
         given = Counter(c[p] for c in calls)

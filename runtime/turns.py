@@ -131,7 +131,6 @@ class TurnDecoding:
         self._sent = 0  # characters of it sent as events
         self._fence = ""  # a code fence being opened (mode "fence")
         self._need: int | None = None  # the fewest tokens of a whole call (see _call_need)
-        self._held = bool(request.parallel)  # a parallel turn's calls wait for its end (_done, joined)
         self.t0 = time.perf_counter()
         r = request
         if r.function is not None and r.function not in self.by_name:
@@ -484,7 +483,7 @@ class TurnDecoding:
         position = len(self.calls)
         self.calls.append(ToolCall(call["name"], arguments, decoded))
         self.grounding.append(grounding)
-        if not self._held:
+        if not self.request.parallel:  # a parallel turn's calls wait for its end (_done)
             self.on_event(Event("call", (position, self.calls[-1])))
         # another call is tried, whatever weight the model gives EOS here (see the module docstring): the
         # call's closing, a newline, then the marker and its newline
@@ -509,7 +508,7 @@ class TurnDecoding:
 
     def _done(self) -> None:
         self.pending = []
-        if self._held:  # the first call is left out when later calls give its values apart
+        if self.request.parallel:  # the first call is left out when later calls give its values apart
             if len(self.calls) > 2:
                 first = self.calls[0]
                 later = [c.arguments for c in self.calls[1:] if c.name == first.name]
