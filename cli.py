@@ -107,6 +107,7 @@ def compile_cmd(schemas: Path, tokenizer: str, out_dir: Path, vocab_size: int | 
     import time
 
     from .compiler.build import build_index, check_strict
+    from .compiler.compile import CompileOptions
     from .compiler.explain import explain as explain_catalog
     from .core.callformat import compile_options
     from .core.catalog import load_catalog
@@ -115,19 +116,21 @@ def compile_cmd(schemas: Path, tokenizer: str, out_dir: Path, vocab_size: int | 
 
     try:
         functions = load_catalog(schemas)
-        if explain:
-            for line in explain_catalog(functions, compile_limits):
-                click.echo(line)
-            return
-        if strict:
-            check_strict(functions, compile_limits)
+        if strict and not explain:  # what the grammar alone leaves, before the vocabulary is read
+            check_strict(functions, compile_limits, schemas)
         t = time.perf_counter()
         vocabulary = load_vocabulary(tokenizer, vocab_size)
         say(f"vocabulary {tokenizer}: {len(vocabulary.token_bytes):,} tokens, vocabulary size "
             f"{vocabulary.vocab_size:,}, prepared in {time.perf_counter() - t:.2f} s")
+        if explain:  # the whole compile's notes: the catalog's index may leave a long count to the check
+            lines = explain_catalog(functions, compile_limits, vocabulary, CompileOptions(**compile_options(call_format)))
+            for line in lines:
+                click.echo(line)
+            return
         name = schemas.stem if schemas.is_file() else schemas.resolve().name
         path = out_dir / index_file_name(name, tokenizer, call_format)
-        build_index(functions, vocabulary, path, compile_options(call_format), source=schemas, limits=compile_limits)
+        build_index(functions, vocabulary, path, compile_options(call_format), source=schemas, limits=compile_limits,
+                    strict=strict)
     except CallmaybeError as exc:
         fail(exc)
 

@@ -5,6 +5,7 @@ texts against a schema's or a catalog's automaton. Errors leave here with the fi
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -12,7 +13,7 @@ from typing import Any
 from ..core.catalog import Function, load_catalog
 from ..core.errors import InputError, SchemaError
 from ..core.files import human_size
-from ..core.indexfile import IndexData
+from ..core.indexfile import IndexData, save_index
 from ..core.jsonio import read_json
 from ..core.messages import say
 from ..core.vocabulary import Vocabulary
@@ -38,11 +39,19 @@ def report_notes(notes: list[Note], strict: bool) -> None:
             say(f"{n.kind}: {n}")
 
 
-def check_strict(functions: list[Function], limits: CompileLimits | None = None) -> None:
-    """Raise SchemaError when some keyword of ``functions`` is not enforced by the grammar or unknown
-    (``--strict``);
-    ``limits``: the compile limits (the defaults when None)."""
-    report_notes(compile_grammar(functions, limits=limits).notes, strict=True)
+def check_strict(functions: list[Function], limits: CompileLimits | None = None,
+                 source: str | Path | None = None) -> None:
+    """Raise SchemaError (naming ``source``, the catalog, when given) when some keyword of ``functions`` is not
+    enforced by the grammar or unknown (``--strict``); ``limits``: the compile limits (the defaults when
+    None). The grammar alone: a catalog's index may leave more to the check (:func:`build_index`)."""
+    _strict(compile_grammar(functions, limits=limits).notes, source)
+
+
+def _strict(notes: list[Note], source: str | Path | None) -> None:
+    try:
+        report_notes(notes, strict=True)
+    except SchemaError as exc:
+        raise SchemaError(f"{source}: {exc}" if source is not None else str(exc)) from None
 
 
 def say_compiled(report: CompileReport, functions: list[Function], vocabulary: Vocabulary,
@@ -72,18 +81,34 @@ def _compile(functions: list[Function], vocabulary: Vocabulary, path: Path | Non
         raise InputError(f"{path}: cannot write the index: {exc.strerror or exc}") from None
 
 
+def _save(index: IndexData, report: CompileReport, path: Path) -> None:
+    """Write ``index`` atomically to ``path`` (an index compiled in memory), with its size and write time in
+    ``report``; raises InputError when it cannot be written."""
+    t = time.perf_counter()
+    try:
+        report.size_bytes = save_index(path, index)
+    except OSError as exc:
+        raise InputError(f"{path}: cannot write the index: {exc.strerror or exc}") from None
+    report.timings["write"] = time.perf_counter() - t
+
+
 def build_index(functions: list[Function], vocabulary: Vocabulary, path: Path | None = None,
                 options: dict[str, str] | None = None, source: str | Path | None = None,
-                quiet: bool = False, limits: CompileLimits | None = None) -> IndexData:
+                quiet: bool = False, limits: CompileLimits | None = None, strict: bool = False) -> IndexData:
     """Compile ``functions`` for ``vocabulary`` into an index, written atomically to ``path`` when given.
 
     ``options``: :class:`~.compile.CompileOptions` fields (the call format's). ``source`` names the catalog in
     errors. ``limits``: the compile limits (:mod:`.limits`; the defaults when None). Unless ``quiet``, says
-    what the grammar does not enforce and the compile's figures.
+    what the grammar does not enforce and the compile's figures. With ``strict``, a keyword the compile
+    leaves to the check after generation (or an unknown one) raises SchemaError and nothing is written.
     Raises SchemaError / CatalogError (naming ``source``) for a catalog that cannot be compiled (a
     CompileLimitError past a limit), InputError when ``path`` cannot be written.
     """
-    index, report = _compile(functions, vocabulary, path, options or {}, source, limits)
+    index, report = _compile(functions, vocabulary, None if strict else path, options or {}, source, limits)
+    if strict:  # the notes of the whole compile (a catalog's entries limit may leave a long count to the check)
+        _strict(report.notes, source)
+        if path is not None:
+            _save(index, report, path)
     if not quiet:
         report_notes(report.notes, strict=False)
         say_compiled(report, functions, vocabulary, path)

@@ -7,6 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 from ..core.catalog import Function
+from ..core.vocabulary import Vocabulary
+from .compile import CompileOptions, compile_index
 from .grammar import compile_grammar
 from .keywords import ANNOTATIONS
 from .limits import CompileLimits
@@ -36,11 +38,19 @@ def keywords_used(schema: Any) -> set[str]:
     return found
 
 
-def explain(functions: list[Function], limits: CompileLimits | None = None) -> list[str]:
+def explain(functions: list[Function], limits: CompileLimits | None = None, vocabulary: Vocabulary | None = None,
+            options: CompileOptions | None = None) -> list[str]:
     """Lines that say, per function and parameter, what is enforced by construction and what is checked
-    after generation (with the reason), then the other notes (limited, unrolled, ignored). Raises
-    SchemaError / CompileLimitError as :func:`~.grammar.compile_grammar` does."""
-    notes = compile_grammar(functions, limits=limits).notes
+    after generation (with the reason), then the other notes (limited, unrolled, ignored).
+
+    With a ``vocabulary`` the notes are those of the whole compile of its index (:func:`~.compile.
+    compile_index` with ``options``, token walk included), so a long count the catalog's index cannot afford
+    (the ``entries`` limit) is named as ``compile`` then leaves it; without one, those of the grammar alone.
+    Raises SchemaError / CompileLimitError as the compile does."""
+    if vocabulary is not None:
+        notes = compile_index(functions, vocabulary, options, limits)[1].notes
+    else:
+        notes = compile_grammar(functions, limits=limits).notes
     lines = []
     for fn in functions:
         own = f"function '{fn.name}'"

@@ -53,10 +53,29 @@ def test_strict_turns_not_enforced_into_an_error(tmp_path):
     _, r = compile_one(tmp_path, {"type": "integer", "multipleOf": 1000000007})
     assert r.exit_code == 0
     assert f"not enforced by the grammar (checked after generation):\n  {note}\n" in r.stderr
-    _, r = compile_one(tmp_path, {"type": "integer", "multipleOf": 1000000007}, "--strict", out="out2")
+    cat, r = compile_one(tmp_path, {"type": "integer", "multipleOf": 1000000007}, "--strict", out="out2")
     assert r.exit_code == 2
-    assert r.stderr == f"error: not enforced by the grammar (--strict): {note}\n"
+    assert r.stderr == f"error: {cat}: not enforced by the grammar (--strict): {note}\n"
     assert not (tmp_path / "out2").exists()
+
+
+def test_explain_and_strict_see_what_the_catalogs_index_leaves_to_the_check(tmp_path):
+    # enforcing maxLength 100 takes 5.6 million entries for SmolLM2's vocabulary: past the entries limit set
+    # here, the catalog is compiled again with the length left to the check; the grammar alone enforces it
+    parameter = {"type": "string", "maxLength": 100}
+    why = ("maxLength (100 above 64: enforcing it, the catalog's index would pass the compile limit entries: "
+           "checked after generation)")
+    cat, r = compile_one(tmp_path, parameter, "--compile-limits", "entries=1000000", "--explain")
+    assert r.exit_code == 0
+    assert r.stdout.splitlines() == ["function 'f':", "  p: enforced: type", f"    checked after generation: {why}"]
+    assert not (tmp_path / "out").exists()
+    cat, r = compile_one(tmp_path, parameter, "--compile-limits", "entries=1000000", "--strict")
+    assert r.exit_code == 2
+    assert r.stderr.splitlines()[-1] == f"error: {cat}: not enforced by the grammar (--strict): function 'f', " \
+                                        f"parameter 'p': {why}"
+    assert not (tmp_path / "out").exists()
+    _, r = compile_one(tmp_path, parameter, "--explain")
+    assert r.stdout.splitlines() == ["function 'f':", "  p: enforced: maxLength, type"]
 
 
 def test_match_command(tmp_path):
