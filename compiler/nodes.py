@@ -40,7 +40,7 @@ from .compose import (
 )
 from .dfa import ByteDFA
 from .lexical import alternation, escape
-from .syntax import array_regex, map_regex, object_regex
+from .syntax import array_regex, array_repeats_long, map_regex, members_regex, object_regex, object_repeats_long, shared
 
 
 class LeafCache:
@@ -290,6 +290,9 @@ class ObjectNode(Node):
     def children(self) -> list[Node]:
         return [v for _, v, _ in self.members]
 
+    def regular(self) -> bool:
+        return super().regular() and not object_repeats_long([(k, v.regex, r) for k, v, r in self.members])
+
     def build(self, timings: dict[str, float] | None = None) -> ByteDFA:
         n = len(self.members)
         req = [r for _, _, r in self.members]
@@ -344,7 +347,8 @@ class ArrayNode(Node):
         return self.prefix + [n for n in (self.rest, self.contains) if n is not None]
 
     def regular(self) -> bool:
-        return self.contains is None and super().regular()
+        return self.contains is None and super().regular() and not array_repeats_long(
+            [p.regex for p in self.prefix], None if self.rest is None else self.rest.regex, self.lo, self.hi)
 
     def build(self, timings: dict[str, float] | None = None) -> ByteDFA:
         cond = None if self.contains is None else self.contains.dfa(timings)
@@ -423,11 +427,17 @@ class MapNode(Node):
     def regex(self) -> str:
         if not self.more:
             return map_regex(self.key.regex, self.value.regex)
-        pair = alternation([f"(?:{k.regex}): (?:{v.regex})" for k, v in [(self.key, self.value)] + self.more])
-        return r"\{(?:" + pair + "(?:, " + pair + r")*)?\}"
+        return members_regex(self._pair())
+
+    def _pair(self) -> str:
+        return alternation([f"(?:{k.regex}): (?:{v.regex})" for k, v in [(self.key, self.value)] + self.more])
 
     def children(self) -> list[Node]:
         return [self.key, self.value] + [n for pair in (self.more or []) for n in pair]
+
+    def regular(self) -> bool:
+        pair = self._pair() if self.more else f"{self.key.regex}: {self.value.regex}"
+        return super().regular() and not shared(pair)
 
     def build(self, timings: dict[str, float] | None = None) -> ByteDFA:
         pairs = [(self.key, self.value)] + list(self.more or [])
@@ -439,7 +449,9 @@ class MapNode(Node):
 # Boolean combinations (closure of regular languages under intersection and difference) and automata built
 # directly. Their ``regex`` is a description in an extended notation that interegular does not read:
 # ``(?:A)&(?:B)`` (both), ``(?:A)-(?:B)`` (A but not B), ``(?^:A|B)`` (exactly one), ``<name>`` (an
-# automaton built directly); the index header records it, and composition never falls back to it.
+# automaton built directly); the index header records it, and composition never falls back to it. Arrays,
+# maps and objects that would repeat a long part's regex describe themselves the same way
+# (:data:`~.syntax.SHARED_TEXT`), and are not :meth:`~Node.regular` then.
 
 
 def _or_none(node: Node | None, timings: dict[str, float] | None) -> ByteDFA | None:

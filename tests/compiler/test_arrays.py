@@ -495,3 +495,49 @@ def test_suite_file_agrees(name):
             problems.append(f"{group['description']}: {test['description']}: accepted={got}"
                             + ("" if dfa is not None else f" ({error})"))
     assert problems == []
+
+
+@pytest.mark.parametrize("kind", ["array", "prefixed array", "map", "object"])
+def test_nested_structures_write_their_regex_once(kind):
+    """A structure that would repeat a long part's regex (an array's items, a map's members, an object's
+    members after an optional one) describes itself instead: the regex of 40 levels grows linearly (it
+    doubled at every level: 16 levels wrote 4.7 MB into the index header), and the automaton is unchanged."""
+    from callmaybe.compiler.grammar import compile_grammar
+    from callmaybe.compiler.syntax import SHARED_TEXT
+    from callmaybe.core.catalog import parse_catalog
+
+    def nested(depth):
+        s = {"type": "integer"}
+        for _ in range(depth):
+            s = {"array": {"type": "array", "items": s},
+                 "prefixed array": {"type": "array", "prefixItems": [{"type": "boolean"}], "items": s, "maxItems": 2},
+                 "map": {"type": "object", "additionalProperties": s},
+                 "object": {"type": "object", "properties": {"a": {"type": "integer"}, "b": s},
+                            "required": ["b"]}}[kind]
+        return s
+
+    sizes = [len(compile_grammar(parse_catalog([{"name": "f", "parameters": {"x": nested(d)}}], "t")).regex)
+             for d in (10, 20, 40)]
+    assert sizes[2] - sizes[1] == 2 * (sizes[1] - sizes[0]) < 40 * SHARED_TEXT  # linear growth
+    value = {"array": [[[1]], [[2, 3]]], "prefixed array": [True, [False, [True, 5]]], "map": {"a": {"b": {"c": 1}}},
+             "object": {"a": 1, "b": {"b": {"a": 2, "b": 3}}}}[kind]
+    dfa, notes = schema_dfa(nested(3))
+    # a map's extra keys are not checked for repeats (a note per level)
+    assert [n.keyword for n in notes] == (["additionalProperties"] * 3 if kind == "map" else [])
+    assert dfa.accepts(canonical(value).encode())
+    assert not dfa.accepts(canonical([value]).encode())
+
+
+def test_a_long_item_regex_is_written_once():
+    from callmaybe.compiler.syntax import array_regex, map_regex, object_regex
+
+    long = "x" * 201
+    assert array_regex([], long, 0, None) == r"\[<items 0..: then (?:" + long + r")>\]"
+    assert array_regex(["true"], long, 1, 3) == r"\[<items 1..3: (?:true), then (?:" + long + r")>\]"
+    assert array_regex(["true"], long, 1, 2) == r"\[true(?:, " + long + r")?\]"  # one copy: written out
+    assert array_regex([], "x" * 200, 0, None) == r"\[(?:" + "x" * 200 + "(?:, " + "x" * 200 + r")*)?\]"
+    assert map_regex('"k"', long) == r'\{<members (?:"k": ' + long + r")>\}"
+    assert object_regex([('"a"', "1", False), ('"b"', long, True)]) == \
+        r'\{<members in order: (?:"a": 1)?, (?:"b": ' + long + r")>\}"
+    assert object_regex([('"a"', long, True), ('"b"', "1", False)]) == \
+        r'\{"a": ' + long + r'(?:, "b": 1)?\}'  # the required first: each member once as it is
