@@ -106,8 +106,7 @@ def compile_cmd(schemas: Path, tokenizer: str, out_dir: Path, vocab_size: int | 
     """Compile a catalog (a file or a folder of them) into an index for a tokenizer."""
     import time
 
-    from .compiler.build import build_index, check_strict
-    from .compiler.compile import CompileOptions
+    from .compiler.build import build_index, check_strict, compile_notes, strict_notes
     from .compiler.explain import explain as explain_catalog
     from .core.callformat import compile_options
     from .core.catalog import load_catalog
@@ -123,9 +122,11 @@ def compile_cmd(schemas: Path, tokenizer: str, out_dir: Path, vocab_size: int | 
         say(f"vocabulary {tokenizer}: {len(vocabulary.token_bytes):,} tokens, vocabulary size "
             f"{vocabulary.vocab_size:,}, prepared in {time.perf_counter() - t:.2f} s")
         if explain:  # the whole compile's notes: the catalog's index may leave a long count to the check
-            lines = explain_catalog(functions, compile_limits, vocabulary, CompileOptions(**compile_options(call_format)))
-            for line in lines:
+            notes = compile_notes(functions, vocabulary, compile_options(call_format), schemas, compile_limits)
+            for line in explain_catalog(functions, notes=notes):
                 click.echo(line)
+            if strict:
+                strict_notes(notes, schemas)
             return
         name = schemas.stem if schemas.is_file() else schemas.resolve().name
         path = out_dir / index_file_name(name, tokenizer, call_format)

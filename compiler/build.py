@@ -44,10 +44,12 @@ def check_strict(functions: list[Function], limits: CompileLimits | None = None,
     """Raise SchemaError (naming ``source``, the catalog, when given) when some keyword of ``functions`` is not
     enforced by the grammar or unknown (``--strict``); ``limits``: the compile limits (the defaults when
     None). The grammar alone: a catalog's index may leave more to the check (:func:`build_index`)."""
-    _strict(compile_grammar(functions, limits=limits).notes, source)
+    strict_notes(compile_grammar(functions, limits=limits).notes, source)
 
 
-def _strict(notes: list[Note], source: str | Path | None) -> None:
+def strict_notes(notes: list[Note], source: str | Path | None = None) -> None:
+    """Raise SchemaError (naming ``source``, the catalog, when given) when ``notes`` hold a keyword not
+    enforced by the grammar or unknown (``--strict``)."""
     try:
         report_notes(notes, strict=True)
     except SchemaError as exc:
@@ -81,6 +83,13 @@ def _compile(functions: list[Function], vocabulary: Vocabulary, path: Path | Non
         raise InputError(f"{path}: cannot write the index: {exc.strerror or exc}") from None
 
 
+def compile_notes(functions: list[Function], vocabulary: Vocabulary, options: dict[str, str] | None = None,
+                  source: str | Path | None = None, limits: CompileLimits | None = None) -> list[Note]:
+    """The notes of the whole compile of ``functions``' index for ``vocabulary`` (token walk included, nothing
+    written): what ``compile`` would leave to the check after generation. Raises as :func:`build_index`."""
+    return _compile(functions, vocabulary, None, options or {}, source, limits)[1].notes
+
+
 def _save(index: IndexData, report: CompileReport, path: Path) -> None:
     """Write ``index`` atomically to ``path`` (an index compiled in memory), with its size and write time in
     ``report``; raises InputError when it cannot be written."""
@@ -106,7 +115,7 @@ def build_index(functions: list[Function], vocabulary: Vocabulary, path: Path | 
     """
     index, report = _compile(functions, vocabulary, None if strict else path, options or {}, source, limits)
     if strict:  # the notes of the whole compile (a catalog's entries limit may leave a long count to the check)
-        _strict(report.notes, source)
+        strict_notes(report.notes, source)
         if path is not None:
             _save(index, report, path)
     if not quiet:

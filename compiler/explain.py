@@ -7,11 +7,10 @@ from __future__ import annotations
 from typing import Any
 
 from ..core.catalog import Function
-from ..core.vocabulary import Vocabulary
-from .compile import CompileOptions, compile_index
 from .grammar import compile_grammar
 from .keywords import ANNOTATIONS
 from .limits import CompileLimits
+from .schema import Note
 
 #: Keys whose values are names or data, not keywords of sub-schemas (their own keys are not keywords).
 _NAMED = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas", "dependencies")
@@ -38,18 +37,16 @@ def keywords_used(schema: Any) -> set[str]:
     return found
 
 
-def explain(functions: list[Function], limits: CompileLimits | None = None, vocabulary: Vocabulary | None = None,
-            options: CompileOptions | None = None) -> list[str]:
+def explain(functions: list[Function], limits: CompileLimits | None = None, notes: list[Note] | None = None) -> list[str]:
     """Lines that say, per function and parameter, what is enforced by construction and what is checked
     after generation (with the reason), then the other notes (limited, unrolled, ignored).
 
-    With a ``vocabulary`` the notes are those of the whole compile of its index (:func:`~.compile.
-    compile_index` with ``options``, token walk included), so a long count the catalog's index cannot afford
-    (the ``entries`` limit) is named as ``compile`` then leaves it; without one, those of the grammar alone.
-    Raises SchemaError / CompileLimitError as the compile does."""
-    if vocabulary is not None:
-        notes = compile_index(functions, vocabulary, options, limits)[1].notes
-    else:
+    ``notes``: the compile's notes (``compile --explain`` passes those of the whole compile of the index,
+    token walk included: :func:`~.build.compile_notes`); None: those of the grammar alone, compiled here
+    (raises SchemaError / CompileLimitError as :func:`~.grammar.compile_grammar` does). A note inside a
+    parameter (``parameter 'o.t'``) is listed under the longest parameter name it starts with, so that a
+    parameter named ``a.b`` keeps its own notes apart from ``a``'s."""
+    if notes is None:
         notes = compile_grammar(functions, limits=limits).notes
     lines = []
     for fn in functions:
@@ -57,10 +54,10 @@ def explain(functions: list[Function], limits: CompileLimits | None = None, voca
         fn_notes = [n for n in notes if n.where == own or n.where.startswith(own + ",")]
         lines.append(f"{own}:")
         params = fn.parameters.get("properties", {}) if isinstance(fn.parameters, dict) else {}
+        owner = {id(n): _parameter_of(n.where, own, params) for n in fn_notes}
         for name, sub in params.items():
             where = f"{own}, parameter '{name}'"
-            nested = f"{own}, parameter '{name}."  # notes inside it: parameter 'name.sub'
-            mine = [n for n in fn_notes if n.where == where or n.where.startswith(nested)]
+            mine = [n for n in fn_notes if owner[id(n)] == name]
             after = {n.keyword for n in mine if n.kind in ("not enforced", "ignored")}
             enforced = sorted(keywords_used(sub) - after)
             lines.append(f"  {name}: enforced: {', '.join(enforced) or '-'}")
@@ -71,7 +68,13 @@ def explain(functions: list[Function], limits: CompileLimits | None = None, voca
         for n in fn_notes:
             if n.kind != "not enforced":
                 lines.append(f"  {n.kind}: {n}")
-            elif not any(n.where == f"{own}, parameter '{p}'" or n.where.startswith(f"{own}, parameter '{p}.")
-                         for p in params):
+            elif owner[id(n)] is None:
                 lines.append(f"  checked after generation: {n}")
     return lines
+
+
+def _parameter_of(where: str, own: str, params: dict) -> str | None:
+    """The parameter a note at ``where`` belongs to: the longest name ``p`` of ``params`` with ``where`` equal
+    to ``<own>, parameter 'p'`` or inside it (``<own>, parameter 'p.``); None when none."""
+    found = [p for p in params if where == f"{own}, parameter '{p}'" or where.startswith(f"{own}, parameter '{p}.")]
+    return max(found, key=len, default=None)

@@ -79,10 +79,10 @@ def string_node(ctx: SchemaContext, schema: dict[str, Any], path: list[str]) -> 
             ctx.note("not enforced", path, "pattern", str(exc))
     limit = long_counts.cap()
     if lo > limit:
-        ctx.note("not enforced", path, "minLength", f"{long_counts.why_not(lo)}: checked after generation")
+        ctx.note("not enforced", path, "minLength", long_counts.why_not(lo))
         lo = 0
     if hi is not None and hi > limit:
-        ctx.note("not enforced", path, "maxLength", f"{long_counts.why_not(hi)}: checked after generation")
+        ctx.note("not enforced", path, "maxLength", long_counts.why_not(hi))
         hi = None
     long_counts.use(max(lo, hi or 0))
     if lo or hi is not None:

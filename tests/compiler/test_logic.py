@@ -108,7 +108,7 @@ def test_explain_says_what_is_enforced_and_what_is_checked_after():
     assert explain(fns) == [
         "function 'g':",
         "  o: enforced: properties, type",
-        "    checked after generation: maxLength (1000 above 256: checked after generation) at parameter 'o.t'",
+        "    checked after generation: maxLength (1000 above 256) at parameter 'o.t'",
     ]
 
 
