@@ -25,7 +25,8 @@ the request gives no ground for (a guess or filler). A list of strings is kept w
 A number is kept when the request states it (in digits or words, with a scale or a sign), converts
 one it states between units ("2 hours" as 120 minutes) or says it in a word ("quarterly": 4)
 (:func:`number_grounds`); otherwise it is left out: a filler (``"year": 2020``), a default copied from the
-catalog, or a constant the model recalls, which the function's own default stands for. Required arguments
+catalog, or a constant the model recalls, which the function's own default stands for; a number it states
+is left out too when the turn's required arguments take all its mentions (:func:`claimed`). Required arguments
 are always kept; so are booleans, lists of numbers, objects and null, which these rules do not judge.
 Measured with Qwen2.5-Coder-1.5B: on BFCL simple's first 100 the number rule leaves out 14 values
 (``"gravity": 9.81``, ``"round_to": 2``) and changes no verdict; on BFCL parallel's first 100 it turns
@@ -208,6 +209,61 @@ def verdicts(parameters: dict[str, Any], fn: Function, request: str) -> dict[str
     return out
 
 
+def claimed(calls: list[tuple[dict[str, Any], Collection[str]]], request: str) -> list[dict[str, Verdict]]:
+    """The optional numbers of a turn's calls that take the one mention a required argument already takes.
+
+    ``calls``: each call's arguments with the names of its function's required parameters. A number the
+    request states once is one quantity: when a required argument of the turn (any call) holds it, an
+    optional argument of another name holding it too took a mention that is not its own (BFCL parallel_95:
+    ``"permeability": 1`` beside ``"radius": 1.0`` of "a radius of 1 meter", in both calls; BFCL
+    simple_python_99: ``"phase_shift": 0`` beside ``"start_range": 0`` of "from 0 to 2 pi"). Mentions are
+    counted in every form, so that the rule errs towards keeping: digits, words ("two adults and 2
+    children" states 2 twice), a scale ("5%"), a sign word ("minus 3"). A number stated twice or more is not
+    judged (one mention may fill two arguments: "a square of side 5, to 5 decimals"), nor one an argument of
+    the same name holds as required in another call (the same quantity given to two functions: "the
+    forecast and the air quality in Paris for 3 days"), nor one the request does not state as written (a
+    unit conversion, a rate word). Returns, per call, the optional arguments (top-level numbers) to leave
+    out, each with a :class:`Verdict` whose ``keep`` is False."""
+    told = number_mentions(request, every_form=True) + _scaled_mentions(request)
+    owners: dict[float, set[str]] = {}  # each number -> the required arguments that hold it
+    for arguments, required in calls:
+        for key, value in arguments.items():
+            if key in required and _finite(value) is not None:
+                owners.setdefault(_finite(value), set()).add(key)
+    out: list[dict[str, Verdict]] = []
+    for arguments, required in calls:
+        taken = {}
+        for key, value in arguments.items():
+            v = _finite(value)
+            if v is None or key in required:
+                continue
+            holders = sorted(owners.get(v, set()) - {key})
+            if holders and told[v] + _sign_words(v, request) == 1:
+                taken[key] = Verdict(False, f"{_number(v)} is stated once in the request, and the required "
+                                            f"{', '.join(holders)} take{'s' if len(holders) == 1 else ''} it")
+        out.append(taken)
+    return out
+
+
+def _finite(value: Any) -> float | None:
+    """A number leaf (not a bool) as a finite float; None for anything else (an integer past float range)."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return None
+    try:
+        v = float(value)
+    except OverflowError:
+        return None
+    return v if math.isfinite(v) else None
+
+
+def _sign_words(v: float, request: str) -> int:
+    """How many times ``request`` writes the magnitude of a negative ``v`` after a word that makes it
+    negative ("minus 3", "a loss of $50"; not "-3", which :func:`number_mentions` counts)."""
+    if v >= 0:
+        return 0
+    return len(re.findall(f"(?:{_SIGN_WORDS}){_TO_NUMBER}{_numeral(-v)}" + r"(?!\d|\.\d)", request.lower()))
+
+
 def _quote(value: str) -> str:
     return '"' + value.replace('"', '\\"') + '"'
 
@@ -368,7 +424,11 @@ def _scaled_mentions(request: str) -> Counter[float]:
     return found
 
 
-_SIGN = r"(?:-|\u2212|minus|negative|loss|lost|los[et]s?|decreas\w*|deficit|debt|below|withdr\w*|dropp?\w*|fell|fall\w*)"
+#: Words that make the number after them negative ("a loss of $1000", "withdraw 50").
+_SIGN_WORDS = r"minus|negative|loss|lost|los[et]s?|decreas\w*|deficit|debt|below|withdr\w*|dropp?\w*|fell|fall\w*"
+_SIGN = r"(?:-|\u2212|" + _SIGN_WORDS + ")"
+#: What may stand between a sign and its number: a few words, a dollar sign.
+_TO_NUMBER = r"\W*(?:\w+\W+){0,2}?\$?\s*"
 
 
 def _negated(leaf: Any, request: str) -> bool:
@@ -376,7 +436,7 @@ def _negated(leaf: Any, request: str) -> bool:
     makes it negative ("- 7x", "a loss of $1000", "withdraw 50")."""
     if isinstance(leaf, (str, bool)) or not isinstance(leaf, (int, float)) or leaf >= 0:
         return False
-    pattern = _SIGN + r"\W*(?:\w+\W+){0,2}?\$?\s*" + _numeral(-float(leaf)) + r"(?!\d|\.\d)"
+    pattern = _SIGN + _TO_NUMBER + _numeral(-float(leaf)) + r"(?!\d|\.\d)"
     return re.search(pattern, request.lower()) is not None
 
 

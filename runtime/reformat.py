@@ -58,12 +58,14 @@ def request_numbers(request: str) -> set[float]:
     return {abs(n) for n in number_mentions(request)}
 
 
-def number_mentions(request: str) -> Counter[float]:
+def number_mentions(request: str, every_form: bool = False) -> Counter[float]:
     """How many times ``request`` states each number, read as :func:`request_numbers` reads them ("a = 1 ...
     c = 1" states 1 twice), except that a numeral after a minus sign that starts a word is counted as its
     negative ("b = -3" or "b = \u22123" states -3, not 3; "1-5" states 5). A number written in digits is
     counted by its digits only: in "the first one has a = 1", "first" and "one" are words, not values; a
-    clock hour adds its 24-hour number only where that differs ("2 pm" states 2 and 14, "10 am" 10 once)."""
+    clock hour adds its 24-hour number only where that differs ("2 pm" states 2 and 14, "10 am" 10 once).
+    With ``every_form``, numbers in words count too, ordinals left out ("two adults and 2 children" states 2
+    twice; "one hundred" then counts 1 and 100; "the second setup" states no 2: ordinals enumerate)."""
     said = fold(request)
     digits = Counter(written_numbers(request, signed=True))
     for m in _CLOCK.finditer(said):
@@ -71,18 +73,26 @@ def number_mentions(request: str) -> Counter[float]:
         if hour != int(m.group(1)):
             digits[float(hour)] += 1
     found: Counter[float] = Counter()
+    cardinals: Counter[float] = Counter()  # found, ordinals left out
     spoken = words(request)
     for i, w in enumerate(spoken):
         n = MONTHS.get(w, UNITS.get(w, TENS.get(w, ORDINALS.get(w, SCALES.get(w)))))
         if n is None:
             continue
         found[float(n)] += 1
+        ordinal = w in ORDINALS or (w in TENS and i + 1 < len(spoken) and spoken[i + 1] in ORDINALS)  # twenty-first
+        scaled = w in SCALES and i > 0 and spoken[i - 1] in UNITS  # the "hundred" of "two hundred": one number
+        cardinals[float(n)] += not (ordinal or scaled)
         if w in TENS and i + 1 < len(spoken):  # twenty-one, twenty-first
             after = UNITS.get(spoken[i + 1], ORDINALS.get(spoken[i + 1]))
             if after is not None and 0 < after < 10:
                 found[float(n + after)] += 1
+                cardinals[float(n + after)] += spoken[i + 1] in UNITS
         if w in SCALES and i > 0 and spoken[i - 1] in UNITS:  # two hundred
             found[float(UNITS[spoken[i - 1]] * SCALES[w])] += 1
+            cardinals[float(UNITS[spoken[i - 1]] * SCALES[w])] += 1
+    if every_form:
+        return digits + cardinals
     return digits + Counter({n: k for n, k in found.items() if n not in digits})
 
 

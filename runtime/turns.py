@@ -33,7 +33,9 @@ modes:
 
 Every generated token (chosen, forced or marker) counts against ``max_tokens``; a call always completes
 within what is left. When a call is complete it is parsed, checked and grounded (the ``ground`` callback,
-which may run the model to restate) before it is reported.
+which may run the model to restate) before it is reported; with grounding on, an optional number whose
+mentions the turn's required arguments take ("a radius of 1 meter" read as the radius and a permeability of
+1) is then left out (:func:`~.evidence.claimed`: over the whole turn, at its end, when it is parallel).
 """
 
 from __future__ import annotations
@@ -50,7 +52,8 @@ from ..core.errors import CallmaybeError, InputError, TokenNotAllowed
 from .calls import to_call
 from .decoder import Decoding
 from .engine import Event
-from .evidence import another_call, first_call, joined
+from .evidence import another_call, claimed, first_call, joined
+from .grounding import drop
 from .masks import TokenIndex
 from .profile import Profile
 from .sampling import generator, pick
@@ -484,6 +487,7 @@ class TurnDecoding:
         self.calls.append(ToolCall(call["name"], arguments, decoded))
         self.grounding.append(grounding)
         if not self.request.parallel:  # a parallel turn's calls wait for its end (_done)
+            self._claim()
             self.on_event(Event("call", (position, self.calls[-1])))
         # another call is tried, whatever weight the model gives EOS here (see the module docstring): the
         # call's closing, a newline, then the marker and its newline
@@ -506,9 +510,25 @@ class TurnDecoding:
         self.finish_reason = "stop"
         self._done()
 
+    def _claim(self) -> None:
+        """Leave out the optional numbers of the turn's calls whose mentions required arguments take
+        (:func:`~.evidence.claimed`), when grounding runs."""
+        if self.ground is None or self.request.keep_unstated or not self.calls:
+            return
+        required = [set(self.by_name[c.name].parameters.get("required", [])) for c in self.calls]
+        taken = claimed([(c.arguments, r) for c, r in zip(self.calls, required)], request_text(self.request.messages))
+        for i, verdicts in enumerate(taken):
+            call = self.calls[i]
+            arguments, dropped = drop(call.arguments, self.by_name[call.name], sorted(verdicts))
+            if dropped:
+                self.calls[i] = ToolCall(call.name, arguments, call.model_arguments)
+                self.grounding[i] = {**self.grounding[i], **{k: {"action": "left out", "evidence": verdicts[k].evidence}
+                                                             for k in dropped}}
+
     def _done(self) -> None:
         self.pending = []
         if self.request.parallel:  # the first call is left out when later calls give its values apart
+            self._claim()
             if len(self.calls) > 2:
                 first = self.calls[0]
                 later = [c.arguments for c in self.calls[1:] if c.name == first.name]

@@ -301,3 +301,42 @@ def test_first_call_needs_one_stated_value():
     assert first_call({"base": 10, "height": 5, "unit": "m2"}, triangle) == Verdict(True, "the request states 10")
     assert first_call({}, triangle) == Verdict(True, "it takes no value")
     assert first_call({"verbose": True}, triangle) == Verdict(True, "it takes no value")
+
+
+def test_claimed_numbers_left_out():
+    from callmaybe.runtime.evidence import claimed
+
+    # BFCL parallel_95: "a radius of 1 meter" is the radius of the second setup, not a permeability
+    loops = ("In the first setup, the loop has a radius of 0.5 meters and is carrying a current of 10 Amperes. "
+             "In the second setup, the loop has a radius of 1 meter and is carrying a current of 15 Amperes.")
+    required = {"current", "radius"}
+    calls = [({"current": 10, "radius": 0.5, "permeability": 1}, required),
+             ({"current": 15, "radius": 1.0, "permeability": 1}, required)]
+    taken = Verdict(False, "1 is stated once in the request, and the required radius takes it")
+    assert claimed(calls, loops) == [{"permeability": taken}, {"permeability": taken}]
+    # BFCL simple_python_99: "from 0 to 2 pi" gives the start of the range, not a phase shift
+    sine = "Plot a sine wave from 0 to 2 pi with a frequency of 5 Hz."
+    assert claimed([({"start_range": 0.0, "end_range": 2.0, "frequency": 5, "phase_shift": 0},
+                     {"start_range", "end_range", "frequency"})], sine) == [
+        {"phase_shift": Verdict(False, "0 is stated once in the request, and the required start_range takes it")}]
+    # stated twice or more, in any form: one mention may fill two arguments, so nothing is judged
+    assert claimed([({"radius": 1, "permeability": 1}, {"radius"})], "radius 1 m, permeability 1") == [{}]
+    assert claimed([({"adults": 2, "children": 2}, {"adults"})], "a room for two adults and 2 children") == [{}]
+    assert claimed([({"rate": 5, "years": 5}, {"rate"})], "5% for five years") == [{}]
+    assert claimed([({"length": 5, "width": 5, "decimals": 5}, {"length", "width"})],
+                   "the area of a square of side 5, rounded to 5 decimal places") == [{}]
+    assert claimed([({"a": -3, "b": -3}, {"a"})], "a is -3 and b is minus 3") == [{}]
+    assert claimed([({"a": -3, "b": -3}, {"a"})], "a is -3") == [
+        {"b": Verdict(False, "-3 is stated once in the request, and the required a takes it")}]
+    # the same name required in another call: one quantity given to two functions
+    assert claimed([({"city": "Paris", "days": 3}, {"city", "days"}), ({"city": "Paris", "days": 3}, {"city"})],
+                   "the forecast and the air quality in Paris for 3 days") == [{}, {}]
+    # a value every call gives one required argument is one mention ("the same current in both")
+    assert claimed([({"current": 10, "n": 10}, {"current"}), ({"current": 10, "n": 10}, {"current"})],
+                   "10 amperes in both") == [{"n": Verdict(False, "10 is stated once in the request, and "
+                                                                  "the required current takes it")}] * 2
+    # no required argument holds it, the request does not state it as written, it is no number, or no float
+    assert claimed([({"a": 3, "scale": 3}, {"a"}), ({"a": 4, "scale": 3}, {"a"})], "3 and 4 at scale 3") == [{}, {}]
+    assert claimed([({"minutes": 120, "hours": 2}, {"hours"})], "for 2 hours") == [{}]
+    assert claimed([({"id": 10**400, "n": 10**400}, {"id"})], "id 1" + "0" * 400) == [{}]
+    assert claimed([({"a": 1, "flag": True, "name": "1"}, {"a"})], "use 1") == [{}]

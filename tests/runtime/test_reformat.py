@@ -68,3 +68,14 @@ def test_shortens(short, word, expected):
     from callmaybe.runtime.reformat import shortens
 
     assert shortens(short, word) is expected
+
+
+def test_number_mentions_in_every_form():
+    from callmaybe.runtime.reformat import number_mentions
+
+    assert number_mentions("a room for two adults and 2 children", every_form=True) == {2.0: 2}
+    assert number_mentions("a room for two adults and 2 children") == {2.0: 1}
+    # ordinals enumerate: "the second setup" states no 2
+    assert number_mentions("the first setup has 1 loop, the second 2", every_form=True) == {1.0: 1, 2.0: 1}
+    assert number_mentions("twenty-one days, the twenty-first", every_form=True) == {20.0: 1, 1.0: 1, 21.0: 1}
+    assert number_mentions("one hundred samples, max 100", every_form=True) == {1.0: 1, 100.0: 2}

@@ -14,6 +14,7 @@ from callmaybe.core.catalog import Function, parse_catalog
 from callmaybe.core.errors import InputError
 from callmaybe.core.vocabulary import Vocabulary
 from callmaybe.runtime.masks import TokenIndex
+from callmaybe.runtime.runner import Grounded
 from callmaybe.runtime.turn import Sampling, TurnRequest
 from callmaybe.runtime.turns import TurnDecoding, Vocab
 
@@ -105,17 +106,18 @@ def index():
 
 
 def turn(index, script, call_format="tools", fallback=EOS, schema_index=None, judge=None, model=None, asked=None,
-         **request):
+         functions=FUNCTIONS, ground=None, **request):
     """Decode one turn of the scripted model (or ``model``, a callable as :class:`ScriptModel`) for the user
-    message ``asked`` (default :data:`ASKED`); returns (TurnResult, events)."""
+    message ``asked`` (default :data:`ASKED`) with the catalog ``functions`` (``index`` compiled from it) and
+    the grounding callback ``ground`` (None: no grounding); returns (TurnResult, events)."""
     vocab = Vocab(VOCAB.token_bytes, VOCAB.eos_ids, VOCAB.vocab_size, Tokenizer(), call_format)
     request.setdefault("tool_choice", "auto")
-    req = TurnRequest([{"role": "user", "content": asked or ASKED}], FUNCTIONS, **request)
+    req = TurnRequest([{"role": "user", "content": asked or ASKED}], functions, **request)
     events = []
     # as the engine renders it: a required call's opening ends the prompt ("tools" call format)
     opens = call_format == "tools" and (req.tool_choice == "required" or req.function is not None)
     prompt = PROMPT + (Tokenizer().encode("<tool_call>\n") if opens else [])
-    row = TurnDecoding(req, vocab, prompt, prompt, index, schema_index, None, events.append, judge=judge)
+    row = TurnDecoding(req, vocab, prompt, prompt, index, schema_index, ground, events.append, judge=judge)
     model, generated = model or ScriptModel(script, fallback), []
     while not row.take_forced():
         generated += row.pending
@@ -400,6 +402,50 @@ def test_a_first_call_from_nowhere_that_joins_nothing_stays(index):
     result, _ = turn(index, _calls({"a": 510, "b": 1}, {"a": 5, "b": 1}), tool_choice="required", parallel=True,
                      asked=asked)
     assert [c.arguments["a"] for c in result.calls] == [510, 5]
+
+
+LOOP = parse_catalog([{"name": "field", "description": "Magnetic field of a loop.", "parameters": {
+    "type": "object", "properties": {"current": {"type": "integer"}, "radius": {"type": "number"},
+                                     "permeability": {"type": "integer"}}, "required": ["current", "radius"]}}], "test")
+
+
+def _kept(fn, arguments, context, tokens):
+    """A grounding callback that keeps every argument (as the runner does for stated values)."""
+    return Grounded(arguments, {}, [], {k: {"action": "kept", "evidence": "stated"} for k in arguments}, 0)
+
+
+@pytest.fixture(scope="module")
+def loop_index():
+    options = CompileOptions(parameters_key="arguments", opening="<tool_call>\n")
+    return TokenIndex(compile_index(LOOP, VOCAB, options)[0], VOCAB.token_bytes)
+
+
+def test_optional_numbers_whose_mention_a_required_argument_takes_are_left_out(loop_index):
+    # BFCL parallel_95: "a radius of 1 meter" is the second loop's radius, in neither call a permeability
+    asked = ("The first loop has a radius of 0.5 meters and 10 amperes, the second a radius of 1 meter and 15 "
+             "amperes.")
+    script = "\n".join(f'<tool_call>\n{{"name": "field", "arguments": {json.dumps(a)}}}\n</tool_call>'
+                       for a in ({"current": 10, "radius": 0.5, "permeability": 1},
+                                 {"current": 15, "radius": 1.0, "permeability": 1}))
+    result, events = turn(loop_index, script, tool_choice="required", parallel=True, asked=asked, functions=LOOP,
+                          ground=_kept)
+    assert [c.arguments for c in result.calls] == [{"current": 10, "radius": 0.5}, {"current": 15, "radius": 1.0}]
+    assert [c.model_arguments for c in result.calls] == [{"current": 10, "radius": 0.5, "permeability": 1},
+                                                         {"current": 15, "radius": 1.0, "permeability": 1}]
+    left_out = {"action": "left out", "evidence": "1 is stated once in the request, and the required radius takes it"}
+    kept = {"action": "kept", "evidence": "stated"}
+    assert result.grounding == [{"current": kept, "radius": kept, "permeability": left_out}] * 2
+    assert [e.data[1].arguments for e in events if e.kind == "call"] == [c.arguments for c in result.calls]
+    # one call: left out before it is reported; without grounding, kept
+    one = '<tool_call>\n{"name": "field", "arguments": {"current": 15, "radius": 1, "permeability": 1}}\n</tool_call>'
+    result, events = turn(loop_index, one, tool_choice="required", asked=asked, functions=LOOP, ground=_kept)
+    assert [e.data[1].arguments for e in events if e.kind == "call"] == [{"current": 15, "radius": 1}]
+    result, _ = turn(loop_index, one, tool_choice="required", asked=asked, functions=LOOP)
+    assert result.calls[0].arguments == {"current": 15, "radius": 1, "permeability": 1}
+    # stated twice: the permeability has its own mention
+    result, _ = turn(loop_index, one, tool_choice="required", asked=asked + " Permeability 1.", functions=LOOP,
+                     ground=_kept)
+    assert result.calls[0].arguments == {"current": 15, "radius": 1, "permeability": 1}
 
 
 def test_auto_call_in_a_code_fence(index):
