@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test install bench clean
+.PHONY: run test install bench indexes clean
 
 run: $(VENV)/.installed
 	$(BIN)/callmaybe run
@@ -26,6 +26,13 @@ $(VENV)/.installed: pyproject.toml
 bench: $(VENV)/.installed
 	$(BIN)/python -m pip install --quiet -e '.[bench]'
 	$(BIN)/python bench/compile_bench.py
+
+# The indexes shipped in indexes/ (the default catalog for the default models' vocabularies), compiled again
+# by this compiler: needed whenever core/indexfile.py's GRAMMAR_REVISION changes (tests/test_indexfile.py
+# compares them with a fresh compile).
+indexes: $(VENV)/.installed
+	$(BIN)/callmaybe compile schemas/functions_definition.json --tokenizer Qwen/Qwen3-0.6B -o indexes
+	$(BIN)/callmaybe compile schemas/functions_definition.json --tokenizer smollm2-135m-instruct -o indexes
 
 clean:
 	rm -rf $(VENV) data/output build *.egg-info

@@ -16,7 +16,7 @@ import numpy as np
 from ..core import __version__
 from ..core.callformat import INDEX_FORMS
 from ..core.catalog import Function, catalog_fingerprint
-from ..core.indexfile import IndexData, save_index
+from ..core.indexfile import GRAMMAR_REVISION, IndexData, save_index
 from ..core.vocabulary import Vocabulary
 from .dfa import byte_classes
 from . import long_counts
@@ -141,6 +141,7 @@ def compile_index(
         "eos_ids": [int(e) for e in vocabulary.eos_ids],
         "start": int(dfa.start),
         "compiler_version": __version__,
+        "grammar_revision": GRAMMAR_REVISION,
         "stats": {"states": report.states, "entries": report.entries, "rows": report.rows},
         "not_enforced": [str(n) for n in grammar.not_enforced],
     }

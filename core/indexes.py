@@ -20,7 +20,7 @@ from typing import Any
 
 from .errors import IndexFileError, IndexVersionError
 from .files import cache_dir
-from .indexfile import IndexData, read_header, read_index_for
+from .indexfile import GRAMMAR_REVISION, IndexData, read_header, read_index_for, revision
 from .messages import say
 
 SHIPPED_DIR = Path(__file__).resolve().parent.parent / "indexes"
@@ -90,8 +90,10 @@ def find(vocabulary_fingerprint: str, catalog_fingerprint: str, options: dict[st
          model_dir: Path | None = None) -> IndexData | None:
     """The first index in :func:`candidates` compiled for this vocabulary, catalog and options, or None.
 
-    Only headers are read until one matches. A file of an index version this callmaybe cannot read, or a
-    matching file that turns out corrupt, is skipped with a message; other files (model weights, say) silently.
+    Only headers are read until one matches. A file of an index version this callmaybe cannot read, a
+    matching file of another grammar revision (:data:`~.indexfile.GRAMMAR_REVISION`: compiled by a compiler
+    whose language differs, so the caller compiles it again), or a matching file that turns out corrupt, is
+    skipped with a message; other files (model weights, say) silently.
     """
     for path in candidates(model_dir):
         try:
@@ -103,6 +105,10 @@ def find(vocabulary_fingerprint: str, catalog_fingerprint: str, options: dict[st
             continue
         if (header.get("vocabulary_fingerprint") == vocabulary_fingerprint
                 and header.get("catalog_fingerprint") == catalog_fingerprint and options_match(header, options)):
+            if revision(header) != GRAMMAR_REVISION:
+                say(f"skipping {path}: compiled with grammar revision {revision(header)}, this callmaybe compiles "
+                    f"revision {GRAMMAR_REVISION}")
+                continue
             try:
                 return load_matching(path, vocabulary_fingerprint, catalog_fingerprint, options)
             except IndexFileError as exc:

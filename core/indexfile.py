@@ -45,6 +45,13 @@ from .files import atomic_write_bytes
 from .errors import IndexFileError, IndexVersionError
 
 INDEX_VERSION = 3
+#: The revision of the language the compiler writes for a catalog, recorded in the header as
+#: ``grammar_revision`` (absent: 1). Bumped with every compiler change that changes which texts some schema
+#: accepts (revision 2: issue 13's exact numbers, lengths, formats and combinations; revision-1 indexes
+#: capped integers at 15 digits). An index of another revision is not reused from the shipped folder, a model
+#: folder or the cache: it is compiled again (:func:`~.indexes.find`). The shipped indexes are rebuilt with
+#: ``make indexes`` (a test compares them with a fresh compile).
+GRAMMAR_REVISION = 2
 
 
 def _upgrade_v1(header: dict[str, Any]) -> dict[str, Any]:
@@ -123,6 +130,11 @@ class IndexData:
         if self.accepting[state]:
             ids = np.union1d(ids, np.asarray(self.header["eos_ids"], dtype=np.int32)).astype(np.int32)
         return ids
+
+
+def revision(header: dict[str, Any]) -> int:
+    """The grammar revision an index ``header`` was compiled with (see :data:`GRAMMAR_REVISION`)."""
+    return int(header.get("grammar_revision", 1))
 
 
 def _digest(arrays: dict[str, np.ndarray]) -> str:
@@ -289,7 +301,8 @@ def describe(path: str | Path) -> list[str]:
     names = h.get("functions", [])
     return [
         f"file: {path} ({human_size(Path(path).stat().st_size)}, read and checked in {load_ms:.1f} ms)",
-        f"index version: {h.get('index_version')}, compiler {h.get('compiler_version')}",
+        f"index version: {h.get('index_version')}, compiler {h.get('compiler_version')}, grammar revision "
+        f"{revision(h)}",
         f"functions: {len(names)} ({', '.join(names[:8])}" + (", ..." if len(names) > 8 else "") + ")",
         f"states: {index.num_states} ({int(a['accepting'].sum())} accepting), byte classes: {a['transitions'].shape[1]}",
         f"allowed-token entries: {entries:,}; distinct rows: {len(kinds)} "

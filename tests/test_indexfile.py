@@ -152,6 +152,48 @@ def test_find_says_why_it_skips_an_index_of_an_unknown_version(compiled, tmp_pat
         "versions 1 and 2 and 3); recompile the index or upgrade callmaybe\n")
 
 
+def test_find_skips_an_index_of_another_grammar_revision(compiled, tmp_path, monkeypatch, capsys):
+    """An index compiled before the compiler's language changed (here: one with no ``grammar_revision``, as
+    every index before revision 2) is not reused: the caller compiles the catalog again."""
+    from callmaybe.core import indexes
+    from callmaybe.core.indexfile import GRAMMAR_REVISION, IndexData, save_index
+
+    fns, _, index, _ = compiled
+    assert index.header["grammar_revision"] == GRAMMAR_REVISION == 2
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("CALLMAYBE_CACHE", str(cache))
+    old = indexes.cache_path(catalog_fingerprint(fns), VOCAB.fingerprint(), {})
+    old.parent.mkdir(parents=True, exist_ok=True)
+    save_index(old, IndexData({k: v for k, v in index.header.items() if k != "grammar_revision"}, index.arrays))
+    assert indexes.find(VOCAB.fingerprint(), catalog_fingerprint(fns), {}) is None
+    assert capsys.readouterr().err == (
+        f"skipping {old}: compiled with grammar revision 1, this callmaybe compiles revision 2\n")
+    save_index(old, index)  # compiled again, at the same place
+    assert indexes.find(VOCAB.fingerprint(), catalog_fingerprint(fns), {}).header == read_header(old)
+
+
+def test_the_shipped_indexes_are_what_this_compiler_writes():
+    """``indexes/`` holds the default catalog compiled by this compiler (``make indexes``): the same regex and
+    arrays as a fresh compile, and the current grammar revision (a stale shipped index would be skipped)."""
+    from callmaybe.compiler.compile import CompileOptions, compile_index
+    from callmaybe.core.indexfile import GRAMMAR_REVISION, read_index
+    from callmaybe.core.vocabulary import load_vocabulary
+
+    root = Path(__file__).resolve().parent.parent
+    shipped = sorted((root / "indexes").glob("*.safetensors"))
+    assert [p.name for p in shipped] == ["functions_definition.qwen-qwen3-0.6b.safetensors",
+                                         "functions_definition.smollm2-135m-instruct.safetensors"]
+    functions = load_catalog(root / "schemas" / "functions_definition.json")
+    for path in shipped:
+        index = read_index(path)
+        assert index.header["grammar_revision"] == GRAMMAR_REVISION
+        vocabulary = load_vocabulary(index.header["vocabulary_name"], None)
+        fresh, _ = compile_index(functions, vocabulary, CompileOptions(**index.header["options"]))
+        assert index.header["regex"] == fresh.header["regex"], path.name
+        for name, array in fresh.arrays.items():
+            assert np.array_equal(index.arrays[name], array), (path.name, name)
+
+
 def test_inspect_describes_a_shipped_index():
     from click.testing import CliRunner
 
@@ -161,15 +203,15 @@ def test_inspect_describes_a_shipped_index():
     r = CliRunner().invoke(main, ["inspect", str(shipped / "functions_definition.smollm2-135m-instruct.safetensors")])
     assert r.exit_code == 0, r.output
     assert r.stdout.splitlines()[1:] == [
-        "index version: 3, compiler 0.1.0",
+        "index version: 3, compiler 0.1.0, grammar revision 2",
         "functions: 5 (fn_add_numbers, fn_greet, fn_reverse_string, fn_get_square_root, "
         "fn_substitute_string_with_regex)",
-        "states: 354 (1 accepting), byte classes: 50",
-        "allowed-token entries: 177,812; distinct rows: 120 (5 bitmasks, 115 id lists)",
+        "states: 452 (1 accepting), byte classes: 58",
+        "allowed-token entries: 179,007; distinct rows: 127 (5 bitmasks, 122 id lists)",
         "fewest tokens to complete a call: 17",
         "vocabulary: smollm2-135m-instruct, vocab_size 49,152, EOS [0, 2]",
         "vocabulary fingerprint: d6957a95774279a68365b1ac4a438ba9a14bd4e0ed06a33a55ae95a0183dad95",
         "catalog fingerprint: bfeb55446a45eeb0dc181a2c1b60fe37e3b8d79f4506e83917a52fd0d093504d",
-        'options: {"parameters_key": "parameters", "opening": ""}',
+        'options: {"parameters_key": "parameters", "opening": "", "form": "call"}',
         "not enforced by the grammar: 0",
     ]
