@@ -37,7 +37,8 @@ def keywords_used(schema: Any) -> set[str]:
     return found
 
 
-def explain(functions: list[Function], limits: CompileLimits | None = None, notes: list[Note] | None = None) -> list[str]:
+def explain(functions: list[Function], limits: CompileLimits | None = None,
+            notes: list[Note] | None = None) -> list[str]:
     """Lines that say, per function and parameter, what is enforced by construction and what is checked
     after generation (with the reason), then the other notes (limited, unrolled, ignored).
 

@@ -33,9 +33,9 @@ modes:
 
 Every generated token (chosen, forced or marker) counts against ``max_tokens``; a call always completes
 within what is left. When a call is complete it is parsed, checked and grounded (the ``ground`` callback,
-which may run the model to restate) before it is reported; with grounding on, an optional number whose
-mentions the turn's required arguments take ("a radius of 1 meter" read as the radius and a permeability of
-1) is then left out (:func:`~.evidence.claimed`: over the whole turn, at its end, when it is parallel).
+which may run the model to restate) before it is reported; with grounding on, an optional number whose one
+mention a required argument of the turn takes ("a radius of 1 meter" read as the radius and a permeability
+of 1) is then left out (:func:`~.evidence.claimed`: over the whole turn, at its end, when it is parallel).
 """
 
 from __future__ import annotations
@@ -522,8 +522,8 @@ class TurnDecoding:
             arguments, dropped = drop(call.arguments, self.by_name[call.name], sorted(verdicts))
             if dropped:
                 self.calls[i] = ToolCall(call.name, arguments, call.model_arguments)
-                self.grounding[i] = {**self.grounding[i], **{k: {"action": "left out", "evidence": verdicts[k].evidence}
-                                                             for k in dropped}}
+                left_out = {k: {"action": "left out", "evidence": verdicts[k].evidence} for k in dropped}
+                self.grounding[i] = {**self.grounding[i], **left_out}
 
     def _done(self) -> None:
         self.pending = []
