@@ -77,12 +77,16 @@ def load_matching(path: Path, vocabulary_fingerprint: str, catalog_fingerprint: 
     """Read the index at ``path`` and check that it was compiled for this vocabulary, catalog and options.
 
     Raises IndexFileError (one line naming the file) for a missing or corrupt file, a fingerprint mismatch or
-    other compile options.
+    other compile options. An index of another grammar revision is used as it is, with one line saying so
+    (the file was named: :func:`find` skips such files instead).
     """
     index = read_index_for(path, vocabulary_fingerprint, catalog_fingerprint)
     if not options_match(index.header, options):
         raise IndexFileError(f"{path}: index was compiled with options {index.header.get('options')}, "
                              f"this run needs {options}")
+    if revision(index.header) != GRAMMAR_REVISION:
+        say(f"{path}: compiled with grammar revision {revision(index.header)}, this callmaybe compiles revision "
+            f"{GRAMMAR_REVISION} (compile the catalog again for its grammar)")
     return index
 
 

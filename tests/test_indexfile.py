@@ -168,6 +168,12 @@ def test_find_skips_an_index_of_another_grammar_revision(compiled, tmp_path, mon
     assert indexes.find(VOCAB.fingerprint(), catalog_fingerprint(fns), {}) is None
     assert capsys.readouterr().err == (
         f"skipping {old}: compiled with grammar revision 1, this callmaybe compiles revision 2\n")
+    # named by --index: used as it is, with one line
+    assert indexes.load_matching(old, VOCAB.fingerprint(), catalog_fingerprint(fns), {}).header["regex"] == \
+        index.header["regex"]
+    assert capsys.readouterr().err == (
+        f"{old}: compiled with grammar revision 1, this callmaybe compiles revision 2 (compile the catalog again "
+        "for its grammar)\n")
     save_index(old, index)  # compiled again, at the same place
     assert indexes.find(VOCAB.fingerprint(), catalog_fingerprint(fns), {}).header == read_header(old)
 
