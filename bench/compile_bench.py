@@ -79,7 +79,7 @@ class VocabSpec:
 
 
 VOCABS = {
-    "qwen3": VocabSpec("Qwen/Qwen3-0.6B", "qwen2.5-coder-0.5b-instruct"),  # same ids for regular tokens
+    "qwen3": VocabSpec("Qwen/Qwen3-0.6B", "qwen2.5-coder-1.5b-instruct"),  # same ids for regular tokens; the default model
     "smollm2": VocabSpec("smollm2-135m-instruct", "smollm2-135m-instruct"),
 }
 
@@ -160,10 +160,18 @@ def version_of(engine: str) -> str | None:
 
 
 def tokenizer_json(vocab: str) -> Path:
-    """The cached tokenizer.json used to tokenize the replayed calls (and by llguidance)."""
+    """The cached tokenizer.json used to tokenize the replayed calls (and by llguidance): the one of any
+    converted checkpoint of the vocabulary's registry model (``hf``, ``hf-int8-v3`` ...), or, where none is
+    there yet, of the model converted now (callmaybe's own loader: the pinned GGUF, once)."""
     from callmaybe.core.files import cache_dir
 
-    return cache_dir("models", VOCABS[vocab].tokenizer_model, "hf") / "tokenizer.json"
+    name = VOCABS[vocab].tokenizer_model
+    found = sorted(cache_dir("models", name).glob("hf*/tokenizer.json"))
+    if found:
+        return found[0]
+    from callmaybe.runtime.model import resolve_model_dir
+
+    return resolve_model_dir(name) / "tokenizer.json"
 
 
 def tokenize_calls(vocab: str, token_bytes, workload: str) -> list[dict]:
