@@ -34,7 +34,8 @@ What is measured, per engine x vocabulary x workload (each in its own single-thr
 
 Every peer compiles callmaybe's regex of the whole call (``index.header["regex"]``; canonical layout, one
 space after ``:`` and ``,``), so that the allowed-token sets must agree exactly. Should a peer refuse the
-regex, it falls back to a JSON schema of the call (anyOf over the functions, name as const) and says so.
+regex, or should the header say it is no exact regex (``regex_exact`` false: parts of it are descriptions),
+it falls back to a JSON schema of the call (anyOf over the functions, name as const) and says so.
 
 Agreement: at each replayed step the set of allowed regular token ids (ids with bytes; special tokens,
 padding and EOS left out) of each peer is compared with callmaybe's; EOS and special-token handling are
@@ -157,6 +158,17 @@ def version_of(engine: str) -> str | None:
         return importlib.metadata.version(dist)
     except importlib.metadata.PackageNotFoundError:
         return "?"
+
+
+NO_EXACT_REGEX = "callmaybe's regex of this catalog holds descriptions (header regex_exact false)"
+
+
+def _exact(regex: str | None) -> str:
+    """``regex``, or ValueError when callmaybe's header regex is not an exact regex (``regex_exact`` false):
+    the peer then compiles the call's JSON schema."""
+    if regex is None:
+        raise ValueError(NO_EXACT_REGEX)
+    return regex
 
 
 def tokenizer_json(vocab: str) -> Path:
@@ -346,7 +358,7 @@ class OutlinesCoreEngine:
 
         try:
             self.grammar = "regex"
-            return outlines_core.Index(regex, self.vocab)
+            return outlines_core.Index(_exact(regex), self.vocab)
         except Exception as exc:  # fall back to outlines' own regex of the call's schema
             from outlines_core.json_schema import build_regex_from_schema
 
@@ -401,7 +413,7 @@ class XGrammarEngine:
     def compile(self, functions, regex, schema):
         try:
             self.grammar = "regex"
-            return self.compiler.compile_regex(regex)
+            return self.compiler.compile_regex(_exact(regex))
         except Exception as exc:
             self.grammar = f"json schema (regex refused: {exc})"
             return self.compiler.compile_json_schema(json.dumps(schema), any_whitespace=False,
@@ -454,10 +466,11 @@ class LLGuidanceEngine:
         import llguidance
 
         self.grammar = "regex"
-        grammar = llguidance.grammar_from("regex", regex)
+        grammar = llguidance.grammar_from("regex", regex or "[")  # no exact regex: refused, the JSON schema
         matcher = llguidance.LLMatcher(self.tok, grammar)
         if matcher.is_error():
-            self.grammar = f"json schema (regex refused: {matcher.get_error()})"
+            why = matcher.get_error() if regex else NO_EXACT_REGEX
+            self.grammar = f"json schema (regex refused: {why})"
             schema = dict(schema, **{"x-guidance": {"item_separator": ", ", "key_separator": ": ",
                                                     "whitespace_flexible": False}})
             grammar = llguidance.grammar_from("json_schema", json.dumps(schema))
@@ -543,6 +556,7 @@ def child(spec: dict) -> dict:
     out["grammar"] = engine.grammar
     if spec["engine"] == "callmaybe":
         out["regex"] = built.header["regex"]
+        out["regex_exact"] = built.header.get("regex_exact", True)
         out["phases"] = engine.phases
 
     path = Path(spec["workdir"]) / f"index.{spec['engine']}"
@@ -730,7 +744,8 @@ def run(workloads: list[str], vocabs: list[str], repeat: int) -> list[dict]:
                 for engine in ENGINES:
                     if engine == "callmaybe":
                         continue
-                    row = measure(engine, vocab, workload, ours["regex"], calls, repeat, tmp)
+                    exact = ours["regex"] if ours.get("regex_exact", True) else None  # else: the JSON schema
+                    row = measure(engine, vocab, workload, exact, calls, repeat, tmp)
                     if row["status"] == "ok":
                         row["agreement"] = compare_masks(ours, row, calls, vocabulary)
                     rows.append(row)

@@ -73,6 +73,11 @@ class CompileReport:
         return sum(v for k, v in self.timings.items() if k not in ("vocabulary", "write"))
 
 
+#: The longest call regex the header stores (characters); a longer one is named by its length only (a
+#: chain of ``$ref`` through ``if``/``then``/``else`` 11 deep wrote an 11 MB regex for 58 states).
+HEADER_REGEX = 1_000_000
+
+
 def token_trie(vocabulary: Vocabulary) -> TokenTrie:
     """The token trie of ``vocabulary`` from the process-wide :data:`~.trie.TRIE_CACHE` (kept per process,
     and on disk for large vocabularies; see :class:`~.trie.TrieCache`)."""
@@ -135,7 +140,9 @@ def compile_index(
         "vocabulary_name": vocabulary.name,
         "catalog_fingerprint": catalog_fingerprint(functions),
         "functions": [fn.name for fn in functions],
-        "regex": grammar.regex,
+        "regex": grammar.regex if len(grammar.regex) <= HEADER_REGEX else
+        f"<the call's regex: {len(grammar.regex):,} characters, not stored>",
+        "regex_exact": grammar.exact and len(grammar.regex) <= HEADER_REGEX,
         "options": asdict(options),
         "vocab_size": vocabulary.vocab_size,
         "eos_ids": [int(e) for e in vocabulary.eos_ids],

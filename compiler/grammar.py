@@ -31,11 +31,15 @@ from .syntax import call_regex
 @dataclass
 class Grammar:
     """The compiled grammar of a catalog: the whole-call ``regex`` (str), its minimal byte ``dfa`` and the
-    ``notes`` of every function (what the grammar does not enforce, ignores, limits or unrolls)."""
+    ``notes`` of every function (what the grammar does not enforce, ignores, limits or unrolls).
+    ``exact``: whether ``regex`` is a regex of exactly the automaton's language; False where some part of it
+    is a description (an intersection, a difference, an automaton built directly, a structure that writes a
+    long part once: :class:`~.nodes.Node.regular`)."""
 
     regex: str
     dfa: ByteDFA
     notes: list[Note]
+    exact: bool = True
 
     @property
     def not_enforced(self) -> list[Note]:
@@ -121,7 +125,7 @@ def compile_grammar(
     timings["byte expansion"] = leaves["byte expansion"]
     timings["join"] = time.perf_counter() - t0 - timings["automaton"] - timings["byte expansion"]
     regex = call_regex([(fn.name, nodes[fn.name].regex) for fn in functions], parameters_key)
-    return Grammar(regex=regex, dfa=call, notes=notes)
+    return Grammar(regex=regex, dfa=call, notes=notes, exact=all(n.regular() for n in nodes.values()))
 
 
 def value_grammar(schema: Any, name: str = "schema", timings: dict[str, float] | None = None,
@@ -145,7 +149,7 @@ def value_grammar(schema: Any, name: str = "schema", timings: dict[str, float] |
     timings["automaton"] = leaves["automaton"]
     timings["byte expansion"] = leaves["byte expansion"]
     timings["join"] = time.perf_counter() - t0 - timings["automaton"] - timings["byte expansion"]
-    return Grammar(regex=node.regex, dfa=dfa, notes=compiler.notes)
+    return Grammar(regex=node.regex, dfa=dfa, notes=compiler.notes, exact=node.regular())
 
 
 def schema_dfa(schema: Any, max_recursion: int = 3, name: str = "schema",

@@ -214,8 +214,8 @@ def merge(ctx: SchemaContext, a: dict[str, Any], b: dict[str, Any], path: list[s
             continue
         if key == "properties":
             props = dict(mine)
-            for name, sub in value.items():
-                props[name] = {"allOf": [props[name], sub]} if name in props else sub
+            for name, sub in value.items():  # short where one side is trivial: false stays false
+                props[name] = conj(props[name], sub) if name in props else sub
             out[key] = props
         elif key == "required":
             out[key] = list(dict.fromkeys([*mine, *value]))

@@ -12,8 +12,9 @@ from .lexical import alternation, escape, literal
 #: items of an array, the members of a map, an object's members after an optional one), the structure's
 #: regex is a description instead (``\[<items 0..: then (?:R)>\]``, ``\{<members (?:K: V)>\}``, ``\{<members
 #: in order: (?:"a": A)?, (?:"b": B)>\}``), so that nested structures do not double their regex at every level
-#: (an array of arrays 16 deep wrote a 4.7 MB regex into its index header; 40 deep took 8 GB).
-SHARED_TEXT = 200
+#: (an array of arrays 16 deep wrote a 4.7 MB regex into its index header; 40 deep took 8 GB). Above a
+#: number's regex (about 1,100 characters), so that arrays, maps and objects of scalars keep a true regex.
+SHARED_TEXT = 2000
 
 
 def shared(text: str) -> bool:

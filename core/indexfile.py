@@ -18,7 +18,9 @@ The next state after a token is the DFA state after its bytes (``transitions`` w
 classes): storing that instead of a (state, token) -> next table keeps files 100x smaller.
 
 The header holds the index version, the vocabulary fingerprint (SHA-256 of the regular tokens' bytes, EOS
-ids and W), W itself (``vocab_size``), the catalog fingerprint, the call regex, compile options and
+ids and W), W itself (``vocab_size``), the catalog fingerprint, the call regex (``regex``; ``regex_exact``
+is false where part of it is a description in the compiler's extended notation, or where it is too long to
+store and only its length is given: read it as documentation, not as a grammar), compile options and
 statistics, a SHA-256 of every array (``arrays_sha256``) and, from version 3, a SHA-256 of the header itself
 (``header_sha256``, over every other field, ``arrays_sha256`` included), so that a file with any byte changed
 is refused. The checksums catch accidents (a truncated download, a flipped bit, a hand edit), not an attacker:
@@ -132,9 +134,12 @@ class IndexData:
         return ids
 
 
-def revision(header: dict[str, Any]) -> int:
-    """The grammar revision an index ``header`` was compiled with (see :data:`GRAMMAR_REVISION`)."""
-    return int(header.get("grammar_revision", 1))
+def revision(header: dict[str, Any]) -> int | str:
+    """The grammar revision an index ``header`` was compiled with (see :data:`GRAMMAR_REVISION`; absent: 1):
+    an int, or, where the field holds anything but an integer (a string, a float, a bool, null), its
+    ``repr`` (never equal to a revision: such a file is treated as of another revision)."""
+    value = header.get("grammar_revision", 1)
+    return value if isinstance(value, int) and not isinstance(value, bool) else repr(value)
 
 
 def _digest(arrays: dict[str, np.ndarray]) -> str:

@@ -178,6 +178,45 @@ def test_find_skips_an_index_of_another_grammar_revision(compiled, tmp_path, mon
     assert indexes.find(VOCAB.fingerprint(), catalog_fingerprint(fns), {}).header == read_header(old)
 
 
+@pytest.mark.parametrize("value", [None, "2", 2.0, 2.5, True, [2], {}])
+def test_a_grammar_revision_that_is_no_integer_is_another_revision(compiled, tmp_path, monkeypatch, capsys, value):
+    """Whatever the field holds, one line: ``find`` skips the file, ``inspect`` shows the value as it is."""
+    from click.testing import CliRunner
+
+    from callmaybe.cli import main
+    from callmaybe.core import indexes
+    from callmaybe.core.indexfile import IndexData, save_index
+
+    fns, _, index, _ = compiled
+    monkeypatch.setenv("CALLMAYBE_CACHE", str(tmp_path / "cache"))
+    odd = indexes.cache_path(catalog_fingerprint(fns), VOCAB.fingerprint(), {})
+    odd.parent.mkdir(parents=True, exist_ok=True)
+    save_index(odd, IndexData({**index.header, "grammar_revision": value}, index.arrays))
+    assert indexes.find(VOCAB.fingerprint(), catalog_fingerprint(fns), {}) is None
+    assert capsys.readouterr().err == (
+        f"skipping {odd}: compiled with grammar revision {value!r}, this callmaybe compiles revision 2\n")
+    r = CliRunner().invoke(main, ["inspect", str(odd)])
+    assert r.exit_code == 0 and f"grammar revision {value!r}" in r.stdout.splitlines()[1]
+
+
+def test_the_header_says_whether_its_regex_is_exact(tmp_path, monkeypatch):
+    """``regex_exact``: false where the regex holds descriptions (``not``) or is too long to store."""
+    from callmaybe.compiler import compile as compile_mod
+    from callmaybe.compiler.compile import compile_index
+    from callmaybe.core.catalog import parse_catalog
+
+    plain = parse_catalog([{"name": "f", "parameters": {"a": {"type": "integer"}}}], "t")
+    index, _ = compile_index(plain, VOCAB)
+    assert index.header["regex_exact"] is True and index.header["regex"].startswith('\\{"name": ')
+    negated = parse_catalog([{"name": "f", "parameters": {"a": {"type": "integer", "not": {"const": 3}}}}], "t")
+    assert compile_index(negated, VOCAB)[0].header["regex_exact"] is False
+    monkeypatch.setattr(compile_mod, "HEADER_REGEX", 20)
+    index, _ = compile_index(plain, VOCAB)
+    length = len(compile_mod.compile_grammar(plain).regex)
+    assert index.header["regex"] == f"<the call's regex: {length:,} characters, not stored>"
+    assert index.header["regex_exact"] is False
+
+
 def test_the_shipped_indexes_are_what_this_compiler_writes():
     """``indexes/`` holds the default catalog compiled by this compiler (``make indexes``): the same regex and
     arrays as a fresh compile, and the current grammar revision (a stale shipped index would be skipped)."""
@@ -196,6 +235,7 @@ def test_the_shipped_indexes_are_what_this_compiler_writes():
         vocabulary = load_vocabulary(index.header["vocabulary_name"], None)
         fresh, _ = compile_index(functions, vocabulary, CompileOptions(**index.header["options"]))
         assert index.header["regex"] == fresh.header["regex"], path.name
+        assert index.header["regex_exact"] is fresh.header["regex_exact"] is True, path.name
         for name, array in fresh.arrays.items():
             assert np.array_equal(index.arrays[name], array), (path.name, name)
 

@@ -516,9 +516,14 @@ def test_nested_structures_write_their_regex_once(kind):
                             "required": ["b"]}}[kind]
         return s
 
-    sizes = [len(compile_grammar(parse_catalog([{"name": "f", "parameters": {"x": nested(d)}}], "t")).regex)
-             for d in (10, 20, 40)]
+    grammars = [compile_grammar(parse_catalog([{"name": "f", "parameters": {"x": nested(d)}}], "t"))
+                for d in (10, 20, 40)]
+    sizes = [len(g.regex) for g in grammars]
     assert sizes[2] - sizes[1] == 2 * (sizes[1] - sizes[0]) < 40 * SHARED_TEXT  # linear growth
+    # descriptions inside: no exact regex (a prefixed array of at most 2 items writes its item once anyway)
+    assert [g.exact for g in grammars] == [kind == "prefixed array"] * 3
+    flat = compile_grammar(parse_catalog([{"name": "f", "parameters": {"x": nested(1)}}], "t"))
+    assert flat.exact and "<" not in flat.regex  # one level of scalars: a true regex
     value = {"array": [[[1]], [[2, 3]]], "prefixed array": [True, [False, [True, 5]]], "map": {"a": {"b": {"c": 1}}},
              "object": {"a": 1, "b": {"b": {"a": 2, "b": 3}}}}[kind]
     dfa, notes = schema_dfa(nested(3))
@@ -529,13 +534,13 @@ def test_nested_structures_write_their_regex_once(kind):
 
 
 def test_a_long_item_regex_is_written_once():
-    from callmaybe.compiler.syntax import array_regex, map_regex, object_regex
+    from callmaybe.compiler.syntax import SHARED_TEXT, array_regex, map_regex, object_regex
 
-    long = "x" * 201
+    long, short = "x" * (SHARED_TEXT + 1), "x" * SHARED_TEXT
     assert array_regex([], long, 0, None) == r"\[<items 0..: then (?:" + long + r")>\]"
     assert array_regex(["true"], long, 1, 3) == r"\[<items 1..3: (?:true), then (?:" + long + r")>\]"
     assert array_regex(["true"], long, 1, 2) == r"\[true(?:, " + long + r")?\]"  # one copy: written out
-    assert array_regex([], "x" * 200, 0, None) == r"\[(?:" + "x" * 200 + "(?:, " + "x" * 200 + r")*)?\]"
+    assert array_regex([], short, 0, None) == r"\[(?:" + short + "(?:, " + short + r")*)?\]"
     assert map_regex('"k"', long) == r'\{<members (?:"k": ' + long + r")>\}"
     assert object_regex([('"a"', "1", False), ('"b"', long, True)]) == \
         r'\{<members in order: (?:"a": 1)?, (?:"b": ' + long + r")>\}"

@@ -295,6 +295,16 @@ def test_dependent_schemas():
     assert verdicts(draft7, [{"bar": 2}, {"bar": 2, "baz": 3}, {"baz": 3}]) == [False, True, True]
 
 
+def test_a_dependent_schema_of_a_forbidden_key_leaves_the_object_as_it_was():
+    """Found by the property test: every declared property false makes the object a map of other keys; the
+    dependent schema of a key that cannot appear merged ``false`` with ``false`` into ``allOf`` (a schema that
+    looked declared), which closed the map."""
+    plain = {"type": "object", "properties": {"b": False, "x-a": False}}
+    dependent = {**plain, "dependentSchemas": {"b": {"required": ["x-a"]}}}
+    for schema in (plain, dependent):
+        assert verdicts(schema, [{"a": 0}, {}, {"b": 1}, {"x-a": 1}]) == [True, True, False, False]
+
+
 def test_dependencies_past_the_limit_are_noted():
     names = [f"k{i}" for i in range(MAX_DEPENDENCIES + 2)]
     schema = {"type": "object", "properties": {n: {"type": "null"} for n in names},
