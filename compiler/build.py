@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -44,7 +45,20 @@ def check_strict(functions: list[Function], limits: CompileLimits | None = None,
     """Raise SchemaError (naming ``source``, the catalog, when given) when some keyword of ``functions`` is not
     enforced by the grammar or unknown (``--strict``); ``limits``: the compile limits (the defaults when
     None). The grammar alone: a catalog's index may leave more to the check (:func:`build_index`)."""
-    strict_notes(compile_grammar(functions, limits=limits).notes, source)
+    with _named(source):
+        notes = compile_grammar(functions, limits=limits).notes
+    strict_notes(notes, source)
+
+
+@contextmanager
+def _named(source: str | Path | None):
+    """Errors of a compile with ``source`` (the catalog or schema file) named: a schema nested past Python's
+    recursion limit becomes one SchemaError line, as in :func:`_compile`."""
+    try:
+        yield
+    except RecursionError:
+        raise SchemaError(f"{source}: schema nested too deeply" if source is not None
+                          else "schema nested too deeply") from None
 
 
 def strict_notes(notes: list[Note], source: str | Path | None = None) -> None:
@@ -139,9 +153,13 @@ def match_texts(schema_path: Path | None, functions_path: Path | None, texts: li
     the schema or catalog cannot be read or compiled.
     """
     if schema_path is not None:
-        dfa, notes = schema_dfa(read_json(schema_path), name=str(schema_path), limits=limits)
+        schema = read_json(schema_path)
+        with _named(schema_path):
+            dfa, notes = schema_dfa(schema, name=str(schema_path), limits=limits)
     else:
-        grammar = compile_grammar(load_catalog(functions_path), limits=limits)
+        functions = load_catalog(functions_path)
+        with _named(functions_path):
+            grammar = compile_grammar(functions, limits=limits)
         dfa, notes = grammar.dfa, grammar.notes
     report_notes(notes, strict)
     for text in texts:

@@ -96,6 +96,18 @@ def test_explain_keeps_a_dotted_parameter_apart(tmp_path):
                                      "    checked after generation: maxLength (300 above 256)"]
 
 
+def test_match_names_a_schema_nested_too_deeply(tmp_path):
+    # arrays 150 deep pass Python's recursion limit in the schema walk: one line, not a traceback
+    schema = {"type": "integer"}
+    for _ in range(150):
+        schema = {"type": "array", "items": schema}
+    path = tmp_path / "deep.json"
+    path.write_text(json.dumps(schema))
+    r = invoke("match", "--schema", str(path), "[1]")
+    assert r.exit_code == 2
+    assert r.stderr == f"error: {path}: schema nested too deeply\n"
+
+
 def test_match_command(tmp_path):
     schema = tmp_path / "s.json"
     schema.write_text(json.dumps({"type": "object", "properties": {"n": {"type": "integer", "minimum": 1,
