@@ -466,17 +466,20 @@ class LLGuidanceEngine:
         import llguidance
 
         self.grammar = "regex"
-        grammar = llguidance.grammar_from("regex", regex or "[")  # no exact regex: refused, the JSON schema
+        why = NO_EXACT_REGEX
+        if regex is not None:
+            grammar = llguidance.grammar_from("regex", regex)
+            matcher = llguidance.LLMatcher(self.tok, grammar)
+            if not matcher.is_error():
+                return grammar
+            why = matcher.get_error()
+        self.grammar = f"json schema (regex refused: {why})"
+        schema = dict(schema, **{"x-guidance": {"item_separator": ", ", "key_separator": ": ",
+                                                "whitespace_flexible": False}})
+        grammar = llguidance.grammar_from("json_schema", json.dumps(schema))
         matcher = llguidance.LLMatcher(self.tok, grammar)
         if matcher.is_error():
-            why = matcher.get_error() if regex else NO_EXACT_REGEX
-            self.grammar = f"json schema (regex refused: {why})"
-            schema = dict(schema, **{"x-guidance": {"item_separator": ", ", "key_separator": ": ",
-                                                    "whitespace_flexible": False}})
-            grammar = llguidance.grammar_from("json_schema", json.dumps(schema))
-            matcher = llguidance.LLMatcher(self.tok, grammar)
-            if matcher.is_error():
-                raise RuntimeError(matcher.get_error())
+            raise RuntimeError(matcher.get_error())
         return grammar
 
     def save(self, built, path: Path) -> int | None:

@@ -5,7 +5,6 @@ texts against a schema's or a catalog's automaton. Errors leave here with the fi
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -14,11 +13,11 @@ from typing import Any
 from ..core.catalog import Function, load_catalog
 from ..core.errors import InputError, SchemaError
 from ..core.files import human_size
-from ..core.indexfile import IndexData, save_index
+from ..core.indexfile import IndexData
 from ..core.jsonio import read_json
 from ..core.messages import say
 from ..core.vocabulary import Vocabulary
-from .compile import CompileOptions, CompileReport, compile_index, compile_to_file
+from .compile import CompileOptions, CompileReport, compile_index, write_index
 from .grammar import compile_grammar, schema_dfa
 from .limits import CompileLimits
 from .schema import Note
@@ -81,38 +80,31 @@ def say_compiled(report: CompileReport, functions: list[Function], vocabulary: V
     say(f"  compile time {report.compile_seconds:.3f} s (vocabulary preparation excluded); {phases}")
 
 
-def _compile(functions: list[Function], vocabulary: Vocabulary, path: Path | None, options: dict[str, str],
+def _compile(functions: list[Function], vocabulary: Vocabulary, options: dict[str, str],
              source: str | Path | None, limits: CompileLimits | None = None) -> tuple[IndexData, CompileReport]:
-    """compile_index / compile_to_file with errors naming ``source`` (the catalog) or ``path`` (the output)."""
+    """compile_index (in memory) with errors naming ``source`` (the catalog)."""
     prefix = f"{source}: " if source is not None else ""
-    try:
-        if path is None:
+    with _named(source):
+        try:
             return compile_index(functions, vocabulary, CompileOptions(**options), limits)
-        return compile_to_file(functions, vocabulary, path, CompileOptions(**options), limits)
-    except SchemaError as exc:  # the same kind (a CompileLimitError stays one), with the catalog named
-        raise type(exc)(f"{prefix}{exc}") from None
-    except RecursionError:
-        raise SchemaError(f"{prefix}schema nested too deeply") from None
-    except OSError as exc:
-        raise InputError(f"{path}: cannot write the index: {exc.strerror or exc}") from None
+        except SchemaError as exc:  # the same kind (a CompileLimitError stays one), with the catalog named
+            raise type(exc)(f"{prefix}{exc}") from None
 
 
 def compile_notes(functions: list[Function], vocabulary: Vocabulary, options: dict[str, str] | None = None,
                   source: str | Path | None = None, limits: CompileLimits | None = None) -> list[Note]:
     """The notes of the whole compile of ``functions``' index for ``vocabulary`` (token walk included, nothing
     written): what ``compile`` would leave to the check after generation. Raises as :func:`build_index`."""
-    return _compile(functions, vocabulary, None, options or {}, source, limits)[1].notes
+    return _compile(functions, vocabulary, options or {}, source, limits)[1].notes
 
 
 def _save(index: IndexData, report: CompileReport, path: Path) -> None:
     """Write ``index`` atomically to ``path`` (an index compiled in memory), with its size and write time in
     ``report``; raises InputError when it cannot be written."""
-    t = time.perf_counter()
     try:
-        report.size_bytes = save_index(path, index)
+        write_index(path, index, report)
     except OSError as exc:
         raise InputError(f"{path}: cannot write the index: {exc.strerror or exc}") from None
-    report.timings["write"] = time.perf_counter() - t
 
 
 def build_index(functions: list[Function], vocabulary: Vocabulary, path: Path | None = None,
@@ -127,11 +119,11 @@ def build_index(functions: list[Function], vocabulary: Vocabulary, path: Path | 
     Raises SchemaError / CatalogError (naming ``source``) for a catalog that cannot be compiled (a
     CompileLimitError past a limit), InputError when ``path`` cannot be written.
     """
-    index, report = _compile(functions, vocabulary, None if strict else path, options or {}, source, limits)
+    index, report = _compile(functions, vocabulary, options or {}, source, limits)
     if strict:  # the notes of the whole compile (a catalog's entries limit may leave a long count to the check)
         strict_notes(report.notes, source)
-        if path is not None:
-            _save(index, report, path)
+    if path is not None:
+        _save(index, report, path)
     if not quiet:
         report_notes(report.notes, strict=False)
         say_compiled(report, functions, vocabulary, path)

@@ -161,7 +161,13 @@ def compile_to_file(
 ) -> tuple[IndexData, CompileReport]:
     """Compile and write the index atomically to ``path``; the report includes write time and file size."""
     index, report = compile_index(functions, vocabulary, options, limits)
+    write_index(path, index, report)
+    return index, report
+
+
+def write_index(path: str | Path, index: IndexData, report: CompileReport) -> None:
+    """Write ``index`` atomically to ``path``, its file size (bytes) and write time (``timings["write"]``,
+    seconds) into ``report``. Raises OSError when it cannot be written."""
     t = time.perf_counter()
     report.size_bytes = save_index(path, index)
     report.timings["write"] = time.perf_counter() - t
-    return index, report
