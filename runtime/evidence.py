@@ -229,8 +229,9 @@ def claimed(calls: list[tuple[dict[str, Any], Collection[str]]], request: str) -
     owners: dict[float, set[str]] = {}  # each number -> the required arguments that hold it
     for arguments, required in calls:
         for key, value in arguments.items():
-            if key in required and _finite(value) is not None:
-                owners.setdefault(_finite(value), set()).add(key)
+            v = _finite(value)
+            if key in required and v is not None:
+                owners.setdefault(v, set()).add(key)
     out: list[dict[str, Verdict]] = []
     for arguments, required in calls:
         taken = {}

@@ -74,23 +74,25 @@ def number_mentions(request: str, every_form: bool = False) -> Counter[float]:
             digits[float(hour)] += 1
     found: Counter[float] = Counter()
     cardinals: Counter[float] = Counter()  # found, ordinals left out
+
+    def add(number: float, cardinal: bool) -> None:
+        found[float(number)] += 1
+        cardinals[float(number)] += cardinal
+
     spoken = words(request)
     for i, w in enumerate(spoken):
         n = MONTHS.get(w, UNITS.get(w, TENS.get(w, ORDINALS.get(w, SCALES.get(w)))))
         if n is None:
             continue
-        found[float(n)] += 1
         ordinal = w in ORDINALS or (w in TENS and i + 1 < len(spoken) and spoken[i + 1] in ORDINALS)  # twenty-first
-        scaled = w in SCALES and i > 0 and spoken[i - 1] in UNITS  # the "hundred" of "two hundred": one number
-        cardinals[float(n)] += not (ordinal or scaled)
+        scaled = w in SCALES and i > 0 and spoken[i - 1] in UNITS  # two hundred: one number, 200
+        add(n, not (ordinal or scaled))
         if w in TENS and i + 1 < len(spoken):  # twenty-one, twenty-first
             after = UNITS.get(spoken[i + 1], ORDINALS.get(spoken[i + 1]))
             if after is not None and 0 < after < 10:
-                found[float(n + after)] += 1
-                cardinals[float(n + after)] += spoken[i + 1] in UNITS
-        if w in SCALES and i > 0 and spoken[i - 1] in UNITS:  # two hundred
-            found[float(UNITS[spoken[i - 1]] * SCALES[w])] += 1
-            cardinals[float(UNITS[spoken[i - 1]] * SCALES[w])] += 1
+                add(n + after, spoken[i + 1] in UNITS)
+        if scaled:
+            add(UNITS[spoken[i - 1]] * SCALES[w], True)
     if every_form:
         return digits + cardinals
     return digits + Counter({n: k for n, k in found.items() if n not in digits})
