@@ -37,7 +37,7 @@ from typing import Any
 import jsonschema
 
 from . import arrays
-from . import limits
+from . import counters, limits
 from ..core.patterns import python_schema
 from .diagnostics import SchemaContext
 from .keywords import ANNOTATIONS, MAX_COUNT, counts
@@ -183,6 +183,8 @@ def _affordable(ctx: SchemaContext, path: list[str], n_prefix: int, rest: Node |
     big_hi, big_lo = cap is not None and cap > MAX_COUNT, lo > MAX_COUNT
     if rest is None or not (big_hi or big_lo):
         return lo, cap
+    if counters.active() and big_hi and not big_lo and counted == 1:
+        return lo, cap  # the items past max(n_prefix, lo) are counted by a counter (ArrayNode)
     with limits.active(ctx.budget):
         item = rest.dfa()
     states = item.num_states

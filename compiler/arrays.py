@@ -259,6 +259,76 @@ def counted(prefix: list[Tagged], rest: Tagged | None, lo: int, hi: int | None, 
     return assemble((0, 0), slot, after, closes)
 
 
+#: Item counts more than this many past the positions that must be copied are counted by a counter where
+#: the compile uses counters (:mod:`.counters`).
+LOOP_COUNT = 64
+
+
+def counted_loop(items: list[ByteDFA], rest: ByteDFA, lo: int, extra: int, k: int) -> ByteDFA:
+    """The marked automaton (:mod:`.counters`) of an array of ``items`` by position (copies: ``items[i]``
+    is the automaton of position ``i``), then up to ``extra`` more ``rest`` items counted by counter ``k``
+    (bound ``extra``): ``[ R_k item0, item1, ... (N_k , rest)* ]`` with at least ``lo`` <= len(items)
+    items; the advance comes before the comma of each counted item after the first (the comma commits to
+    it). One copy per position and one of ``rest``; raises Clash as :func:`assemble`."""
+    from .counters import next_byte, reset_byte
+
+    parts = items + [rest]
+    sizes = [p.num_states for p in parts]
+    count_states(sum(sizes) + 6)
+    fixed = 7  # 0 before "[", 1 after "[", 2 end, 3 after the reset, 4 after a loop comma, 5 after ", ",
+    # 6 after the advance that a loop comma follows (the comma commits to one more item, so it is counted)
+    offs = np.cumsum([fixed] + sizes[:-1]).tolist()
+    trans = np.concatenate([np.full((fixed, 256), -1, dtype=np.int32)]
+                           + [np.where(p.transitions >= 0, p.transitions + o, -1).astype(np.int32)
+                              for p, o in zip(parts, offs)])
+    acc = np.zeros(len(trans), dtype=bool)
+    acc[2] = True
+    extra_rows = []  # per position i >= 1: the states after "," and after ", " before item i
+    for i in range(1, len(items)):
+        extra_rows.append(len(trans) + 2 * (i - 1))
+    if extra_rows:
+        trans = np.concatenate([trans, np.full((2 * len(extra_rows), 256), -1, dtype=np.int32)])
+        acc = np.concatenate([acc, np.zeros(2 * len(extra_rows), dtype=bool)])
+    trans[0, ord("[")] = 1
+    trans[1, reset_byte(k)] = 3
+    loop_start = offs[-1] + rest.start
+
+    def enter(state: int, i: int) -> None:  # ``state`` reads the first item of position i
+        start = trans[offs[i] + parts[i].start].copy()
+        merge_rows(trans, np.array([state]), start)
+
+    trans[6, ord(",")] = 4
+    trans[4, ord(" ")] = 5
+    enter(5, len(items))
+    for j, r in enumerate(extra_rows):
+        trans[r, ord(" ")] = r + 1
+        enter(r + 1, j + 1)
+    if items:
+        enter(3, 0)
+    else:  # the first item of the loop: advanced as it begins
+        trans[3, next_byte(k)] = loop_start
+    if lo == 0:
+        merge_rows(trans, np.array([3]), _row({ord("]"): 2}))
+    for i, p in enumerate(parts):
+        ends = np.flatnonzero(p.accepting) + offs[i]
+        row = {}
+        if i + 1 >= lo or i == len(items):
+            row[ord("]")] = 2
+        if i + 1 < len(items):
+            row[ord(",")] = extra_rows[i]
+        else:
+            row[next_byte(k)] = 6
+        merge_rows(trans, ends, _row(row))
+    return ByteDFA(trans, acc, 0)
+
+
+def _row(moves: dict[int, int]) -> np.ndarray:
+    row = np.full(256, -1, dtype=np.int32)
+    for b, t in moves.items():
+        row[b] = t
+    return row
+
+
 def distinct(tables: list[dict[int, list[bytes]]], rest: dict[int, list[bytes]] | None, lo: int,
              hi: int | None, matching: frozenset[int] = frozenset(), cmin: int = 0,
              cmax: int | None = None) -> ByteDFA:

@@ -18,6 +18,8 @@ from ..core.callformat import INDEX_FORMS
 from ..core.catalog import Function, catalog_fingerprint
 from ..core.indexfile import GRAMMAR_REVISION, IndexData, save_index
 from ..core.vocabulary import Vocabulary
+from .counted_index import counted_arrays, counted_walk
+from .counters import Transducer
 from .dfa import byte_classes
 from . import long_counts
 from .grammar import Grammar, compile_grammar, value_grammar
@@ -107,7 +109,7 @@ def compile_index(
     if options.form == "value" and len(functions) != 1:
         raise ValueError(f"the value form compiles one schema, got a catalog of {len(functions)} functions")
 
-    def build() -> tuple[Grammar, WalkResult, np.ndarray, np.ndarray, float]:
+    def build() -> tuple[Grammar, WalkResult, np.ndarray | None, np.ndarray | None, float, Transducer | None]:
         # a catalog whose long counts pass the entries limit is compiled again without them (long_counts)
         if options.form == "value":
             grammar = value_grammar(functions[0].parameters, name=functions[0].name, timings=report.timings,
@@ -116,23 +118,32 @@ def compile_index(
             grammar = compile_grammar(functions, parameters_key=options.parameters_key,
                                       timings=report.timings, limits=limits)
         t2 = time.perf_counter()
+        tr = grammar.transducer()
+        if tr is not None:  # long counts with counters: walk the transducer's automaton
+            return grammar, counted_walk(tr, trie, limits), None, None, t2, tr
         byte_class, class_trans = byte_classes(grammar.dfa.transitions)  # for the walk's groups and the table
         result = walk(grammar.dfa.transitions, trie, class_transitions=class_trans, max_entries=limits.entries)
-        return grammar, result, byte_class, class_trans, t2
+        return grammar, result, byte_class, class_trans, t2, None
 
-    grammar, result, byte_class, class_trans, t2 = long_counts.attempts(build)
-    dfa = grammar.dfa
+    grammar, result, byte_class, class_trans, t2, counted = long_counts.attempts(build)
     report.notes = grammar.notes
     t3 = time.perf_counter()
     report.timings["token walk"] = t3 - t2
-    arrays = build_rows(result, dfa.num_states, vocabulary.vocab_size)
-    arrays["min_tokens"] = min_tokens(result, dfa.accepting)
-    arrays["byte_class"] = byte_class
-    arrays["transitions"] = class_trans
-    arrays["accepting"] = dfa.accepting.astype(np.uint8)
+    if counted is None:
+        dfa = grammar.dfa
+        arrays = build_rows(result, dfa.num_states, vocabulary.vocab_size)
+        arrays["min_tokens"] = min_tokens(result, dfa.accepting)
+        arrays["byte_class"] = byte_class
+        arrays["transitions"] = class_trans
+        arrays["accepting"] = dfa.accepting.astype(np.uint8)
+        start, accepting = int(dfa.start), dfa.accepting
+    else:
+        tr = counted
+        arrays = counted_arrays(tr, result, vocabulary.token_bytes, vocabulary.vocab_size)
+        start, accepting = tr.start, tr.accepting
     report.timings["table"] = time.perf_counter() - t3
-    report.states = dfa.num_states
-    report.accepting_states = int(dfa.accepting.sum())
+    report.states = len(accepting)
+    report.accepting_states = int(accepting.sum())
     report.entries = result.entries
     report.rows = len(arrays["row_kind"])
     header = {
@@ -146,12 +157,14 @@ def compile_index(
         "options": asdict(options),
         "vocab_size": vocabulary.vocab_size,
         "eos_ids": [int(e) for e in vocabulary.eos_ids],
-        "start": int(dfa.start),
+        "start": start,
         "compiler_version": __version__,
         "grammar_revision": GRAMMAR_REVISION,
         "stats": {"states": report.states, "entries": report.entries, "rows": report.rows},
         "not_enforced": [str(n) for n in grammar.not_enforced],
     }
+    if counted is not None:
+        header["counters"] = [int(h) for h in counted.table.his]
     return IndexData(header=header, arrays=arrays), report
 
 

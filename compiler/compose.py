@@ -22,6 +22,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import dfa as D
+from . import counters
 from .dfa import ByteDFA
 from .limits import count_states
 
@@ -84,6 +85,11 @@ def product(a: ByteDFA, b: ByteDFA, mode: str) -> ByteDFA:
     dead = np.full((1, 256), -1, dtype=np.int64)
     ta = np.concatenate([a.transitions.astype(np.int64), dead])  # row -1: the dead side
     tb = np.concatenate([b.transitions.astype(np.int64), dead])
+    used_a, used_b = counters.markers_used(a.transitions), counters.markers_used(b.transitions)
+    # a side stays put on a counter marker that only the other side reads, where that side reads it: the
+    # count is the other's, and the staying side's verdict does not depend on it
+    only_a, only_b = np.flatnonzero(used_a & ~used_b), np.flatnonzero(used_b & ~used_a)
+    markers = np.flatnonzero(used_a & used_b) if mode != "and" else np.zeros(0, dtype=np.int64)
     width = b.num_states + 1
     index: dict[int, int] = {}  # (sa + 1) * width + (sb + 1) -> state
     pairs_a: list[int] = [a.start]
@@ -97,12 +103,21 @@ def product(a: ByteDFA, b: ByteDFA, mode: str) -> ByteDFA:
     while lo < hi:
         na = ta[np.asarray(pairs_a[lo:hi])]
         nb = tb[np.asarray(pairs_b[lo:hi])]
+        if len(only_a) or len(only_b):
+            sa, sb = np.asarray(pairs_a[lo:hi]), np.asarray(pairs_b[lo:hi])
+            nb[:, only_a] = np.where(na[:, only_a] >= 0, sb[:, None], -1)
+            na[:, only_b] = np.where(nb[:, only_b] >= 0, sa[:, None], -1)
         if mode == "and":
             live = (na >= 0) & (nb >= 0)
         elif mode == "minus":
             live = na >= 0
         else:
             live = (na >= 0) | (nb >= 0)
+        if len(markers):  # a difference may not let one side's counter decide the other's verdict
+            both = (np.asarray(pairs_a[lo:hi]) >= 0) & (np.asarray(pairs_b[lo:hi]) >= 0)
+            alone = (na[:, markers] >= 0) != (nb[:, markers] >= 0)
+            if mode != "or" and (both[:, None] & alone).any():
+                raise counters.CounterClash("a counted repetition of one side of a difference meets the other side")
         keys = (na + 1) * width + (nb + 1)
         uniq, inverse = np.unique(keys[live], return_inverse=True)
         ids = np.empty(len(uniq), dtype=np.int32)

@@ -48,6 +48,8 @@ class ByteDFA:
     transitions: np.ndarray
     accepting: np.ndarray
     start: int = 0
+    #: the bounds of the counters whose markers it reads (:mod:`.counters`); () for a plain automaton
+    counters: tuple = ()
 
     @property
     def num_states(self) -> int:
@@ -64,9 +66,24 @@ class ByteDFA:
         return s
 
     def accepts(self, data: bytes) -> bool:
-        """True when ``data`` (UTF-8 bytes) is in the language."""
+        """True when ``data`` (UTF-8 bytes) is in the language (for an automaton with counters: through its
+        :meth:`transducer`, every count within its bound)."""
+        if self.counters:
+            return self.transducer().accepts(data)
         s = self.state_after(data)
         return s >= 0 and bool(self.accepting[s])
+
+    def transducer(self):
+        """The :class:`~.counters.Transducer` of an automaton with counters (memoized), None for a plain one.
+        Raises CounterClash where its markers are ambiguous."""
+        if not self.counters:
+            return None
+        got = self.__dict__.get("_transducer")
+        if got is None:
+            from .counters import resolve
+
+            got = self.__dict__["_transducer"] = resolve(self.transitions, self.accepting, self.start, self.counters)
+        return got
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -196,13 +213,14 @@ def _timed(timings: dict[str, float] | None, phase: str):
 
 
 def from_regex(regex: str, timings: dict[str, float] | None = None,
-               atoms: dict[str, list[tuple[int, int]]] | None = None) -> ByteDFA:
+               atoms: dict[str, list[tuple[int, int]]] | None = None, raw: dict[str, int] | None = None) -> ByteDFA:
     """Compile ``regex`` (interegular's dialect) into a trimmed, minimal byte-level DFA.
 
     ``atoms`` (optional): characters of ``regex`` that each stand for a set of code points (character ->
     sorted disjoint intervals), so that a class of many thousands of code points (``\\p{L}``) is one
     character for interegular (which expands a class one character at a time) and intervals again in the
-    byte expansion.
+    byte expansion. ``raw`` (optional): characters of ``regex`` that each stand for one byte that is not
+    UTF-8 (a counter marker, :mod:`.counters`); the regex must use them outside negated classes.
 
     ``timings`` (if given) accumulates seconds under "automaton" (interegular's character DFA) and "byte
     expansion" (the UTF-8 expansion and minimization). Raises SchemaError when interegular cannot parse the
@@ -221,14 +239,25 @@ def from_regex(regex: str, timings: dict[str, float] | None = None,
         finally:
             _CRAWLED.reset(token)
     with _timed(timings, "byte expansion"):
-        return _expand(fsm, atoms)
+        return _expand(fsm, atoms, raw)
 
 
-def _expand(fsm: interegular.FSM, atoms: dict[str, list[tuple[int, int]]] | None = None) -> ByteDFA:
+def _expand(fsm: interegular.FSM, atoms: dict[str, list[tuple[int, int]]] | None = None,
+            raw: dict[str, int] | None = None) -> ByteDFA:
     """interegular's character DFA -> a trimmed, minimal DFA over UTF-8 bytes (see the module docstring)."""
     states = sorted(fsm.states)
     index = {s: i for i, s in enumerate(states)}
-    symbol_intervals = _intervals_of_symbols(fsm, atoms)
+    symbol_intervals = _intervals_of_symbols(fsm, {**(atoms or {}), **{c: [] for c in raw or {}}})
+    raw_symbols: dict[object, int] = {}
+    for char, byte in (raw or {}).items():
+        symbol = fsm.alphabet._symbol_mapping.get(char)
+        if symbol is None:
+            continue
+        if symbol_intervals.get(symbol) or symbol in raw_symbols:  # grouped with other characters
+            from .counters import CounterClash
+
+            raise CounterClash("a counter marker shares its symbol with other characters")
+        raw_symbols[symbol] = byte
     builder = _ByteBuilder(len(states))
     for s in states:
         merged: list[tuple[int, int, int]] = []
@@ -237,6 +266,9 @@ def _expand(fsm: interegular.FSM, atoms: dict[str, list[tuple[int, int]]] | None
                 merged.append((lo, hi, index[target]))
         merged.sort()
         builder.add_state(index[s], merged)
+        for symbol, target in fsm.map.get(s, {}).items():
+            if symbol in raw_symbols:
+                builder.rows[index[s]][raw_symbols[symbol]] = index[target]
     limits.count_states(len(builder.rows), leaf=True)
     dfa = builder.to_dfa({index[f] for f in fsm.finals}, index[fsm.initial])
     return minimize(dfa)

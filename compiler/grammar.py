@@ -19,7 +19,7 @@ import numpy as np
 from ..core.catalog import Function
 from ..core.errors import SchemaError
 from . import dfa as dfa_mod
-from . import long_counts
+from . import counters, long_counts
 from .compose import structure
 from .dfa import ByteDFA
 from .limits import Budget, CompileLimits, active
@@ -40,6 +40,11 @@ class Grammar:
     dfa: ByteDFA
     notes: list[Note]
     exact: bool = True
+
+    def transducer(self) -> counters.Transducer | None:
+        """The automaton with its counter markers resolved (:func:`~.counters.resolve`), or None when the
+        grammar counts nothing with counters. Raises CounterClash where the markers are ambiguous."""
+        return self.dfa.transducer()
 
     @property
     def not_enforced(self) -> list[Note]:
@@ -85,6 +90,9 @@ def compile_grammar(
     CompileLimitError (a SchemaError) for one past a limit. The automata are built before the regexes,
     whose size grows like theirs, so a limit stops both.
     """
+    if not long_counts.inside():  # one attempt (and one counter registry) for the whole catalog
+        return long_counts.attempts(lambda: compile_grammar(functions, parameters_key, timings, max_recursion,
+                                                            limits))
     timings = {} if timings is None else timings
     leaves = {"automaton": 0.0, "byte expansion": 0.0}
     t0 = time.perf_counter()
@@ -120,12 +128,21 @@ def compile_grammar(
     entry = [(prefix, i) for i, (prefix, _) in enumerate(alternatives)]
     items = [part for _, part in alternatives]
     call = structure(b'{"name": ', items, [[(b"}", None)]] * len(items), entry)
-    call = dfa_mod.minimize(call)
+    call = with_counters(dfa_mod.minimize(call))
     timings["automaton"] = leaves["automaton"]
     timings["byte expansion"] = leaves["byte expansion"]
     timings["join"] = time.perf_counter() - t0 - timings["automaton"] - timings["byte expansion"]
     regex = call_regex([(fn.name, nodes[fn.name].regex) for fn in functions], parameters_key)
     return Grammar(regex=regex, dfa=call, notes=notes, exact=all(n.regular() for n in nodes.values()))
+
+
+def with_counters(dfa: ByteDFA) -> ByteDFA:
+    """``dfa`` with the bounds of the running attempt's counters attached (``dfa.counters``) when it reads
+    counter markers (:mod:`.counters`)."""
+    reg = counters.registry()
+    if reg is not None and counters.uses_markers(dfa.transitions):
+        dfa.counters = tuple(reg.his)
+    return dfa
 
 
 def value_grammar(schema: Any, name: str = "schema", timings: dict[str, float] | None = None,
@@ -143,7 +160,7 @@ def value_grammar(schema: Any, name: str = "schema", timings: dict[str, float] |
         compiler = SchemaCompiler(name, root=schema, max_recursion=max_recursion, label="schema", limits=limits)
         node = compiler.whole(schema, "the schema admits no value (unsatisfiable)")
         with active(compiler.budget):
-            return compiler, node, dfa_mod.minimize(node.dfa(leaves))
+            return compiler, node, with_counters(dfa_mod.minimize(node.dfa(leaves)))
 
     compiler, node, dfa = long_counts.attempts(build)
     timings["automaton"] = leaves["automaton"]
@@ -172,7 +189,9 @@ def _schema_dfa(schema: Any, max_recursion: int, name: str, limits: CompileLimit
     if node is not None:
         with active(compiler.budget):
             try:
-                return dfa_mod.minimize(node.dfa()), compiler.notes
+                dfa = with_counters(dfa_mod.minimize(node.dfa()))
+                dfa.transducer()  # an ambiguous counter is found inside the attempt, which then goes without
+                return dfa, compiler.notes
             except dfa_mod.EmptyLanguage:
                 if not empty_ok:
                     raise SchemaError(f"schema {name!r}: the schema admits no value (unsatisfiable)") from None

@@ -110,3 +110,38 @@ def cached_length_dfa(lo: int, hi: int | None) -> ByteDFA:
         while len(_CACHE) > 64:
             _CACHE.popitem(last=False)
     return dfa
+
+
+def counted_length_dfa(lo: int, hi: int, k: int) -> ByteDFA:
+    """The marked byte DFA (:mod:`.counters`) of the JSON strings of ``lo``..``hi`` decoded code points:
+    ``" R_k U{lo} (N_k U)* "``, ``lo`` copies of the unit then one loop whose iterations counter ``k``
+    (bound ``hi - lo``) counts. ``(lo + 1) x 20 + 4`` states, counted against the compile budget.
+
+    Raises ValueError when ``lo`` < 0 or ``hi`` < ``lo``."""
+    from .counters import next_byte, reset_byte
+
+    if lo < 0 or hi < lo:
+        raise ValueError(f"no string has {lo}..{hi} code points")
+    u = unit()
+    final = int(np.flatnonzero(u.accepting)[0])
+    keep = np.array([s for s in range(u.num_states) if s != final])
+    m = len(keep)
+    count_states((lo + 1) * m + 4, leaf=True)
+    local = np.full(u.num_states, -1, dtype=np.int64)
+    local[keep] = np.arange(m)
+    t = u.transitions[keep].astype(np.int64)  # (m, 256)
+    stay = np.where((t >= 0) & (t != final), local[np.maximum(t, 0)], -1)
+    done = t == final
+    head = (lo + 1) * m
+    begin, end, reset = head + 1, head + 2, head + 3
+    trans = np.full((head + 4, 256), -1, dtype=np.int32)
+    for j in range(lo + 1):  # copies 0..lo-1, then the loop's copy (index lo)
+        after = (j + 1) * m + local[u.start] if j + 1 < lo else head
+        trans[j * m : (j + 1) * m] = np.where(done, after, np.where(stay >= 0, stay + j * m, -1))
+    trans[begin, _QUOTE] = reset
+    trans[reset, reset_byte(k)] = local[u.start] if lo else head
+    trans[head, next_byte(k)] = lo * m + local[u.start]
+    trans[head, _QUOTE] = end
+    accepting = np.zeros(head + 4, dtype=bool)
+    accepting[end] = True
+    return ByteDFA(trans, accepting, begin)

@@ -39,6 +39,7 @@ class Policy:
     allowed: bool = True
     used: bool = False
     reason: str = ""
+    counters: bool = True
 
 
 _POLICY: contextvars.ContextVar[Policy | None] = contextvars.ContextVar("callmaybe_long_counts", default=None)
@@ -49,6 +50,11 @@ def current() -> Policy:
     counts, recording nothing)."""
     policy = _POLICY.get()
     return Policy() if policy is None else policy
+
+
+def inside() -> bool:
+    """True inside an attempt (:func:`attempts`)."""
+    return _POLICY.get() is not None
 
 
 def cap() -> int:
@@ -105,30 +111,54 @@ def attempts(build: Callable[[], T]) -> T:
 
 
 def attempts_with_policy(build: Callable[[], T]) -> tuple[T, Policy]:
-    """:func:`attempts`, and the policy the result was built under (to build a twin under it: :func:`under`)."""
-    from .limits import CompileLimitError
+    """:func:`attempts`, and the policy the result was built under (to build a twin under it: :func:`under`).
+
+    With counters (:mod:`.counters`) allowed by the enclosing attempt, the first attempt counts long
+    repetitions with counters; where they cannot be carried exactly (CounterClash) the attempts are made
+    again without them."""
+    from .counters import CounterClash
 
     outer = _POLICY.get()
-    first = Policy() if outer is None else Policy(allowed=outer.allowed, reason=outer.reason)
+    use_counters = True if outer is None else outer.counters
+    if use_counters:
+        try:
+            return _attempts(build, outer, True)
+        except CounterClash:
+            pass
+    return _attempts(build, outer, False)
+
+
+def _attempts(build: Callable[[], T], outer: Policy | None, use_counters: bool) -> tuple[T, Policy]:
+    from .limits import CompileLimitError
+
+    first = Policy(counters=use_counters) if outer is None else Policy(allowed=outer.allowed, reason=outer.reason,
+                                                                        counters=use_counters)
     try:
         return _run(build, first, outer), first
     except CompileLimitError as exc:
         if not (first.allowed and first.used and exc.limit in RETRIED):
             raise
-        second = Policy(allowed=False, reason=_reason(exc.limit))
+        second = Policy(allowed=False, reason=_reason(exc.limit), counters=use_counters)
     return _run(build, second, outer), second
 
 
 def under(policy: Policy, build: Callable[[], T]) -> T:
     """``build()`` under a copy of ``policy`` (long counts allowed or not, and why), in one attempt."""
-    return _run(build, Policy(allowed=policy.allowed, reason=policy.reason), _POLICY.get())
+    return _run(build, Policy(allowed=policy.allowed, reason=policy.reason, counters=policy.counters), _POLICY.get())
 
 
 def _run(build: Callable[[], T], policy: Policy, outer: Policy | None) -> T:
+    from . import counters
+
+    reg = counters.registry()
+    if policy.counters and reg is None:
+        reg = counters.Registry()  # the outermost attempt numbers the compile's counters
     token = _POLICY.set(policy)
+    reg_token = counters.set_registry(reg if policy.counters else None)
     try:
         result = build()
     finally:
+        counters.restore(reg_token)
         _POLICY.reset(token)
     if outer is not None:  # only a result that stands counts
         outer.used |= policy.used

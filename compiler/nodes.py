@@ -31,7 +31,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from . import arrays
+from . import arrays, counters
 from . import dfa as D
 from . import limits
 from ..core.errors import SchemaError
@@ -220,6 +220,8 @@ class Node:
             try:
                 built = self.build(timings)
             except Clash:
+                if counters.active():  # the regex may hold long counts: compile again without counters
+                    raise counters.CounterClash(f"the automata at {self.at or '#'} cannot be joined") from None
                 if not self.regular():
                     raise SchemaError(f"the automata at {self.at or '#'} cannot be joined "
                                       "(a value's continuation collides with what follows it)") from None
@@ -360,6 +362,16 @@ class ArrayNode(Node):
                 built[id(n)] = arrays.plain(item) if cond is None else arrays.split(item, cond)
             return built[id(n)]
 
+        tail = max(len(self.prefix), self.lo)
+        if (cond is None and self.rest is not None and self.hi is not None and counters.active()
+                and self.hi - tail > arrays.LOOP_COUNT):  # the items past ``tail``: counted, not copied
+            rest = self.rest.dfa(timings)
+            items = [p.dfa(timings) for p in self.prefix] + [rest] * (tail - len(self.prefix))
+            used = frozenset(counters.MARKER_BYTES.index(b) // 2
+                             for b in np.flatnonzero(counters.markers_used(rest.transitions)).tolist())
+            key = ("items", structural_key(self.rest) or id(self.rest), tail, self.hi)
+            k = counters.counter(key, self.hi - tail, avoid=used)
+            return arrays.counted_loop(items, rest, self.lo, self.hi - tail, k)
         return arrays.counted([tagged(p) for p in self.prefix], None if self.rest is None else tagged(self.rest),
                               self.lo, self.hi, self.cmin, self.cmax)
 

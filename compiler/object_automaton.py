@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..core.errors import SchemaError
+from . import counters
 from . import dfa as D
 from .compose import literals, merge_rows
 from .dfa import ByteDFA
@@ -79,6 +80,8 @@ def tagged_product(parts: list[Tagged], need_first: bool = False,
             order.append(tup)
         return s
 
+    if combine is not None and any(counters.uses_markers(p.dfa.transitions) for p in parts):
+        raise counters.CounterClash("a counted repetition in a key that several patterns classify")
     state(tuple(p.dfa.start for p in parts))
     rows = []
     dead = np.full(256, -1, dtype=np.int64)

@@ -44,7 +44,7 @@ except ImportError:  # pragma: no cover - Python 3.10
     import sre_parse as P
 
 from . import dfa as D
-from . import long_counts
+from . import counters, long_counts
 from .dfa import ByteDFA
 from ..core.intervals import SURROGATES, Interval, complement, normalize, subtract
 from .lexical import escape
@@ -184,8 +184,9 @@ def _category(cat) -> list[Interval]:
 class _Reader:
     """The translation of one parsed pattern (``classes``: the placeholders of property classes)."""
 
-    def __init__(self, classes: dict[int, list[Interval]]):
+    def __init__(self, classes: dict[int, list[Interval]], counted: bool = False):
         self.classes = classes
+        self.counted = counted  # long repeats with counters (:mod:`.counters`)
 
     def literal(self, cp: int) -> list[Interval]:
         return self.classes.get(cp, [(cp, cp)])
@@ -228,6 +229,14 @@ class _Reader:
                 out += ["(?:", *self.translate(av[-1]), ")"]
             elif op in (C.MAX_REPEAT, C.MIN_REPEAT, getattr(C, "POSSESSIVE_REPEAT", None)):
                 lo, hi, body = av
+                if hi is not C.MAXREPEAT and hi - lo > long_counts.SHORT_COUNT and counters.active():
+                    if self.counted:
+                        out += self.counted_repeat(lo, hi, self.translate(body))
+                        continue
+                    if lo > long_counts.cap():  # the regex of the header: the repeat as written
+                        raise PatternError(f"a repeat count {long_counts.why_not(lo)}")
+                    out += ["(?:", *self.translate(body), ")", f"{{{lo},{hi}}}"]
+                    continue
                 top = lo if hi is C.MAXREPEAT else max(lo, hi)
                 if top > long_counts.cap():
                     raise PatternError(f"a repeat count {long_counts.why_not(top)}")
@@ -244,6 +253,18 @@ class _Reader:
             else:
                 raise PatternError(f"unsupported construct {op}")
         return out
+
+    def counted_repeat(self, lo: int, hi: int, body: Piece) -> Piece:
+        """``body{lo,hi}`` with the ``hi - lo`` optional repeats counted by a counter: ``lo`` copies, the
+        reset marker, then ``(N body)*`` (marker characters, which the byte expansion makes marker bytes).
+        Raises PatternError when ``lo`` is above :func:`~.long_counts.cap`."""
+        if lo > long_counts.cap():
+            raise PatternError(f"a repeat count {long_counts.why_not(lo)}")
+        long_counts.use(lo)
+        inner = frozenset(MARKER_OF[t] // 2 for t in body if isinstance(t, str) and t in MARKER_OF)
+        k = counters.counter(("repeat", tuple(body), lo, hi), hi - lo, avoid=frozenset(inner))
+        head = ["(?:", *body, ")", f"{{{lo}}}"] if lo else []
+        return head + [MARKER_CHARS[2 * k], "(?:", MARKER_CHARS[2 * k + 1], "(?:", *body, "))*"]
 
     def search(self, items, start: bool = False, end: bool = False) -> Piece:
         """The pattern as a search: anchors at the ends of ``items`` (or of each top-level alternative)
@@ -395,8 +416,15 @@ def _render(piece: Piece, atoms: bool) -> tuple[str, dict[str, list[Interval]] |
     return regex, {reps[k]: runs for k, (runs, _) in enumerate(table)}
 
 
-def _piece(pattern: str) -> Piece:
-    """The pattern as a search over JSON string content (a piece); raises PatternError."""
+#: Characters that stand for the counter markers (:mod:`.counters`) in the regex given to interegular,
+#: and the index of each among the markers (counter k: reset 2k, next 2k + 1).
+MARKER_CHARS = tuple(chr(0xF0000 + i) for i in range(len(counters.MARKER_BYTES)))
+MARKER_OF = {c: i for i, c in enumerate(MARKER_CHARS)}
+
+
+def _piece(pattern: str, counted: bool = False) -> Piece:
+    """The pattern as a search over JSON string content (a piece); ``counted``: long repeats with counters
+    (marker characters in the piece). Raises PatternError."""
     if not isinstance(pattern, str):
         raise PatternError(f"a pattern must be a string, not {type(pattern).__name__}")
     text, classes = _prepare(pattern)
@@ -406,7 +434,7 @@ def _piece(pattern: str) -> Piece:
         raise PatternError(f"cannot parse pattern {pattern!r}: {exc}") from None
     if parsed.state.flags & ~(C.SRE_FLAG_UNICODE):
         raise PatternError("inline flags are not ECMA-262")
-    return _Reader(classes).search(list(parsed))
+    return _Reader(classes, counted).search(list(parsed))
 
 
 def pattern_regex(pattern: str) -> str:
@@ -415,7 +443,7 @@ def pattern_regex(pattern: str) -> str:
     return _render(_piece(pattern), atoms=False)[0]
 
 
-_CACHE: OrderedDict[str, ByteDFA] = OrderedDict()
+_CACHE: OrderedDict[tuple, ByteDFA] = OrderedDict()
 _CACHE_LOCK = threading.Lock()
 _CACHE_SIZE = 256
 
@@ -425,16 +453,19 @@ def pattern_dfa(pattern: str, timings: dict[str, float] | None = None) -> ByteDF
     built through atoms (see the module docstring); kept per process for the last 256 patterns (shared:
     never modified). ``timings``: as in :func:`~.dfa.from_regex`. Raises PatternError as
     :func:`pattern_regex`, CompileLimitError past a compile limit."""
+    piece = _piece(pattern, counters.active())
+    key = (pattern, tuple(t for t in piece if isinstance(t, str) and t in MARKER_OF))  # the counters it uses
     with _CACHE_LOCK:
-        hit = _CACHE.get(pattern)
+        hit = _CACHE.get(key)
         if hit is not None:
-            _CACHE.move_to_end(pattern)
+            _CACHE.move_to_end(key)
             return hit
     quote = Chars(((0x22, 0x22),))
-    regex, atoms = _render([quote, *_piece(pattern), quote], atoms=True)
-    dfa = D.from_regex(regex, timings, atoms)
+    regex, atoms = _render([quote, *piece, quote], atoms=True)
+    raw = {c: counters.MARKER_BYTES[i] for c, i in MARKER_OF.items() if c in regex}
+    dfa = D.from_regex(regex, timings, atoms, raw)
     with _CACHE_LOCK:
-        _CACHE[pattern] = dfa
+        _CACHE[key] = dfa
         while len(_CACHE) > _CACHE_SIZE:
             _CACHE.popitem(last=False)
     return dfa

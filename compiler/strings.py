@@ -12,13 +12,14 @@ left to the check after generation.
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
-from . import long_counts
+from . import counters, long_counts
 from .diagnostics import SchemaContext
 from .formats import format_node
 from .leaves import FastLeaf, Meet
-from .lengths import cached_length_dfa
+from .lengths import cached_length_dfa, counted_length_dfa
 from .lexical import COUNTED_CHAR, STRING, string_of
 from .nodes import Leaf, Node
 from .pattern import PatternError, pattern_dfa, pattern_regex
@@ -31,8 +32,16 @@ KNOWN_FORMATS = frozenset({
 
 
 def length_node(lo: int, hi: int | None) -> Node:
-    """The node of the JSON strings of ``lo``..``hi`` decoded code points (``hi`` None: unbounded)."""
-    return FastLeaf(string_of(repeat(COUNTED_CHAR, lo, hi)), lambda timings: cached_length_dfa(lo, hi))
+    """The node of the JSON strings of ``lo``..``hi`` decoded code points (``hi`` None: unbounded); where
+    the compile uses counters (:mod:`.counters`) and ``hi - lo`` is above :data:`~.long_counts.SHORT_COUNT`,
+    the optional code points are counted by a counter instead of copied."""
+    regex = string_of(repeat(COUNTED_CHAR, lo, hi))
+    if hi is None or hi - lo <= long_counts.SHORT_COUNT or not counters.active():
+        return FastLeaf(regex, lambda timings: cached_length_dfa(lo, hi))
+    key = ("length", lo, hi)
+    leaf = FastLeaf(regex, lambda timings: counted_length_dfa(lo, hi, counters.counter(key, hi - lo)))
+    leaf.__dict__["_key"] = hashlib.blake2b(repr(key).encode(), digest_size=20).hexdigest()  # not the copies
+    return leaf
 
 
 def pattern_node(pattern: str) -> Node:
@@ -81,10 +90,10 @@ def string_node(ctx: SchemaContext, schema: dict[str, Any], path: list[str]) -> 
     if lo > limit:
         ctx.note("not enforced", path, "minLength", long_counts.why_not(lo))
         lo = 0
-    if hi is not None and hi > limit:
+    if hi is not None and hi > limit and not (counters.active() and lo <= limit):
         ctx.note("not enforced", path, "maxLength", long_counts.why_not(hi))
         hi = None
-    long_counts.use(max(lo, hi or 0))
+    long_counts.use(max(lo, hi or 0) if not counters.active() or hi is None else lo)
     if lo or hi is not None:
         parts.append(length_node(lo, hi))
     if not parts:

@@ -88,12 +88,15 @@ def distinct_edges(result: WalkResult, num_states: int) -> tuple[np.ndarray, np.
 
 
 def min_tokens(result: WalkResult, accepting: np.ndarray) -> np.ndarray:
-    """The fewest tokens from each state to an accepting state (int32, shape (S,); large if unreachable).
+    """The fewest tokens from each state to an accepting state (int32, shape (S,); large if unreachable),
+    over the distinct (state, next state) token edges of ``result`` (:func:`min_tokens_from_edges`)."""
+    src, dst = distinct_edges(result, len(accepting))
+    return min_tokens_from_edges(src, dst, accepting)
 
-    Bellman-Ford style relaxation over the distinct (state, next state) token edges, vectorized.
-    """
-    num_states = len(accepting)
-    src, dst = distinct_edges(result, num_states)
+
+def min_tokens_from_edges(src: np.ndarray, dst: np.ndarray, accepting: np.ndarray) -> np.ndarray:
+    """The fewest edges from each state to an accepting state (int32, shape (S,); large if unreachable),
+    edges ``src[i] -> dst[i]`` (int arrays). Bellman-Ford style relaxation, vectorized."""
     inf = np.iinfo(np.int32).max // 2
     dist = np.where(accepting, 0, inf).astype(np.int64)
     while True:

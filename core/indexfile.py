@@ -14,6 +14,23 @@ stored as the uint8 tensor ``header``. Arrays (S states, C byte classes, R disti
   little-endian bit order (bit i of byte k is token 8k + i).
 * ``min_tokens``  int32 (S,): the fewest tokens that lead from the state to an accepting state.
 
+An index with counters (version 4; header ``counters``: the bound ``hi_k`` of each counter, K counters,
+X effects, G guarded entries; see :mod:`callmaybe.compiler.counters`) adds:
+
+* ``counter_hi``   int32 (K,): the bounds again, as an array.
+* ``counter_live`` uint8 (S, K): 1 where counter k's value matters at the state (0 elsewhere, where the
+  runtime keeps it at 0).
+* ``trans_effect`` int32 (S, C): the effect of each transition on the counters (0: none).
+* ``effect_add`` int32, ``effect_reset`` uint8, ``effect_after`` int32, each (X, K): effect x advances
+  counter k by ``add`` (allowed while the count stays <= ``hi_k``), then, where ``reset``, sets it to
+  ``after``. Effect 0 is no effect.
+* ``guard_offset`` int64 (S + 1,), ``guard_token`` int32 (G,), ``guard_effect`` int32 (G,), ``guard_need``
+  int32 (G,): per state (a slice of the others, tokens sorted), the allowed tokens that have an effect or
+  a need, with them; ``need`` int32 (Y, K): the distinct needs. The rows list every token the automaton
+  allows; a guarded token is allowed at counts ``c`` only where ``c_k + need_k <= hi_k`` for every counter
+  (its advances and the fewest still required after it). Then its effect updates the counts.
+  ``min_tokens`` follows tokens that need no more than the state itself, so it holds at any allowed counts.
+
 The next state after a token is the DFA state after its bytes (``transitions`` walked over the token's byte
 classes): storing that instead of a (state, token) -> next table keeps files 100x smaller.
 
@@ -28,7 +45,8 @@ anyone who can write the file can recompute them. Imports neither torch nor inte
 
 Version policy: ``INDEX_VERSION`` is the version this code writes. A reader reads every version in
 :data:`READABLE_VERSIONS` (older ones are upgraded in memory: version 1 called ``vocab_size`` ``width``) and
-refuses any other with one line naming the file's version and the versions it reads. A change that an older
+refuses any other with one line naming the file's version and the versions it reads. An index without
+counters is written as version 3 (:data:`PLAIN_VERSION`), which older readers read too. A change that an older
 reader would misread (a new array, a changed meaning) bumps the version; publishers who ship indexes in model
 folders ship the version their users' callmaybe reads.
 """
@@ -46,14 +64,17 @@ import numpy as np
 from .files import atomic_write_bytes
 from .errors import IndexFileError, IndexVersionError
 
-INDEX_VERSION = 3
+INDEX_VERSION = 4
+#: The version of an index without counters: 3, which readers before version 4 read as well.
+PLAIN_VERSION = 3
 #: The revision of the language the compiler writes for a catalog, recorded in the header as
 #: ``grammar_revision`` (absent: 1). Bumped with every compiler change that changes which texts some schema
 #: accepts (revision 2: issue 13's exact numbers, lengths, formats and combinations; revision-1 indexes
-#: capped integers at 15 digits). An index of another revision is not reused from the shipped folder, a model
+#: capped integers at 15 digits; revision 3: long counts with counters, so maxLength, pattern repeats and
+#: maxItems past the old caps are enforced). An index of another revision is not reused from the shipped folder, a model
 #: folder or the cache: it is compiled again (:func:`~.indexes.find`). The shipped indexes are rebuilt with
 #: ``make indexes`` (a test compares them with a fresh compile).
-GRAMMAR_REVISION = 2
+GRAMMAR_REVISION = 3
 
 
 def _upgrade_v1(header: dict[str, Any]) -> dict[str, Any]:
@@ -64,7 +85,7 @@ def _upgrade_v1(header: dict[str, Any]) -> dict[str, Any]:
 
 
 #: index version -> the function that turns its header into the current version's.
-READABLE_VERSIONS = {1: _upgrade_v1, 2: lambda header: header, 3: lambda header: header}
+READABLE_VERSIONS = {1: _upgrade_v1, 2: lambda header: header, 3: lambda header: header, 4: lambda header: header}
 #: the first version whose header carries ``header_sha256``.
 HEADER_DIGEST_SINCE = 3
 
@@ -77,7 +98,23 @@ DTYPES = {
     "row_kind": np.uint8, "row_offset": np.int64, "row_count": np.int32, "row_ids": np.int32,
     "row_bits": np.uint8, "min_tokens": np.int32,
 }
+#: The arrays of an index with counters (version 4, header ``counters``: each counter's bound): see the
+#: module docstring.
+COUNTER_ARRAYS = (
+    "counter_hi", "counter_live", "trans_effect", "effect_add", "effect_reset", "effect_after",
+    "guard_offset", "guard_token", "guard_effect", "guard_need", "need",
+)
+DTYPES.update({
+    "counter_hi": np.int32, "counter_live": np.uint8, "trans_effect": np.int32, "effect_add": np.int32,
+    "effect_reset": np.uint8, "effect_after": np.int32, "guard_offset": np.int64, "guard_token": np.int32,
+    "guard_effect": np.int32, "guard_need": np.int32, "need": np.int32,
+})
 ROW_IDS, ROW_BITS = 0, 1
+
+
+def array_names(header: dict[str, Any]) -> tuple[str, ...]:
+    """The arrays an index with ``header`` holds: :data:`ARRAYS`, and :data:`COUNTER_ARRAYS` with counters."""
+    return ARRAYS + COUNTER_ARRAYS if header.get("counters") else ARRAYS
 
 
 @dataclass
@@ -142,9 +179,9 @@ def revision(header: dict[str, Any]) -> int | str:
     return value if isinstance(value, int) and not isinstance(value, bool) else repr(value)
 
 
-def _digest(arrays: dict[str, np.ndarray]) -> str:
+def _digest(arrays: dict[str, np.ndarray], names: tuple[str, ...] = ARRAYS) -> str:
     h = hashlib.sha256()
-    for name in ARRAYS:
+    for name in names:
         a = np.ascontiguousarray(arrays[name])
         h.update(name.encode() + str(a.shape).encode() + a.dtype.str.encode())
         h.update(a.tobytes())
@@ -170,10 +207,11 @@ def to_bytes(index: IndexData) -> bytes:
     """Serialize ``index`` to the bytes of one safetensors file (header digest filled in)."""
     from safetensors.numpy import save
 
-    arrays = {name: np.ascontiguousarray(index.arrays[name], dtype=DTYPES[name]) for name in ARRAYS}
+    names = array_names(index.header)
+    arrays = {name: np.ascontiguousarray(index.arrays[name], dtype=DTYPES[name]) for name in names}
     header = dict(index.header)
-    header["index_version"] = INDEX_VERSION
-    header["arrays_sha256"] = _digest(arrays)
+    header["index_version"] = INDEX_VERSION if names != ARRAYS else PLAIN_VERSION
+    header["arrays_sha256"] = _digest(arrays, names)
     header.pop("header_sha256", None)
     header["header_sha256"] = _header_digest(header)
     packed = msgpack.packb(header, use_bin_type=True)
@@ -218,12 +256,13 @@ def read_index(path: str | Path) -> IndexData:
     except Exception as exc:
         raise IndexFileError(f"{path}: corrupt index file ({type(exc).__name__}: {exc})") from None
     header = _current(path, header)
-    missing = [n for n in ARRAYS if n not in tensors]
+    names = array_names(header)
+    missing = [n for n in names if n not in tensors]
     if missing:
         raise IndexFileError(f"{path}: corrupt index file (missing arrays: {', '.join(missing)})")
-    if _digest(tensors) != header.get("arrays_sha256"):
+    if _digest(tensors, names) != header.get("arrays_sha256"):
         raise IndexFileError(f"{path}: corrupt index file (array checksum mismatch)")
-    return IndexData(header=header, arrays={n: tensors[n] for n in ARRAYS})
+    return IndexData(header=header, arrays={n: tensors[n] for n in names})
 
 
 def read_header(path: str | Path) -> dict[str, Any]:
@@ -313,6 +352,8 @@ def describe(path: str | Path) -> list[str]:
         f"allowed-token entries: {entries:,}; distinct rows: {len(kinds)} "
         f"({int((kinds == ROW_BITS).sum())} bitmasks, {int((kinds != ROW_BITS).sum())} id lists)",
         f"fewest tokens to complete a call: {int(a['min_tokens'][h['start']])}",
+        *([f"counters: {len(h['counters'])} (bounds {', '.join(str(c) for c in h['counters'])}); guarded entries: "
+           f"{len(a['guard_token']):,}"] if h.get("counters") else []),
         f"vocabulary: {h.get('vocabulary_name')}, vocab_size {h.get('vocab_size'):,}, EOS {h.get('eos_ids')}",
         f"vocabulary fingerprint: {h.get('vocabulary_fingerprint')}",
         f"catalog fingerprint: {h.get('catalog_fingerprint')}",

@@ -94,11 +94,19 @@ class Mask:
 
 
 class TokenIndex:
-    """Decode-time view of an :class:`~callmaybe.core.indexfile.IndexData`.
+    """Decode-time view of an :class:`~callmaybe.core.indexfile.IndexData` (of an index with counters: a
+    :class:`~.counted.CountedTokenIndex`, which this constructor returns for it).
 
     ``token_bytes``: the vocabulary's bytes per token id (the same table the index was fingerprinted on).
     Raises IndexFileError when the vocabulary has more tokens than the index's vocab_size.
     """
+
+    def __new__(cls, data: IndexData, token_bytes=None):
+        if cls is TokenIndex and data.header.get("counters"):  # an index with counters (version 4)
+            from .counted import CountedTokenIndex
+
+            cls = CountedTokenIndex
+        return super().__new__(cls)
 
     def __init__(self, data: IndexData, token_bytes: tuple[bytes | None, ...] | list[bytes | None]):
         self.data = data

@@ -60,10 +60,11 @@ def test_strict_turns_not_enforced_into_an_error(tmp_path):
 
 
 def test_explain_and_strict_see_what_the_catalogs_index_leaves_to_the_check(tmp_path):
-    # enforcing maxLength 100 takes 5.6 million entries for SmolLM2's vocabulary: past the entries limit set
-    # here, the catalog is compiled again with the length left to the check; the grammar alone enforces it
-    parameter = {"type": "string", "maxLength": 100}
-    why = "maxLength (100 above 64: enforcing it, the catalog's index would pass the compile limit entries)"
+    # enforcing minLength 100 takes 100 copies of a string position, millions of entries for SmolLM2's
+    # vocabulary (a maximum is one counter): past the entries limit set here, the catalog is compiled again
+    # with the length left to the check; the grammar alone enforces it
+    parameter = {"type": "string", "minLength": 100}
+    why = "minLength (100 above 64: enforcing it, the catalog's index would pass the compile limit entries)"
     cat, r = compile_one(tmp_path, parameter, "--compile-limits", "entries=1000000", "--explain")
     assert r.exit_code == 0
     assert r.stdout.splitlines() == ["function 'f':", "  p: enforced: type", f"    checked after generation: {why}"]
@@ -74,7 +75,7 @@ def test_explain_and_strict_see_what_the_catalogs_index_leaves_to_the_check(tmp_
                                         f"parameter 'p': {why}"
     assert not (tmp_path / "out").exists()
     _, r = compile_one(tmp_path, parameter, "--explain")
-    assert r.stdout.splitlines() == ["function 'f':", "  p: enforced: maxLength, type"]
+    assert r.stdout.splitlines() == ["function 'f':", "  p: enforced: minLength, type"]
     # --explain --strict: the explanation, then the strict error
     cat, r = compile_one(tmp_path, parameter, "--compile-limits", "entries=1000000", "--explain", "--strict")
     assert r.exit_code == 2
@@ -89,11 +90,11 @@ def test_explain_and_strict_see_what_the_catalogs_index_leaves_to_the_check(tmp_
 def test_explain_keeps_a_dotted_parameter_apart(tmp_path):
     cat = tmp_path / "cat.json"
     cat.write_text(json.dumps([{"name": "f", "parameters": {"a": {"type": "string", "maxLength": 10},
-                                                            "a.b": {"type": "string", "maxLength": 300}}}]))
+                                                            "a.b": {"type": "string", "minLength": 300}}}]))
     r = invoke("compile", str(cat), "--tokenizer", "smollm2-135m-instruct", "--explain")
     assert r.exit_code == 0
     assert r.stdout.splitlines() == ["function 'f':", "  a: enforced: maxLength, type", "  a.b: enforced: type",
-                                     "    checked after generation: maxLength (300 above 256)"]
+                                     "    checked after generation: minLength (300 above 256)"]
 
 
 def test_match_names_a_schema_nested_too_deeply(tmp_path):

@@ -106,11 +106,11 @@ def test_version_1_is_read_and_upgraded(compiled, tmp_path):
 
 def test_a_version_this_code_does_not_know_is_refused_naming_both(compiled, tmp_path):
     _, _, index, _ = compiled
-    v4 = tmp_path / "v4.safetensors"
-    write_with_header(v4, index, {**index.header, "index_version": 4})
-    message = (f"{v4}: index version 4 cannot be read by this callmaybe (it reads versions 1 and 2 and 3); "
+    v5 = tmp_path / "v5.safetensors"
+    write_with_header(v5, index, {**index.header, "index_version": 5})
+    message = (f"{v5}: index version 5 cannot be read by this callmaybe (it reads versions 1 and 2 and 3 and 4); "
                "recompile the index or upgrade callmaybe")
-    assert_every_reader_refuses(v4, message)
+    assert_every_reader_refuses(v5, message)
 
 
 def test_an_edited_header_or_arrays_with_a_recomputed_array_checksum_are_refused(compiled, tmp_path):
@@ -134,7 +134,8 @@ def test_written_files_carry_the_current_version(compiled):
     from callmaybe.core.indexfile import INDEX_VERSION
 
     _, path, _, _ = compiled
-    assert INDEX_VERSION == 3 and read_header(path)["index_version"] == 3
+    # an index without counters is written as version 3, which readers before version 4 read too
+    assert INDEX_VERSION == 4 and read_header(path)["index_version"] == 3
 
 
 def test_find_says_why_it_skips_an_index_of_an_unknown_version(compiled, tmp_path, monkeypatch, capsys):
@@ -145,11 +146,11 @@ def test_find_says_why_it_skips_an_index_of_an_unknown_version(compiled, tmp_pat
     monkeypatch.setenv("CALLMAYBE_CACHE", str(tmp_path / "cache"))
     folder = tmp_path / "model" / "callmaybe"
     folder.mkdir(parents=True)
-    write_with_header(folder / "new.safetensors", index, {**index.header, "index_version": 4})
+    write_with_header(folder / "new.safetensors", index, {**index.header, "index_version": 5})
     assert indexes.find(VOCAB.fingerprint(), catalog_fingerprint(fns), {}, tmp_path / "model") is None
     assert capsys.readouterr().err == (
-        f"skipping {folder / 'new.safetensors'}: index version 4 cannot be read by this callmaybe (it reads "
-        "versions 1 and 2 and 3); recompile the index or upgrade callmaybe\n")
+        f"skipping {folder / 'new.safetensors'}: index version 5 cannot be read by this callmaybe (it reads "
+        "versions 1 and 2 and 3 and 4); recompile the index or upgrade callmaybe\n")
 
 
 def test_find_skips_an_index_of_another_grammar_revision(compiled, tmp_path, monkeypatch, capsys):
@@ -159,7 +160,7 @@ def test_find_skips_an_index_of_another_grammar_revision(compiled, tmp_path, mon
     from callmaybe.core.indexfile import GRAMMAR_REVISION, IndexData, save_index
 
     fns, _, index, _ = compiled
-    assert index.header["grammar_revision"] == GRAMMAR_REVISION == 2
+    assert index.header["grammar_revision"] == GRAMMAR_REVISION == 3
     cache = tmp_path / "cache"
     monkeypatch.setenv("CALLMAYBE_CACHE", str(cache))
     old = indexes.cache_path(catalog_fingerprint(fns), VOCAB.fingerprint(), {})
@@ -167,12 +168,12 @@ def test_find_skips_an_index_of_another_grammar_revision(compiled, tmp_path, mon
     save_index(old, IndexData({k: v for k, v in index.header.items() if k != "grammar_revision"}, index.arrays))
     assert indexes.find(VOCAB.fingerprint(), catalog_fingerprint(fns), {}) is None
     assert capsys.readouterr().err == (
-        f"skipping {old}: compiled with grammar revision 1, this callmaybe compiles revision 2\n")
+        f"skipping {old}: compiled with grammar revision 1, this callmaybe compiles revision 3\n")
     # named by --index: used as it is, with one line
     assert indexes.load_matching(old, VOCAB.fingerprint(), catalog_fingerprint(fns), {}).header["regex"] == \
         index.header["regex"]
     assert capsys.readouterr().err == (
-        f"{old}: compiled with grammar revision 1, this callmaybe compiles revision 2 (compile the catalog again "
+        f"{old}: compiled with grammar revision 1, this callmaybe compiles revision 3 (compile the catalog again "
         "for its grammar)\n")
     save_index(old, index)  # compiled again, at the same place
     assert indexes.find(VOCAB.fingerprint(), catalog_fingerprint(fns), {}).header == read_header(old)
@@ -194,7 +195,7 @@ def test_a_grammar_revision_that_is_no_integer_is_another_revision(compiled, tmp
     save_index(odd, IndexData({**index.header, "grammar_revision": value}, index.arrays))
     assert indexes.find(VOCAB.fingerprint(), catalog_fingerprint(fns), {}) is None
     assert capsys.readouterr().err == (
-        f"skipping {odd}: compiled with grammar revision {value!r}, this callmaybe compiles revision 2\n")
+        f"skipping {odd}: compiled with grammar revision {value!r}, this callmaybe compiles revision 3\n")
     r = CliRunner().invoke(main, ["inspect", str(odd)])
     assert r.exit_code == 0 and f"grammar revision {value!r}" in r.stdout.splitlines()[1]
 
@@ -249,7 +250,7 @@ def test_inspect_describes_a_shipped_index():
     r = CliRunner().invoke(main, ["inspect", str(shipped / "functions_definition.smollm2-135m-instruct.safetensors")])
     assert r.exit_code == 0, r.output
     assert r.stdout.splitlines()[1:] == [
-        "index version: 3, compiler 0.1.0, grammar revision 2",
+        "index version: 3, compiler 0.1.0, grammar revision 3",
         "functions: 5 (fn_add_numbers, fn_greet, fn_reverse_string, fn_get_square_root, "
         "fn_substitute_string_with_regex)",
         "states: 452 (1 accepting), byte classes: 58",

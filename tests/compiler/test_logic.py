@@ -104,11 +104,11 @@ def test_explain_says_what_is_enforced_and_what_is_checked_after():
     ]
     # a keyword checked after generation inside a parameter is named there (it was listed as enforced)
     fns = parse_catalog([{"name": "g", "parameters": {
-        "o": {"type": "object", "properties": {"t": {"type": "string", "maxLength": 1000}}}}}], "t")
+        "o": {"type": "object", "properties": {"t": {"type": "string", "minLength": 1000}}}}}], "t")
     assert explain(fns) == [
         "function 'g':",
         "  o: enforced: properties, type",
-        "    checked after generation: maxLength (1000 above 256) at parameter 'o.t'",
+        "    checked after generation: minLength (1000 above 256) at parameter 'o.t'",
     ]
 
 

@@ -156,7 +156,18 @@ def test_lengths_up_to_256_are_exact_and_longer_ones_are_named():
     dfa, notes = schema_dfa({"type": "object", "properties": {"s": {"type": "string", "maxLength": 255}}})
     assert notes == []
     assert dfa.accepts(canonical({"s": "x" * 255}).encode()) and not dfa.accepts(canonical({"s": "x" * 256}).encode())
+    # past 256 a maximum is counted by a counter (compiler/counters.py); a minimum is named
     dfa, notes = schema_dfa({"type": "object", "properties": {"s": {"type": "string", "maxLength": 1000}}})
+    assert notes == [] and dfa.counters == (1000,)
+    assert dfa.accepts(canonical({"s": "x" * 1000}).encode()) and not dfa.accepts(canonical({"s": "x" * 1001}).encode())
+    dfa, notes = schema_dfa({"type": "object", "properties": {"s": {"type": "string", "minLength": 1000}}})
+    assert [str(n) for n in notes] == ["schema 'schema', parameter 's': minLength (1000 above 256)"]
+    assert dfa.accepts(canonical({"s": "x"}).encode())
+    # without counters (a composition they cannot carry) the maximum is named too
+    from callmaybe.compiler import long_counts
+
+    dfa, notes = long_counts.under(long_counts.Policy(counters=False), lambda: schema_dfa(
+        {"type": "object", "properties": {"s": {"type": "string", "maxLength": 1000}}}))
     assert [str(n) for n in notes] == ["schema 'schema', parameter 's': maxLength (1000 above 256)"]
     assert dfa.accepts(canonical({"s": "x" * 1001}).encode())
 
@@ -180,7 +191,8 @@ def test_functions_that_share_parameters_share_the_long_count_policy(monkeypatch
 
     monkeypatch.setattr(long_counts, "LONG_STATES", 500)
     p = {"s": {"type": "string", "maxLength": 100}, "t": {"type": "object", "properties": {"u": {"type": "integer"}}}}
-    g = compile_grammar(parse_catalog([{"name": "f", "parameters": p}, {"name": "g", "parameters": p}], "t"))
+    g = long_counts.under(long_counts.Policy(counters=False), lambda: compile_grammar(  # copies, not counters
+        parse_catalog([{"name": "f", "parameters": p}, {"name": "g", "parameters": p}], "t")))
     assert [(n.where, n.keyword) for n in g.notes] == [("function 'f', parameter 's'", "maxLength"),
                                                       ("function 'g', parameter 's'", "maxLength")]
     assert "{0,100}" not in g.regex
@@ -197,9 +209,9 @@ def test_a_limit_long_counts_cannot_cause_is_not_retried():
 
 
 def test_long_counts_give_way_when_the_schema_cannot_afford_them(monkeypatch):
-    """Long lengths (65..256) are enforced by a first attempt; when it passes a compile limit (here the
-    states it may build with long counts), the schema is compiled again with them left to the check, each
-    named with the limit; short ones stay exact."""
+    """Without counters, long lengths (65..256) are enforced by a first attempt of copies; when it passes a
+    compile limit (here the states it may build with long counts), the schema is compiled again with them
+    left to the check, each named with the limit; short ones stay exact."""
     from callmaybe.compiler import long_counts
 
     schema = {"type": "object", "properties": {"a": {"type": "string", "maxLength": 200},
@@ -208,7 +220,9 @@ def test_long_counts_give_way_when_the_schema_cannot_afford_them(monkeypatch):
     dfa, notes = schema_dfa(schema)
     assert notes == [] and not dfa.accepts(b'{"a": "' + b"x" * 201 + b'"}')
     monkeypatch.setattr(long_counts, "LONG_STATES", 1000)
-    dfa, notes = schema_dfa(schema)
+    dfa, notes = schema_dfa(schema)  # counters build no copies: nothing to give way
+    assert notes == [] and dfa.counters and not dfa.accepts(b'{"a": "' + b"x" * 201 + b'"}')
+    dfa, notes = long_counts.under(long_counts.Policy(counters=False), lambda: schema_dfa(schema))
     why = "enforcing it would build more than 1,000 automaton states (long_counts.LONG_STATES)"
     assert [str(n) for n in notes] == [
         f"schema 'schema', parameter 'a': maxLength (200 above 64: {why})",

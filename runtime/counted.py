@@ -1,0 +1,215 @@
+"""Decoding an index with counters (index version 4; :mod:`callmaybe.compiler.counters` builds them).
+
+A decode state is an automaton state and the values of its live counters. :class:`CountedTokenIndex` keeps
+the :class:`~.masks.TokenIndex` interface, whose states are ints: states below S are the automaton's
+states with every count 0, and each other (state, counts) pair met is given the next free int. A mask is
+the state's row unless some guarded token's effect would pass a bound at the current counts, in which case
+those tokens are taken out (one vectorized pass over the state's guarded entries, then kept per state).
+The fewest tokens to completion are the state's (counted over tokens that advance no counter, so they hold
+at any counts), and forced text stops before any byte with an effect.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..core.indexfile import IndexData
+from .masks import Mask, TokenIndex
+
+#: Per-state masks with tokens taken out are kept for this many states (then the memo starts again).
+MASK_MEMO = 4096
+
+
+class CountedTokenIndex(TokenIndex):
+    """:class:`~.masks.TokenIndex` of an index with counters; see the module docstring. Same arguments and
+    errors."""
+
+    def __init__(self, data: IndexData, token_bytes):
+        super().__init__(data, token_bytes)
+        a = data.arrays
+        self._his = [int(h) for h in a["counter_hi"].tolist()]
+        k = len(self._his)
+        self._live = [tuple(np.flatnonzero(row).tolist()) for row in np.asarray(a["counter_live"]).reshape(-1, k)]
+        teff = np.array(a["trans_effect"], dtype=np.int32, order="C", copy=True)
+        self._teff = memoryview(teff.reshape(-1)).cast("B").cast("i")
+        add, reset, after = (np.asarray(a[n]) for n in ("effect_add", "effect_reset", "effect_after"))
+        self._effects = [tuple((c, int(add[x, c]), bool(reset[x, c]), int(after[x, c])) for c in range(k)
+                               if add[x, c] or reset[x, c]) for x in range(len(add))]
+        self._g_off = np.asarray(a["guard_offset"], dtype=np.int64)
+        self._g_tok = np.asarray(a["guard_token"], dtype=np.int32)
+        self._g_eff = np.asarray(a["guard_effect"], dtype=np.int64)
+        self._g_need = np.asarray(a["need"], dtype=np.int64).reshape(-1, k)[np.asarray(a["guard_need"], dtype=np.int64)]
+        # the most each state's guarded tokens need of each counter: below ``hi - most`` nothing is taken out
+        most = np.zeros((self._num_states, k), dtype=np.int64)
+        if len(self._g_eff):
+            owner = np.repeat(np.arange(self._num_states), np.diff(self._g_off))
+            np.maximum.at(most, owner, self._g_need)
+        self._most = most.tolist()
+        self._virtual: list[tuple[int, tuple[int, ...]]] = []
+        self._ids: dict[tuple[int, tuple[int, ...]], int] = {}
+        self._cnext: dict[int, int] = {}
+        self._masks: dict[int, Mask] = {}
+        self._zero = (0,) * k
+
+    # -- states ------------------------------------------------------------------------------------------
+
+    def decode(self, state: int) -> tuple[int, tuple[int, ...]]:
+        """(automaton state, counts) of ``state``."""
+        if state < self._num_states:
+            return state, self._zero
+        return self._virtual[state - self._num_states]
+
+    def encode(self, q: int, counts: list[int] | tuple[int, ...]) -> int:
+        """The state of automaton state ``q`` with ``counts`` (those not live at ``q`` taken as 0)."""
+        live = self._live[q]
+        key = tuple(counts[c] if c in live else 0 for c in range(len(counts)))
+        if not any(key):
+            return q
+        s = self._ids.get((q, key))
+        if s is None:
+            s = self._ids[(q, key)] = self._num_states + len(self._virtual)
+            self._virtual.append((q, key))
+        return s
+
+    def _guard(self, q: int, token: int) -> int:
+        """The index of ``token``'s guarded entry at automaton state ``q``, -1 when it has none."""
+        lo, hi = int(self._g_off[q]), int(self._g_off[q + 1])
+        if lo == hi:
+            return -1
+        i = lo + int(np.searchsorted(self._g_tok[lo:hi], token))
+        return i if i < hi and int(self._g_tok[i]) == token else -1
+
+    def _apply(self, effect: int, counts: list[int]) -> bool:
+        """Apply effect ``effect`` to ``counts`` in place; False (unchanged) where an advance passes a bound."""
+        e = self._effects[effect]
+        his = self._his
+        for c, add, _, _ in e:
+            if counts[c] + add > his[c]:
+                return False
+        for c, add, r, b in e:
+            counts[c] = b if r else counts[c] + add
+        return True
+
+    def _failing(self, state: int) -> np.ndarray | None:
+        """int32 token ids allowed by ``state``'s row whose effect passes a bound at its counts (None: none)."""
+        if state < self._num_states:
+            return None  # every count 0: the compiler keeps each token's advance within the bound
+        q, counts = self.decode(state)
+        most = self._most[q]
+        if all(counts[c] + most[c] <= self._his[c] for c in self._live[q]):
+            return None
+        lo, hi = int(self._g_off[q]), int(self._g_off[q + 1])
+        over = ((self._g_need[lo:hi] + np.asarray(counts)) > np.asarray(self._his)).any(axis=1)
+        return self._g_tok[lo:hi][over]
+
+    # -- the TokenIndex interface -------------------------------------------------------------------------
+
+    def is_accepting(self, state: int) -> bool:
+        return super().is_accepting(self.decode(state)[0])
+
+    def is_terminal(self, state: int) -> bool:
+        return super().is_terminal(self.decode(state)[0])
+
+    def min_tokens(self, state: int) -> int:
+        return super().min_tokens(self.decode(state)[0])
+
+    def mask(self, state: int) -> Mask:
+        if state < 0:
+            raise IndexError(f"no mask for state {state}")
+        q = self.decode(state)[0]
+        base = super().mask(q)
+        failing = self._failing(state)
+        if failing is None or not len(failing):
+            return base
+        got = self._masks.get(state)
+        if got is None:
+            if len(self._masks) >= MASK_MEMO:
+                self._masks.clear()
+            ids = np.setdiff1d(base.token_ids().numpy().astype(np.int32), failing, assume_unique=True)
+            ids = ids[~np.isin(ids, self.eos_ids)]
+            got = self._masks[state] = Mask(ids.astype(np.int32), None, base.eos, self.eos_ids, self.vocab_size,
+                                            shared=False)
+        return got
+
+    def budget_mask(self, state: int, left: int) -> Mask:
+        if self.budget_is_loose(left):
+            return self.mask(state)
+        q = self.decode(state)[0]
+        succ = super().successors(q)
+        ok = succ >= 0
+        ok[ok] = self._min_tokens_arr[succ[ok]] <= left - 1
+        failing = self._failing(state)
+        if failing is not None:
+            ok[failing] = False
+        ids = np.flatnonzero(ok).astype(np.int32)
+        return Mask(ids, None, self.is_accepting(state), self.eos_ids, self.vocab_size, shared=False)
+
+    def successors(self, state: int) -> np.ndarray:
+        """int32 (vocabulary size,): the automaton state (not the decode state) after each token, -1 where
+        the token is not allowed at ``state``'s counts."""
+        succ = super().successors(self.decode(state)[0])
+        failing = self._failing(state)
+        if failing is not None:
+            succ[failing] = -1
+        return succ
+
+    def next_state(self, state: int, token: int) -> int:
+        if not (0 <= token < self._num_tokens) or state < 0 or state >= self._num_states + len(self._virtual):
+            return -1
+        key = state * self.vocab_size + token
+        s = self._cnext.get(key)
+        if s is None:
+            q, counts = self.decode(state)
+            data = self.token_bytes[token]
+            q2 = TokenIndex.state_after(self, q, data) if data else -1  # the automaton alone
+            s = -1
+            i = self._guard(q, token) if q2 >= 0 else -1
+            if q2 >= 0 and i < 0:
+                s = self.encode(q2, counts)
+            elif i >= 0 and all(counts[c] + int(v) <= self._his[c] for c, v in enumerate(self._g_need[i])):
+                c = list(counts)
+                if self._apply(int(self._g_eff[i]), c):
+                    s = self.encode(q2, c)
+            self._cnext[key] = s
+        return s
+
+    def state_after(self, state: int, data: bytes) -> int:
+        q, counts = self.decode(state)
+        c = list(counts)
+        trans, teff, width = self._trans, self._teff, self._num_classes
+        for k in data.translate(self._class_table):
+            i = q * width + k
+            q = trans[i]
+            if q < 0:
+                return -1
+            e = teff[i]
+            if e and not self._apply(e, c):
+                return -1
+        return self.encode(q, c)
+
+    def forced_bytes(self, state: int) -> bytes:
+        """As :meth:`~.masks.TokenIndex.forced_bytes`, stopping before a byte that has an effect on the
+        counters (whether it is allowed depends on the counts)."""
+        q = self.decode(state)[0]
+        got = self._forced.get(q)
+        if got is not None:
+            return got
+        out = bytearray()
+        s, seen = q, set()
+        classes, width = self._class_of_byte, self._num_classes
+        while not self._accepting[s] and s not in seen:
+            seen.add(s)
+            live = [b for b in range(256) if self._trans[s * width + classes[b]] >= 0]
+            if len(live) != 1 or self._teff[s * width + classes[live[0]]]:
+                break
+            out.append(live[0])
+            s = self._trans[s * width + classes[live[0]]]
+        data = bytes(out)
+        while data:
+            try:
+                data.decode("utf-8")
+                break
+            except UnicodeDecodeError:
+                data = data[:-1]
+        self._forced[q] = data
+        return data
