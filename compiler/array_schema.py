@@ -35,13 +35,14 @@ from math import comb
 from typing import Any
 
 import jsonschema
+import numpy as np
 
 from . import arrays
 from . import counters, limits
 from ..core.patterns import python_schema
 from .diagnostics import SchemaContext
 from .keywords import ANNOTATIONS, MAX_COUNT, counts
-from .nodes import Alt, ArrayNode, DistinctArrayNode, Leaf, Literals, Node
+from .nodes import Alt, ArrayNode, DistinctArrayNode, Leaf, Literals, Node, structural_key
 
 #: Matches of ``contains`` counted exactly up to this many (a larger ``minContains`` enforces this many).
 CONTAINS_BOUND = 64
@@ -152,10 +153,10 @@ def array(ctx: SchemaContext, schema: dict[str, Any], path: list[str], refs: tup
                          cmax if counting else None)
         if node is not None:
             return node
-    lo, cap = _affordable(ctx, path, len(prefix_nodes), rest, lo, cap,
-                          1 + (cmin if cmax is None else cmax) if counting else 1)
+    lo, cap, counter = _affordable(ctx, path, len(prefix_nodes), rest, lo, cap,
+                                   1 + (cmin if cmax is None else cmax) if counting else 1)
     if not counting:
-        return ArrayNode(prefix_nodes, rest, lo, cap)
+        return ArrayNode(prefix_nodes, rest, lo, cap, counter=counter)
     if cmax is not None:
         finite = _finite_tables(ctx, positions, UNIQUE_VALUES * 4)
         if finite is not None:  # every item text classified by jsonschema: an exact split
@@ -174,25 +175,33 @@ def array(ctx: SchemaContext, schema: dict[str, Any], path: list[str], refs: tup
 
 
 def _affordable(ctx: SchemaContext, path: list[str], n_prefix: int, rest: Node | None, lo: int,
-                cap: int | None, counted: int) -> tuple[int, int | None]:
-    """(lo, cap) with the counts above MAX_COUNT left to the check after generation (noted) when the copies
-    of the ``rest`` item they need (times ``counted``, the ``contains`` counts) would pass
-    :data:`COPY_STATES` states, :data:`COPY_WIDE` states of string contents or :data:`COPY_BYTES` bytes of
-    the shortest such array. Counts up to MAX_COUNT are always enforced (the ``states`` compile limit stops
-    those that are too large)."""
+                cap: int | None, counted: int) -> tuple[int, int | None, int | None]:
+    """(lo, cap, counter): where the compile uses counters and one is free (:mod:`.counters`), the items
+    more than :data:`~.arrays.LOOP_COUNT` past the copied ones (the prefix and ``lo``) are counted by
+    ``counter`` (without ``contains`` counts); else counter is None and the counts above MAX_COUNT are left
+    to the check after generation (noted) when the copies of the ``rest`` item they need (times
+    ``counted``, the ``contains`` counts) would pass :data:`COPY_STATES` states, :data:`COPY_WIDE` states of
+    string contents or :data:`COPY_BYTES` bytes of the shortest such array. Counts up to MAX_COUNT are
+    always enforced (the ``states`` compile limit stops those that are too large)."""
     big_hi, big_lo = cap is not None and cap > MAX_COUNT, lo > MAX_COUNT
     if rest is None or not (big_hi or big_lo):
-        return lo, cap
-    if counters.active() and big_hi and not big_lo and counted == 1:
-        return lo, cap  # the items past max(n_prefix, lo) are counted by a counter (ArrayNode)
+        return lo, cap, None
     with limits.active(ctx.budget):
         item = rest.dfa()
+    tail = max(n_prefix, lo)
+    if counters.active() and cap is not None and counted == 1 and cap - tail > arrays.LOOP_COUNT and not big_lo:
+        inside = frozenset(counters.MARKER_BYTES.index(b) // 2
+                           for b in np.flatnonzero(counters.markers_used(item.transitions)).tolist())
+        key = ("items", structural_key(rest) or id(rest), tail, cap)
+        counter = counters.try_counter(key, cap - tail, avoid=inside)
+        if counter is not None:
+            return lo, cap, counter
     states = item.num_states
     wide = int(((item.transitions >= 0).sum(axis=1) >= WIDE_BYTES).sum())
     length = (arrays.shortest(item) or 0) + 2
     copies = ((cap if cap is not None else max(n_prefix, lo) + 1) - n_prefix) * counted
     if copies * states <= COPY_STATES and copies * wide <= COPY_WIDE and copies * length <= COPY_BYTES:
-        return lo, cap
+        return lo, cap, None
     why = (f"{copies:,} copies of the item: about {copies * states:,} states, {copies * wide:,} of string "
            f"contents, {copies * length:,} bytes to tell the counts apart (enforced up to {COPY_STATES:,}, "
            f"{COPY_WIDE} and {COPY_BYTES:,})")
@@ -202,7 +211,7 @@ def _affordable(ctx: SchemaContext, path: list[str], n_prefix: int, rest: Node |
     if big_lo:
         ctx.note("not enforced", path, "minItems", why)
         lo = 0
-    return lo, cap
+    return lo, cap, None
 
 
 def _positions(ctx: SchemaContext, schema: dict[str, Any], path: list[str], at: str):

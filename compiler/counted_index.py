@@ -44,16 +44,16 @@ def _effect_distance(tr: Transducer) -> np.ndarray:
 def token_effects(tr: Transducer, state: np.ndarray, token: np.ndarray,
                   token_bytes: tuple[bytes | None, ...] | list[bytes | None]) -> tuple[np.ndarray, ...]:
     """The effect on the counters of each walk entry (``state``, ``token``: int arrays (E,)): the composition
-    of its bytes' effects, vectorized per token length. Returns int64 arrays (E, K) ``add``, ``reset``
+    of its bytes' effects, vectorized per token length. Returns int32 arrays (E, K) ``add``, ``reset``
     (0/1), ``after`` (see :data:`~.counters.Effect`) and bool (E,) ``possible`` (False where an advance
     after a reset already passes the bound: no count can take the token)."""
     table = tr.table.arrays()
-    step_add, step_reset, step_after = (table[n].astype(np.int64) for n in ("effect_add", "effect_reset", "effect_after"))
-    his = np.asarray(tr.table.his, dtype=np.int64)
+    step_add, step_reset, step_after = (table[n].astype(np.int32) for n in ("effect_add", "effect_reset", "effect_after"))
+    his = np.asarray(tr.table.his, dtype=np.int32)
     n, k = len(state), len(his)
-    add = np.zeros((n, k), dtype=np.int64)
+    add = np.zeros((n, k), dtype=np.int32)  # int32: bounded by a counter's bound plus a token's length
     reset = np.zeros((n, k), dtype=bool)
-    after = np.zeros((n, k), dtype=np.int64)
+    after = np.zeros((n, k), dtype=np.int32)
     possible = np.ones(n, dtype=bool)
     lengths = np.array([len(b) if b else 0 for b in token_bytes], dtype=np.int64)
     tok_len = lengths[token]
@@ -75,7 +75,7 @@ def token_effects(tr: Transducer, state: np.ndarray, token: np.ndarray,
                 b = np.where(sr, sb, np.where(r, b + sa, b))
                 r = r | sr
         add[rows], reset[rows], after[rows], possible[rows] = a, r, b, ok
-    return add, reset.astype(np.int64), after, possible
+    return add, reset.astype(np.int32), after, possible
 
 
 def unique_rows(m: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -131,6 +131,17 @@ def counter(key: Hashable, hi: int, avoid: frozenset[int] = frozenset()) -> int:
     return len(reg.his) - 1
 
 
+def try_counter(key: Hashable, hi: int, avoid: frozenset[int] = frozenset()) -> int | None:
+    """:func:`counter`, or None where the running attempt uses no counters or they are all taken (the
+    construct is then copied, or left to the check, as without counters)."""
+    if _REGISTRY.get() is None:
+        return None
+    try:
+        return counter(key, hi, avoid)
+    except CounterClash:
+        return None
+
+
 def markers_used(transitions: np.ndarray) -> np.ndarray:
     """Bool (256,): the marker bytes that some transition of ``transitions`` (int32 (S, 256)) reads."""
     used = np.zeros(256, dtype=bool)

@@ -335,6 +335,7 @@ class ArrayNode(Node):
     contains: Node | None = None
     cmin: int = 0
     cmax: int | None = None
+    counter: int | None = None  # counts the items past max(len(prefix), lo) (compiler/counters.py)
 
     @property
     def regex(self) -> str:
@@ -362,16 +363,11 @@ class ArrayNode(Node):
                 built[id(n)] = arrays.plain(item) if cond is None else arrays.split(item, cond)
             return built[id(n)]
 
-        tail = max(len(self.prefix), self.lo)
-        if (cond is None and self.rest is not None and self.hi is not None and counters.active()
-                and self.hi - tail > arrays.LOOP_COUNT):  # the items past ``tail``: counted, not copied
+        if self.counter is not None:  # the items past ``tail``: counted, not copied
+            tail = max(len(self.prefix), self.lo)
             rest = self.rest.dfa(timings)
             items = [p.dfa(timings) for p in self.prefix] + [rest] * (tail - len(self.prefix))
-            used = frozenset(counters.MARKER_BYTES.index(b) // 2
-                             for b in np.flatnonzero(counters.markers_used(rest.transitions)).tolist())
-            key = ("items", structural_key(self.rest) or id(self.rest), tail, self.hi)
-            k = counters.counter(key, self.hi - tail, avoid=used)
-            return arrays.counted_loop(items, rest, self.lo, self.hi - tail, k)
+            return arrays.counted_loop(items, rest, self.lo, self.hi - tail, self.counter)
         return arrays.counted([tagged(p) for p in self.prefix], None if self.rest is None else tagged(self.rest),
                               self.lo, self.hi, self.cmin, self.cmax)
 

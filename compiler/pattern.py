@@ -184,9 +184,12 @@ def _category(cat) -> list[Interval]:
 class _Reader:
     """The translation of one parsed pattern (``classes``: the placeholders of property classes)."""
 
-    def __init__(self, classes: dict[int, list[Interval]], counted: bool = False):
+    def __init__(self, classes: dict[int, list[Interval]], counted: bool = False, uncapped: bool = False,
+                 max_copies: int | None = None):
         self.classes = classes
+        self.max_copies = max_copies  # refuse a long repeat whose copies would pass this many symbols
         self.counted = counted  # long repeats with counters (:mod:`.counters`)
+        self.uncapped = uncapped  # long repeats written as they are (the regex of a counted pattern)
 
     def literal(self, cp: int) -> list[Interval]:
         return self.classes.get(cp, [(cp, cp)])
@@ -229,7 +232,7 @@ class _Reader:
                 out += ["(?:", *self.translate(av[-1]), ")"]
             elif op in (C.MAX_REPEAT, C.MIN_REPEAT, getattr(C, "POSSESSIVE_REPEAT", None)):
                 lo, hi, body = av
-                if hi is not C.MAXREPEAT and hi - lo > long_counts.SHORT_COUNT and counters.active():
+                if hi is not C.MAXREPEAT and hi - lo > long_counts.SHORT_COUNT and (self.counted or self.uncapped):
                     if self.counted:
                         out += self.counted_repeat(lo, hi, self.translate(body))
                         continue
@@ -240,8 +243,12 @@ class _Reader:
                 top = lo if hi is C.MAXREPEAT else max(lo, hi)
                 if top > long_counts.cap():
                     raise PatternError(f"a repeat count {long_counts.why_not(top)}")
+                inner = self.translate(body)
+                if self.max_copies is not None and top > long_counts.SHORT_COUNT and top * len(inner) > self.max_copies:
+                    raise PatternError(f"a repeat count {top} of a part of {len(inner)} symbols (its copies would "
+                                       f"pass {self.max_copies:,} symbols)")
                 long_counts.use(top)
-                out += ["(?:", *self.translate(body), ")"]
+                out += ["(?:", *inner, ")"]
                 if hi is C.MAXREPEAT:
                     out.append("*" if lo == 0 else "+" if lo == 1 else f"{{{lo},}}")
                 elif lo == hi:
@@ -422,9 +429,9 @@ MARKER_CHARS = tuple(chr(0xF0000 + i) for i in range(len(counters.MARKER_BYTES))
 MARKER_OF = {c: i for i, c in enumerate(MARKER_CHARS)}
 
 
-def _piece(pattern: str, counted: bool = False) -> Piece:
+def _piece(pattern: str, counted: bool = False, uncapped: bool = False, max_copies: int | None = None) -> Piece:
     """The pattern as a search over JSON string content (a piece); ``counted``: long repeats with counters
-    (marker characters in the piece). Raises PatternError."""
+    (marker characters in the piece); ``uncapped``: long repeats as written. Raises PatternError."""
     if not isinstance(pattern, str):
         raise PatternError(f"a pattern must be a string, not {type(pattern).__name__}")
     text, classes = _prepare(pattern)
@@ -434,13 +441,17 @@ def _piece(pattern: str, counted: bool = False) -> Piece:
         raise PatternError(f"cannot parse pattern {pattern!r}: {exc}") from None
     if parsed.state.flags & ~(C.SRE_FLAG_UNICODE):
         raise PatternError("inline flags are not ECMA-262")
-    return _Reader(classes, counted).search(list(parsed))
+    return _Reader(classes, counted, uncapped, max_copies).search(list(parsed))
 
 
-def pattern_regex(pattern: str) -> str:
+def pattern_regex(pattern: str, counted: bool = False, max_copies: int | None = None) -> str:
     """The regex (interegular's dialect) of the JSON string content whose decoded value matches ``pattern``
-    (a search). Raises PatternError for unsupported constructs or a pattern Python cannot parse."""
-    return _render(_piece(pattern), atoms=False)[0]
+    (a search). ``counted``: the regex of a pattern whose automaton counts long repeats with counters
+    (:func:`pattern_dfa` in an attempt that uses them), the repeats written as they are, past the caps.
+    ``max_copies``: refuse a repeat past :data:`~.long_counts.SHORT_COUNT` whose copies would pass this many
+    symbols of the piece (an estimate of interegular's states, which it builds in quadratic time).
+    Raises PatternError for unsupported constructs or a pattern Python cannot parse."""
+    return _render(_piece(pattern, uncapped=counted, max_copies=max_copies), atoms=False)[0]
 
 
 _CACHE: OrderedDict[tuple, ByteDFA] = OrderedDict()
@@ -448,12 +459,21 @@ _CACHE_LOCK = threading.Lock()
 _CACHE_SIZE = 256
 
 
-def pattern_dfa(pattern: str, timings: dict[str, float] | None = None) -> ByteDFA:
+def pattern_piece(pattern: str, counted: bool = False) -> Piece:
+    """The pattern translated over JSON string content, for :func:`pattern_dfa`; ``counted``: long repeats
+    with counters of the running attempt (:mod:`.counters`). Raises PatternError; CounterClash where
+    ``counted`` and the counters are all taken."""
+    return _piece(pattern, counted)
+
+
+def pattern_dfa(pattern: str, timings: dict[str, float] | None = None, piece: Piece | None = None) -> ByteDFA:
     """The minimal byte DFA of the JSON strings (quotes included) whose decoded value matches ``pattern``,
     built through atoms (see the module docstring); kept per process for the last 256 patterns (shared:
-    never modified). ``timings``: as in :func:`~.dfa.from_regex`. Raises PatternError as
-    :func:`pattern_regex`, CompileLimitError past a compile limit."""
-    piece = _piece(pattern, counters.active())
+    never modified). ``timings``: as in :func:`~.dfa.from_regex`; ``piece``: the translation to build
+    (:func:`pattern_piece`; default: translated now, long repeats counted where the attempt uses counters).
+    Raises PatternError as :func:`pattern_regex`, CompileLimitError past a compile limit."""
+    if piece is None:
+        piece = _piece(pattern, counters.active())
     key = (pattern, tuple(t for t in piece if isinstance(t, str) and t in MARKER_OF))  # the counters it uses
     with _CACHE_LOCK:
         hit = _CACHE.get(key)

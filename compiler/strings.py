@@ -22,7 +22,7 @@ from .leaves import FastLeaf, Meet
 from .lengths import cached_length_dfa, counted_length_dfa
 from .lexical import COUNTED_CHAR, STRING, string_of
 from .nodes import Leaf, Node
-from .pattern import PatternError, pattern_dfa, pattern_regex
+from .pattern import PatternError, pattern_dfa, pattern_piece, pattern_regex
 from .syntax import repeat
 
 #: JSON Schema's defined formats (draft 2020-12) that the grammar leaves to the check after generation.
@@ -31,24 +31,32 @@ KNOWN_FORMATS = frozenset({
 })
 
 
-def length_node(lo: int, hi: int | None) -> Node:
-    """The node of the JSON strings of ``lo``..``hi`` decoded code points (``hi`` None: unbounded); where
-    the compile uses counters (:mod:`.counters`) and ``hi - lo`` is above :data:`~.long_counts.SHORT_COUNT`,
-    the optional code points are counted by a counter instead of copied."""
+def length_node(lo: int, hi: int | None, counter: int | None = None) -> Node:
+    """The node of the JSON strings of ``lo``..``hi`` decoded code points (``hi`` None: unbounded); with
+    ``counter`` (:mod:`.counters`), the ``hi - lo`` optional code points are counted by it, not copied."""
     regex = string_of(repeat(COUNTED_CHAR, lo, hi))
-    if hi is None or hi - lo <= long_counts.SHORT_COUNT or not counters.active():
+    if counter is None or hi is None:
         return FastLeaf(regex, lambda timings: cached_length_dfa(lo, hi))
-    key = ("length", lo, hi)
-    leaf = FastLeaf(regex, lambda timings: counted_length_dfa(lo, hi, counters.counter(key, hi - lo)))
-    leaf.__dict__["_key"] = hashlib.blake2b(repr(key).encode(), digest_size=20).hexdigest()  # not the copies
+    leaf = FastLeaf(regex, lambda timings: counted_length_dfa(lo, hi, counter))
+    key = repr(("counted length", lo, hi, counter))
+    leaf.__dict__["_key"] = hashlib.blake2b(key.encode(), digest_size=20).hexdigest()  # not the copies'
     return leaf
 
 
 def pattern_node(pattern: str) -> Node:
-    """The node of the JSON strings whose decoded value matches ``pattern`` (a search); raises PatternError
-    when the pattern cannot be translated exactly (checked now, the automaton is built later)."""
-    regex = pattern_regex(pattern)
-    return FastLeaf(string_of(regex), lambda timings: pattern_dfa(pattern, timings))
+    """The node of the JSON strings whose decoded value matches ``pattern`` (a search); long repeats are
+    counted where the compile uses counters and one is free (:mod:`.counters`). Raises PatternError when
+    the pattern cannot be translated exactly (checked now, the automaton is built later)."""
+    piece, counted = None, False
+    if counters.active():
+        try:
+            piece, counted = pattern_piece(pattern, counted=True), True
+        except counters.CounterClash:  # the counters are all taken: copies, as without them
+            piece = None
+    if piece is None:
+        piece = pattern_piece(pattern)
+    regex = pattern_regex(pattern, counted=counted)
+    return FastLeaf(string_of(regex), lambda timings: pattern_dfa(pattern, timings, piece))
 
 
 def _lengths(ctx: SchemaContext, schema: dict[str, Any], path: list[str]) -> tuple[int, int | None]:
@@ -90,12 +98,15 @@ def string_node(ctx: SchemaContext, schema: dict[str, Any], path: list[str]) -> 
     if lo > limit:
         ctx.note("not enforced", path, "minLength", long_counts.why_not(lo))
         lo = 0
-    if hi is not None and hi > limit and not (counters.active() and lo <= limit):
+    counter = None
+    if hi is not None and hi - lo > long_counts.SHORT_COUNT:
+        counter = counters.try_counter(("length", lo, hi), hi - lo)
+    if hi is not None and hi > limit and counter is None:
         ctx.note("not enforced", path, "maxLength", long_counts.why_not(hi))
         hi = None
-    long_counts.use(max(lo, hi or 0) if not counters.active() or hi is None else lo)
+    long_counts.use(max(lo, hi or 0) if counter is None else lo)
     if lo or hi is not None:
-        parts.append(length_node(lo, hi))
+        parts.append(length_node(lo, hi, counter))
     if not parts:
         return Leaf(STRING)
     return parts[0] if len(parts) == 1 else Meet(parts)
