@@ -3,8 +3,9 @@
 A decode state is an automaton state and the values of its live counters. :class:`CountedTokenIndex` keeps
 the :class:`~.masks.TokenIndex` interface, whose states are ints: states below S are the automaton's
 states with every count 0, and each other (state, counts) pair met is given the next free int. A mask is
-the state's row unless some guarded token's effect would pass a bound at the current counts, in which case
-those tokens are taken out (one vectorized pass over the state's guarded entries, then kept per state).
+the state's row unless some guarded token's need would pass a bound at the current counts, in which case
+those tokens are taken out (each counter's guarded entries are kept sorted by need, so this costs the
+tokens taken out; the mask is then kept per (state, room left)).
 The fewest tokens to completion are the state's (counted over tokens that advance no counter, so they hold
 at any counts), and forced text stops before any byte with an effect.
 """
@@ -16,7 +17,8 @@ import numpy as np
 from ..core.indexfile import IndexData
 from .masks import Mask, TokenIndex
 
-#: Per-state masks with tokens taken out are kept for this many states (then the memo starts again).
+#: Masks with tokens taken out are kept for this many (state, room) pairs (then the memo starts again); they
+#: are shared like the rows' (their bias tensors cached), since the same room recurs across requests.
 MASK_MEMO = 4096
 
 
@@ -48,7 +50,8 @@ class CountedTokenIndex(TokenIndex):
         self._virtual: list[tuple[int, tuple[int, ...]]] = []
         self._ids: dict[tuple[int, tuple[int, ...]], int] = {}
         self._cnext: dict[int, int] = {}
-        self._masks: dict[int, Mask] = {}
+        self._masks: dict[tuple, Mask] = {}  # (automaton state, room per counter) -> mask
+        self._orders: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}
         self._zero = (0,) * k
 
     # -- states ------------------------------------------------------------------------------------------
@@ -90,17 +93,47 @@ class CountedTokenIndex(TokenIndex):
             counts[c] = b if r else counts[c] + add
         return True
 
-    def _failing(self, state: int) -> np.ndarray | None:
-        """int32 token ids allowed by ``state``'s row whose effect passes a bound at its counts (None: none)."""
+    def _slack(self, state: int) -> tuple[int, tuple[int, ...]] | None:
+        """(automaton state, per counter the room left, capped at the most any guarded token there needs),
+        or None where no guarded token can pass a bound at ``state``'s counts (the common case)."""
         if state < self._num_states:
-            return None  # every count 0: the compiler keeps each token's advance within the bound
+            return None  # every count 0: the compiler keeps each token's need within the bound
         q, counts = self.decode(state)
         most = self._most[q]
-        if all(counts[c] + most[c] <= self._his[c] for c in self._live[q]):
+        room = tuple(min(self._his[c] - counts[c], most[c]) for c in range(len(counts)))
+        if all(room[c] >= most[c] for c in self._live[q]):
             return None
-        lo, hi = int(self._g_off[q]), int(self._g_off[q + 1])
-        over = ((self._g_need[lo:hi] + np.asarray(counts)) > np.asarray(self._his)).any(axis=1)
-        return self._g_tok[lo:hi][over]
+        return q, room
+
+    def _order(self, q: int, c: int) -> tuple[np.ndarray, np.ndarray]:
+        """The guarded entries of ``q`` by what they need of counter ``c``, most first: (their indices into
+        the guard arrays, int64; the needs negated, ascending, for ``searchsorted``). Made once per pair."""
+        key = (q, c)
+        got = self._orders.get(key)
+        if got is None:
+            lo, hi = int(self._g_off[q]), int(self._g_off[q + 1])
+            need = self._g_need[lo:hi, c]
+            order = np.argsort(-need, kind="stable")
+            got = self._orders[key] = (order + lo, -need[order])
+        return got
+
+    def _failing(self, state: int) -> np.ndarray | None:
+        """int32 token ids allowed by ``state``'s row whose need passes a bound at its counts (None: none).
+        O(tokens taken out): each counter's entries are kept sorted by need."""
+        slack = self._slack(state)
+        if slack is None:
+            return None
+        q, room = slack
+        parts = []
+        for c in self._live[q]:
+            order, negated = self._order(q, c)
+            n = int(np.searchsorted(negated, -room[c], side="left"))  # entries needing more than the room
+            if n:
+                parts.append(order[:n])
+        if not parts:
+            return None
+        taken = parts[0] if len(parts) == 1 else np.unique(np.concatenate(parts))
+        return self._g_tok[taken]
 
     # -- the TokenIndex interface -------------------------------------------------------------------------
 
@@ -118,17 +151,23 @@ class CountedTokenIndex(TokenIndex):
             raise IndexError(f"no mask for state {state}")
         q = self.decode(state)[0]
         base = super().mask(q)
-        failing = self._failing(state)
-        if failing is None or not len(failing):
+        slack = self._slack(state)
+        if slack is None:
             return base
-        got = self._masks.get(state)
+        got = self._masks.get(slack)  # the same room at the same state: the same mask
         if got is None:
+            failing = self._failing(state)
+            if failing is None:
+                got = base
+            elif base.bits is not None:  # clear the failing tokens' bits in a copy of the row
+                bits = base.bits.copy()
+                np.bitwise_and.at(bits, failing >> 3, (~(1 << (failing & 7))).astype(np.uint8))
+                got = Mask(None, bits, base.eos, self.eos_ids, self.vocab_size)
+            else:
+                got = Mask(base.ids[~np.isin(base.ids, failing)], None, base.eos, self.eos_ids, self.vocab_size)
             if len(self._masks) >= MASK_MEMO:
                 self._masks.clear()
-            ids = np.setdiff1d(base.token_ids().numpy().astype(np.int32), failing, assume_unique=True)
-            ids = ids[~np.isin(ids, self.eos_ids)]
-            got = self._masks[state] = Mask(ids.astype(np.int32), None, base.eos, self.eos_ids, self.vocab_size,
-                                            shared=False)
+            self._masks[slack] = got
         return got
 
     def budget_mask(self, state: int, left: int) -> Mask:
