@@ -226,29 +226,10 @@ class CountedTokenIndex(TokenIndex):
                 return -1
         return self.encode(q, c)
 
+    def _stops_forcing(self, q: int, byte_class: int) -> bool:
+        return bool(self._teff[q * self._num_classes + byte_class])
+
     def forced_bytes(self, state: int) -> bytes:
-        """As :meth:`~.masks.TokenIndex.forced_bytes`, stopping before a byte that has an effect on the
-        counters (whether it is allowed depends on the counts)."""
-        q = self.decode(state)[0]
-        got = self._forced.get(q)
-        if got is not None:
-            return got
-        out = bytearray()
-        s, seen = q, set()
-        classes, width = self._class_of_byte, self._num_classes
-        while not self._accepting[s] and s not in seen:
-            seen.add(s)
-            live = [b for b in range(256) if self._trans[s * width + classes[b]] >= 0]
-            if len(live) != 1 or self._teff[s * width + classes[live[0]]]:
-                break
-            out.append(live[0])
-            s = self._trans[s * width + classes[live[0]]]
-        data = bytes(out)
-        while data:
-            try:
-                data.decode("utf-8")
-                break
-            except UnicodeDecodeError:
-                data = data[:-1]
-        self._forced[q] = data
-        return data
+        """As :meth:`~.masks.TokenIndex.forced_bytes` of the automaton state, stopping before a byte that has
+        an effect on the counters (whether it is allowed depends on the counts)."""
+        return super().forced_bytes(self.decode(state)[0])

@@ -337,6 +337,11 @@ class TokenIndex:
             ids, s = ids[:-1], before_last
         return tuple(ids), s
 
+    def _stops_forcing(self, state: int, byte_class: int) -> bool:
+        """True where forced text must stop before a byte of ``byte_class`` read at automaton ``state`` (never
+        here; an index with counters stops before a byte with an effect, allowed or not by the counts)."""
+        return False
+
     def forced_bytes(self, state: int) -> bytes:
         """The longest byte string forced from ``state``: every state on it has exactly one outgoing byte
         and is not accepting. Cut back to the last complete UTF-8 character."""
@@ -350,7 +355,7 @@ class TokenIndex:
         while not self._accepting[s] and s not in seen:
             seen.add(s)
             live = [b for b in range(256) if self._trans[s * c + classes[b]] >= 0]
-            if len(live) != 1:
+            if len(live) != 1 or self._stops_forcing(s, classes[live[0]]):
                 break
             out.append(live[0])
             s = self._trans[s * c + classes[live[0]]]
