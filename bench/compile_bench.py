@@ -68,7 +68,13 @@ SHARED_BENCH = ROOT.parent / "shared" / "data" / "bench"
 WORKLOADS = {
     "public": ROOT / "schemas" / "functions_definition.json",
     "fn30": SHARED_BENCH / "catalog_fn30.openai.json",
+    # long counts (maxLength 255, pattern repeats {1,255}, maxItems 100 and 1,000): counters in callmaybe
+    "long": ROOT / "bench" / "catalogs" / "long_counts.json",
 }
+#: A child (one engine x vocabulary x workload) is stopped after this many seconds, and may map at most this
+#: many bytes (a peer expanding long counts into copies could take the machine's memory).
+CHILD_SECONDS = 600
+CHILD_BYTES = 12 * 1024**3
 
 
 @dataclass(frozen=True)
@@ -141,7 +147,15 @@ FN30_CALLS = PUBLIC_CALLS + [
     ("list_files-backslash", _call("list_files", path="C:\\Users\\me", recursive=True, pattern="*.py")),
 ]
 
-CALLS = {"public": PUBLIC_CALLS, "fn30": FN30_CALLS}
+LONG_CALLS = [
+    ("short", _call("tag_devices", attribute="rack-7")),
+    ("tags", _call("tag_devices", attribute="a" * 40, tags=[{"key": "room", "value": "B2 \"north\""},
+                                                                {"key": "owner", "value": "Zoë"}])),
+    ("long-value", _call("tag_devices", attribute="x" * 255, tags=[{"key": "k" * 255, "value": "v" * 255}],
+                         ids=["0123456789abcdefABCDEF01"] * 3)),
+]
+
+CALLS = {"public": PUBLIC_CALLS, "fn30": FN30_CALLS, "long": LONG_CALLS}
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -674,13 +688,26 @@ def run_child(spec: dict, workdir: Path) -> dict:
     spec_path.write_text(json.dumps(spec))
     env = dict(os.environ, **SINGLE_THREAD_ENV)
     t = time.perf_counter()
+    def cap_memory() -> None:
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_AS, (CHILD_BYTES, CHILD_BYTES))
+
+    timer = None
     with open(workdir / "child.log", "w") as log:
         proc = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--child", str(spec_path)],
-                                env=env, stdout=log, stderr=subprocess.STDOUT)
+                                env=env, stdout=log, stderr=subprocess.STDOUT, preexec_fn=cap_memory)
+        import threading
+
+        timer = threading.Timer(CHILD_SECONDS, proc.kill)
+        timer.start()
         _, status, usage = os.wait4(proc.pid, 0)
+        timer.cancel()
         proc.returncode = os.waitstatus_to_exitcode(status)
     wall = time.perf_counter() - t
     result_path = Path(spec["result"])
+    if not result_path.exists() and wall >= CHILD_SECONDS:
+        return {"status": f"timeout: stopped after {CHILD_SECONDS} s", "wall_s": wall}
     if not result_path.exists():
         tail = (workdir / "child.log").read_text()[-400:]
         return {"status": f"error: exit {proc.returncode}: {tail.strip()}", "wall_s": wall}

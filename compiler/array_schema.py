@@ -153,7 +153,7 @@ def array(ctx: SchemaContext, schema: dict[str, Any], path: list[str], refs: tup
                          cmax if counting else None)
         if node is not None:
             return node
-    lo, cap, counter = _affordable(ctx, path, len(prefix_nodes), rest, lo, cap,
+    lo, cap, counter = _affordable(ctx, path, prefix_nodes, rest, lo, cap,
                                    1 + (cmin if cmax is None else cmax) if counting else 1)
     if not counting:
         return ArrayNode(prefix_nodes, rest, lo, cap, counter=counter)
@@ -174,7 +174,7 @@ def array(ctx: SchemaContext, schema: dict[str, Any], path: list[str], refs: tup
     return ArrayNode(prefix_nodes, rest, lo, cap, cond, cmin, cmax)
 
 
-def _affordable(ctx: SchemaContext, path: list[str], n_prefix: int, rest: Node | None, lo: int,
+def _affordable(ctx: SchemaContext, path: list[str], prefix: list[Node], rest: Node | None, lo: int,
                 cap: int | None, counted: int) -> tuple[int, int | None, int | None]:
     """(lo, cap, counter): where the compile uses counters and one is free (:mod:`.counters`), the items
     more than :data:`~.arrays.LOOP_COUNT` past the copied ones (the prefix and ``lo``) are counted by
@@ -186,12 +186,15 @@ def _affordable(ctx: SchemaContext, path: list[str], n_prefix: int, rest: Node |
     big_hi, big_lo = cap is not None and cap > MAX_COUNT, lo > MAX_COUNT
     if rest is None or not (big_hi or big_lo):
         return lo, cap, None
+    n_prefix = len(prefix)
     with limits.active(ctx.budget):
         item = rest.dfa()
     tail = max(n_prefix, lo)
     if counters.active() and cap is not None and counted == 1 and cap - tail > arrays.LOOP_COUNT and not big_lo:
-        inside = frozenset(counters.MARKER_BYTES.index(b) // 2
-                           for b in np.flatnonzero(counters.markers_used(item.transitions)).tolist())
+        with limits.active(ctx.budget):  # the counters used inside the array, by any item: not this one
+            used = np.logical_or.reduce([counters.markers_used(d.transitions) for d in [item] + [
+                p.dfa() for p in prefix]])
+        inside = frozenset(counters.MARKER_BYTES.index(b) // 2 for b in np.flatnonzero(used).tolist())
         key = ("items", structural_key(rest) or id(rest), tail, cap)
         counter = counters.try_counter(key, cap - tail, avoid=inside)
         if counter is not None:

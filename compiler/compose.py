@@ -89,7 +89,7 @@ def product(a: ByteDFA, b: ByteDFA, mode: str) -> ByteDFA:
     # a side stays put on a counter marker that only the other side reads, where that side reads it: the
     # count is the other's, and the staying side's verdict does not depend on it
     only_a, only_b = np.flatnonzero(used_a & ~used_b), np.flatnonzero(used_b & ~used_a)
-    markers = np.flatnonzero(used_a & used_b) if mode != "and" else np.zeros(0, dtype=np.int64)
+    markers = np.flatnonzero(used_a & used_b)  # a counter both sides use must advance on both at once
     width = b.num_states + 1
     index: dict[int, int] = {}  # (sa + 1) * width + (sb + 1) -> state
     pairs_a: list[int] = [a.start]
@@ -113,11 +113,14 @@ def product(a: ByteDFA, b: ByteDFA, mode: str) -> ByteDFA:
             live = na >= 0
         else:
             live = (na >= 0) | (nb >= 0)
-        if len(markers):  # a difference may not let one side's counter decide the other's verdict
+        if len(markers) and mode != "or":
+            # a difference may not let one side's counter decide the other's verdict, and an intersection
+            # may not count one counter in two places of one text (a union's two readings of one text are
+            # found ambiguous when the markers are resolved)
             both = (np.asarray(pairs_a[lo:hi]) >= 0) & (np.asarray(pairs_b[lo:hi]) >= 0)
             alone = (na[:, markers] >= 0) != (nb[:, markers] >= 0)
-            if mode != "or" and (both[:, None] & alone).any():
-                raise counters.CounterClash("a counted repetition of one side of a difference meets the other side")
+            if (both[:, None] & alone).any():
+                raise counters.CounterClash("one counter counted in two places of one text")
         keys = (na + 1) * width + (nb + 1)
         uniq, inverse = np.unique(keys[live], return_inverse=True)
         ids = np.empty(len(uniq), dtype=np.int32)
@@ -348,6 +351,8 @@ def members_any_order(pairs: list[ByteDFA], required: list[bool]) -> ByteDFA:
     like ``2 ** required`` (at most 12 required pairs; raises ValueError past that). Raises Clash when a
     member's automaton may itself continue with ``,`` or ``}`` (never for JSON values).
     """
+    if any(counters.uses_markers(p.transitions) for p in pairs):  # its end markers are the counters' bytes
+        raise counters.CounterClash("a counted repetition in the members of an object in any order")
     need = [i for i, r in enumerate(required) if r]
     if len(need) > len(NOT_UTF8) - 1:
         raise ValueError(f"at most {len(NOT_UTF8) - 1} required members, got {len(need)}")

@@ -173,20 +173,19 @@ class CountedTokenIndex(TokenIndex):
     def budget_mask(self, state: int, left: int) -> Mask:
         if self.budget_is_loose(left):
             return self.mask(state)
-        q = self.decode(state)[0]
-        succ = super().successors(q)
+        succ = self.successors(state)
         ok = succ >= 0
         ok[ok] = self._min_tokens_arr[succ[ok]] <= left - 1
-        failing = self._failing(state)
-        if failing is not None:
-            ok[failing] = False
         ids = np.flatnonzero(ok).astype(np.int32)
         return Mask(ids, None, self.is_accepting(state), self.eos_ids, self.vocab_size, shared=False)
 
     def successors(self, state: int) -> np.ndarray:
         """int32 (vocabulary size,): the automaton state (not the decode state) after each token, -1 where
-        the token is not allowed at ``state``'s counts."""
-        succ = super().successors(self.decode(state)[0])
+        the token is not allowed at ``state``'s counts (or at any: the automaton reads some tokens, a value
+        of 200 characters under ``maxLength: 100``, that the row leaves out)."""
+        q = self.decode(state)[0]
+        succ = super().successors(q)
+        succ[~super().mask(q).tensor()[: len(succ)].numpy()] = -1
         failing = self._failing(state)
         if failing is not None:
             succ[failing] = -1
@@ -200,7 +199,8 @@ class CountedTokenIndex(TokenIndex):
         if s is None:
             q, counts = self.decode(state)
             data = self.token_bytes[token]
-            q2 = TokenIndex.state_after(self, q, data) if data else -1  # the automaton alone
+            # the automaton alone; a token it reads but no count can take is out of the row
+            q2 = TokenIndex.state_after(self, q, data) if data and token in super().mask(q) else -1
             s = -1
             i = self._guard(q, token) if q2 >= 0 else -1
             if q2 >= 0 and i < 0:

@@ -221,3 +221,54 @@ def test_index_with_counters_is_version_4_and_a_plain_one_stays_3(tmp_path):
     (tmp_path / "bad.safetensors").write_bytes(save(tensors))
     with pytest.raises(IndexFileError, match="missing arrays: guard_need"):
         read_index(tmp_path / "bad.safetensors")
+
+
+# found by a breaker: each example stands for a kind of composition counters must not get wrong
+
+
+def test_a_counted_member_of_an_object_read_in_any_order_is_not_wiped():
+    """A ``not`` (or an ``if``) over an object is compiled as members in any order, whose end markers are
+    the same non-UTF-8 bytes as the counters': it is compiled with copies (it subtracted nothing before)."""
+    schema = {"type": "object", "properties": {"a": S(), "b": S(maxLength=100)},
+              "not": {"properties": {"a": S(maxLength=100)}}}
+    values = [{"a": "x"}, {"a": "x", "b": "y"}, {"a": "x" * 101}, {"b": "y"}]
+    _, got = verdicts(schema, [json.dumps(v) for v in values])
+    validator = jsonschema.Draft202012Validator(schema)
+    assert got == [validator.is_valid(v) for v in values] == [False, False, True, False]
+
+
+def test_one_counter_in_two_places_of_one_text_is_not_intersected():
+    """``if``/``else``: the condition counts ``a`` and the branch ``b`` with the same counter (the same
+    construct): the intersection would have to advance it at both places; compiled with copies."""
+    schema = {"type": "object", "properties": {"a": S(), "b": S(maxLength=100)},
+              "if": {"properties": {"a": S(maxLength=100)}}, "else": {"required": ["b"]}}
+    values = [{"a": "x"}, {"b": "y"}, {"a": "x", "b": "y"}, {}, {"a": "x" * 101}, {"a": "x" * 101, "b": "y"}]
+    _, got = verdicts(schema, [json.dumps(v) for v in values])
+    validator = jsonschema.Draft202012Validator(schema)
+    assert got == [validator.is_valid(v) for v in values] == [True, True, True, True, False, True]
+
+
+def test_an_array_in_a_prefix_item_gets_its_own_counter():
+    inner = {"type": "array", "prefixItems": [{"type": "boolean"}], "items": {"type": "integer"}, "maxItems": 100}
+    schema = {"type": "array", "prefixItems": [inner], "items": {"type": "integer"}, "maxItems": 100}
+    values = [[[True] + [1] * 60] + [1] * 60, [[True] + [1] * 99] + [1] * 99, [[True] + [1] * 100],
+              [[True]] + [1] * 100]
+    dfa, got = verdicts(schema, [json.dumps(v) for v in values])
+    assert len(dfa.counters) == 2
+    assert got == [True, True, False, False]
+
+
+def test_a_token_no_count_can_take_is_out_of_every_mask():
+    """A 200-byte token in a maxLength-100 string: the automaton reads it, the rows leave it out; the budget
+    mask and the next state must too (they started from the automaton)."""
+    tokens = sorted({bytes([b]) for b in range(32, 127)} | {b"a" * 200, b'"}'})
+    vocab = Vocabulary(name="x", token_bytes=tuple(tokens) + (None,), eos_ids=(len(tokens),),
+                       vocab_size=len(tokens) + 1)
+    fns = parse_catalog([{"name": "f", "description": "", "parameters": {"s": S(maxLength=100)}}], "t")
+    index = TokenIndex(compile_index(fns, vocab)[0], vocab.token_bytes)
+    big = tokens.index(b"a" * 200)
+    for text in (b'{"name": "f", "parameters": {"s": "', b'{"name": "f", "parameters": {"s": "t'):
+        s = index.state_after(index.start, text)
+        assert big not in index.mask(s).token_ids().tolist()
+        assert all(big not in index.budget_mask(s, left).token_ids().tolist() for left in (2, 3, 5, 50))
+        assert index.next_state(s, big) == -1
