@@ -147,10 +147,11 @@ FN30_CALLS = PUBLIC_CALLS + [
     ("list_files-backslash", _call("list_files", path="C:\\Users\\me", recursive=True, pattern="*.py")),
 ]
 
-LONG_CALLS = [
-    ("short", _call("tag_devices", attribute="rack-7")),
+LONG_CALLS = [  # every parameter of a catalog in this format is required
+    ("short", _call("tag_devices", attribute="rack-7", tags=[], ids=[])),
     ("tags", _call("tag_devices", attribute="a" * 40, tags=[{"key": "room", "value": "B2 \"north\""},
-                                                                {"key": "owner", "value": "Zoë"}])),
+                                                                {"key": "owner", "value": "Zoë"}],
+                   ids=["abcdef0123456789ABCDEF01"])),
     ("long-value", _call("tag_devices", attribute="x" * 255, tags=[{"key": "k" * 255, "value": "v" * 255}],
                          ids=["0123456789abcdefABCDEF01"] * 3)),
 ]
