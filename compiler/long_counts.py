@@ -1,6 +1,10 @@
 """Long counted repetitions: string lengths (``minLength``/``maxLength``) and pattern repeats (``{m,n}``)
 from :data:`SHORT_COUNT` + 1 to :data:`LONG_COUNT` are enforced when the schema around them can afford it.
 
+The attempts (:func:`attempts`) first use counters (:mod:`.counters`), which make a maximum of any size one
+loop; what counters cannot carry raises CounterClash and the attempts are made again without them. What
+follows is about copies: a minimum, and every count of an attempt without counters.
+
 A counted string position is about 20 automaton states (:mod:`.lengths`) and, inside a string, a row of
 most of the vocabulary. Up to :data:`SHORT_COUNT` the cost is always paid. A longer count (``maxLength:
 255``, the most common long bound) is enforced by a first attempt; when that attempt passes a compile limit

@@ -24,7 +24,8 @@ Two renderings of the same sequence:
 
 Raises :class:`PatternError` for what cannot be translated exactly: backreferences, lookaround, anchors
 other than at the ends, word boundaries, inline flags, unknown Unicode properties, repeat counts above
-64 (256 where the schema affords them: :mod:`.long_counts`).
+64 (256 where the schema affords them: :mod:`.long_counts`); where the compile uses counters
+(:mod:`.counters`), the optional repeats of ``{m,n}`` more than 64 past ``m`` are counted by one, at any ``n``.
 """
 
 from __future__ import annotations

@@ -3,11 +3,12 @@
 (:class:`~.leaves.Meet`) when several are present, so that all of them are enforced together.
 
 Lengths count decoded code points (JSON Schema: the number of characters per RFC 8259, which counts a
-surrogate-pair escape as one) and are enforced up to 64 always and up to 256 where the schema affords it
-(:mod:`.long_counts`; :mod:`.lengths`: about 20 states per character); a longer bound is noted and checked
-after generation. A pattern the
-translation cannot express exactly, and a format the grammar does not know, are noted "not enforced" and
-left to the check after generation.
+surrogate-pair escape as one): a maximum more than 64 past the minimum is counted by a counter where the
+compile uses counters (:mod:`.counters`: one loop, at any size); otherwise, and for the minimum, each
+count is a copy (:mod:`.lengths`: about 20 states per character), enforced up to 64 always and up to 256
+where the schema affords it (:mod:`.long_counts`); a longer bound is noted and checked after generation.
+A pattern the translation cannot express exactly, and a format the grammar does not know, are noted "not
+enforced" and left to the check after generation.
 """
 
 from __future__ import annotations
