@@ -56,6 +56,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -690,16 +691,11 @@ def run_child(spec: dict, workdir: Path) -> dict:
     env = dict(os.environ, **SINGLE_THREAD_ENV)
     t = time.perf_counter()
     def cap_memory() -> None:
-        import resource
-
         resource.setrlimit(resource.RLIMIT_AS, (CHILD_BYTES, CHILD_BYTES))
 
-    timer = None
     with open(workdir / "child.log", "w") as log:
         proc = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--child", str(spec_path)],
                                 env=env, stdout=log, stderr=subprocess.STDOUT, preexec_fn=cap_memory)
-        import threading
-
         timer = threading.Timer(CHILD_SECONDS, proc.kill)
         timer.start()
         _, status, usage = os.wait4(proc.pid, 0)

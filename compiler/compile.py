@@ -18,7 +18,7 @@ from ..core.callformat import INDEX_FORMS
 from ..core.catalog import Function, catalog_fingerprint
 from ..core.indexfile import GRAMMAR_REVISION, IndexData, save_index
 from ..core.vocabulary import Vocabulary
-from .counted_index import counted_arrays, counted_walk
+from .counted_index import counted_arrays
 from .counters import Transducer
 from .dfa import byte_classes
 from . import long_counts
@@ -109,7 +109,7 @@ def compile_index(
     if options.form == "value" and len(functions) != 1:
         raise ValueError(f"the value form compiles one schema, got a catalog of {len(functions)} functions")
 
-    def build() -> tuple[Grammar, WalkResult, np.ndarray | None, np.ndarray | None, float, Transducer | None]:
+    def build() -> tuple[Grammar, WalkResult, np.ndarray, np.ndarray, float, Transducer | None]:
         # a catalog whose long counts pass the entries limit is compiled again without them (long_counts)
         if options.form == "value":
             grammar = value_grammar(functions[0].parameters, name=functions[0].name, timings=report.timings,
@@ -118,18 +118,17 @@ def compile_index(
             grammar = compile_grammar(functions, parameters_key=options.parameters_key,
                                       timings=report.timings, limits=limits)
         t2 = time.perf_counter()
-        tr = grammar.transducer()
-        if tr is not None:  # long counts with counters: walk the transducer's automaton
-            return grammar, counted_walk(tr, trie, limits), None, None, t2, tr
-        byte_class, class_trans = byte_classes(grammar.dfa.transitions)  # for the walk's groups and the table
-        result = walk(grammar.dfa.transitions, trie, class_transitions=class_trans, max_entries=limits.entries)
-        return grammar, result, byte_class, class_trans, t2, None
+        tr = grammar.transducer()  # long counts with counters: walk the transducer's automaton
+        transitions = grammar.dfa.transitions if tr is None else tr.transitions
+        byte_class, class_trans = byte_classes(transitions)  # for the walk's groups and the table
+        result = walk(transitions, trie, class_transitions=class_trans, max_entries=limits.entries)
+        return grammar, result, byte_class, class_trans, t2, tr
 
-    grammar, result, byte_class, class_trans, t2, counted = long_counts.attempts(build)
+    grammar, result, byte_class, class_trans, t2, tr = long_counts.attempts(build)
     report.notes = grammar.notes
     t3 = time.perf_counter()
     report.timings["token walk"] = t3 - t2
-    if counted is None:
+    if tr is None:
         dfa = grammar.dfa
         arrays = build_rows(result, dfa.num_states, vocabulary.vocab_size)
         arrays["min_tokens"] = min_tokens(result, dfa.accepting)
@@ -137,8 +136,7 @@ def compile_index(
         arrays["transitions"] = class_trans
         arrays["accepting"] = dfa.accepting.astype(np.uint8)
         start, accepting = int(dfa.start), dfa.accepting
-    else:
-        tr = counted
+    else:  # the table's byte classes also tell effects apart
         arrays = counted_arrays(tr, result, vocabulary.token_bytes, vocabulary.vocab_size)
         start, accepting = tr.start, tr.accepting
     report.timings["table"] = time.perf_counter() - t3
@@ -163,8 +161,8 @@ def compile_index(
         "stats": {"states": report.states, "entries": report.entries, "rows": report.rows},
         "not_enforced": [str(n) for n in grammar.not_enforced],
     }
-    if counted is not None:
-        header["counters"] = [int(h) for h in counted.table.his]
+    if tr is not None:
+        header["counters"] = [int(h) for h in tr.table.his]
     return IndexData(header=header, arrays=arrays), report
 
 

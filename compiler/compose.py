@@ -101,10 +101,9 @@ def product(a: ByteDFA, b: ByteDFA, mode: str) -> ByteDFA:
     # breadth first, one level of new pairs at a time: every transition of the level in one numpy pass,
     # a dictionary lookup only per distinct target pair
     while lo < hi:
-        na = ta[np.asarray(pairs_a[lo:hi])]
-        nb = tb[np.asarray(pairs_b[lo:hi])]
+        sa, sb = np.asarray(pairs_a[lo:hi]), np.asarray(pairs_b[lo:hi])
+        na, nb = ta[sa], tb[sb]
         if len(only_a) or len(only_b):
-            sa, sb = np.asarray(pairs_a[lo:hi]), np.asarray(pairs_b[lo:hi])
             nb[:, only_a] = np.where(na[:, only_a] >= 0, sb[:, None], -1)
             na[:, only_b] = np.where(nb[:, only_b] >= 0, sa[:, None], -1)
         if mode == "and":
@@ -117,7 +116,7 @@ def product(a: ByteDFA, b: ByteDFA, mode: str) -> ByteDFA:
             # a difference may not let one side's counter decide the other's verdict, and an intersection
             # may not count one counter in two places of one text (a union's two readings of one text are
             # found ambiguous when the markers are resolved)
-            both = (np.asarray(pairs_a[lo:hi]) >= 0) & (np.asarray(pairs_b[lo:hi]) >= 0)
+            both = (sa >= 0) & (sb >= 0)
             alone = (na[:, markers] >= 0) != (nb[:, markers] >= 0)
             if (both[:, None] & alone).any():
                 raise counters.CounterClash("one counter counted in two places of one text")

@@ -14,16 +14,8 @@ import numpy as np
 
 from .counters import UNREACHABLE, Transducer
 from .dfa import byte_classes
-from .limits import CompileLimits
 from .table import build_rows, min_tokens_from_edges
-from .trie import TokenTrie
-from .walk import WalkResult, walk
-
-
-def counted_walk(tr: Transducer, trie: TokenTrie, limits: CompileLimits) -> WalkResult:
-    """Walk every token from every state of ``tr``'s automaton (its effects aside: :func:`token_effects`)."""
-    _, class_trans = byte_classes(tr.transitions)
-    return walk(tr.transitions, trie, class_transitions=class_trans, max_entries=limits.entries)
+from .walk import WalkResult
 
 
 def _effect_distance(tr: Transducer) -> np.ndarray:

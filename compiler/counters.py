@@ -42,6 +42,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..core.effects import apply
+
 #: Bytes that never occur in UTF-8 text: the markers, two per counter (reset, next).
 MARKER_BYTES = (0xC0, 0xC1, 0xF5, 0xF6, 0xF7, 0xF8, 0xF9, 0xFA, 0xFB, 0xFC, 0xFD, 0xFE, 0xFF)
 #: The most counters one compile may use.
@@ -53,9 +55,7 @@ _MARKER_COLS = np.flatnonzero(MARKER_MASK)
 #: :meth:`Transducer.remaining` where no end can be reached.
 UNREACHABLE = 1 << 40
 
-#: An effect on the counters: for each counter touched, ``(k, add, reset, after)`` sorted by ``k``:
-#: without a reset the counter grows by ``add``; with one it grows by ``add`` (checked), is reset to 0,
-#: then grows to ``after``. ``()``: no effect.
+#: An effect on the counters (:mod:`callmaybe.core.effects`: ``(k, add, reset, after)`` per counter touched).
 Effect = tuple
 
 
@@ -285,13 +285,10 @@ class Transducer:
         src, byte = np.nonzero(self.transitions >= 0)
         dst = self.transitions[src, byte].astype(np.int64)
         eff = self.effect[src, byte]
+        arrays = self.table.arrays()
+        adds, resets = arrays["effect_add"].astype(np.int64), arrays["effect_reset"] > 0
         for c in range(k):
-            add = np.zeros(len(self.table.effects), dtype=np.int64)
-            ends = np.zeros(len(self.table.effects), dtype=bool)
-            for i, e in enumerate(self.table.effects):
-                for kk, a, r, _ in e:
-                    if kk == c:
-                        add[i], ends[i] = a, r
+            add, ends = adds[:, c], resets[:, c]
             w, stop = add[eff], ends[eff]
             dist = out[:, c]
             dist[self.accepting.astype(bool)] = 0
@@ -325,14 +322,11 @@ class Transducer:
         n, k = self.num_states, len(self.table.his)
         out = np.zeros((n, k), dtype=np.uint8)
         t = self.transitions
+        arrays = self.table.arrays()
+        add, reset = arrays["effect_add"], arrays["effect_reset"] > 0
         for c in range(k):
-            advances = np.zeros(len(self.table.effects), dtype=bool)
-            untouched = np.ones(len(self.table.effects), dtype=bool)
-            for i, e in enumerate(self.table.effects):
-                for kk, add, _, _ in e:
-                    if kk == c:
-                        untouched[i] = False
-                        advances[i] = add > 0
+            advances = add[:, c] > 0
+            untouched = ~advances & ~reset[:, c]
             ok = t >= 0
             direct = (ok & advances[self.effect]).any(axis=1)
             through = ok & untouched[self.effect]
@@ -344,16 +338,6 @@ class Transducer:
                 live = nxt
             out[:, c] = live
         return out
-
-
-def apply(effect: Effect, counts: list[int], his: tuple[int, ...] | list[int]) -> bool:
-    """Apply ``effect`` to ``counts`` in place; False (``counts`` unchanged) when a bound would be passed."""
-    for k, add, _, _ in effect:
-        if counts[k] + add > his[k]:
-            return False
-    for k, add, r, b in effect:
-        counts[k] = b if r else counts[k] + add
-    return True
 
 
 def resolve(transitions: np.ndarray, accepting: np.ndarray, start: int, his: list[int] | tuple[int, ...]) -> Transducer:

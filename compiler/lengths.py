@@ -48,6 +48,19 @@ def unit_states() -> int:
     return unit().num_states - 1
 
 
+def _unit_rows() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The unit's states but its accepting one, numbered 0..m-1, as rows to copy: ``local`` int64 (unit
+    states,) each state's number (-1: the accepting one); ``stay`` int64 (m, 256) the numbered target of each
+    transition inside the unit, -1 elsewhere; ``done`` bool (m, 256) where a transition completes the unit."""
+    u = unit()
+    final = int(np.flatnonzero(u.accepting)[0])
+    keep = np.array([s for s in range(u.num_states) if s != final])
+    local = np.full(u.num_states, -1, dtype=np.int64)
+    local[keep] = np.arange(len(keep))
+    t = u.transitions[keep].astype(np.int64)  # (m, 256)
+    return local, np.where((t >= 0) & (t != final), local[np.maximum(t, 0)], -1), t == final
+
+
 def length_dfa(lo: int, hi: int | None) -> ByteDFA:
     """The byte DFA of the JSON strings (with their quotes) of ``lo``..``hi`` decoded code points (``hi``
     None: no upper bound); minimal once trimmed (the states of the last copy that cannot finish a unit,
@@ -58,16 +71,10 @@ def length_dfa(lo: int, hi: int | None) -> ByteDFA:
     if lo < 0 or (hi is not None and hi < lo):
         raise ValueError(f"no string has {lo}..{hi} code points")
     u = unit()
-    final = int(np.flatnonzero(u.accepting)[0])
-    keep = np.array([s for s in range(u.num_states) if s != final])
-    m = len(keep)
+    m = unit_states()
     copies = (hi if hi is not None else lo) + 1
     count_states(copies * m + 2, leaf=True)
-    local = np.full(u.num_states, -1, dtype=np.int64)
-    local[keep] = np.arange(m)
-    t = u.transitions[keep].astype(np.int64)  # (m, 256)
-    stay = np.where((t >= 0) & (t != final), local[np.maximum(t, 0)], -1)
-    done = t == final
+    local, stay, done = _unit_rows()
     k = np.arange(copies, dtype=np.int64)
     base = (k * m)[:, None, None]
     blocks = np.where(stay[None] >= 0, stay[None] + base, -1)
@@ -123,15 +130,9 @@ def counted_length_dfa(lo: int, hi: int, k: int) -> ByteDFA:
     if lo < 0 or hi < lo:
         raise ValueError(f"no string has {lo}..{hi} code points")
     u = unit()
-    final = int(np.flatnonzero(u.accepting)[0])
-    keep = np.array([s for s in range(u.num_states) if s != final])
-    m = len(keep)
+    m = unit_states()
     count_states((lo + 1) * m + 4, leaf=True)
-    local = np.full(u.num_states, -1, dtype=np.int64)
-    local[keep] = np.arange(m)
-    t = u.transitions[keep].astype(np.int64)  # (m, 256)
-    stay = np.where((t >= 0) & (t != final), local[np.maximum(t, 0)], -1)
-    done = t == final
+    local, stay, done = _unit_rows()
     head = (lo + 1) * m
     begin, end, reset = head + 1, head + 2, head + 3
     trans = np.full((head + 4, 256), -1, dtype=np.int32)

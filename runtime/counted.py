@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..core.effects import apply
 from ..core.indexfile import IndexData
 from .masks import Mask, TokenIndex
 
@@ -84,14 +85,7 @@ class CountedTokenIndex(TokenIndex):
 
     def _apply(self, effect: int, counts: list[int]) -> bool:
         """Apply effect ``effect`` to ``counts`` in place; False (unchanged) where an advance passes a bound."""
-        e = self._effects[effect]
-        his = self._his
-        for c, add, _, _ in e:
-            if counts[c] + add > his[c]:
-                return False
-        for c, add, r, b in e:
-            counts[c] = b if r else counts[c] + add
-        return True
+        return apply(self._effects[effect], counts, self._his)
 
     def _slack(self, state: int) -> tuple[int, tuple[int, ...]] | None:
         """(automaton state, per counter the room left, capped at the most any guarded token there needs),
@@ -169,15 +163,6 @@ class CountedTokenIndex(TokenIndex):
                 self._masks.clear()
             self._masks[slack] = got
         return got
-
-    def budget_mask(self, state: int, left: int) -> Mask:
-        if self.budget_is_loose(left):
-            return self.mask(state)
-        succ = self.successors(state)
-        ok = succ >= 0
-        ok[ok] = self._min_tokens_arr[succ[ok]] <= left - 1
-        ids = np.flatnonzero(ok).astype(np.int32)
-        return Mask(ids, None, self.is_accepting(state), self.eos_ids, self.vocab_size, shared=False)
 
     def successors(self, state: int) -> np.ndarray:
         """int32 (vocabulary size,): the automaton state (not the decode state) after each token, -1 where

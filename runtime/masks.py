@@ -235,7 +235,7 @@ class TokenIndex:
         ok = succ >= 0
         ok[ok] = self._min_tokens_arr[succ[ok]] <= left - 1
         ids = np.flatnonzero(ok).astype(np.int32)
-        return Mask(ids, None, self._accepting[state], self.eos_ids, self.vocab_size, shared=False)
+        return Mask(ids, None, self.is_accepting(state), self.eos_ids, self.vocab_size, shared=False)
 
     def budget_is_loose(self, left: int) -> bool:
         """True when ``left`` tokens complete the call from any state, so the plain mask suffices."""
