@@ -294,6 +294,7 @@ class Engine:
         self._rows = [t for t in self._rows if id(t.row) not in gone]
 
     def _row(self, ticket: Ticket):
+        from .parallel import pair_probability
         from .relevance import relevance
         from .runner import ground
         from .turns import TurnDecoding, request_text
@@ -310,9 +311,14 @@ class Engine:
             with self.runtime.profile.timed("relevance pass"):
                 return relevance(self.model, self.tokenizer, fn, asked)
 
+        def paired(key, first, second):
+            with self.runtime.profile.timed("pair pass"):
+                return pair_probability(self.model, self.tokenizer, key, first, second)
+
         row = TurnDecoding(request, self.vocab, ticket.ids, ticket.ids[cached:], ticket.index, ticket.schema_index,
                            grounded, lambda e: self._emit(ticket, e), self.runtime.profile,
-                           judged if request.tool_choice == "auto" and self.judge else None)
+                           judged if request.tool_choice == "auto" and self.judge else None,
+                           paired if request.parallel and not request.keep_unstated else None)
         ticket.row = row
         return row
 

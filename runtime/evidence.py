@@ -292,9 +292,21 @@ def _leaves(value: Any) -> list[Any]:
     return list(_leaf_paths(value).values())
 
 
-def _same(value: Any) -> Any:
-    """A leaf as compared across calls: numbers by value, strings folded to letters and digits."""
-    return float(value) if isinstance(value, (int, float)) else ("s", normalize(value))
+def _same(value: Any, request: str = "") -> Any:
+    """A leaf as compared across calls: numbers by value, strings folded to letters and digits, except that
+    a string keeps its case where ``request`` spells it in two cases or more and this one among them (the
+    genotypes "AA", "Aa" and "aa" of BFCL parallel_116 are three values; "new york" is "New York")."""
+    if isinstance(value, (int, float)):
+        return float(value)
+    return ("s", normalize(value), value if _case_matters(value, request) else None)
+
+
+def _case_matters(value: str, request: str) -> bool:
+    """Whether ``request`` states ``value`` as it is spelled (at word edges) and also in another case."""
+    if not request or not value.strip():
+        return False
+    spellings = {m.group(0) for m in re.finditer(r"(?<!\w)" + re.escape(value) + r"(?!\w)", request, re.I)}
+    return value in spellings and len(spellings) > 1
 
 
 def _stated(leaf: Any, request: str, numbers: Collection[float]) -> bool:
@@ -338,16 +350,16 @@ def another_call(arguments: dict[str, Any], earlier: list[dict[str, Any]], reque
     said: dict[Any, int] = {}  # how many times the request states each value earlier calls used
     given: dict[str, set] = {}  # the values earlier calls gave each argument (path)
     for e in earlier:
-        for path, value in _paths(e).items():
+        for path, value in _paths(e, request).items():
             used[value] += 1
             places.setdefault(value, set()).add(path)
             given.setdefault(path, set()).add(value)
         for leaf in _leaves(e):
-            said[_same(leaf)] = _mentions(leaf, request, told)
+            said[_same(leaf, request)] = _mentions(leaf, request, told)
     new: list[str] = []  # stated, and no earlier call used it
     fresh: list[str] = []  # stated more times than earlier calls used it (see the docstring)
     for path, leaf in _leaf_paths(arguments).items():
-        value = _same(leaf)
+        value = _same(leaf, request)
         stated = _stated(leaf, request, numbers) or _negated(leaf, request)
         if not stated and value not in used and isinstance(leaf, str) \
                 and offered(leaf, _schema_at(parameters, path)):
@@ -365,8 +377,8 @@ def another_call(arguments: dict[str, Any], earlier: list[dict[str, Any]], reque
     names = earlier_names if earlier_names is not None else [None] * len(earlier)
     if name is not None and earlier_names is not None and name not in earlier_names:
         return Verdict(True, f"it calls {name}, which no earlier call did")
-    mine = _paths(arguments)
-    calls = [_paths(e) for e, n in zip(earlier, names) if n == name]
+    mine = _paths(arguments, request)
+    calls = [_paths(e, request) for e, n in zip(earlier, names) if n == name]
     if mine in calls:
         return Verdict(False, "it repeats an earlier call")
     if new:
@@ -454,10 +466,10 @@ def _numeral(size: float) -> str:
     return ",?".join(groups) + (r"\." + fraction + "0*" if fraction else "")
 
 
-def _paths(value: Any) -> dict[str, Any]:
-    """Every scalar of a call's arguments by its path: strings and numbers as :func:`_same` compares them,
-    booleans and null as they are (tagged, so that ``True`` is not ``1``)."""
-    return {p: ("b", v) if isinstance(v, bool) or v is None else _same(v) for p, v in _walk(value)}
+def _paths(value: Any, request: str = "") -> dict[str, Any]:
+    """Every scalar of a call's arguments by its path: strings and numbers as :func:`_same` compares them
+    (against ``request``), booleans and null as they are (tagged, so that ``True`` is not ``1``)."""
+    return {p: ("b", v) if isinstance(v, bool) or v is None else _same(v, request) for p, v in _walk(value)}
 
 
 def _grid(calls: list[dict[str, Any]], times: dict[Any, int]) -> bool:

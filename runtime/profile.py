@@ -1,7 +1,7 @@
 """Where the time of a run goes: seconds, calls and tokens per phase, printed by ``run --profile`` and ``eval
 --profile``.
 
-Phases (every forward pass is in exactly one of the first seven):
+Phases (every forward pass is in exactly one of the first eight):
 
 * ``prefix``: the catalog prompt's keys and values, computed once per run (per catalog);
 * ``prefill``: a request's first pass, over the prompt after the shared prefix;
@@ -12,6 +12,8 @@ Phases (every forward pass is in exactly one of the first seven):
 * ``restate pass``: the passes of restating an unstated argument (:mod:`.restate`);
 * ``relevance pass``: the passes of asking the model whether a first call under ``auto`` fits the request
   (:mod:`.relevance`);
+* ``pair pass``: the passes asking whether two values a parallel call joined with "and" are one name
+  (:mod:`.parallel`);
 * ``mask``: the matcher's mask, applying it to the logits, and the argmax;
 * ``forced tokens``: finding and taking forced text (tokenizing it the first time a state is seen);
 * ``prompt``: rendering the chat template and tokenizing it;
@@ -25,9 +27,9 @@ import time
 from contextlib import contextmanager
 from collections.abc import Iterator
 
-PHASES = ("prefix", "prefill", "decode step", "forced chunk", "batch step", "restate pass", "relevance pass", "mask",
-          "forced tokens", "prompt", "check")
-MODEL_PHASES = PHASES[:7]
+PHASES = ("prefix", "prefill", "decode step", "forced chunk", "batch step", "restate pass", "relevance pass",
+          "pair pass", "mask", "forced tokens", "prompt", "check")
+MODEL_PHASES = PHASES[:8]
 
 
 class Profile:

@@ -68,10 +68,10 @@ def _logits(model, ids: list[int]) -> torch.Tensor:
     return out.logits[0].float()
 
 
-def _request_logprob(model, tokenizer, context: str, request: str) -> float:
-    """Summed log-probability (nats) of ``request``'s tokens after ``context`` (both plain text)."""
+def continuation_logprob(model, tokenizer, context: str, text: str) -> float:
+    """Summed log-probability (nats) of ``text``'s tokens after ``context`` (both plain text)."""
     head = plain_text_ids(tokenizer, context)
-    tail = plain_text_ids(tokenizer, request, at_start=False)
+    tail = plain_text_ids(tokenizer, text, at_start=False)
     logits = _logits(model, head + tail)[len(head) - 1:-1]
     chosen = torch.log_softmax(logits, -1)[torch.arange(len(tail)), torch.tensor(tail, device=logits.device)]
     return float(chosen.sum())
@@ -84,8 +84,8 @@ def relevance(model, tokenizer, fn: Function, request: str) -> Relevance:
     probs = torch.softmax(_logits(model, ids)[-1], -1)
     p_yes = float(probs[_first_ids(tokenizer, _YES)].sum())
     named = f"Function: {fn.name}\nDescription: {fn.description or ''}\nA request this function answers: "
-    pmi = _request_logprob(model, tokenizer, named, request.strip()) - \
-        _request_logprob(model, tokenizer, "A request: ", request.strip())
+    pmi = continuation_logprob(model, tokenizer, named, request.strip()) - \
+        continuation_logprob(model, tokenizer, "A request: ", request.strip())
     keep = p_yes >= YES_MIN and pmi >= PMI_MIN
     if keep:
         why = f"the model says {fn.name} does what the request asks (p(yes) {p_yes:.2f}, PMI {pmi:.1f})"

@@ -25,11 +25,11 @@ modes:
   choice ended every turn after one call (0 of the first 100 right). A call after the first is kept only
   when the request asks for it (:func:`~.evidence.another_call`: each value stated or used before, one
   stated value new or stated more often than earlier calls used it, or a new combination of a grid's
-  values); the first that is not ends the turn, unreported. The first call may have joined what the
-  request gives apart (510 for "5,10 and 15", "Paris, London, Rome"), so a parallel turn's calls wait for its
-  end, where the first is left out when three calls or more were made and later calls of its function spell
-  the joined value (:func:`~.evidence.joined`); the calls are then reported with their final positions (BFCL
-  parallel's first 100, Qwen2.5-Coder-1.5B: parallel_7 and parallel_18 turn right, nothing lost).
+  values); the first that is not ends the turn, unreported. A parallel turn's calls wait for its end, where
+  :func:`~.parallel.settle` leaves out a first call that joined what later calls give apart (510 for "5,10
+  and 15", "Paris, London, Rome"), splits a value joined with "and" that the model (the ``pair`` callback)
+  does not read as one name ("Egypt and Turkey"), and leaves out drafts and repeats; the calls are then
+  reported with their final positions.
 
 Every generated token (chosen, forced or marker) counts against ``max_tokens``; a call always completes
 within what is left. When a call is complete it is parsed, checked and grounded (the ``ground`` callback,
@@ -52,9 +52,10 @@ from ..core.errors import CallmaybeError, InputError, TokenNotAllowed
 from .calls import to_call
 from .decoder import Decoding
 from .engine import Event
-from .evidence import another_call, claimed, first_call, joined
+from .evidence import another_call, claimed, first_call
 from .grounding import drop
 from .masks import TokenIndex
+from .parallel import settle
 from .profile import Profile
 from .sampling import generator, pick
 from .turn import ToolCall, TurnRequest, TurnResult
@@ -103,16 +104,19 @@ class TurnDecoding:
     ``request.functions`` (None when no call may be made); ``schema_index``: the index of
     ``request.response_schema``. ``ground(fn, arguments, context_ids, call_tokens)`` returns a
     :class:`~.runner.Grounded` (:func:`~.runner.ground`); ``on_event`` gets the turn's
-    :class:`~.engine.Event` s. Raises InputError for a named function that is not in the index, a call
-    required without an index, or a budget that cannot hold the call or JSON answer the turn must give.
+    :class:`~.engine.Event` s. ``judge(fn, asked)`` returns a :class:`~.relevance.Relevance` for a first
+    call under "auto" (None: no check); ``pair(key, first, second)`` a probability
+    (:func:`~.parallel.pair_probability`; None: a parallel turn splits no value). Raises InputError for a
+    named function that is not in the index, a call required without an index, or a budget that cannot hold
+    the call or JSON answer the turn must give.
     """
 
     def __init__(self, request: TurnRequest, vocab: Vocab, ids: list[int], pending: list[int],
                  index: TokenIndex | None, schema_index: TokenIndex | None, ground: Callable | None,
                  on_event: Callable[[Event], None], profile: Profile | None = None,
-                 judge: Callable | None = None):
+                 judge: Callable | None = None, pair: Callable | None = None):
         self.request, self.vocab, self.ids = request, vocab, ids
-        self.index, self.schema_index, self.ground, self.judge = index, schema_index, ground, judge
+        self.index, self.schema_index, self.ground, self.judge, self.pair = index, schema_index, ground, judge, pair
         self.on_event = on_event
         self.profile = profile if profile is not None else Profile()
         self.pending = list(pending)
@@ -134,6 +138,7 @@ class TurnDecoding:
         self._sent = 0  # characters of it sent as events
         self._fence = ""  # a code fence being opened (mode "fence")
         self._need: int | None = None  # the fewest tokens of a whole call (see _call_need)
+        self._over = False  # the turn's last event ("done" or "error") is out
         self.t0 = time.perf_counter()
         r = request
         if r.function is not None and r.function not in self.by_name:
@@ -217,9 +222,10 @@ class TurnDecoding:
                 self._end_value()
 
     def fail(self, message: str) -> None:
-        """End the turn with an error event (a failed forward pass, a cancelled row)."""
-        if self.finish_reason is None:
-            self.finish_reason = "error"
+        """End the turn with an error event (a failed forward pass, a cancelled row, a failure while the turn
+        was being closed), unless its last event is already out."""
+        if not self._over:
+            self.finish_reason, self._over = "error", True
             self.on_event(Event("error", message))
 
     def result(self) -> TurnResult:
@@ -527,15 +533,14 @@ class TurnDecoding:
 
     def _done(self) -> None:
         self.pending = []
-        if self.request.parallel:  # the first call is left out when later calls give its values apart
+        if self.request.parallel:  # joined values given apart, drafts and repeats left out (parallel.settle)
             self._claim()
-            if len(self.calls) > 2:
-                first = self.calls[0]
-                later = [c.arguments for c in self.calls[1:] if c.name == first.name]
-                if not joined(first.arguments, later, request_text(self.request.messages)).keep:
-                    del self.calls[0], self.grounding[0]
+            self.calls, self.grounding, passes = settle(self.calls, self.grounding, self.by_name,
+                                                        request_text(self.request.messages), self.pair)
+            self.passes += passes
             for position, call in enumerate(self.calls):
                 self.on_event(Event("call", (position, call)))
+        self._over = True
         self.on_event(Event("done", self.result()))
 
 

@@ -206,6 +206,25 @@ def test_another_call_may_use_a_value_the_request_states_again():
     assert not another_call({"a": 4, "b": 3}, [{"a": 3, "b": 4}, {"a": 5, "b": 12}], sides).keep
 
 
+def test_values_the_request_spells_in_two_cases_are_two_values():
+    from callmaybe.runtime.evidence import another_call
+
+    # BFCL parallel_116: the genotypes AA, Aa and aa are three values; the second call was taken for a repeat
+    asked = ("Can you calculate the frequency of the homozygous dominant genotype (AA), heterozygous genotype "
+             "(Aa), and homozygous recessive genotype (aa)?")
+    names = ["hardy_weinberg"] * 2
+    earlier = [{"allele_frequency": 0.7, "genotype": "AA"}, {"allele_frequency": 0.7, "genotype": "Aa"}]
+    assert another_call(earlier[1], earlier[:1], asked, names[0], names[:1]) == \
+        Verdict(True, 'the request states "Aa", which no earlier call used')
+    assert another_call({"allele_frequency": 0.7, "genotype": "aa"}, earlier, asked, names[0], names) == \
+        Verdict(True, 'the request states "aa", which no earlier call used')
+    assert another_call({"allele_frequency": 0.7, "genotype": "AA"}, earlier, asked, names[0], names) == \
+        Verdict(False, "it repeats an earlier call")
+    # a request with one spelling: case is not a new value
+    assert another_call({"city": "new york"}, [{"city": "New York"}], "Weather in New York and Paris", "w", ["w"]) == \
+        Verdict(False, "it repeats an earlier call")
+
+
 def test_another_call_may_choose_a_label_the_catalog_offers():
     from callmaybe.runtime.evidence import another_call
 

@@ -69,7 +69,7 @@ def test_a_likely_yes_keeps_the_call_and_a_doubtful_one_declines_it(tokenizer):
 
 def test_a_request_no_likelier_for_the_function_declines_it(tokenizer, monkeypatch):
     said = {"A request: ": -20.0}
-    monkeypatch.setattr(R, "_request_logprob", lambda model, tok, context, request: said.get(context, -21.5))
+    monkeypatch.setattr(R, "continuation_logprob", lambda model, tok, context, request: said.get(context, -21.5))
     judged = R.relevance(lm_saying_yes_with(0.9, tokenizer), tokenizer, FN, "Add 2 and 3.")
     assert (judged.pmi, judged.keep) == (-1.5, False)
     assert judged.evidence == "the request is no likelier for naming get_weather (PMI -1.5 nats < 0.0)"

@@ -106,7 +106,7 @@ def index():
 
 
 def turn(index, script, call_format="tools", fallback=EOS, schema_index=None, judge=None, model=None, asked=None,
-         functions=FUNCTIONS, ground=None, **request):
+         functions=FUNCTIONS, ground=None, pair=None, **request):
     """Decode one turn of the scripted model (or ``model``, a callable as :class:`ScriptModel`) for the user
     message ``asked`` (default :data:`ASKED`) with the catalog ``functions`` (``index`` compiled from it) and
     the grounding callback ``ground`` (None: no grounding); returns (TurnResult, events)."""
@@ -117,7 +117,8 @@ def turn(index, script, call_format="tools", fallback=EOS, schema_index=None, ju
     # as the engine renders it: a required call's opening ends the prompt ("tools" call format)
     opens = call_format == "tools" and (req.tool_choice == "required" or req.function is not None)
     prompt = PROMPT + (Tokenizer().encode("<tool_call>\n") if opens else [])
-    row = TurnDecoding(req, vocab, prompt, prompt, index, schema_index, ground, events.append, judge=judge)
+    row = TurnDecoding(req, vocab, prompt, prompt, index, schema_index, ground, events.append, judge=judge,
+                       pair=pair)
     model, generated = model or ScriptModel(script, fallback), []
     while not row.take_forced():
         generated += row.pending
@@ -402,6 +403,44 @@ def test_a_first_call_from_nowhere_that_joins_nothing_stays(index):
     result, _ = turn(index, _calls({"a": 510, "b": 1}, {"a": 5, "b": 1}), tool_choice="required", parallel=True,
                      asked=asked)
     assert [c.arguments["a"] for c in result.calls] == [510, 5]
+
+
+def test_a_value_joined_with_and_is_split_at_the_turns_end(index):
+    script = '<tool_call>\n{"name": "greet", "arguments": {"name": "Ann and Bob"}}\n</tool_call>'
+    asked, pairs = "Greet Ann and Bob.", []
+
+    def pair(key, first, second):
+        pairs.append((key, first, second))
+        return 0.01
+
+    result, events = turn(index, script, tool_choice="required", parallel=True, asked=asked, pair=pair)
+    assert [c.arguments for c in result.calls] == [{"name": "Ann"}, {"name": "Bob"}]
+    assert pairs == [("name", "Ann", "Bob")]
+    assert [(e.kind, e.data[0] if e.kind == "call" else None) for e in events] == [
+        ("call", 0), ("call", 1), ("done", None)]
+    # a pair read as one name stays whole, and so does every value without the callback; the pass counts
+    again, _ = turn(index, script, tool_choice="required", parallel=True, asked=asked, pair=lambda *a: 0.9)
+    assert [c.arguments for c in again.calls] == [{"name": "Ann and Bob"}]
+    unasked, _ = turn(index, script, tool_choice="required", parallel=True, asked=asked)
+    assert [c.arguments for c in unasked.calls] == [{"name": "Ann and Bob"}]
+    assert result.forward_passes == again.forward_passes == unasked.forward_passes + 1
+    # one call: nothing is split
+    single, _ = turn(index, script, tool_choice="required", asked=asked, pair=pair)
+    assert [c.arguments for c in single.calls] == [{"name": "Ann and Bob"}]
+
+
+def test_a_failure_while_the_turn_closes_is_an_error_event(index):
+    # the turn's end runs callbacks (here the pair check): a failure there must still end the turn with an
+    # event, or the caller waits for ever (eval once lost two cases this way)
+    script = '<tool_call>\n{"name": "greet", "arguments": {"name": "Ann and Bob"}}\n</tool_call>'
+
+    def broken(key, first, second):
+        raise KeyError("pair pass")
+
+    result, events = turn(index, script, tool_choice="required", parallel=True, asked="Greet Ann and Bob.",
+                          pair=broken)
+    assert result.finish_reason == "error"
+    assert [(e.kind, e.data) for e in events] == [("error", "KeyError: 'pair pass'")]
 
 
 LOOP = parse_catalog([{"name": "field", "description": "Magnetic field of a loop.", "parameters": {
