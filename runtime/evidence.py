@@ -293,20 +293,27 @@ def _leaves(value: Any) -> list[Any]:
 
 
 def _same(value: Any, request: str = "") -> Any:
-    """A leaf as compared across calls: numbers by value, strings folded to letters and digits, except that
+    """A leaf as compared across calls: numbers by value (exact), strings folded to letters and digits, except that
     a string keeps its case where ``request`` spells it in two cases or more and this one among them (the
     genotypes "AA", "Aa" and "aa" of BFCL parallel_116 are three values; "new york" is "New York")."""
     if isinstance(value, (int, float)):
-        return float(value)
+        return value  # 2 and 2.0 are equal and hash alike; integers stay exact at any size
     return ("s", normalize(value), value if _case_matters(value, request) else None)
 
 
 def _case_matters(value: str, request: str) -> bool:
-    """Whether ``request`` states ``value`` as it is spelled (at word edges) and also in another case."""
+    """Whether ``request`` states ``value`` as it is spelled (at word edges) and also in another case. A
+    sentence's first letter says nothing of case: "Paris weather. I fly to paris" spells paris one way."""
     if not request or not value.strip():
         return False
-    spellings = {m.group(0) for m in re.finditer(r"(?<!\w)" + re.escape(value) + r"(?!\w)", request, re.I)}
-    return value in spellings and len(spellings) > 1
+    spellings = set()
+    for m in re.finditer(r"(?<!\w)" + re.escape(value) + r"(?!\w)", request, re.I):
+        text = m.group(0)
+        if re.search(r"(?:^|[.!?:]\s+|\n)$", request[:m.start()]):  # a sentence starts here
+            text = text[:1].lower() + text[1:]
+        spellings.add(text)
+    mine = value if value in spellings else value[:1].lower() + value[1:]
+    return mine in spellings and len(spellings) > 1
 
 
 def _stated(leaf: Any, request: str, numbers: Collection[float]) -> bool:
@@ -315,7 +322,7 @@ def _stated(leaf: Any, request: str, numbers: Collection[float]) -> bool:
     :func:`~.reformat.number_mentions` reads them, in :func:`another_call`; magnitudes elsewhere)."""
     if isinstance(leaf, str):
         return is_stated(leaf, request) or reformat(leaf, request) is not None
-    return float(leaf) in numbers
+    return _finite(leaf) in numbers
 
 
 def another_call(arguments: dict[str, Any], earlier: list[dict[str, Any]], request: str, name: str | None = None,
@@ -416,7 +423,7 @@ def _mentions(leaf: Any, request: str, numbers: Counter[float]) -> int:
             return 1
         pattern = r"(?<![^\W_])" + r"[\W_]*".join(re.escape(w) for w in words(leaf)) + r"(?![^\W_])"
         return max(1, len(re.findall(pattern, fold(request))))
-    return max(1, numbers[float(leaf)])
+    return max(1, numbers[_finite(leaf)])
 
 
 _SCALE = {"%": 0.01, "percent": 0.01, "trillion": 10**12, **{w: SCALES[w] for w in ("thousand", "million", "billion")}}
@@ -448,7 +455,7 @@ _TO_NUMBER = r"\W*(?:\w+\W+){0,2}?\$?\s*"
 def _negated(leaf: Any, request: str) -> bool:
     """Whether ``leaf`` is a negative number whose magnitude the request writes after a sign or a word that
     makes it negative ("- 7x", "a loss of $1000", "withdraw 50")."""
-    if isinstance(leaf, (str, bool)) or not isinstance(leaf, (int, float)) or leaf >= 0:
+    if isinstance(leaf, (str, bool)) or _finite(leaf) is None or leaf >= 0:
         return False
     pattern = _SIGN + _TO_NUMBER + _numeral(-float(leaf)) + r"(?!\d|\.\d)"
     return re.search(pattern, request.lower()) is not None
@@ -536,7 +543,9 @@ def _text(leaf: Any) -> str:
     """A leaf as :func:`joined` reads it: a string's letters and digits; a whole number's digits; else ""."""
     if isinstance(leaf, str):
         return normalize(leaf)
-    return str(int(leaf)) if float(leaf).is_integer() and leaf >= 0 else ""
+    if isinstance(leaf, int):
+        return str(leaf) if leaf >= 0 else ""
+    return str(int(leaf)) if math.isfinite(leaf) and leaf.is_integer() and leaf >= 0 else ""
 
 
 def _spelled(text: str, parts: set[str], loose: bool) -> bool:

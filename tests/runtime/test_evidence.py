@@ -220,7 +220,9 @@ def test_values_the_request_spells_in_two_cases_are_two_values():
         Verdict(True, 'the request states "aa", which no earlier call used')
     assert another_call({"allele_frequency": 0.7, "genotype": "AA"}, earlier, asked, names[0], names) == \
         Verdict(False, "it repeats an earlier call")
-    # a request with one spelling: case is not a new value
+    # a request with one spelling (a sentence's first letter says nothing): case is not a new value
+    assert another_call({"city": "paris"}, [{"city": "Paris"}], "Paris weather please. I fly to paris tomorrow",
+                        "w", ["w"]) == Verdict(False, "it repeats an earlier call")
     assert another_call({"city": "new york"}, [{"city": "New York"}], "Weather in New York and Paris", "w", ["w"]) == \
         Verdict(False, "it repeats an earlier call")
 

@@ -62,6 +62,8 @@ def test_a_value_joined_with_and_is_two_calls():
     assert notes[0]["religion"] == {"action": "kept", "evidence": "required"}
     # the model's own arguments stay what it decoded
     assert [c.model_arguments for c in calls] == [None, None]
+    notes[0]["region"]["seen"] = True  # each call has notes of its own
+    assert "seen" not in notes[1]["region"]
 
 
 def test_joined_values_of_two_calls_make_a_grid():
@@ -72,7 +74,7 @@ def test_joined_values_of_two_calls_make_a_grid():
     assert [(c.arguments["location"], c.arguments["music_genre"]) for c in calls] == [
         ("San Francisco, California", "rock"), ("San Francisco, California", "jazz"),
         ("New York, New York", "rock"), ("New York, New York", "jazz")]
-    assert passes == 2  # location has a comma: never a candidate
+    assert passes == 1  # one pair, asked once; location has a comma: never a candidate
 
 
 def test_a_pair_the_model_reads_as_one_name_stays_whole():
@@ -80,7 +82,7 @@ def test_a_pair_the_model_reads_as_one_name_stays_whole():
                                              {"location": "Dallas", "music_genre": "rock and roll"}],
                                   "rock and roll concerts in Austin and Dallas")
     assert [c.arguments["music_genre"] for c in calls] == ["rock and roll", "rock and roll"]
-    assert passes == 2 and notes[0]["music_genre"]["action"] == "kept"
+    assert passes == 1 and notes[0]["music_genre"]["action"] == "kept"
     calls, _, _ = settle(RELIGION, [{"region": "Bosnia and Herzegovina", "religion": "Islam", "start_year": 1400,
                                      "end_year": 1900}], "Islam in Bosnia and Herzegovina from 1400 to 1900")
     assert [c.arguments["region"] for c in calls] == ["Bosnia and Herzegovina"]
@@ -103,6 +105,16 @@ def test_what_is_never_split():
     two = {"region": "Egypt and Turkey", "religion": "Christianity and Islam", "start_year": 100, "end_year": 1500}
     calls, _, passes = settle(RELIGION, [two], "Christianity and Islam in Egypt and Turkey", never)
     assert ([c.arguments for c in calls], passes) == ([two], 0)
+    # values of different lengths may share their last words ("Italian and Japanese restaurants"); a value
+    # joined with itself
+    for value in ("Italian and Japanese restaurants", "Egypt and New Zealand", "and and and", "Egypt and egypt"):
+        call = {"region": value, "religion": "Christianity", "start_year": 100, "end_year": 1500}
+        calls, _, passes = settle(RELIGION, [call], f"Find {value}", never)
+        assert ([c.arguments for c in calls], passes) == ([call], 0)
+    # a pair the model gives no answer for (NaN) stays whole
+    call = {"region": "Egypt and Turkey", "religion": "Christianity", "start_year": 100, "end_year": 1500}
+    calls, _, _ = settle(RELIGION, [call], "Christianity in Egypt and Turkey", lambda *a: float("nan"))
+    assert [c.arguments for c in calls] == [call]
 
 
 def test_a_split_that_breaks_the_schema_is_not_made():
@@ -125,6 +137,20 @@ def test_a_draft_of_two_calls_is_left_out():
     # one refinement only: the call without a method may mean the default; both stay
     calls, _, _ = settle(INTEGRATE, arguments[2:4], "")
     assert [c.arguments for c in calls] == arguments[2:4]
+    # without the description's default, still a draft; with a default neither other call gives, a call
+    # that asks for the default ("today" beside 3 and 5 days)
+    plain = parse_catalog([{"name": "integrate", "description": "", "parameters": {
+        "type": "object", "properties": {"function": {"type": "string"}, "start_x": {"type": "integer"},
+                                         "end_x": {"type": "integer"}, "method": {"type": "string"}},
+        "required": ["function", "start_x", "end_x"]}}], "test")
+    assert P.drafts([ToolCall("integrate", a) for a in arguments[2:]], by_name(plain)) == {0}
+    weather = parse_catalog([{"name": "weather", "description": "", "parameters": {
+        "type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer", "default": 1}},
+        "required": ["city"]}}], "test")
+    days = [{"city": "Paris"}, {"city": "Paris", "days": 3}, {"city": "Paris", "days": 5}]
+    calls, _, _ = settle(weather, days, "Weather in Paris today, and for 3 days and for 5 days")
+    assert [c.arguments for c in calls] == days
+    assert P.drafts([ToolCall("weather", a) for a in days + [{"city": "Paris", "days": 1}]], by_name(weather)) == {0}
     # a call that leaves out a required argument of the others is not a draft of them
     assert P.drafts([ToolCall("integrate", {"function": "x", "start_x": 1}),
                      ToolCall("integrate", {"function": "x", "start_x": 1, "end_x": 2}),
@@ -137,10 +163,22 @@ def test_repeats_and_a_joined_first_call_are_left_out():
     calls, _, _ = settle(RELIGION, [{**base, "region": "Egypt and Turkey"}, {**base, "region": "Turkey",
                                                                             "end_year": 1500}], asked)
     assert [c.arguments["region"] for c in calls] == ["Egypt", "Turkey"]  # 1500 and 1500.0 are one value
-    # three calls, the first joining the other two (evidence.joined): left out before any split
+    # three calls, the first joining the other two: split, then the repeats go
     calls, _, passes = settle(RELIGION, [{**base, "region": "Egypt and Turkey"}, {**base, "region": "Egypt"},
                                          {**base, "region": "Turkey"}], asked)
-    assert ([c.arguments["region"] for c in calls], passes) == (["Egypt", "Turkey"], 0)
+    assert ([c.arguments["region"] for c in calls], passes) == (["Egypt", "Turkey"], 1)
+    # the split comes before evidence.joined, which reads only the joined argument: Christianity is kept
+    asked = "Christianity in Egypt and Turkey, and Islam in Egypt and Turkey"
+    calls, _, _ = settle(RELIGION, [{**base, "region": "Egypt and Turkey"}, {**base, "region": "Egypt",
+                                    "religion": "Islam"}, {**base, "region": "Turkey", "religion": "Islam"}], asked)
+    assert [(c.arguments["region"], c.arguments["religion"]) for c in calls] == [
+        ("Egypt", "Christianity"), ("Turkey", "Christianity"), ("Egypt", "Islam"), ("Turkey", "Islam")]
+    # integers compare exactly at any size; 1 and 1.0 are one value, true and 1 two
+    ids = parse_catalog([{"name": "get", "description": "", "parameters": {"type": "object", "properties": {
+        "id": {"type": ["integer", "boolean"]}}, "required": ["id"]}}], "test")
+    calls, _, _ = settle(ids, [{"id": 1234567890123456789}, {"id": 1234567890123456788}, {"id": 10**400},
+                               {"id": 1}, {"id": 1.0}, {"id": True}], "")
+    assert [c.arguments["id"] for c in calls] == [1234567890123456789, 1234567890123456788, 10**400, 1, True]
 
 
 class UniformLM(torch.nn.Module):
