@@ -293,9 +293,10 @@ def _leaves(value: Any) -> list[Any]:
 
 
 def _same(value: Any, request: str = "") -> Any:
-    """A leaf as compared across calls: numbers by value (exact), strings folded to letters and digits, except that
-    a string keeps its case where ``request`` spells it in two cases or more and this one among them (the
-    genotypes "AA", "Aa" and "aa" of BFCL parallel_116 are three values; "new york" is "New York")."""
+    """A leaf as compared across calls: numbers by value (exact), strings folded to letters and digits,
+    except that a string keeps its case where ``request`` spells it in two cases or more and this one among
+    them (the genotypes "AA", "Aa" and "aa" of BFCL parallel_116 are three values; "new york" is "New
+    York")."""
     if isinstance(value, (int, float)):
         return value  # 2 and 2.0 are equal and hash alike; integers stay exact at any size
     return ("s", normalize(value), value if _case_matters(value, request) else None)

@@ -62,7 +62,8 @@ def settle(calls: list[ToolCall], grounding: list[dict], functions: dict[str, Fu
         for call, notes in zip(calls, grounding):
             parts, note = split(call, functions[call.name], request, once)
             split_calls += parts
-            split_notes += [{**notes, **{k: dict(v) for k, v in note.items()}} for _ in parts]
+            split_notes += [{k: dict(v) if isinstance(v, dict) else v for k, v in {**notes, **note}.items()}
+                            for _ in parts]
         calls, grounding = split_calls, split_notes
     if len(calls) > 2:
         first = calls[0]

@@ -62,8 +62,8 @@ def test_a_value_joined_with_and_is_two_calls():
     assert notes[0]["religion"] == {"action": "kept", "evidence": "required"}
     # the model's own arguments stay what it decoded
     assert [c.model_arguments for c in calls] == [None, None]
-    notes[0]["region"]["seen"] = True  # each call has notes of its own
-    assert "seen" not in notes[1]["region"]
+    notes[0]["region"]["seen"] = notes[0]["religion"]["seen"] = True  # each call has notes of its own
+    assert "seen" not in notes[1]["region"] and "seen" not in notes[1]["religion"]
 
 
 def test_joined_values_of_two_calls_make_a_grid():
