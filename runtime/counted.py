@@ -112,9 +112,13 @@ class CountedTokenIndex(TokenIndex):
         return got
 
     def _failing(self, state: int) -> np.ndarray | None:
-        """int32 token ids allowed by ``state``'s row whose need passes a bound at its counts (None: none).
-        O(tokens taken out): each counter's entries are kept sorted by need."""
-        slack = self._slack(state)
+        """int32 token ids allowed by ``state``'s row whose need passes a bound at its counts (None: none)."""
+        return self._taken(self._slack(state))
+
+    def _taken(self, slack: tuple[int, tuple[int, ...]] | None) -> np.ndarray | None:
+        """int32 token ids of automaton state ``q``'s row whose need passes the room left (``slack``: (q,
+        room) of :meth:`_slack`; None: none). O(tokens taken out): each counter's entries are kept sorted by
+        need."""
         if slack is None:
             return None
         q, room = slack
@@ -150,7 +154,7 @@ class CountedTokenIndex(TokenIndex):
             return base
         got = self._masks.get(slack)  # the same room at the same state: the same mask
         if got is None:
-            failing = self._failing(state)
+            failing = self._taken(slack)
             if failing is None:
                 got = base
             elif base.bits is not None:  # clear the failing tokens' bits in a copy of the row

@@ -29,12 +29,14 @@ Small models write several calls well but not always one call per value. At the 
 from __future__ import annotations
 
 import json
+import math
 import re
 from typing import Any, Callable
 
 from ..core.catalog import Function
 from .evidence import defaults, joined
 from .grounding import fold, is_stated, normalize, words
+from .relevance import continuation_logprob
 from .turn import ToolCall
 
 #: A pair of values joined with "and" whose second value the model writes after the first with at least this
@@ -70,11 +72,12 @@ def settle(calls: list[ToolCall], grounding: list[dict], functions: dict[str, Fu
         later = [c.arguments for c in calls[1:] if c.name == first.name]
         if not joined(first.arguments, later, request).keep:
             del calls[0], grounding[0]
-    dropped = drafts(calls, functions)
+    canonical = [{k: _canonical(v) for k, v in c.arguments.items()} for c in calls]
+    dropped = drafts(calls, functions, canonical)
     seen: set[tuple[str, str]] = set()
     out_calls, out_notes = [], []
     for i, call in enumerate(calls):
-        key = (call.name, _canonical(call.arguments))
+        key = (call.name, json.dumps(canonical[i], sort_keys=True))
         if i not in dropped and key not in seen:
             seen.add(key)
             out_calls.append(call)
@@ -112,17 +115,24 @@ def split(call: ToolCall, fn: Function, request: str,
     return calls, note
 
 
-def drafts(calls: list[ToolCall], functions: dict[str, Function]) -> set[int]:
-    """Positions of the calls that are drafts of two others (see the module docstring, rule 3)."""
+def drafts(calls: list[ToolCall], functions: dict[str, Function],
+           canonical: list[dict[str, str]] | None = None) -> set[int]:
+    """Positions of the calls that are drafts of two others (see the module docstring, rule 3).
+    ``canonical``: each call's arguments as :func:`_canonical` strings (made here when not given)."""
+    if canonical is None:
+        canonical = [{k: _canonical(v) for k, v in c.arguments.items()} for c in calls]
     out = set()
     for i, c in enumerate(calls):
         schema = functions[c.name].parameters
         required = set(schema.get("required", []))
+        mine = canonical[i]
         alternatives: dict[frozenset, list[dict]] = {}
         for j, d in enumerate(calls):
-            if j == i or d.name != c.name or not _refines(d.arguments, c.arguments):
-                continue
-            extra = frozenset(d.arguments) - frozenset(c.arguments)
+            theirs = canonical[j]
+            if j == i or d.name != c.name or len(theirs) <= len(mine) \
+                    or any(theirs.get(k) != v for k, v in mine.items()):
+                continue  # not a call giving every argument of this one the same value, and more
+            extra = frozenset(theirs) - frozenset(mine)
             if not extra & required:
                 alternatives.setdefault(extra, []).append({k: d.arguments[k] for k in extra})
         for extra, values in alternatives.items():
@@ -154,11 +164,6 @@ def _folded(value: Any) -> str:
     return fold(value).strip() if isinstance(value, str) else _canonical(value)
 
 
-def _refines(more: dict, less: dict) -> bool:
-    """Whether ``more`` gives every argument of ``less`` the same value, and more arguments besides."""
-    return len(more) > len(less) and all(k in more and _canonical(more[k]) == _canonical(v) for k, v in less.items())
-
-
 def _canonical(value: Any) -> str:
     """A JSON value as one comparable string: 2 and 2.0 alike (integers stay exact at any size), keys
     sorted."""
@@ -177,9 +182,5 @@ def pair_probability(model, tokenizer, key: str, first: str, second: str) -> flo
     """The probability ``model`` (a transformers causal LM) gives ``second`` (all its tokens, after a space)
     after the raw text ``{"<key>": "<first> and``: how much the pair is one name ("rock and roll") rather than
     two values ("rock and jazz"). One forward pass over a dozen tokens, no KV cache."""
-    import math
-
-    from .relevance import continuation_logprob
-
     head = "{" + json.dumps(key, ensure_ascii=False) + ": " + json.dumps(first, ensure_ascii=False)[:-1] + " and"
     return math.exp(continuation_logprob(model, tokenizer, head, " " + second))
