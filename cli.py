@@ -197,6 +197,29 @@ def inspect_cmd(index_path: Path) -> None:
         fail(exc)
 
 
+def decision_options() -> list:
+    """The options of the call-or-answer decision under tool_choice auto (run, eval, serve)."""
+    from .runtime.decision import CALL_LOG_ODDS_MIN
+
+    return [
+        click.option("--call-threshold", type=float, default=CALL_LOG_ODDS_MIN, show_default=True,
+                     help="Under tool_choice auto: the model calls when its log-odds (nats) of starting a call at "
+                          "the first token reach this (runtime/decision.py); lower calls more often."),
+        click.option("--relevance-check/--no-relevance-check", default=True, show_default=True,
+                     help="Under tool_choice auto: before a call the first token wants, ask the model whether a "
+                          "function of the catalog does what the request asks; text when it doubts it."),
+        click.option("--value-check/--no-value-check", default=False, show_default=True,
+                     help="Under tool_choice auto: decline a first call none of whose values the request states."),
+    ]
+
+
+def decision_options_decorator(f):
+    """:func:`decision_options` applied to ``f``."""
+    for option in reversed(decision_options()):
+        f = option(f)
+    return f
+
+
 def run_options(f):
     """The options ``run`` and ``eval`` share (one RunConfig)."""
     options = [
@@ -215,9 +238,7 @@ def run_options(f):
                           "request is written {prompt, name: null, parameters: null, content}); none: text only."),
         click.option("--parallel-calls", is_flag=True,
                      help="Allow several calls per request; every entry then holds a calls list."),
-        click.option("--no-relevance-check", "no_relevance_check", is_flag=True,
-                     help="Under --tool-choice auto, answer with the model's call as it is (default: a call of a "
-                          "function the model, asked, doubts does what the request asks is declined)."),
+        *decision_options(),
         click.option("--keep-unstated", is_flag=True,
                      help="Keep the model's value of every optional argument (default: one the request gives no "
                           "ground for, a placeholder, a copy from the catalog or a guess, is restated from the "
@@ -255,8 +276,9 @@ def show_trace(record: dict) -> None:
                    "two halves, to tune on one and report the other.")
 @click.option("--output", type=click.Path(path_type=Path), default=None,
               help="Write every case's call {id, prompt, name, parameters} (or error) here.")
-def eval_cmd(data, model, max_tokens, threads, call_format, tool_choice, parallel_calls, no_relevance_check,
-             keep_unstated, dtype, device, max_batch, profile, limit, ids, output) -> None:
+def eval_cmd(data, model, max_tokens, threads, call_format, tool_choice, parallel_calls, relevance_check,
+             value_check, call_threshold, keep_unstated, dtype, device, max_batch, profile, limit, ids,
+             output) -> None:
     """Score a data set with expected answers (a public-style folder or a BFCL cases.jsonl)."""
     from .compiler.build import runtime_compiler
     from .runtime.evaluation import evaluate
@@ -266,7 +288,8 @@ def eval_cmd(data, model, max_tokens, threads, call_format, tool_choice, paralle
                        call_format=resolve_call_format(call_format),
                        keep_unstated=keep_unstated, dtype=dtype, device=device, max_batch=max_batch,
                        tool_choice=tool_choice, parallel_calls=parallel_calls,
-                       relevance_check=not no_relevance_check)
+                       relevance_check=relevance_check, evidence_check=value_check,
+                       call_threshold=call_threshold)
     try:
         t = evaluate(config, data, limit, output, runtime_compiler, ids)
     except CallmaybeError as exc:
@@ -282,6 +305,10 @@ def eval_cmd(data, model, max_tokens, threads, call_format, tool_choice, paralle
                f"({t['tokens'] / n:.1f} tokens)")
     if "declined" in t:
         click.echo(f"declined (no call) {t['declined']} of {t['cases']} ({100 * t['declined'] / n:.1f}%)")
+    if any(kinds.get("call", [0])[0] for kinds in t.get("declines", {}).values()) or len(t.get("declines", {})) > 1:
+        click.echo("declined per language: " + "; ".join(
+            f"{lang} " + ", ".join(f"{kind} {d} of {c}" for kind, (d, c) in sorted(kinds.items()))
+            for lang, kinds in sorted(t["declines"].items())))
     if "without_grounding" in t:
         click.echo("the same generations without grounding (--keep-unstated): " + "; ".join(
             f"{key.replace('_', ' ')} {right}, grounding won {t['grounding_won'][key]} and lost "
@@ -311,15 +338,13 @@ def eval_cmd(data, model, max_tokens, threads, call_format, tool_choice, paralle
 @click.option("--threads", type=click.IntRange(min=1), default=None,
               help="torch CPU threads (default: torch's choice).")
 @call_format_option(["auto", "plain", "tools"], "auto")
-@click.option("--no-relevance-check", "no_relevance_check", is_flag=True,
-              help="Under tool_choice auto, answer with the model's call as it is (default: a call of a function "
-                   "the model, asked, doubts does what the request asks is declined).")
+@decision_options_decorator
 @click.option("--dtype", type=click.Choice(["auto", "float32", "bfloat16", "int8"]), default="auto",
               show_default=True, help="Weights' dtype (as for run).")
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True,
               help="auto: a CUDA GPU when torch sees one, else the CPU.")
 def serve_cmd(model, host, port, max_batch, max_queue, api_key, per_minute, index_cache_size, threads,
-              call_format, no_relevance_check, dtype, device) -> None:
+              call_format, relevance_check, value_check, call_threshold, dtype, device) -> None:
     """Serve an OpenAI-compatible chat completions API (POST /v1/chat/completions, GET /v1/models, GET /health)
     whose tool calls are valid by construction.
 
@@ -338,7 +363,8 @@ def serve_cmd(model, host, port, max_batch, max_queue, api_key, per_minute, inde
         from .server.serve import runtime_app, serve
 
         config = RunConfig(model=model, threads=threads, call_format=call_format, dtype=dtype, device=device,
-                           max_batch=max_batch, relevance_check=not no_relevance_check)
+                           max_batch=max_batch, relevance_check=relevance_check, evidence_check=value_check,
+                           call_threshold=call_threshold)
         runtime = Runtime(config, runtime_compiler)
         from .runtime.engine import Engine
 
@@ -378,8 +404,8 @@ def serve_cmd(model, host, port, max_batch, max_queue, api_key, per_minute, inde
                    "(same position, same prompt) are not answered again. Refused for a journal of another model, "
                    "index or flags.")
 def run_cmd(input_pos, functions, input_opt, output, model, max_tokens, threads, call_format, tool_choice,
-            parallel_calls, no_relevance_check, keep_unstated, dtype, device, max_batch, profile, index_path, trace, no_prefix_cache,
-            interactive, resume) -> None:
+            parallel_calls, relevance_check, value_check, call_threshold, keep_unstated, dtype, device, max_batch,
+            profile, index_path, trace, no_prefix_cache, interactive, resume) -> None:
     """Answer a file of requests with one schema-valid call each.
 
     Each answer is appended to a journal beside the output as it is produced; the output is written
@@ -397,7 +423,8 @@ def run_cmd(input_pos, functions, input_opt, output, model, max_tokens, threads,
                                call_format=resolve_call_format(call_format),
                                prefix_cache=not no_prefix_cache, keep_unstated=keep_unstated, trace=trace,
                                dtype=dtype, device=device, max_batch=max_batch, tool_choice=tool_choice,
-                               parallel_calls=parallel_calls, relevance_check=not no_relevance_check)
+                               parallel_calls=parallel_calls, relevance_check=relevance_check,
+                               evidence_check=value_check, call_threshold=call_threshold)
             on_answer = show_trace if trace else None
             if interactive:
                 interactive_session(config, functions, runtime_compiler, on_answer=on_answer)

@@ -111,6 +111,7 @@ class Batch:
             self._keep([i for i, row in enumerate(self.rows) if row not in done])
         if not self.rows:
             return done
+        self._truncate()
         t0 = time.perf_counter()
         counts = [len(row.pending) for row in self.rows]
         width = max(counts)
@@ -137,6 +138,20 @@ class Batch:
         done += [row for row, f in zip(self.rows, finished) if f]
         self._keep([b for b, f in enumerate(finished) if not f])
         return done
+
+    def _truncate(self) -> None:
+        """Rows that went back to an earlier point (a turn that declined the call it decoded sets
+        ``truncate_to``, a count of its tokens) keep the keys and values of their first ``truncate_to`` tokens
+        only: the later slots leave the row's attention mask, and its next token takes position
+        ``truncate_to``."""
+        for b, row in enumerate(self.rows):
+            n = getattr(row, "truncate_to", None)
+            if n is None:
+                continue
+            row.truncate_to = None
+            slots = torch.nonzero(self.valid[b], as_tuple=True)[0]
+            self.valid[b, slots[n:]] = 0
+            self.lengths[b] = n
 
     def remove(self, rows: list) -> None:
         """Take ``rows`` out of the batch (cancelled turns); the others go on."""

@@ -30,9 +30,17 @@ def turn_entry(prompt: str, result: TurnResult, parallel: bool) -> dict[str, Any
     return {"prompt": prompt, "name": None, "parameters": None, "content": result.content or ""}
 
 
+def _messages(request: dict) -> list[dict]:
+    """The chat of a request entry: its ``messages`` (a system message, earlier turns, tool results) when it
+    has them, else its prompt as the one user message."""
+    messages = request.get("messages")
+    return messages if isinstance(messages, list) and messages else [{"role": "user", "content": request["prompt"]}]
+
+
 def answer_turns(engine: Engine, items: Iterable[tuple[list[Function], TokenIndex, Any]], config,
                  text_tokens: int | None = None) -> Iterator[tuple[int, dict[str, Any], TurnResult | None]]:
-    """Answer ``(functions, index, request entry)`` items as turns under ``config``'s ``tool_choice``,
+    """Answer ``(functions, index, request entry)`` items (``{"prompt"}``, with ``"messages"`` where the request
+    is several messages) as turns under ``config``'s ``tool_choice``,
     ``parallel_calls``, ``max_tokens`` and ``keep_unstated``; ``text_tokens`` cuts a text answer short
     (:class:`~.turn.TurnRequest`). Yields (position, result entry, TurnResult or
     None) as each ends; a bad request (:func:`~.runner.request_error`) or a failed turn gets an error entry."""
@@ -44,7 +52,7 @@ def answer_turns(engine: Engine, items: Iterable[tuple[list[Function], TokenInde
             yield position, error, None
         else:
             good.append(position)
-    turns = ((TurnRequest([{"role": "user", "content": items[p][2]["prompt"]}], items[p][0], config.tool_choice,
+    turns = ((TurnRequest(_messages(items[p][2]), items[p][0], config.tool_choice,
                           parallel=config.parallel_calls, max_tokens=config.max_tokens,
                           keep_unstated=config.keep_unstated, text_tokens=text_tokens), items[p][1], None)
              for p in good)
@@ -81,6 +89,8 @@ def run_turns(engine: Engine, functions: list[Function], index: TokenIndex, requ
                 stats.seconds += result.seconds
                 record.update(tokens=result.completion_tokens, seconds=result.seconds,
                               grounding={k: v for g in result.grounding for k, v in g.items()})
+                if result.decision:
+                    record["decision"] = result.decision
             bar.update(1)
             if on_answer is not None:
                 on_answer(record)

@@ -18,6 +18,8 @@ from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterable, Iterator
 
 from ..core.errors import CallmaybeError, InputError
+from .decision import CALL_LOG_ODDS_MIN
+from .relevance import VERDICT_LOG_ODDS_MIN
 
 
 class QueueFull(CallmaybeError):
@@ -300,6 +302,7 @@ class Engine:
         from .turns import TurnDecoding, request_text
 
         request = ticket.request
+        config = self.runtime.config
         text = request_text(request.messages)
         cached = ticket.prefix_len if self.runtime.prefix.enabled and ticket.prefix_len > 0 else 0
 
@@ -307,9 +310,10 @@ class Engine:
             return ground(self.model, ticket.index, fn, arguments, text, context, tokens, self.runtime.prefix,
                           ticket.prefix_len, self.runtime.profile)
 
-        def judged(fn, asked):
+        def judged(functions, asked):
             with self.runtime.profile.timed("relevance pass"):
-                return relevance(self.model, self.tokenizer, fn, asked)
+                return relevance(self.model, self.tokenizer, functions, asked,
+                                 getattr(config, "verdict_threshold", VERDICT_LOG_ODDS_MIN))
 
         def paired(key, first, second):
             with self.runtime.profile.timed("pair pass"):
@@ -318,7 +322,9 @@ class Engine:
         row = TurnDecoding(request, self.vocab, ticket.ids, ticket.ids[cached:], ticket.index, ticket.schema_index,
                            grounded, lambda e: self._emit(ticket, e), self.runtime.profile,
                            judged if request.tool_choice == "auto" and self.judge else None,
-                           paired if request.parallel and not request.keep_unstated else None)
+                           paired if request.parallel and not request.keep_unstated else None,
+                           evidence=getattr(config, "evidence_check", True),
+                           threshold=getattr(config, "call_threshold", CALL_LOG_ODDS_MIN))
         ticket.row = row
         return row
 

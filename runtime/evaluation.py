@@ -83,13 +83,49 @@ def evaluation_cases(data: Path, limit: int | None, ids: str | None = None) -> l
             catalog = case.get("tools") or case.get("functions")
             cases.append({"id": case.get("id", n), "prompt": case.get("prompt"),
                           "functions": parse_catalog(catalog, f"{data}:{n}"), "expected": case["expected"],
-                          "rules": rules})
+                          "rules": rules, "messages": _messages(case, data, n),
+                          "lang": case.get("lang")})
     elif not data.exists():
         raise InputError(f"{data}: not found")
     else:
         raise InputError(f"{data}: expected a folder with expected.json or a cases .jsonl file")
     cases = select_ids(cases, ids)
     return cases[:limit] if limit else cases
+
+
+def _messages(case: dict, data: Path, line: int) -> list[dict] | None:
+    """A case's ``messages`` (a system message, earlier turns, tool results) when it has them, else None (its
+    ``prompt`` is the one user message). Raises InputError when they are not a list of message objects."""
+    messages = case.get("messages")
+    if messages is None:
+        return None
+    if not (isinstance(messages, list) and messages and all(isinstance(m, dict) and isinstance(m.get("role"), str)
+                                                             for m in messages)):
+        raise InputError(f"{data}:{line}: \"messages\" must be a list of {{\"role\", \"content\"}} objects")
+    return messages
+
+
+def _request(case: dict) -> dict:
+    """The request entry of a case: its prompt, and its messages when it has them."""
+    return {"prompt": case["prompt"], **({"messages": case["messages"]} if case.get("messages") else {})}
+
+
+def language(case: dict) -> str:
+    """A case's language for the decline counts: its ``lang`` field, else "en" when every letter of its prompt
+    is ASCII and "other" when one is not (a rough split, for reports only: nothing decides by it)."""
+    if isinstance(case.get("lang"), str):
+        return case["lang"]
+    return "en" if all(ord(c) < 128 for c in str(case.get("prompt") or "") if c.isalpha()) else "other"
+
+
+def count_declines(totals: dict, case: dict, entry: dict) -> None:
+    """Count a scored entry in ``totals["declines"]``: per language (:func:`language`) and kind of case
+    ("call": one is due; "irrelevance": none is), ``[declined, cases]``."""
+    declined = not (entry.get("calls") if isinstance(entry.get("calls"), list) else entry.get("name"))
+    kind = "irrelevance" if case["rules"] == "irrelevance" else "call"
+    cell = totals.setdefault("declines", {}).setdefault(language(case), {}).setdefault(kind, [0, 0])
+    cell[0] += declined
+    cell[1] += 1
 
 
 def score(case: dict, call: dict) -> dict[str, bool]:
@@ -176,12 +212,13 @@ def evaluate(config: RunConfig, data: Path, limit: int | None, output: Path | No
             answerers[key] = runtime.answerer(case["functions"], store=case["rules"] == "public")
         return answerers[key]
 
-    if config.turns:  # a text answer or several calls allowed: each case is a turn (:mod:`.choices`)
+    if config.turns or any(c.get("messages") for c in cases):  # each case a turn (:mod:`.choices`): a text
+        # answer or several calls allowed, or several messages
         from .choices import answer_turns
         from .engine import Engine
 
         answers = answer_turns(Engine(runtime, config.max_batch, max_queue=max(1, len(cases))),
-                               ((c["functions"], answerer_for(c).index, {"prompt": c["prompt"]}) for c in cases),
+                               ((c["functions"], answerer_for(c).index, _request(c)) for c in cases),
                                config, text_tokens=DECLINE_TOKENS)
     else:
         answers = answer_all(((answerer_for(case), {"prompt": case["prompt"]}) for case in cases), config.max_batch)
@@ -200,6 +237,8 @@ def evaluate(config: RunConfig, data: Path, limit: int | None, output: Path | No
                 totals["forward_passes"] += gen.forward_passes
                 if any(gen.grounding):
                     row["grounding"] = gen.grounding
+                if gen.decision:
+                    row["decision"] = gen.decision
             elif gen is not None:
                 totals["seconds"] += gen.seconds
                 totals["forward_passes"] += gen.forward_passes
@@ -212,6 +251,7 @@ def evaluate(config: RunConfig, data: Path, limit: int | None, output: Path | No
                 continue
             totals["parsed"] += 1
             totals["schema_valid"] += 1
+            count_declines(totals, case, entry)
             scores = score(case, entry)
             for key, ok in scores.items():
                 row[key] = ok

@@ -1,29 +1,21 @@
-"""Does the function of a first call do what the request asks? The check behind ``tool_choice="auto"``.
+"""Can one of the functions offered do what the request asks? The model's verdict, over the whole catalog.
 
-Small models call whatever function they are shown: Qwen2.5-Coder-1.5B calls the one function of 97% of
-BFCL's irrelevance cases, often with values the request states (a number that fits an unrelated function's
-parameter), so no rule on the call's values can tell those calls apart (:func:`~.evidence.first_call`
-catches 42%). Asked directly, the same model tells them apart well. Two signals, each one short forward
-pass with no KV cache shared with the turn:
+Small models put their call's odds high whatever they are shown (``bench/decision.py``: Qwen2.5-Coder-1.5B
+opens a code fence or a JSON object first on requests no function fits as on those one does), so under
+``tool_choice="auto"`` a call the first token wants is checked by asking the model, in its chat template,
+*"Functions: <every function offered, one line each with its parameters>. A user wrote: "<request>". Can a call
+of one of these functions do what the user asked? Answer yes or no."* The verdict is the log-odds of its first
+answer token, ``log p(yes) - log p(no)`` (nats; each summed over ``yes``/``Yes``/`` yes``/`` Yes`` and the same
+forms of ``no``): the catalog is the whole list the turn offers, never "the only tool available", and the
+request is read by the model in whatever language it is written; no word of it is matched by this code.
 
-* **verdict**: the probability the model gives "yes" (summed over ``yes``/``Yes``/`` yes``/`` Yes``) as the
-  first token of its answer to *"A user asked: "<request>". The only tool available is this function:
-  <function>. Does calling this function do what the user asked? Answer yes or no."* in its chat template;
-* **pointwise mutual information** of the request and the function: the log-probability (nats, summed over
-  the request's tokens) of the request after *"Function: <name>\\nDescription: <description>\\nA request this
-  function answers: "* minus after *"A request: "* (raw text, no template). A request the function answers is
-  likelier once the function is named.
-
-The call is declined when the verdict is below :data:`YES_MIN` or the information below :data:`PMI_MIN`.
-Both thresholds were set on the even-numbered cases of BFCL irrelevance and of the first 100 of BFCL simple
-(the default model, int8) and checked on the odd ones: declined 88 of 120 irrelevance cases and 0 of 50
-simple ones (even), 99 of 120 and 0 of 50 (odd). The lowest verdict of a simple case was 0.615.
-Texts (the request, the function's name and description) are encoded as plain text: only the chat
-template's own markers are special tokens.
+:data:`VERDICT_LOG_ODDS_MIN` was set on BFCL live's development part (``bench/decision.py``; figures in the
+README's accuracy table).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -31,29 +23,29 @@ import torch
 from ..core.catalog import Function
 from .prompt import chat_ids, describe_function, plain_text_ids
 
-#: Decline when the model's "yes" is less likely than this (see the module docstring).
-YES_MIN = 0.6
-#: Decline when the request's pointwise mutual information with the function is below this (nats, summed).
-PMI_MIN = 0.0
+#: Keep a call when the model's verdict log-odds (yes against no, nats) is at least this.
+VERDICT_LOG_ODDS_MIN = 0.0
 _YES = ("yes", "Yes", " yes", " Yes")
+_NO = ("no", "No", " no", " No")
 
 
 @dataclass(frozen=True)
 class Relevance:
-    """``p_yes``: the verdict (a probability); ``pmi``: the information (nats); ``keep``: both pass;
-    ``evidence``: one line saying why; ``forward_passes``: passes the check ran (3)."""
+    """``p_yes``: p(yes) / (p(yes) + p(no)); ``log_odds``: ``log p(yes) - log p(no)`` (nats); ``keep``: at
+    least the threshold; ``evidence``: one line saying why; ``forward_passes``: passes the check ran (1)."""
 
     p_yes: float
-    pmi: float
+    log_odds: float
     keep: bool
     evidence: str
     forward_passes: int
 
 
-def question(fn: Function, request: str) -> str:
+def question(functions: list[Function], request: str) -> str:
     """The yes/no question the verdict reads (see the module docstring)."""
-    return (f'A user asked: "{request}"\n\nThe only tool available is this function:\n{describe_function(fn)}\n\n'
-            "Does calling this function do what the user asked? Answer yes or no.")
+    listing = "\n".join(describe_function(fn) for fn in functions)
+    return (f"Functions:\n{listing}\n\nA user wrote: \"{request}\"\n\n"
+            "Can a call of one of these functions do what the user asked? Answer yes or no.")
 
 
 def _first_ids(tokenizer, words: tuple[str, ...]) -> list[int]:
@@ -77,20 +69,19 @@ def continuation_logprob(model, tokenizer, context: str, text: str) -> float:
     return float(chosen.sum())
 
 
-def relevance(model, tokenizer, fn: Function, request: str) -> Relevance:
-    """Whether a call of ``fn`` answers ``request`` (see the module docstring): three forward passes of
-    ``model`` (a transformers causal LM) on prompts of a few hundred tokens at most."""
-    ids = chat_ids(tokenizer, [], [{"role": "user", "content": question(fn, request)}], "plain")
-    probs = torch.softmax(_logits(model, ids)[-1], -1)
-    p_yes = float(probs[_first_ids(tokenizer, _YES)].sum())
-    named = f"Function: {fn.name}\nDescription: {fn.description or ''}\nA request this function answers: "
-    pmi = continuation_logprob(model, tokenizer, named, request.strip()) - \
-        continuation_logprob(model, tokenizer, "A request: ", request.strip())
-    keep = p_yes >= YES_MIN and pmi >= PMI_MIN
-    if keep:
-        why = f"the model says {fn.name} does what the request asks (p(yes) {p_yes:.2f}, PMI {pmi:.1f})"
-    elif p_yes < YES_MIN:
-        why = f"the model doubts that {fn.name} does what the request asks (p(yes) {p_yes:.2f} < {YES_MIN})"
-    else:
-        why = f"the request is no likelier for naming {fn.name} (PMI {pmi:.1f} nats < {PMI_MIN})"
-    return Relevance(p_yes, pmi, keep, why, 3)
+def relevance(model, tokenizer, functions: list[Function], request: str,
+              threshold: float = VERDICT_LOG_ODDS_MIN) -> Relevance:
+    """The model's verdict on whether a call of one of ``functions`` does what ``request`` asks (module
+    docstring): one forward pass of ``model`` (a transformers causal LM) over the question in its chat
+    template, a line per function."""
+    ids = chat_ids(tokenizer, [], [{"role": "user", "content": question(functions, request)}], "plain")
+    logp = torch.log_softmax(_logits(model, ids)[-1], -1)
+    yes = float(torch.logsumexp(logp[_first_ids(tokenizer, _YES)], 0))
+    no = float(torch.logsumexp(logp[_first_ids(tokenizer, _NO)], 0))
+    log_odds = max(-50.0, min(50.0, yes - no))
+    p_yes = 1.0 / (1.0 + math.exp(-log_odds))
+    keep = log_odds >= threshold
+    names = ", ".join(fn.name for fn in functions[:3]) + (", ..." if len(functions) > 3 else "")
+    why = (f"the model {'says' if keep else 'doubts'} a call of {names} does what the request asks "
+           f"(verdict log-odds {log_odds:+.2f} {'>=' if keep else '<'} {threshold:+.2f})")
+    return Relevance(p_yes, log_odds, keep, why, 1)

@@ -355,9 +355,11 @@ def run_requests(answerer: Answerer, requests: list[Any], trace: bool = False, p
 
 def trace_lines(record: dict) -> list[str]:
     """The lines ``--trace`` prints for one answered request (a :meth:`RunStats.add` record): the prompt,
-    one JSON line per token, the error if any, and what grounding did to each optional argument and why."""
+    one JSON line per token, the call-or-answer decision under "auto", the error if any, and what grounding did to each optional argument and why."""
     lines = [f"# {record['prompt']}"]
     lines += ["  " + json.dumps(step, ensure_ascii=False) for step in record.get("trace", [])]
+    if record.get("decision"):
+        lines.append(f"  decision: {record['decision']}")
     if record.get("error"):
         lines.append(f"  error: {record['error']}")
     return lines + grounding_notes(record.get("grounding", {}))

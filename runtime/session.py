@@ -35,6 +35,10 @@ from .runner import Answerer, RunStats, run_requests
 Compile = Callable[[list[Function], Vocabulary, dict[str, str], bool], IndexData]
 
 
+from .decision import CALL_LOG_ODDS_MIN
+from .relevance import VERDICT_LOG_ODDS_MIN
+
+
 @dataclass(frozen=True)
 class RunConfig:
     """What ``run``, ``interactive`` and ``eval`` share.
@@ -48,7 +52,10 @@ class RunConfig:
     (:mod:`.batch`; 1: one at a time). ``tool_choice``: ``required`` (one call per request), ``auto`` (a call
     or a text answer) or ``none`` (text); ``parallel_calls``: one or more calls (:mod:`.choices`).
     ``relevance_check``: under ``auto``, decline a first call of a function the model doubts does what the
-    request asks (:mod:`.relevance`).
+    request asks (:mod:`.relevance`); ``evidence_check``: under ``auto``, decline a first call none of whose
+    values the request states (:func:`~.evidence.first_call`). ``call_threshold``: the call-or-answer
+    decision's log-odds (nats, :mod:`.decision`); ``verdict_threshold``: the relevance verdict's
+    (:mod:`.relevance`).
     """
 
     model: str = DEFAULT_MODEL
@@ -65,6 +72,9 @@ class RunConfig:
     tool_choice: str = "required"
     parallel_calls: bool = False
     relevance_check: bool = True
+    evidence_check: bool = False
+    call_threshold: float = CALL_LOG_ODDS_MIN
+    verdict_threshold: float = VERDICT_LOG_ODDS_MIN
 
     @property
     def turns(self) -> bool:
@@ -190,6 +200,8 @@ def run_identity(config: RunConfig, functions: list[Function]) -> dict[str, Any]
             "max_tokens": config.max_tokens, "call_format": config.call_format,
             "keep_unstated": config.keep_unstated, "tool_choice": config.tool_choice,
             "parallel_calls": config.parallel_calls, "relevance_check": config.relevance_check,
+            "evidence_check": config.evidence_check, "call_threshold": config.call_threshold,
+            "verdict_threshold": config.verdict_threshold,
             "callmaybe": __version__}
 
 

@@ -54,6 +54,8 @@ class TurnRequest:
     ``text_tokens``: stop a free text answer after this many tokens ("length"; ``eval`` grades a declined
     request by "no call" only, so it need not read the whole text); None: only ``max_tokens`` bounds it.
     ``stop``: texts that end a free text answer where they first appear (not included; finish "stop").
+    ``call_threshold``: under "auto", the log-odds (nats) at which the model's odds of calling make the turn a
+    call (:mod:`.decision`); None: the engine's (``RunConfig.call_threshold``).
     """
 
     messages: list[dict[str, Any]]
@@ -67,6 +69,7 @@ class TurnRequest:
     keep_unstated: bool = False
     text_tokens: int | None = None
     stop: tuple[str, ...] = ()
+    call_threshold: float | None = None
 
 
 @dataclass
@@ -86,7 +89,9 @@ class TurnResult:
     text the budget cut; never "length" for a call), token counts and seconds (wall time from the start of
     the turn to its end). ``grounding``: per call, what grounding did to each argument (:func:`.runner.outcomes`).
     ``forward_passes``: the model passes the turn took (restating included); ``forced_tokens``: the tokens of
-    its ``completion_tokens`` appended without asking the model (forced text, markers)."""
+    its ``completion_tokens`` appended without asking the model (forced text, markers). ``decision``: under
+    "auto", why the turn called or answered in text (:mod:`.decision`; a call declined after it was decoded
+    says why), for ``--trace``, ``eval --output`` and the server's log, never for ``content``."""
 
     content: str | None
     calls: list[ToolCall]
@@ -97,3 +102,4 @@ class TurnResult:
     grounding: list[dict] = field(default_factory=list)
     forward_passes: int = 0
     forced_tokens: int = 0
+    decision: str | None = None

@@ -4,17 +4,21 @@
 ``phase``, ``profile``, :meth:`~TurnDecoding.take_forced`, :meth:`~TurnDecoding.choose`). It moves through
 modes:
 
-* ``decide`` (``tool_choice="auto"``): the model's first token decides: the model's own call marker (Qwen's
-  ``<tool_call>``, "tools" call format) or a token the call's index allows at its start (``{"``; small Qwen
-  models often write their call without the marker) starts a call, anything else a text answer. A text
-  answer may still turn into a call when the model writes its call marker. A call none of whose values the
-  request states (:func:`~.evidence.first_call`) is a call from nowhere, and a call of a function that the
-  model, asked (the ``judge`` callback, :mod:`~.relevance`), doubts does what the request asks is a call
-  that does not fit: the turn declines instead.
-* ``fence`` (under ``decide``): the first token opens a code fence (three backquotes and ``json``); once the
-  fence is whole the call starts, and text that leaves it is a text answer.
+* ``decide`` (``tool_choice="auto"``): at the first token the model's probability of starting a call (its
+  call marker, Qwen's ``<tool_call>``, or a token opening a JSON object or a code fence, as small models
+  write calls without the marker) against that of writing text decides (:func:`~.decision.decide`): a call
+  is then decoded under the grammar, text is the model's own text with the call's openings left out. A text
+  answer may still turn into a call when the model writes its call marker. A call the first token wants is
+  checked by the model's verdict over the whole catalog (the ``judge`` callback, :mod:`~.relevance`) before
+  it is decoded; a text answer follows when the model doubts it. A call that repeats one the conversation
+  already answered (a tool result follows it), and, with the optional value check, a call none of whose
+  values the request states (:func:`~.evidence.first_call`), is declined once decoded: the turn goes back to
+  its first token (the row's keys and values after the prompt are dropped, ``truncate_to``) and answers in
+  text from there. The reason is the result's ``decision``, never its ``content``.
 * ``text``: free text, token by token, until EOS or the budget ("length"). Control tokens other than EOS and
-  (under "auto") the call marker are never picked; under "none" the marker is not either.
+  (under "auto") the call marker are never picked; under "none" the marker is not either, and with tools
+  the first token opens no call (no JSON object, no code fence: a model that would write its call as text
+  writes words).
 * ``json``: a text answer that must match ``response_schema``: decoded under that schema's index.
 * ``call``: one call under the call index (:class:`~.decoder.Decoding`, so forced text and loop breaking
   work as for ``run``). A named function is pinned by walking its name's tokens through the index.
@@ -43,13 +47,14 @@ from __future__ import annotations
 import codecs
 import json
 import time
-from typing import Callable
+from typing import Any, Callable
 
 import torch
 
 from ..core.callformat import TOOLS_OPENING
 from ..core.errors import CallmaybeError, InputError, TokenNotAllowed
 from .calls import to_call
+from .decision import CALL_LOG_ODDS_MIN, call_start_ids, decide
 from .decoder import Decoding
 from .engine import Event
 from .evidence import another_call, claimed, first_call
@@ -62,14 +67,14 @@ from .turn import ToolCall, TurnRequest, TurnResult
 
 #: The text that closes a call in the "tools" call format, before EOS or the next call.
 TOOLS_CLOSING = "\n</tool_call>"
-#: Code fences a model may open its call with under "auto" (then the call follows).
-FENCES = ("```json\n", "```\n", "```json ")
 
 
 class Vocab:
     """What a turn needs to know of the vocabulary: token bytes, EOS ids, the call marker (None in the "plain"
     call format) and the text biases: float32 tensors (vocab_size,), 0 where text may pick the token and -inf
-    where not (control tokens other than EOS and the marker; ``no_call`` bans the marker too)."""
+    where not (control tokens other than EOS and the marker; ``no_call`` bans the marker too; ``text_first``
+    bans every token that begins a call, :func:`~.decision.call_start_ids`: a text answer's first token).
+    ``call_starts``: those ids (int64)."""
 
     def __init__(self, token_bytes, eos_ids, vocab_size: int, tokenizer, call_format: str):
         self.token_bytes, self.eos_ids, self.tokenizer = token_bytes, set(int(e) for e in eos_ids), tokenizer
@@ -88,6 +93,9 @@ class Vocab:
         if self.marker is not None:
             free[self.marker] = 0.0
         self.free = free
+        self.call_starts = call_start_ids(token_bytes, self.marker)
+        self.text_first = self.no_call.clone()
+        self.text_first[self.call_starts] = float("-inf")
 
 
 def _single(tokenizer, text: str) -> int:
@@ -104,9 +112,12 @@ class TurnDecoding:
     ``request.functions`` (None when no call may be made); ``schema_index``: the index of
     ``request.response_schema``. ``ground(fn, arguments, context_ids, call_tokens)`` returns a
     :class:`~.runner.Grounded` (:func:`~.runner.ground`); ``on_event`` gets the turn's
-    :class:`~.engine.Event` s. ``judge(fn, asked)`` returns a :class:`~.relevance.Relevance` for a first
-    call under "auto" (None: no check); ``pair(key, first, second)`` a probability
-    (:func:`~.parallel.pair_probability`; None: a parallel turn splits no value). Raises InputError for a
+    :class:`~.engine.Event` s. ``judge(functions, asked)`` returns a :class:`~.relevance.Relevance` for a
+    call the first token wants under "auto", unless a tool result follows the last user message (None: no
+    check); ``pair(key, first, second)`` a probability
+    (:func:`~.parallel.pair_probability`; None: a parallel turn splits no value); ``evidence``: decline a first
+    call none of whose values the request states (:func:`~.evidence.first_call`); ``threshold``: the
+    decision's log-odds (:data:`~.decision.CALL_LOG_ODDS_MIN`) unless the request sets its own. Raises InputError for a
     named function that is not in the index, a call required without an index, or a budget that cannot hold
     the call or JSON answer the turn must give.
     """
@@ -114,10 +125,17 @@ class TurnDecoding:
     def __init__(self, request: TurnRequest, vocab: Vocab, ids: list[int], pending: list[int],
                  index: TokenIndex | None, schema_index: TokenIndex | None, ground: Callable | None,
                  on_event: Callable[[Event], None], profile: Profile | None = None,
-                 judge: Callable | None = None, pair: Callable | None = None):
+                 judge: Callable | None = None, pair: Callable | None = None, evidence: bool = False,
+                 threshold: float = CALL_LOG_ODDS_MIN):
         self.request, self.vocab, self.ids = request, vocab, ids
         self.index, self.schema_index, self.ground, self.judge, self.pair = index, schema_index, ground, judge, pair
         self.on_event = on_event
+        self.evidence = evidence
+        self.threshold = request.call_threshold if request.call_threshold is not None else threshold
+        self.decision: str | None = None  # why the turn called or answered in text (result().decision)
+        self.first_logits: torch.Tensor | None = None  # the first position's logits, kept for a decline
+        self.truncate_to: int | None = None  # set on a decline: the batch keeps this many of the row's tokens
+        self.answered = answered_calls(request.messages)
         self.profile = profile if profile is not None else Profile()
         self.pending = list(pending)
         self.by_name = {fn.name: fn for fn in request.functions}
@@ -136,7 +154,6 @@ class TurnDecoding:
         self.forced = 0  # generated tokens appended without asking the model
         self._answer = ""  # the text answer decoded so far (what is sent, then what is held back)
         self._sent = 0  # characters of it sent as events
-        self._fence = ""  # a code fence being opened (mode "fence")
         self._need: int | None = None  # the fewest tokens of a whole call (see _call_need)
         self._over = False  # the turn's last event ("done" or "error") is out
         self.t0 = time.perf_counter()
@@ -207,9 +224,10 @@ class TurnDecoding:
         if self.mode == "decide":
             self._decide(logits)
         elif self.mode == "text":
-            self._text(logits, self.vocab.free if self._may_call() else self.vocab.no_call)
-        elif self.mode == "fence":
-            self._fenced(logits)
+            if not self.generated and self.request.functions:  # "none" with tools: text never opens a call
+                self._text(logits, self.vocab.text_first)
+            else:
+                self._text(logits, self.vocab.free if self._may_call() else self.vocab.no_call)
         else:
             finished = self.call.choose(logits)
             last = self.call.matcher.tokens[-1:]
@@ -233,7 +251,7 @@ class TurnDecoding:
         content = "".join(self.content) if self.content else None
         return TurnResult(content, list(self.calls), self.finish_reason or "stop", len(self.ids),
                           len(self.generated), time.perf_counter() - self.t0, list(self.grounding),
-                          self.passes, self.forced)
+                          self.passes, self.forced, self.decision)
 
     # -- modes --------------------------------------------------------------------------------------------
 
@@ -241,26 +259,29 @@ class TurnDecoding:
         return self.request.tool_choice == "auto" and self.index is not None and self.vocab.marker is not None
 
     def _decide(self, logits: torch.Tensor) -> None:
-        """The first token: the call marker (or a call's first token) starts a call; anything else, text."""
-        tok = self._pick(logits, self.vocab.free if self.vocab.marker is not None else self.vocab.no_call)
-        if self.vocab.marker is not None and tok == self.vocab.marker:
-            self._call_after_marker(tok)
-            return
-        if tok in self.index.mask(self.index.start) and tok not in self.vocab.eos_ids:  # a call without its marker
-            self._take([tok])
-            self.mode = "call"
-            self._begin_call()
-            if self.call is None:
-                return
-            self.call.matcher.advance(tok)
-            self.pending.append(tok)
-            return
-        piece = (self.vocab.token_bytes[tok] or b"").decode("utf-8", "replace")
-        if piece and any(f.startswith(piece) for f in FENCES):  # maybe a call in a code block: read on
-            self._feed(tok)
-            self.mode, self._fence = "fence", piece
-            return
-        self._as_text_answer(logits, tok)
+        """The first token: the model's odds of starting a call decide (:func:`~.decision.decide`); a call is
+        then decoded under the index (after the marker, where the call format has one), text starts with a
+        token that begins no call."""
+        allowed = self.vocab.free if self.vocab.marker is not None else self.vocab.no_call
+        verdict = decide(logits, self.vocab.call_starts, self.threshold, allowed)
+        self.first_logits = logits.detach().clone()
+        if not verdict.call:
+            self.decision = f"answered in text: {verdict.evidence}"
+            return self._as_text_answer(logits, self._pick(logits, self.vocab.text_first))
+        self.decision = f"called: {verdict.evidence}"
+        if self.judge is not None and not _after_tool_result(self.request.messages):
+            judged = self.judge(self.request.functions, request_text(self.request.messages))
+            self.passes += judged.forward_passes
+            if not judged.keep:  # the model would call, and doubts a call does what is asked: text
+                self.decision = f"answered in text: {verdict.evidence}, but {judged.evidence}"
+                return self._as_text_answer(logits, self._pick(logits, self.vocab.text_first))
+            self.decision += f"; {judged.evidence}"
+        if self.vocab.marker is not None:
+            return self._call_after_marker(self.vocab.marker)
+        self.mode = "call"
+        self._begin_call()
+        if self.call is not None and not self.call.matcher.forced_tokens():
+            self._choose(logits)  # the call's first token is chosen here, under its mask
 
     def _as_text_answer(self, logits: torch.Tensor, tok: int, before: str = "") -> None:
         """The turn is a text answer after all: a JSON one takes its first token from ``logits`` (under the
@@ -272,22 +293,6 @@ class TurnDecoding:
         if before:
             self._add_text(before)
         self._text_token(tok)
-
-    def _fenced(self, logits: torch.Tensor) -> None:
-        """After an opening that may be a code fence (three backquotes and ``json``): once the fence is whole,
-        the call starts from its own start (Qwen2.5-Coder-1.5B, under "auto", opened a code block for its call
-        on all of BFCL simple's first 100 requests); text that leaves the fence is a text answer."""
-        tok = self._pick(logits, self.vocab.free)
-        text = self._fence + (self.vocab.token_bytes[tok] or b"").decode("utf-8", "replace")
-        if text in FENCES:
-            self._feed(tok)
-            self.mode = "call"
-            self._begin_call()
-        elif any(f.startswith(text) for f in FENCES) and tok not in self.vocab.eos_ids:
-            self._feed(tok)
-            self._fence = text
-        else:  # not a fence after all: a text answer that began with these characters
-            self._as_text_answer(logits, tok, self._fence)
 
     def _text(self, logits: torch.Tensor, bias: torch.Tensor) -> None:
         self._text_token(self._pick(logits, bias))
@@ -473,16 +478,17 @@ class TurnDecoding:
             arguments, grounding = done.parameters, done.grounding
             self.passes += done.forward_passes  # restating
         asked = request_text(self.request.messages)
+        if self.request.tool_choice == "auto" and _repeats(call["name"], (arguments, decoded), self.answered):
+            if not self.calls:
+                return self._decline(f"{call['name']} with these arguments was already called and answered")
+            self.finish_reason = "tool_calls"  # the turn's earlier calls stand
+            self._done()
+            return
         if not self.calls and self.request.tool_choice == "auto":
-            verdict = first_call(arguments, asked)
-            if not verdict.keep:  # a call from nowhere: decline instead
-                return self._decline(f"No call: {call['name']} would take values the request does not give "
-                                     f"({verdict.evidence}).")
-            if self.judge is not None:  # a call of a function that does not do what is asked: decline
-                judged = self.judge(self.by_name[call["name"]], asked)
-                self.passes += judged.forward_passes
-                if not judged.keep:
-                    return self._decline(f"No call: {judged.evidence}.")
+            verdict = first_call(arguments, asked) if self.evidence else None
+            if verdict is not None and not verdict.keep:  # a call from nowhere: decline instead
+                return self._decline(f"{call['name']} would take values the request does not give "
+                                     f"({verdict.evidence})")
         if self.calls and not another_call(arguments, [c.arguments for c in self.calls], asked, call["name"],
                                            [c.name for c in self.calls],
                                            self.by_name[call["name"]].parameters).keep:
@@ -510,11 +516,20 @@ class TurnDecoding:
         self.mode = "call"
         self._begin_call()
 
-    def _decline(self, text: str) -> None:
-        """End the turn with the text answer ``text`` instead of the call just decoded."""
-        self._send(text)
-        self.finish_reason = "stop"
-        self._done()
+    def _decline(self, reason: str) -> None:
+        """Answer in text instead of the call just decoded: the turn goes back to its first token (the batch
+        drops the row's keys and values after the prompt: ``truncate_to``) and the model writes text from
+        there, as if it had not called. ``reason`` goes to ``decision``, not to the answer."""
+        self.decision = f"declined a call: {reason}"
+        self.truncate_to = len(self.ids)
+        self.generated, self.forced, self.text_tokens = [], 0, 0
+        self.call, self.pending = None, []
+        logits = self.first_logits
+        if logits is None:  # a turn that did not decide (cannot happen under "auto"; never trusted)
+            self.finish_reason = "stop"
+            self._done()
+            return
+        self._as_text_answer(logits, self._pick(logits, self.vocab.text_first))
 
     def _claim(self) -> None:
         """Leave out the optional numbers of the turn's calls whose mentions required arguments take
@@ -542,6 +557,45 @@ class TurnDecoding:
                 self.on_event(Event("call", (position, call)))
         self._over = True
         self.on_event(Event("done", self.result()))
+
+
+def answered_calls(messages: list[dict]) -> list[tuple[str, Any]]:
+    """The calls of ``messages`` that a tool result answers: (name, arguments as a JSON value) of each assistant
+    ``tool_calls`` entry after which a ``tool`` message comes (by ``tool_call_id`` where both carry ids)."""
+    results = [(i, m.get("tool_call_id")) for i, m in enumerate(messages) if m.get("role") == "tool"]
+    out = []
+    for i, m in enumerate(messages):
+        if m.get("role") != "assistant":
+            continue
+        for c in m.get("tool_calls") or []:
+            if not isinstance(c, dict):
+                continue
+            fn = c.get("function", c)
+            if any(j > i and (not rid or not c.get("id") or rid == c.get("id")) for j, rid in results):
+                arguments = fn.get("arguments")
+                if isinstance(arguments, str):
+                    try:
+                        arguments = json.loads(arguments)
+                    except json.JSONDecodeError:
+                        pass
+                out.append((fn.get("name"), arguments))
+    return out
+
+
+def _after_tool_result(messages: list[dict]) -> bool:
+    """True when a tool result came after the last user message (the turn answers from it)."""
+    for m in reversed(messages):
+        if m.get("role") == "tool":
+            return True
+        if m.get("role") == "user":
+            return False
+    return False
+
+
+def _repeats(name: str, arguments: tuple, answered: list[tuple[str, Any]]) -> bool:
+    """True when a call of ``name`` with any of ``arguments`` (after and before grounding; None skipped) is one
+    of ``answered`` (:func:`answered_calls`)."""
+    return any(n == name and a is not None and a == b for n, b in answered for a in arguments)
 
 
 def request_text(messages: list[dict]) -> str:

@@ -207,6 +207,8 @@ async def _events(request: Request, events: asyncio.Queue):
                 event = getter.result()
             else:
                 event = events.get_nowait()
+            if event.kind == "done" and getattr(event.data, "decision", None):
+                log.info("call or answer: %s", event.data.decision)  # never the answer's content
             yield event
             if event.kind in ("done", "error"):
                 return

@@ -88,6 +88,42 @@ def test_rows_of_different_lengths_get_the_logits_they_get_alone(smollm2, monkey
             assert torch.allclose(got, want, atol=1e-4), (got - want).abs().max()
 
 
+class Rewinds(Fed):
+    """A Fed row that, after its chunk ``at``, goes back to its first ``keep`` tokens (as a turn that declines
+    the call it decoded does: ``truncate_to``)."""
+
+    def __init__(self, chunks, at, keep):
+        super().__init__(chunks)
+        self.at, self.keep, self.truncate_to = at, keep, None
+
+    def choose(self, logits):
+        done = super().choose(logits)
+        if len(self.seen) == self.at:
+            self.truncate_to = self.keep
+        return done
+
+
+def test_a_row_that_goes_back_to_its_prompt_gets_the_logits_of_a_row_that_never_left_it(smollm2):
+    model = smollm2.model
+    prompt = [1, 2, 3, 4, 5, 6]
+    # the row decodes [40], [41, 42] (a call), goes back to its prompt, then feeds [50], [51] (text)
+    back = Rewinds([prompt, [40], [41, 42], [50], [51]], at=3, keep=len(prompt))
+    other = [[70, 71, 72], [80], [81], [82], [83], [84]]
+    batch = Batch(model)
+    for chunks, row in ((None, back), (other, None)):
+        row = row or Fed(chunks)
+        logits, past = forward(model, row.pending, None)
+        row.choose(logits)
+        batch.join(Started(row, [(layer.keys.clone(), layer.values.clone()) for layer in past.layers]))
+    while len(batch):
+        batch.step()
+    straight = alone(model, [prompt, [50], [51]])  # what the text gets after the prompt alone
+    assert len(back.seen) == 5
+    for got, want in zip(back.seen[3:], straight[1:]):
+        assert torch.allclose(got, want, atol=1e-4), (got - want).abs().max()
+    assert back.truncate_to is None  # the batch took it
+
+
 @pytest.fixture(scope="module")
 def answerer(smollm2):
     from callmaybe.compiler.build import runtime_compiler

@@ -91,10 +91,9 @@ def test_an_auto_turn_is_given_the_relevance_check_and_its_passes_are_profiled(r
     engine = Engine(runtime, max_batch=1)
     user = [{"role": "user", "content": "What is the sum of 2 and 3?"}]
     ticket = engine.submit(TurnRequest(user, functions, "auto"), lambda e: None, index)
-    add = next(f for f in functions if f.name == "fn_add_numbers")
     before = runtime.profile.calls["relevance pass"]
-    judged = ticket.row.judge(add, "What is the sum of 2 and 3?")
-    assert judged.forward_passes == 3 and 0.0 < judged.p_yes < 1.0
+    judged = ticket.row.judge(functions, "What is the sum of 2 and 3?")
+    assert judged.forward_passes == 1 and 0.0 < judged.p_yes < 1.0
     assert runtime.profile.calls["relevance pass"] == before + 1
     required = engine.submit(TurnRequest(user, functions, "required"), lambda e: None, index)
     assert required.row.judge is None

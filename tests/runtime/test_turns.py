@@ -22,7 +22,7 @@ from .tiny import TinyTokenizer
 
 # printable ASCII and newline, the two bytes of "é" apart, then the call markers and EOS (control tokens: no
 # bytes)
-TOKENS = [bytes([b]) for b in range(32, 127)] + [b"\n", b'{"name": "', b"\xc3", b"\xa9", None, None, None]
+TOKENS = [bytes([b]) for b in range(32, 127)] + [b"\n", b'{"name": "', b"```", b"\xc3", b"\xa9", None, None, None]
 OPEN, CLOSE, EOS = len(TOKENS) - 3, len(TOKENS) - 2, len(TOKENS) - 1
 VOCAB = Vocabulary(name="tiny-turns", token_bytes=tuple(TOKENS), eos_ids=(EOS,), vocab_size=len(TOKENS))
 MARKERS = {"<tool_call>": OPEN, "</tool_call>": CLOSE}
@@ -72,7 +72,7 @@ class ScriptModel:
         logits = torch.zeros(len(TOKENS))
         logits[EOS] = 1.0
         logits[self.fallback] = 5.0  # its second choice, on the script or off it
-        text, want = _text(generated), _text(self.script)
+        text, want = _align(_text(generated), _text(self.script))
         if want.startswith(text):
             rest = want[len(text):]
             if not rest:
@@ -86,6 +86,41 @@ class ScriptModel:
         else:
             logits[self.fallback] = 40.0
         return logits
+
+
+class FirstOf:
+    """The first of several :class:`ScriptModel` s whose script what was generated still follows (the last one
+    when none does): a model that would rather write the first script, and writes the next when the turn
+    takes another way."""
+
+    def __init__(self, *models: ScriptModel):
+        self.models = models
+
+    def __call__(self, generated: list[int]) -> torch.Tensor:
+        for m in self.models:
+            text, want = _align(_text(generated), _text(m.script))
+            if want.startswith(text):
+                return m(generated)
+        return self.models[-1](generated)
+
+
+def prefers_call(call: str, text: str) -> FirstOf:
+    """A model whose first choice is ``call`` and whose second, at the first token, is ``text`` (which it then
+    writes): the model a declined call falls back on."""
+    first = Tokenizer().encode(text)[0]
+    return FirstOf(ScriptModel(call, fallback=first), ScriptModel(text))
+
+
+def _align(text: bytes, want: bytes) -> tuple[bytes, bytes]:
+    """``text`` (generated) and ``want`` (the script) with what the turn writes around a call the script writes
+    otherwise taken out: a marker the turn put before a call the script writes without it, and a code fence
+    the script opens its call with (the turn decodes the call itself): the model writes the same call."""
+    if text.startswith(b"\x01\n") and not want.startswith(b"\x01"):
+        text = text[2:]
+        for fence in (b"```json\n", b"```\n"):
+            if want.startswith(fence) and not text.startswith(b"`"):
+                want = want[len(fence):]
+    return text, want
 
 
 def _text(ids):
@@ -106,21 +141,23 @@ def index():
 
 
 def turn(index, script, call_format="tools", fallback=EOS, schema_index=None, judge=None, model=None, asked=None,
-         functions=FUNCTIONS, ground=None, pair=None, **request):
+         functions=FUNCTIONS, ground=None, pair=None, evidence=False, messages=None, **request):
     """Decode one turn of the scripted model (or ``model``, a callable as :class:`ScriptModel`) for the user
     message ``asked`` (default :data:`ASKED`) with the catalog ``functions`` (``index`` compiled from it) and
     the grounding callback ``ground`` (None: no grounding); returns (TurnResult, events)."""
     vocab = Vocab(VOCAB.token_bytes, VOCAB.eos_ids, VOCAB.vocab_size, Tokenizer(), call_format)
     request.setdefault("tool_choice", "auto")
-    req = TurnRequest([{"role": "user", "content": asked or ASKED}], functions, **request)
+    req = TurnRequest(messages or [{"role": "user", "content": asked or ASKED}], functions, **request)
     events = []
     # as the engine renders it: a required call's opening ends the prompt ("tools" call format)
     opens = call_format == "tools" and (req.tool_choice == "required" or req.function is not None)
     prompt = PROMPT + (Tokenizer().encode("<tool_call>\n") if opens else [])
     row = TurnDecoding(req, vocab, prompt, prompt, index, schema_index, ground, events.append, judge=judge,
-                       pair=pair)
+                       pair=pair, evidence=evidence)
     model, generated = model or ScriptModel(script, fallback), []
     while not row.take_forced():
+        if row.truncate_to is not None:  # a declined call: back to the prompt, as the batch does
+            generated, row.truncate_to = generated[:row.truncate_to], None
         generated += row.pending
         if row.choose(model(generated[len(PROMPT):])):
             break
@@ -493,42 +530,97 @@ def test_auto_call_in_a_code_fence(index):
     assert result.content is None and [e.kind for e in events] == ["call", "done"]
 
 
-def test_a_code_block_that_is_not_a_call_is_text(index):
-    result, _ = turn(index, "```python\nprint(5)\n```")
-    assert (result.content, result.calls, result.finish_reason) == ("```python\nprint(5)\n```", [], "stop")
+def test_a_code_fence_counts_as_a_call_start_and_text_never_opens_one(index):
+    from callmaybe.runtime.relevance import Relevance
 
+    code = "```python\nprint(5)\n```"
+    result, _ = turn(index, code)  # the fence is where a call may start: the call is decoded under the grammar
+    assert [c.name for c in result.calls] == ["add"] and result.decision.startswith("called: p(call) 1.000")
+    doubt = Relevance(0.2, -1.4, False, "the model doubts it", 1)
+    result, _ = turn(index, None, model=prefers_call(code, "Sure: print(5)"), judge=lambda f, r: doubt)
+    assert (result.calls, result.content) == ([], "Sure: print(5)")  # a text answer opens no fence
+    result, _ = turn(index, None, model=prefers_call(code, "Sure: print(5)"), tool_choice="none")
+    assert (result.calls, result.content) == ([], "Sure: print(5)")
 
-def test_auto_declines_a_call_from_nowhere(index):
+def test_auto_declines_a_call_from_nowhere_and_answers_in_the_models_text(index):
     script = '<tool_call>\n{"name": "add", "arguments": {"a": 70, "b": 175}}'
-    result, events = turn(index, script)  # the request asks to add 2 and 3 and greet Bob: 70 and 175 are not in it
-    assert result.calls == [] and result.finish_reason == "stop"
-    assert result.content == ("No call: add would take values the request does not give (none of its values is "
-                              "in the request).")
-    result, _ = turn(index, script, tool_choice="required")  # required: the call stands
+    model = prefers_call(script, "I can only add.")
+    # the request asks to add 2 and 3 and greet Bob: 70 and 175 are not in it
+    result, events = turn(index, None, model=model, evidence=True)
+    assert (result.calls, result.finish_reason, result.content) == ([], "stop", "I can only add.")
+    assert result.decision == ("declined a call: add would take values the request does not give (none of its "
+                               "values is in the request)")
+    assert [e.kind for e in events] == ["text"] * len("I can only add.") + ["done"]
+    assert result.completion_tokens == len("I can only add.")  # the text's; the call's tokens are gone
+    unchecked, _ = turn(index, None, model=prefers_call(script, "I can only add."))  # the check is optional
+    assert [(c.name, c.arguments) for c in unchecked.calls] == [("add", {"a": 70, "b": 175})]
+    result, _ = turn(index, script, tool_choice="required", evidence=True)  # required: the call stands
     assert [(c.name, c.arguments) for c in result.calls] == [("add", {"a": 70, "b": 175})]
 
 
-def test_auto_declines_a_call_the_relevance_check_doubts(index):
+def test_a_call_the_models_verdict_doubts_is_a_text_answer(index):
     from callmaybe.runtime.relevance import Relevance
 
     asked = []
 
     def judge(verdict):
-        def check(fn, request):
-            asked.append((fn.name, request))
+        def check(functions, request):
+            asked.append(([f.name for f in functions], request))
             return verdict
         return check
 
-    doubt = Relevance(0.41, 3.0, False, "the model doubts that add does what the request asks (p(yes) 0.41 < 0.6)", 3)
-    result, events = turn(index, f"<tool_call>\n{CALL}", judge=judge(doubt))
-    assert asked == [("add", ASKED)]
-    assert (result.calls, result.finish_reason) == ([], "stop")
-    assert result.content == "No call: the model doubts that add does what the request asks (p(yes) 0.41 < 0.6)."
-    sure = Relevance(0.9, 12.0, True, "the model says add does what the request asks", 3)
-    result, _ = turn(index, f"<tool_call>\n{CALL}", judge=judge(sure))
+    doubt = Relevance(0.3, -0.85, False, "the model doubts a call of add, greet does what the request asks "
+                      "(verdict log-odds -0.85 < +0.00)", 1)
+    script = f"<tool_call>\n{CALL}"
+    result, events = turn(index, None, model=prefers_call(script, "Hi."), judge=judge(doubt))
+    assert asked == [(["add", "greet"], ASKED)]  # the whole catalog, before any call token
+    assert (result.calls, result.finish_reason, result.content) == ([], "stop", "Hi.")
+    assert result.decision == ("answered in text: p(call) 1.000, log-odds +50.00 >= -2.00, but the model doubts a "
+                               "call of add, greet does what the request asks (verdict log-odds -0.85 < +0.00)")
+    sure = Relevance(0.9, 2.2, True, "the model says a call of add, greet does what the request asks", 1)
+    result, _ = turn(index, script, judge=judge(sure))
     assert [(c.name, c.arguments) for c in result.calls] == [("add", {"a": 2, "b": 3})]
-    unchecked, _ = turn(index, f"<tool_call>\n{CALL}")
-    assert result.forward_passes == unchecked.forward_passes + 3  # the check's passes are counted
+    unchecked, _ = turn(index, script)
+    assert result.forward_passes == unchecked.forward_passes + 1  # the check's pass is counted
     asked.clear()
-    result, _ = turn(index, f"<tool_call>\n{CALL}", judge=judge(doubt), tool_choice="required")
+    result, _ = turn(index, script, judge=judge(doubt), tool_choice="required")
     assert asked == [] and [(c.name, c.arguments) for c in result.calls] == [("add", {"a": 2, "b": 3})]
+    result, _ = turn(index, None, model=prefers_call(script, "Hi."), judge=judge(doubt), call_threshold=60.0)
+    assert asked == [] and result.content == "Hi."  # the first token wants text: no verdict asked
+    other = '<tool_call>\n{"name": "add", "arguments": {"a": 2, "b": 4}}'
+    result, _ = turn(index, None, model=prefers_call(other, "Hi."), judge=judge(doubt), messages=ANSWERED)
+    assert asked == [] and [c.arguments for c in result.calls] == [{"a": 2, "b": 4}]  # after a tool result
+
+
+ANSWERED = [{"role": "user", "content": ASKED},
+            {"role": "assistant", "content": None, "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "add", "arguments": '{"a": 2, "b": 3}'}}]},
+            {"role": "tool", "tool_call_id": "c1", "content": "5"}]
+
+
+def test_a_call_the_conversation_already_answered_is_not_made_again(index):
+    script = f"<tool_call>\n{CALL}"
+    result, events = turn(index, None, model=prefers_call(script, "It is 5."), messages=ANSWERED)
+    assert (result.calls, result.content, result.finish_reason) == ([], "It is 5.", "stop")
+    assert result.decision == "declined a call: add with these arguments was already called and answered"
+    other = '<tool_call>\n{"name": "add", "arguments": {"a": 2, "b": 4}}'
+    result, _ = turn(index, None, model=prefers_call(other, "It is 5."), messages=ANSWERED)
+    assert [(c.name, c.arguments) for c in result.calls] == [("add", {"a": 2, "b": 4})]
+    unanswered = ANSWERED[:2]  # no tool result yet: the call may be made
+    result, _ = turn(index, None, model=prefers_call(script, "It is 5."), messages=unanswered)
+    assert [(c.name, c.arguments) for c in result.calls] == [("add", {"a": 2, "b": 3})]
+    result, _ = turn(index, script, messages=ANSWERED, tool_choice="required")  # required: the call stands
+    assert [(c.name, c.arguments) for c in result.calls] == [("add", {"a": 2, "b": 3})]
+
+
+def test_the_threshold_decides_and_a_text_answer_starts_with_no_call_opening(index):
+    script = f"<tool_call>\n{CALL}"
+    result, _ = turn(index, None, model=prefers_call(script, "Hi."), call_threshold=60.0)
+    assert (result.calls, result.content) == ([], "Hi.")
+    assert result.decision == "answered in text: p(call) 1.000, log-odds +50.00 < +60.00"
+    result, _ = turn(index, None, model=prefers_call(script, "Hi."), call_threshold=-60.0)
+    assert result.decision.startswith("called: p(call) 1.000") and len(result.calls) == 1
+    text = ScriptModel("Hello", fallback=Tokenizer().encode("{")[0])  # text first, a brace second
+    result, _ = turn(index, None, model=text, call_threshold=-60.0)
+    assert result.decision == "called: p(call) 0.000, log-odds -44.98 >= -60.00"
+    assert [c.name for c in result.calls] == ["add"]  # a call under the grammar, whatever the model wrote

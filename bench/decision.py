@@ -1,0 +1,132 @@
+"""Measure the call-or-answer decision (``runtime/decision.py``) on data sets with expected answers.
+
+For each case: one forward pass over the chat (the catalog in the call format's prompt, the case's messages)
+up to the assistant's first token, and the model's probability of starting a call there. Writes one JSON line
+per case (``--output``) and prints, for a range of thresholds on the log-odds, how many cases that need a
+call and how many that need none would be declined, per data set, for the even- and odd-numbered ids and
+for requests in English and in other languages.
+
+    python bench/decision.py ../shared/data/bfcl_live/{simple,multiple,irrelevance,messages}.jsonl \\
+        --output /tmp/decision.jsonl [--ids even] [--call-format tools] [--model M]
+    python bench/decision.py --table /tmp/decision.jsonl        # the table again, no model
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from callmaybe.runtime.decision import call_start_ids, decide
+from callmaybe.runtime.evaluation import evaluation_cases, id_number
+from callmaybe.runtime.prompt import chat_ids
+
+THRESHOLDS = [-8, -6, -5, -4, -3, -2.5, -2, -1.5, -1, -0.5, 0, 0.5, 1, 2, 3]
+
+
+def english(text: str) -> bool:
+    """True when every letter of ``text`` is ASCII (for the table's language split only)."""
+    return all(ord(c) < 128 for c in text if c.isalpha())
+
+
+def measure(paths: list[Path], output: Path, model_name: str, call_format: str, ids: str | None,
+            limit: int | None, system: str | None = None, threads: int = 1, verdict: bool = True) -> None:
+    from callmaybe.runtime.model import load_model
+    from callmaybe.runtime.session import model_vocabulary
+    from callmaybe.runtime.turns import Vocab
+
+    loaded = load_model(model_name, threads=threads)
+    tok = loaded.tokenizer
+    vocabulary = model_vocabulary(model_name, loaded)
+    vocab = Vocab(vocabulary.token_bytes, vocabulary.eos_ids, loaded.vocab_size, tok, call_format)
+    marker = vocab.marker if vocab.marker is not None else (
+        tok.convert_tokens_to_ids("<tool_call>") if "<tool_call>" in tok.get_vocab() else None)
+    starts = call_start_ids(vocabulary.token_bytes, marker)
+    kinds = {"p_marker": torch.tensor([marker] if marker is not None else [], dtype=torch.long),
+             "p_brace": call_start_ids([b if b is not None and b.lstrip(b" \t\r\n").startswith(b"{") else None
+                                        for b in vocabulary.token_bytes], None),
+             "p_fence": call_start_ids([b if b is not None and b.lstrip(b" \t\r\n").startswith(b"```") else None
+                                        for b in vocabulary.token_bytes], None)}
+    allowed = vocab.no_call.clone()
+    if marker is not None:
+        allowed[marker] = 0.0
+    done = set()
+    if output.exists():
+        done = {(r["set"], r["id"]) for r in map(json.loads, output.read_text().splitlines())}
+    with output.open("a") as out:
+        for path in paths:
+            cases = evaluation_cases(path, limit, ids)
+            for case in cases:
+                if (path.stem, case["id"]) in done:
+                    continue
+                messages = case.get("messages") or [{"role": "user", "content": case["prompt"]}]
+                if system and messages[0].get("role") != "system":
+                    messages = [{"role": "system", "content": system}, *messages]
+                t0 = time.perf_counter()
+                prompt = chat_ids(tok, case["functions"], messages, call_format, tool_choice="auto")
+                with torch.inference_mode():
+                    logits = loaded.model(input_ids=torch.tensor([prompt]), use_cache=False).logits[0, -1]
+                d = decide(logits, starts, allowed=allowed)
+                top = int(torch.argmax(logits + allowed))
+                probs = torch.softmax(logits.float() + allowed, -1)
+                parts = {name: float(probs[ids].sum()) for name, ids in kinds.items()}
+                row = {"set": path.stem, "id": case["id"], "need_call": case["rules"] != "irrelevance",
+                       "english": english(case["prompt"] or ""), "functions": len(case["functions"]),
+                       "p_call": d.p_call, "log_odds": d.log_odds, **parts, "top": tok.decode([top]),
+                       "tokens": len(prompt), "seconds": round(time.perf_counter() - t0, 2)}
+                if verdict:
+                    from callmaybe.runtime.relevance import relevance
+                    from callmaybe.runtime.turns import request_text
+
+                    judged = relevance(loaded.model, tok, case["functions"], request_text(messages))
+                    row["verdict"] = judged.log_odds
+                    row["seconds"] = round(time.perf_counter() - t0, 2)
+                out.write(json.dumps(row, ensure_ascii=False) + "\n")
+                out.flush()
+                print(f"{row['set']:12} {str(row['id'])[:28]:28} call={row['need_call']!s:5} "
+                      f"lo={d.log_odds:+6.2f} v={row.get('verdict', 0):+6.2f} top={row['top']!r:14} {row['tokens']}t {row['seconds']}s",
+                      file=sys.stderr)
+
+
+def table(output: Path) -> None:
+    rows = [json.loads(line) for line in output.read_text().splitlines() if line.strip()]
+    groups: dict[str, list[dict]] = {}
+    for r in rows:
+        half = "even" if id_number(r["id"], 0) % 2 == 0 else "odd"
+        groups.setdefault(f"{r['set']} {half}", []).append(r)
+        groups.setdefault(f"{r['set']} all", []).append(r)
+        lang = "en" if r["english"] else "other"
+        groups.setdefault(f"{'call' if r['need_call'] else 'no call'} {lang}", []).append(r)
+    print("declined (%) per threshold on the log-odds; a case that needs a call should not be declined")
+    print(f"{'group':22} {'n':>4} " + " ".join(f"{t:>6}" for t in THRESHOLDS))
+    for name in sorted(groups):
+        g = groups[name]
+        cells = [100.0 * sum(r["log_odds"] < t for r in g) / len(g) for t in THRESHOLDS]
+        print(f"{name:22} {len(g):4} " + " ".join(f"{c:6.1f}" for c in cells))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("data", nargs="*", type=Path)
+    ap.add_argument("--output", type=Path, default=Path("/tmp/decision.jsonl"))
+    ap.add_argument("--model", default="qwen2.5-coder-1.5b-instruct")
+    ap.add_argument("--call-format", default="tools", choices=["tools", "plain"])
+    ap.add_argument("--ids", choices=["even", "odd"])
+    ap.add_argument("--limit", type=int)
+    ap.add_argument("--threads", type=int, default=1, help="torch CPU threads (1: best on a shared machine)")
+    ap.add_argument("--no-verdict", action="store_true", help="skip the relevance verdict's pass")
+    ap.add_argument("--system", help="a system message for cases that have none")
+    ap.add_argument("--table", type=Path, help="print the table of an earlier --output and stop")
+    args = ap.parse_args()
+    if args.table:
+        return table(args.table)
+    measure(args.data, args.output, args.model, args.call_format, args.ids, args.limit, args.system, args.threads, not args.no_verdict)
+    table(args.output)
+
+
+if __name__ == "__main__":
+    main()
