@@ -109,6 +109,41 @@ def table(output: Path) -> None:
         print(f"{name:22} {len(g):4} " + " ".join(f"{c:6.1f}" for c in cells))
 
 
+def declined(r: dict, first: float, verdict: float | None) -> bool:
+    """Whether the rule (first-token log-odds at least ``first``, then the verdict at least ``verdict``; None:
+    no verdict) declines case row ``r``."""
+    return r["log_odds"] < first or (verdict is not None and r.get("verdict", 50.0) < verdict)
+
+
+def fit(output: Path, max_declined_calls: float = 3.0) -> tuple[float, float | None]:
+    """The pair of thresholds that declines the most cases needing no call while declining at most
+    ``max_declined_calls`` percent of those needing one, on the even-numbered cases; prints its figures on
+    both halves and per language."""
+    rows = [json.loads(line) for line in output.read_text().splitlines() if line.strip()]
+    even = [r for r in rows if id_number(r["id"], 0) % 2 == 0]
+    firsts = [x / 4 for x in range(-16, 17)]
+    verdicts = [None] + [x / 4 for x in range(-12, 13)] if any("verdict" in r for r in rows) else [None]
+
+    def rates(group, first, verdict):
+        calls = [r for r in group if r["need_call"]]
+        none = [r for r in group if not r["need_call"]]
+        pct = lambda g: 100.0 * sum(declined(r, first, verdict) for r in g) / len(g) if g else 0.0  # noqa: E731
+        return pct(calls), pct(none), len(calls), len(none)
+
+    best = max(((f, v) for f in firsts for v in verdicts if rates(even, f, v)[0] <= max_declined_calls),
+               key=lambda fv: (rates(even, *fv)[1], -rates(even, *fv)[0], fv[0]), default=(firsts[0], None))
+    print(f"thresholds: first-token log-odds >= {best[0]}, verdict log-odds >= {best[1]}")
+    halves = {"even (tuned)": even, "odd": [r for r in rows if r not in even], "all": rows}
+    for lang in (True, False):
+        halves["English" if lang else "other languages"] = [r for r in rows if r["english"] == lang]
+    for s in sorted({r["set"] for r in rows}):
+        halves[s] = [r for r in rows if r["set"] == s]
+    for name, group in halves.items():
+        c, n, nc, nn = rates(group, *best)
+        print(f"  {name:18} declined: {c:5.1f}% of {nc} needing a call, {n:5.1f}% of {nn} needing none")
+    return best
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("data", nargs="*", type=Path)
@@ -123,9 +158,12 @@ def main() -> None:
     ap.add_argument("--table", type=Path, help="print the table of an earlier --output and stop")
     args = ap.parse_args()
     if args.table:
-        return table(args.table)
+        table(args.table)
+        fit(args.table)
+        return
     measure(args.data, args.output, args.model, args.call_format, args.ids, args.limit, args.system, args.threads, not args.no_verdict)
     table(args.output)
+    fit(args.output)
 
 
 if __name__ == "__main__":
