@@ -1,10 +1,10 @@
 """Agent frameworks against the server (uvicorn on a local port) over a scripted model of a tool loop
 (tests/server/fake.py, ``loop_script``: a call first, then text from the tool's result): openai-agents with
 its default model class (``OpenAIResponsesModel``, over ``/v1/responses``, whole and streamed) and
-``OpenAIChatCompletionsModel``, pydantic-ai's OpenAI chat model, LangChain's ``ChatOpenAI.bind_tools`` in a
-two-turn loop. Each completes a tool turn with and without a system message; the test checks the call the
-tool got, the final text, and the exact conversation each framework sent (as the turn requests the engine
-received)."""
+``OpenAIChatCompletionsModel``; pydantic-ai's OpenAI chat model (and its Responses model); LangChain's
+``ChatOpenAI.bind_tools`` in a two-turn loop (over chat completions, and with ``use_responses_api``). Each
+completes a tool turn with and without a system message; the test checks the call the tool got, the final
+text, and the exact conversation each framework sent (as the turn requests the engine received)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, Tool
 from langchain_core.tools import tool as langchain_tool
 from langchain_openai import ChatOpenAI
 from pydantic_ai import Agent as PydanticAgent
-from pydantic_ai.models.openai import OpenAIChatModel
+from pydantic_ai.models.openai import OpenAIChatModel, OpenAIResponsesModel as PydanticResponsesModel
 from pydantic_ai.providers.openai import OpenAIProvider
 
 from callmaybe.server.app import create_app
@@ -103,10 +103,11 @@ def test_openai_agents_streamed_over_responses(served):
 
 
 @pytest.mark.parametrize("system", [True, False])
-def test_pydantic_ai(served, system):
+@pytest.mark.parametrize("model_class", [OpenAIChatModel, PydanticResponsesModel])
+def test_pydantic_ai(served, model_class, system):
     url, engine = served
     before = len(engine.turns)
-    model = OpenAIChatModel(MODEL, provider=OpenAIProvider(base_url=url, api_key="unused"))
+    model = model_class(MODEL, provider=OpenAIProvider(base_url=url, api_key="unused"))
     agent = PydanticAgent(model, system_prompt=SYSTEM if system else (), tools=[weather])
     result = agent.run_sync(ASK)
     assert result.output == FINAL and ASKED == ["Paris"]
@@ -114,11 +115,13 @@ def test_pydantic_ai(served, system):
 
 
 @pytest.mark.parametrize("system", [True, False])
-def test_langchain_bind_tools(served, system):
+@pytest.mark.parametrize("responses", [False, True])
+def test_langchain_bind_tools(served, responses, system):
     url, engine = served
     before = len(engine.turns)
     tool = langchain_tool(weather)
-    llm = ChatOpenAI(base_url=url, api_key="unused", model=MODEL, max_retries=0).bind_tools([tool])
+    llm = ChatOpenAI(base_url=url, api_key="unused", model=MODEL, max_retries=0,
+                     use_responses_api=responses).bind_tools([tool])
     messages = ([SystemMessage(SYSTEM)] if system else []) + [HumanMessage(ASK)]
     reply = llm.invoke(messages)
     assert isinstance(reply, AIMessage) and [(c["name"], c["args"]) for c in reply.tool_calls] == [
@@ -126,5 +129,5 @@ def test_langchain_bind_tools(served, system):
     messages += [reply, *(tool.invoke(call) for call in reply.tool_calls)]
     assert isinstance(messages[-1], ToolMessage) and messages[-1].content == RESULT
     final = llm.invoke(messages)
-    assert final.content == FINAL and final.tool_calls == [] and ASKED == ["Paris"]
+    assert final.text == FINAL and final.tool_calls == [] and ASKED == ["Paris"]  # content: a string or blocks
     conversation(engine, before, system)
