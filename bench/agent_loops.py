@@ -244,7 +244,8 @@ def run_agents(s: Settings, task: Task, system: bool, loop: Loop, responses: boo
                   tools=[function_tool(recorded(task, loop))], model=model_class(model=s.model, openai_client=client),
                   model_settings=ModelSettings(max_tokens=s.max_tokens))
     try:
-        result = Runner.run_sync(agent, task.request, max_turns=s.max_turns, run_config=RunConfig(tracing_disabled=True))
+        result = Runner.run_sync(agent, task.request, max_turns=s.max_turns,
+                                 run_config=RunConfig(tracing_disabled=True))
     except MaxTurnsExceeded:
         return None
     return result.final_output if isinstance(result.final_output, str) else None

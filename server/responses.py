@@ -356,9 +356,8 @@ class ResponseObject:
                 "output": [dict(item) for item in self.output], "usage": usage(result), **self.echo}
 
     def whole(self, result: TurnResult) -> dict[str, Any]:
-        """The ``response`` object of a finished turn."""
-        self.finish(result)
-        return self.body(self.status(result), result)
+        """The ``response`` object of a finished turn (the one its stream's last event holds)."""
+        return self.finish(result)[-1]["response"]
 
     @staticmethod
     def status(result: TurnResult) -> str:

@@ -81,7 +81,8 @@ def test_a_text_answer_in_the_response_shape(server):
                                  "parallel_tool_calls", "temperature", "top_p", "text", "store", "instructions",
                                  "previous_response_id", "max_output_tokens", "truncation", "metadata")} == {
         "status": "completed", "model": MODEL, "error": None, "incomplete_details": None, "tool_choice": "none",
-        "tools": [], "parallel_tool_calls": True, "temperature": 0.0, "top_p": 1.0, "text": {"format": {"type": "text"}},
+        "tools": [], "parallel_tool_calls": True, "temperature": 0.0, "top_p": 1.0,
+        "text": {"format": {"type": "text"}},
         "store": False, "instructions": None, "previous_response_id": None, "max_output_tokens": None,
         "truncation": "disabled", "metadata": {}}
     turn = server.last()
@@ -288,7 +289,8 @@ BAD_REQUESTS = [
      "input[1].arguments is not valid JSON: Expecting property name enclosed in double quotes"),
     ({"model": MODEL, "input": USER + [{**CALL, "arguments": "[1]"}]}, 400, "input",
      "input[1].arguments must encode a JSON object"),
-    ({"model": MODEL, "input": USER + [{**CALL, "name": None}]}, 400, "input", "input[1].name must be a string, got null"),
+    ({"model": MODEL, "input": USER + [{**CALL, "name": None}]}, 400, "input",
+     "input[1].name must be a string, got null"),
     ({"model": MODEL, "input": USER + [{"type": "function_call_output", "call_id": "call_9", "output": "x"}]}, 400,
      "input", "input[1].call_id 'call_9' answers no function_call item before it in 'input'"),
     ({"model": MODEL, "input": USER + [CALL, {"type": "function_call_output", "call_id": "call_1", "output": 5}]},
