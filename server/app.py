@@ -1,4 +1,5 @@
-"""The routes: ``POST /v1/chat/completions``, ``GET /v1/models`` (and ``/v1/models/{id}``), ``GET /health``.
+"""The routes: ``POST /v1/chat/completions``, ``GET /v1/models`` (and ``/v1/models/{id}``), ``GET /health``;
+``POST /v1/responses`` is :mod:`.responses`'.
 
 A request is checked (:mod:`.protocol`), its tools' index found or compiled off the event loop
 (:mod:`.tools`), and its turn submitted to the engine, whose events (called on the engine's thread) reach
@@ -94,6 +95,13 @@ def create_app(engine: EngineLike, indexes: IndexCache, model: str, api_key: str
         except Exception as exc:  # anything unexpected: one line in the log and to the client
             log.error("chat completion failed: %s: %s", type(exc).__name__, one_line(str(exc), 300))
             raise server_error(f"internal error ({type(exc).__name__}): {one_line(str(exc), 300)}") from None
+
+    from .responses import create_response  # here: it imports this module's helpers
+
+    @v1.post("/responses")
+    async def responses(request: Request) -> Response:
+        """One assistant turn in OpenAI's Responses API: a ``response`` object, or its stream of events."""
+        return await create_response(request, engine, indexes, model)
 
     app.include_router(v1)
 

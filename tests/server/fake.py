@@ -21,6 +21,7 @@ SLOW = "SLOW"
 FAIL = "FAIL"  # the turn ends with Event("error")
 SHUTDOWN = "SHUTDOWN"  # the turn ends with Event("error", "server shutting down")
 CRASH = "CRASH"  # submit raises an unexpected exception
+CUT = "CUT"  # a text answer the token budget cuts (finish "length")
 
 
 @dataclass
@@ -51,6 +52,8 @@ def script(request: TurnRequest) -> list[Event]:
         return [Event("text", "partial"), Event("error", "decoding failed: out of memory")]
     if SHUTDOWN in last:
         return [Event("error", "server shutting down")]
+    if CUT in last:
+        return [Event("text", "Hel"), Event("done", TurnResult("Hel", [], "length", 8, 1))]
     if request.functions and request.tool_choice != "none":
         by_name = {fn.name: fn for fn in request.functions}
         names = [request.function or request.functions[0].name]
@@ -63,6 +66,29 @@ def script(request: TurnRequest) -> list[Event]:
         return [Event("text", '{"answer": '), Event("text", "42}"),
                 Event("done", TurnResult('{"answer": 42}', [], "stop", 9, 5))]
     return [Event("text", "Hel"), Event("text", "lo é"), Event("done", TurnResult("Hello é", [], "stop", 8, 3))]
+
+
+def loop_script(request: TurnRequest) -> list[Event]:
+    """A scripted model of an agent loop, deterministic for exact tests: after a tool result, the text
+    ``"<function> answered: <result>"`` (in two pieces); with tools it may call, one call of the named (else
+    the first) function whose required string arguments all take the last word of the last user message
+    ("What is the weather in Paris?" -> ``{"city": "Paris"}``); else (and for TWO_CALLS) :func:`script`'s
+    answer."""
+    last = request.messages[-1]
+    if TWO_CALLS in str(last.get("content")):
+        return script(request)
+    if last["role"] == "tool":
+        text = f"{last['name']} answered: {last['content']}"
+        return [Event("text", text[:7]), Event("text", text[7:]), Event("done", TurnResult(text, [], "stop", 20, 9))]
+    if request.functions and request.tool_choice != "none":
+        fn = next(f for f in request.functions if f.name == (request.function or request.functions[0].name))
+        said = next(m["content"] for m in reversed(request.messages) if m["role"] == "user")
+        word = said.split()[-1].strip("?.!,;:'\"")
+        arguments = {k: word for k in fn.parameters.get("required", [])
+                     if fn.parameters["properties"].get(k, {}).get("type") == "string"}
+        call = ToolCall(fn.name, arguments)
+        return [Event("call", (0, call)), Event("done", TurnResult(None, [call], "tool_calls", 15, 6))]
+    return script(request)
 
 
 class FakeEngine:

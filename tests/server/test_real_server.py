@@ -1,7 +1,7 @@
 """The real server (``callmaybe serve`` in a child process) with the SmolLM2 fixture model, driven by the
 official openai client: every tool_choice mode, parallel calls, streaming reassembly, a two-turn agent loop, a
-response schema, the error statuses; every returned call checked with jsonschema against its tool. One server
-for the module (one model load)."""
+response schema, the error statuses, the Responses API; every returned call checked with jsonschema against its
+tool. One server for the module (one model load)."""
 
 from __future__ import annotations
 
@@ -222,3 +222,44 @@ def test_the_readme_client_example_runs(server, capsys):
     code = code.replace("http://127.0.0.1:8000/v1", server + "/v1").replace("qwen2.5-coder-1.5b-instruct", MODEL)
     exec(compile(code, "README.md", "exec"), {})
     assert "name='get_weather'" in capsys.readouterr().out
+
+
+WEATHER = {"type": "function", "name": "get_weather", "description": "Current weather of a city",
+           "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}
+WEATHER_CHAT = {"type": "function", "function": {k: WEATHER[k] for k in ("name", "description", "parameters")}}
+
+
+def test_the_responses_api_answers_as_the_chat_route_does(client):
+    """``responses.create`` (plain, with tools, a function_call_output round trip, streamed): the same turns
+    as the chat route's for the same conversation, so the same answers and token counts."""
+    r = client.responses.create(model=MODEL, input="What is the weather in Paris?", tools=[WEATHER],
+                                tool_choice="required")
+    [call] = r.output
+    assert (call.type, call.name, json.loads(call.arguments), r.status) == ("function_call", "get_weather",
+                                                                           {"city": "Paris"}, "completed")
+    chat = client.chat.completions.create(model=MODEL, messages=user("What is the weather in Paris?"),
+                                          tools=[WEATHER_CHAT], tool_choice="required")
+    assert chat.choices[0].message.tool_calls[0].function.arguments == call.arguments
+    assert (r.usage.input_tokens, r.usage.output_tokens) == (chat.usage.prompt_tokens, chat.usage.completion_tokens)
+    system = "Answer weather questions; use the tool, then answer briefly."
+    items = [*user("What is the weather in Paris?"), call.model_dump(exclude_none=True),
+             {"type": "function_call_output", "call_id": call.call_id, "output": "18 C and sunny"}]
+    r = client.responses.create(model=MODEL, instructions=system, input=items, tools=[WEATHER], tool_choice="none",
+                                max_output_tokens=24)
+    messages = [{"role": "system", "content": system}, *user("What is the weather in Paris?"),
+                {"role": "assistant", "tool_calls": [{"id": call.call_id, "type": "function", "function": {
+                    "name": "get_weather", "arguments": call.arguments}}]},
+                {"role": "tool", "tool_call_id": call.call_id, "content": "18 C and sunny"}]
+    chat = client.chat.completions.create(model=MODEL, messages=messages, tools=[WEATHER_CHAT], tool_choice="none",
+                                          max_tokens=24)
+    assert r.output_text and r.output_text == chat.choices[0].message.content
+    assert r.usage.input_tokens == chat.usage.prompt_tokens > 0
+    assert r.status == ("incomplete" if chat.choices[0].finish_reason == "length" else "completed")
+    events = list(client.responses.create(model=MODEL, instructions=system, input=items, tools=[WEATHER],
+                                          tool_choice="none", max_output_tokens=24, stream=True))
+    assert "".join(e.delta for e in events if e.type == "response.output_text.delta") == r.output_text
+    assert events[-1].response.output_text == r.output_text and events[-1].response.status == r.status
+    r = client.responses.create(model=MODEL, input="Say hello in one word.", max_output_tokens=8)
+    chat = client.chat.completions.create(model=MODEL, messages=user("Say hello in one word."), max_tokens=8)
+    assert r.output_text == chat.choices[0].message.content and r.usage.output_tokens == 8
+    assert (r.status, r.incomplete_details.reason) == ("incomplete", "max_output_tokens")
