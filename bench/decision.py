@@ -22,15 +22,10 @@ from pathlib import Path
 import torch
 
 from callmaybe.runtime.decision import call_start_ids, decide
-from callmaybe.runtime.evaluation import evaluation_cases, id_number
+from callmaybe.runtime.evaluation import evaluation_cases, id_number, language
 from callmaybe.runtime.prompt import chat_ids
 
 THRESHOLDS = [-8, -6, -5, -4, -3, -2.5, -2, -1.5, -1, -0.5, 0, 0.5, 1, 2, 3]
-
-
-def english(text: str) -> bool:
-    """True when every letter of ``text`` is ASCII (for the table's language split only)."""
-    return all(ord(c) < 128 for c in text if c.isalpha())
 
 
 def measure(paths: list[Path], output: Path, model_name: str, call_format: str, ids: str | None,
@@ -75,7 +70,7 @@ def measure(paths: list[Path], output: Path, model_name: str, call_format: str, 
                 probs = torch.softmax(logits.float() + allowed, -1)
                 parts = {name: float(probs[ids].sum()) for name, ids in kinds.items()}
                 row = {"set": path.stem, "id": case["id"], "need_call": case["rules"] != "irrelevance",
-                       "english": english(case["prompt"] or ""), "functions": len(case["functions"]),
+                       "english": language(case) == "en", "lang": language(case), "functions": len(case["functions"]),
                        "p_call": d.p_call, "log_odds": d.log_odds, **parts, "top": tok.decode([top]),
                        "tokens": len(prompt), "seconds": round(time.perf_counter() - t0, 2)}
                 if verdict:

@@ -22,7 +22,7 @@ if TYPE_CHECKING:  # torch is imported where it is used: the CLI reads the thres
     import torch
 
 #: Call when log p(call) - log p(text) at the first token is at least this (nats); see the module docstring.
-CALL_LOG_ODDS_MIN = -2.0
+CALL_LOG_ODDS_MIN = 1.5
 #: What a call's first token may open, after leading whitespace.
 CALL_OPENINGS = (b"{", b"```")
 

@@ -24,7 +24,7 @@ from ..core.catalog import Function
 from .prompt import chat_ids, describe_function, plain_text_ids
 
 #: Keep a call when the model's verdict log-odds (yes against no, nats) is at least this.
-VERDICT_LOG_ODDS_MIN = 0.0
+VERDICT_LOG_ODDS_MIN = 0.5
 _YES = ("yes", "Yes", " yes", " Yes")
 _NO = ("no", "No", " no", " No")
 

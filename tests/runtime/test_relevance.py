@@ -64,7 +64,7 @@ def test_the_verdict_is_the_log_odds_of_yes_against_no(tokenizer):
     assert math.isclose(judged.log_odds, expected, rel_tol=1e-5) and judged.keep and judged.forward_passes == 1
     assert math.isclose(judged.p_yes, 1 / (1 + math.exp(-expected)), rel_tol=1e-5)
     assert judged.evidence == (f"the model says a call of get_weather, add does what the request asks (verdict "
-                               f"log-odds {expected:+.2f} >= +0.00)")
+                               f"log-odds {expected:+.2f} >= +0.50)")
     judged = R.relevance(lm(tokenizer, 3.0, 5.0), tokenizer, FNS, "Tell me a joke.")
     assert not judged.keep and judged.log_odds < 0
     judged = R.relevance(lm(tokenizer, 3.0, 5.0), tokenizer, FNS, "Tell me a joke.", threshold=-5.0)
