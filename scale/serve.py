@@ -45,7 +45,8 @@ class ServeOptions:
 
 
 class Replica:
-    """One Ray Serve replica (module docstring): loads the model, starts the engine and builds the app."""
+    """One Ray Serve replica (module docstring): loads the model, starts the engine and builds the app
+    (``api``: Ray Serve's wrapper owns the name ``app``)."""
 
     def __init__(self, config: RunConfig, compile: Compile, options: ServeOptions):
         from ..core.files import cache_dir
@@ -57,20 +58,21 @@ class Replica:
         shared = SharedCompile(compile, options.index_dir or cache_dir("indexes"))
         self.runtime = Runtime(config, shared)
         self.engine = Engine(self.runtime, max_batch=options.max_batch, max_queue=options.max_queue)
-        self.app = runtime_app(self.runtime, self.engine, options.model, options.api_key, options.index_cache_size,
+        self.api = runtime_app(self.runtime, self.engine, options.model, options.api_key, options.index_cache_size,
                                options.per_minute, info={"max_batch": options.max_batch,
-                                                         "max_queue": options.max_queue, "replica": os.getpid()})
+                                                         "max_queue": options.max_queue, "replica": os.getpid(),
+                                                         "index_compiles": shared.counts})
         self.engine.start()
 
     def __serve_build_asgi_app__(self):
         """The replica's FastAPI app (Ray Serve calls this once the replica is made)."""
-        return self.app
+        return self.api
 
     def __del__(self):
         engine = getattr(self, "engine", None)
         if engine is not None:
             engine.close()
-            self.app.state.indexes.close()
+            self.api.state.indexes.close()
 
 
 def deployment(config: RunConfig, compile: Compile, options: ServeOptions, replicas: int, cpus: int = 1):
@@ -131,13 +133,9 @@ def _joined() -> bool:
 
 
 def _cause(exc: BaseException) -> str:
-    """The line of a Ray Serve deployment error that says why: the last line naming a callmaybe error, else
-    the first line."""
+    """The first line of a Ray Serve deployment error (the replicas' own errors are in their log lines)."""
     lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
-    named = [line for line in lines if "Error: " in line and "callmaybe" in line.lower()]
-    ours = [line for line in lines if line.startswith(("callmaybe.", "ModelError", "VocabularyError"))]
-    pick = (ours or named or lines or [type(exc).__name__])[-1 if ours or named else 0]
-    return pick[:300]
+    return (lines[0] if lines else type(exc).__name__)[:300]
 
 
 def index_folder(path: str | None) -> str | None:

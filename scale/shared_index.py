@@ -30,12 +30,13 @@ from ..runtime.session import Compile
 
 class SharedCompile:
     """``compile`` (a :data:`~callmaybe.runtime.session.Compile`) behind the folder ``folder`` (module
-    docstring); picklable, so Ray can hand it to every replica. ``compiled``: how many catalogs this process
-    compiled itself; ``shared``: how many it read from the folder instead."""
+    docstring); picklable, so Ray can hand it to every replica. ``counts``: ``{"compiled": catalogs this
+    process compiled itself, "shared": catalogs it read from the folder instead}`` (``serve --ray`` shows them
+    in each replica's ``/health``)."""
 
     def __init__(self, compile: Compile, folder: str | os.PathLike):
         self.compile, self.folder = compile, Path(folder)
-        self.compiled = self.shared = 0
+        self.counts = {"compiled": 0, "shared": 0}
 
     def __call__(self, functions: list[Function], vocabulary: Vocabulary, options: dict[str, str],
                  quiet: bool) -> IndexData:
@@ -46,10 +47,10 @@ class SharedCompile:
         with _locked(path.with_name(path.name + ".lock")):
             found = _read(path, vfp, cfp, options)
             if found is not None:
-                self.shared += 1
+                self.counts["shared"] += 1
                 return found
             index = self.compile(functions, vocabulary, options, quiet)
-            self.compiled += 1
+            self.counts["compiled"] += 1
             try:
                 save_index(path, index)
             except OSError as exc:
