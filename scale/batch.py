@@ -115,7 +115,11 @@ def ray_case_answers(config: RunConfig, compile: Compile, plan: RayPlan,
         actor = ray.remote(Worker).options(**plan.actor_options(config))
         pool = ActorPool(lambda: actor.remote(plan.actor_config(config), compile), plan.size(), "answer_cases",
                          CHUNK_BATCHES * config.max_batch, on_profile=lambda delta: add_profile(profile, delta))
-        pool.start()
+        try:
+            pool.start()
+        except BaseException:
+            pool.close()
+            raise
         items = [{"functions": c["functions"], "prompt": c["prompt"], "rules": c["rules"]} for c in cases]
 
         def answers() -> Iterator[tuple[int, dict, Any]]:
