@@ -373,7 +373,8 @@ def serve_cmd(model, host, port, max_batch, max_queue, api_key, per_minute, inde
 
     try:
         try:
-            check_address(host, port)
+            if not ray_address:  # a cluster joined by its address listens on its own nodes
+                check_address(host, port)
         except OSError as exc:
             raise InputError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
         from .compiler.build import runtime_compiler
@@ -382,6 +383,8 @@ def serve_cmd(model, host, port, max_batch, max_queue, api_key, per_minute, inde
 
         config = RunConfig(model=model, threads=threads, call_format=call_format, dtype=dtype, device=device,
                            max_batch=max_batch, relevance_check=not no_relevance_check)
+        if ray_address is None and ray_index_dir is not None:
+            raise InputError("--ray-index-dir needs --ray")
         if ray_address is not None:
             from .scale.cluster import require_ray
             from .scale.serve import ServeOptions, index_folder, serve_on_ray

@@ -6,9 +6,9 @@ round trip), and answers a chunk through a streaming generator: every answer rea
 is made (``num_returns="streaming"``), and the driver hands it on once. When an actor dies (its process
 killed, its node lost, out of memory), the items of its chunks not yet answered go back to the front of the
 queue and a new actor takes its place; answers already handed on stay answered, and an answer that arrives
-twice is dropped, so nothing is lost and nothing is written twice. An item that was in flight on a dead actor
-is retried alone, so an item that kills its actor cannot take its neighbours down with it again; after
-:data:`MAX_ATTEMPTS` deaths it gets an error entry of its own (``failed``).
+twice is dropped, so nothing is lost and nothing is written twice. An item that was in flight on two actors
+that died is retried alone, so an item that kills whoever answers it cannot take its neighbours down with it
+a third time; after :data:`MAX_ATTEMPTS` deaths it gets an error entry of its own (``failed``).
 
 Why not Ray Data's ``map_batches``: it retries a failed block by restarting the same actor and running the
 whole block again, so the driver sees answers per block, not per answer (a journal could only record whole
@@ -28,6 +28,8 @@ from ..core.errors import CallmaybeError
 
 #: how many times an item may be in flight on an actor that dies before it gets an error entry
 MAX_ATTEMPTS = 3
+#: deaths after which an item is sent alone
+ALONE_AFTER = 2
 
 
 @dataclass
@@ -109,21 +111,24 @@ class ActorPool:
         flights: dict[Any, Flight] = {}
         given_up: list[tuple[int, str]] = []
 
-        def send_back(flight: Flight, reason: str) -> None:
+        def send_back(flight: Flight, reason: str, counted: bool = True) -> None:
+            """Put the flight's unanswered items back at the front of the queue; ``counted``: they were being
+            answered (not waiting in the actor's mailbox), so this counts as one of their attempts."""
             for position in sorted(flight.left, reverse=True):
-                attempts[position] += 1
+                attempts[position] += counted
                 if attempts[position] >= MAX_ATTEMPTS:
                     done[position] = True
                     given_up.append((position, reason))
                 else:
-                    queue.appendleft(position)  # retried first, and alone
+                    queue.appendleft(position)  # retried first
                     self.retried += 1
             flight.left.clear()
 
         def lose(slot: Slot, exc: BaseException) -> None:
             reason = f"the Ray actor answering it died {MAX_ATTEMPTS} times (last: {_one_line(exc)})"
-            for gen in [g for g, f in flights.items() if f.slot is slot]:
-                send_back(flights.pop(gen), reason)
+            held = [g for g, f in flights.items() if f.slot is slot]  # in the order sent: the first was running
+            for k in reversed(range(len(held))):
+                send_back(flights.pop(held[k]), reason, counted=k == 0)
             if slot.lost >= MAX_ATTEMPTS:
                 raise CallmaybeError(f"Ray actors keep dying ({self.replaced + 1} replaced): {_one_line(exc)}")
             ray.kill(slot.handle)  # gone already, or unreachable: never let it answer again
@@ -171,16 +176,16 @@ class ActorPool:
 
     def _fill(self, queue: deque[int], attempts: list[int], items: list[Any], flights: dict[Any, Flight]) -> None:
         """Send chunks from the front of ``queue`` to every actor holding fewer than ``in_flight``: an item
-        retried after a death alone, others up to ``chunk`` at a time, fewer near the end so that the last
-        items spread over the actors."""
+        that was on :data:`ALONE_AFTER` dead actors alone, others up to ``chunk`` at a time, fewer near the end
+        so that the last items spread over the actors."""
         for slot in self.slots:
             while queue and slot.busy < self.in_flight:
-                if attempts[queue[0]]:
+                if attempts[queue[0]] >= ALONE_AFTER:
                     positions = [queue.popleft()]
                 else:
                     share = math.ceil(len(queue) / (len(self.slots) * self.in_flight))
                     positions = []
-                    while queue and len(positions) < min(self.chunk, share) and not attempts[queue[0]]:
+                    while queue and len(positions) < min(self.chunk, share) and attempts[queue[0]] < ALONE_AFTER:
                         positions.append(queue.popleft())
                 method = getattr(slot.handle, self.method)
                 gen = method.options(num_returns="streaming").remote([(p, items[p]) for p in positions])

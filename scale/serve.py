@@ -98,7 +98,8 @@ def serve_on_ray(address: str | None, config: RunConfig, compile: Compile, optio
                  port: int, replicas: int, cpus: int = 1) -> None:
     """Start Ray Serve's proxy on ``host``:``port``, deploy the replicas, and serve until SIGINT or SIGTERM;
     then take the application down (and the local Ray, when this process started it). Raises RayMissing
-    without Ray, CallmaybeError when the cluster cannot be reached."""
+    without Ray, CallmaybeError (one line) when the cluster cannot be reached or Ray Serve does not start (a
+    port taken, replicas that cannot load)."""
     joined = _joined()
     ray = connect(address)
     from ray import serve
@@ -106,11 +107,11 @@ def serve_on_ray(address: str | None, config: RunConfig, compile: Compile, optio
     stop = threading.Event()
     previous = {s: signal.signal(s, lambda *_: stop.set()) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
-        serve.start(http_options={"host": host, "port": port})
         try:
+            serve.start(http_options={"host": host, "port": port})
             serve.run(deployment(config, compile, options, replicas, cpus), name=APP_NAME, route_prefix="/")
-        except Exception as exc:  # a replica that cannot load: Ray Serve's error, cut to one line
-            raise CallmaybeError(f"the Ray Serve replicas did not start: {_cause(exc)}") from None
+        except Exception as exc:  # a port taken, a replica that cannot load: Ray Serve's error, in one line
+            raise CallmaybeError(f"Ray Serve did not start: {_cause(exc)}") from None
         say(f"serving {options.model} on http://{host}:{port}/v1 with Ray Serve: {replicas} replicas (max batch "
             f"{options.max_batch}, max queue {options.max_queue} each)" + (", API key required" if options.api_key
                                                                             else ""))
@@ -119,7 +120,10 @@ def serve_on_ray(address: str | None, config: RunConfig, compile: Compile, optio
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)
-        serve.delete(APP_NAME)
+        try:
+            serve.delete(APP_NAME)
+        except Exception:  # Serve never started: nothing to take down
+            pass
         if not address and not joined:  # the local Ray this process started: Serve and Ray go with it
             serve.shutdown()
             ray.shutdown()

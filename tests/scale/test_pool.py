@@ -77,3 +77,17 @@ def test_an_actor_that_cannot_load_is_one_error(remote):
     with pytest.raises(ModelError, match="^cannot load model 'x': no such file$"):
         pool.start()
     pool.close()
+
+
+def test_a_chunk_waiting_behind_a_killing_request_is_not_charged_for_its_deaths(remote):
+    """One actor holds the killing request's chunk and, waiting in its mailbox, another's: three deaths give
+    the killing request its error entry, and the other request, never started on a dying actor, its answer."""
+    pool = ActorPool(lambda: remote(fakes.Echo, ("poison",)), 1, "answer", chunk=1)
+    pool.start()
+    try:
+        answers = {p: entry for p, entry, _ in pool.run(["poison", "x"], failed)}
+    finally:
+        pool.close()
+    assert answers[1]["value"] == "x"
+    assert answers[0]["error"].startswith(f"the Ray actor answering it died {MAX_ATTEMPTS} times (last: ")
+    assert pool.replaced == MAX_ATTEMPTS
