@@ -260,6 +260,39 @@ def run_options(f):
     return f
 
 
+def ray_options(f):
+    """``--ray [ADDRESS]`` and ``--ray-actors`` of ``run`` and ``eval`` (:mod:`callmaybe.scale.batch`)."""
+    f = click.option("--ray-actors", type=click.IntRange(min=1), default=None,
+                     help="With --ray: actors answering (each loads the model once and takes --threads CPUs, "
+                          "default 1; default: as many as the cluster's CPUs hold).")(f)
+    return click.option("--ray", "ray_address", is_flag=False, flag_value="", default=None, metavar="[ADDRESS]",
+                        help="Answer on a Ray cluster (pip install 'callmaybe[ray]'): ADDRESS (auto, HOST:PORT, "
+                             "ray://HOST:10001), else $RAY_ADDRESS or a local Ray; give it as --ray=ADDRESS or "
+                             "last.")(f)
+
+
+def ray_answering(ray_address: str | None, ray_actors: int | None, threads: int | None, config, kind: str):
+    """What ``--ray`` asks for: None without it; else (after checking that Ray is installed: RayMissing, one
+    line) the Ray answering of ``run`` (``kind`` "run") or ``eval`` ("eval"). Raises InputError for
+    ``--ray-actors`` without ``--ray``, or an ADDRESS that is a file (an input taken for the address)."""
+    if ray_address is None:
+        if ray_actors is not None:
+            raise InputError("--ray-actors needs --ray")
+        return None
+    if ray_address and Path(ray_address).exists():
+        raise InputError(f"--ray took {ray_address!r} as the cluster's address: give the input before --ray, or "
+                         "--ray=ADDRESS")
+    from .compiler.build import runtime_compiler
+    from .scale.batch import RayAnswering, RayPlan, ray_case_answers
+    from .scale.cluster import require_ray
+
+    require_ray()
+    plan = RayPlan(ray_address, ray_actors, threads or 1)
+    if kind == "run":
+        return RayAnswering(config, runtime_compiler, plan)
+    return ray_case_answers(config, runtime_compiler, plan)
+
+
 def show_trace(record: dict) -> None:
     """Print one request's trace on stderr as soon as it is answered (above the progress bar)."""
     from .runtime.runner import trace_lines
@@ -276,9 +309,10 @@ def show_trace(record: dict) -> None:
                    "two halves, to tune on one and report the other.")
 @click.option("--output", type=click.Path(path_type=Path), default=None,
               help="Write every case's call {id, prompt, name, parameters} (or error) here.")
+@ray_options
 def eval_cmd(data, model, max_tokens, threads, call_format, tool_choice, parallel_calls, relevance_check,
              value_check, call_threshold, keep_unstated, dtype, device, max_batch, profile, limit, ids,
-             output) -> None:
+             output, ray_address, ray_actors) -> None:
     """Score a data set with expected answers (a public-style folder or a BFCL cases.jsonl)."""
     from .compiler.build import runtime_compiler
     from .runtime.evaluation import evaluate
@@ -291,7 +325,8 @@ def eval_cmd(data, model, max_tokens, threads, call_format, tool_choice, paralle
                        relevance_check=relevance_check, evidence_check=value_check,
                        call_threshold=call_threshold)
     try:
-        t = evaluate(config, data, limit, output, runtime_compiler, ids)
+        answering = ray_answering(ray_address, ray_actors, threads, config, "eval")
+        t = evaluate(config, data, limit, output, runtime_compiler, ids, answering)
     except CallmaybeError as exc:
         fail(exc)
         return
@@ -343,8 +378,17 @@ def eval_cmd(data, model, max_tokens, threads, call_format, tool_choice, paralle
               show_default=True, help="Weights' dtype (as for run).")
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True,
               help="auto: a CUDA GPU when torch sees one, else the CPU.")
+@click.option("--ray", "ray_address", is_flag=False, flag_value="", default=None, metavar="[ADDRESS]",
+              help="Serve with Ray Serve (pip install 'callmaybe[ray]'): --ray-replicas replicas, each batching "
+                   "its own requests, behind this host and port; ADDRESS as for run --ray.")
+@click.option("--ray-replicas", type=click.IntRange(min=1), default=2, show_default=True,
+              help="With --ray: replicas (each loads the model once and takes --threads CPUs, default 1).")
+@click.option("--ray-index-dir", type=click.Path(path_type=Path), default=None,
+              help="With --ray: a folder every replica can read and write (the cluster's shared storage), where "
+                   "a new tool list is compiled once per cluster (default: each node's index cache).")
 def serve_cmd(model, host, port, max_batch, max_queue, api_key, per_minute, index_cache_size, threads,
-              call_format, relevance_check, value_check, call_threshold, dtype, device) -> None:
+              call_format, relevance_check, value_check, call_threshold, dtype, device, ray_address, ray_replicas,
+              ray_index_dir) -> None:
     """Serve an OpenAI-compatible chat completions API (POST /v1/chat/completions, GET /v1/models, GET /health)
     whose tool calls are valid by construction.
 
@@ -355,7 +399,8 @@ def serve_cmd(model, host, port, max_batch, max_queue, api_key, per_minute, inde
 
     try:
         try:
-            check_address(host, port)
+            if not ray_address:  # a cluster joined by its address listens on its own nodes
+                check_address(host, port)
         except OSError as exc:
             raise InputError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
         from .compiler.build import runtime_compiler
@@ -365,6 +410,17 @@ def serve_cmd(model, host, port, max_batch, max_queue, api_key, per_minute, inde
         config = RunConfig(model=model, threads=threads, call_format=call_format, dtype=dtype, device=device,
                            max_batch=max_batch, relevance_check=relevance_check, evidence_check=value_check,
                            call_threshold=call_threshold)
+        if ray_address is None and ray_index_dir is not None:
+            raise InputError("--ray-index-dir needs --ray")
+        if ray_address is not None:
+            from .scale.cluster import require_ray
+            from .scale.serve import ServeOptions, index_folder, serve_on_ray
+
+            require_ray()
+            options = ServeOptions(model, api_key, index_cache_size, per_minute, max_batch, max_queue,
+                                   index_folder(ray_index_dir))
+            serve_on_ray(ray_address, config, runtime_compiler, options, host, port, ray_replicas, threads or 1)
+            return
         runtime = Runtime(config, runtime_compiler)
         from .runtime.engine import Engine
 
@@ -403,9 +459,10 @@ def serve_cmd(model, host, port, max_batch, max_queue, api_key, per_minute, inde
               help="Continue an interrupted run from its journal (OUTPUT.journal.jsonl): requests it answered "
                    "(same position, same prompt) are not answered again. Refused for a journal of another model, "
                    "index or flags.")
+@ray_options
 def run_cmd(input_pos, functions, input_opt, output, model, max_tokens, threads, call_format, tool_choice,
             parallel_calls, relevance_check, value_check, call_threshold, keep_unstated, dtype, device, max_batch,
-            profile, index_path, trace, no_prefix_cache, interactive, resume) -> None:
+            profile, index_path, trace, no_prefix_cache, interactive, resume, ray_address, ray_actors) -> None:
     """Answer a file of requests with one schema-valid call each.
 
     Each answer is appended to a journal beside the output as it is produced; the output is written
@@ -427,12 +484,15 @@ def run_cmd(input_pos, functions, input_opt, output, model, max_tokens, threads,
                                evidence_check=value_check, call_threshold=call_threshold)
             on_answer = show_trace if trace else None
             if interactive:
+                if ray_address is not None:
+                    raise InputError("--ray answers a requests file; --interactive answers here")
                 interactive_session(config, functions, runtime_compiler, on_answer=on_answer)
                 return
             if input_pos is not None and input_opt is not None and input_pos != input_opt:
                 raise InputError("give the input file once: as INPUT or as --input")
+            answering = ray_answering(ray_address, ray_actors, threads, config, "run")
             outcome = run_file(config, functions, input_pos or input_opt or DEFAULT_INPUT, output,
-                               runtime_compiler, on_answer, resume)
+                               runtime_compiler, on_answer, resume, answering)
     except CallmaybeError as exc:
         fail(exc)
         return

@@ -80,17 +80,7 @@ def run_turns(engine: Engine, functions: list[Function], index: TokenIndex, requ
             results[position] = entry
             if on_result is not None:
                 on_result(position, entry)
-            record = stats.add(entry, None)
-            if result is not None:
-                stats.tokens += result.completion_tokens
-                stats.forced += result.forced_tokens
-                stats.chosen += result.completion_tokens - result.forced_tokens
-                stats.forward_passes += result.forward_passes
-                stats.seconds += result.seconds
-                record.update(tokens=result.completion_tokens, seconds=result.seconds,
-                              grounding={k: v for g in result.grounding for k, v in g.items()})
-                if result.decision:
-                    record["decision"] = result.decision
+            record = stats.add_turn(entry, result)
             bar.update(1)
             if on_answer is not None:
                 on_answer(record)

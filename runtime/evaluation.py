@@ -6,6 +6,7 @@ import json
 import re
 import time
 from pathlib import Path
+from typing import Any, Callable, Iterator
 
 from ..core.catalog import catalog_fingerprint, load_catalog, parse_catalog
 from ..core.errors import InputError
@@ -13,6 +14,7 @@ from ..core.jsonio import check_output_path, read_json, read_requests, read_text
 from ..core.messages import progress
 from .runner import Answerer, answer_all
 from .scoring import bfcl_calls_match, bfcl_match, bfcl_parallel_match, public_match
+from .profile import Profile
 from .session import Compile, RunConfig, Runtime
 from .turn import TurnResult
 
@@ -182,26 +184,14 @@ def compare_entries(case: dict, without: dict, scores: dict[str, bool], totals: 
     return before
 
 
-def evaluate(config: RunConfig, data: Path, limit: int | None, output: Path | None, compile: Compile,
-             ids: str | None = None) -> dict:
-    """Run a data set with expected answers and return the summary: counts of ``cases``, ``parsed``,
-    ``schema_valid``, ``right_function``, ``right_arguments`` (and ``one_right_call`` when there are BFCL
-    parallel cases: :func:`score`), and totals of ``seconds``, ``forward_passes`` and ``tokens``. ``output``
-    gets every case's call ``{"id", "prompt", "name", "parameters"}`` or error, with its scores
-    (:func:`score`) and, when grounding ran, what it did to each argument and why (``"grounding"``) and the
-    same generation without it (``"without_grounding"``, :func:`compare_grounding`; totals of the same
-    names).
-    ``ids`` keeps the even or odd cases (:func:`select_ids`).
-
-    The public set's catalog uses a shipped or cached index; each BFCL case's catalog is compiled in memory
-    (never cached on disk). ``totals["profile"]`` is the :class:`~.profile.Profile` of the answers and
-    ``totals["answer_seconds"]`` their wall time. Raises InputError for a data set it cannot read.
-    """
-    cases = evaluation_cases(data, limit, ids)
-    if output is not None:
-        check_output_path(output)
-    runtime = Runtime(config, compile)
-    t_start = time.perf_counter()
+def case_answers(runtime: Runtime, config: RunConfig, cases: list[dict], engine=None,
+                 ) -> Iterator[tuple[int, dict, Any]]:
+    """Answer evaluation cases (:func:`evaluation_cases`' entries; only ``functions``, ``prompt``,
+    ``messages`` and ``rules`` are read) with ``runtime``: yields (position in ``cases``, result entry, Generation, TurnResult
+    or None) as each is answered. Each catalog's answerer is made once (at most 9 kept); the public set's
+    index is found or cached on disk, a BFCL case's compiled in memory. Under ``config.turns`` the cases are
+    turns decoded by ``engine`` (an :class:`~.engine.Engine` of ``runtime``; None: one made for them), a
+    declined one cut to :data:`DECLINE_TOKENS`; so are cases with ``messages``."""
     answerers: dict[str, Answerer] = {}
 
     def answerer_for(case: dict) -> Answerer:
@@ -217,11 +207,42 @@ def evaluate(config: RunConfig, data: Path, limit: int | None, output: Path | No
         from .choices import answer_turns
         from .engine import Engine
 
-        answers = answer_turns(Engine(runtime, config.max_batch, max_queue=max(1, len(cases))),
-                               ((c["functions"], answerer_for(c).index, _request(c)) for c in cases),
-                               config, text_tokens=DECLINE_TOKENS)
+        engine = engine if engine is not None else Engine(runtime, config.max_batch, max_queue=max(1, len(cases)))
+        return answer_turns(engine, ((c["functions"], answerer_for(c).index, _request(c)) for c in cases),
+                            config, text_tokens=DECLINE_TOKENS)
+    return answer_all(((answerer_for(case), {"prompt": case["prompt"]}) for case in cases), config.max_batch)
+
+
+#: Answers evaluation cases somewhere (a Ray cluster: :func:`callmaybe.scale.batch.ray_case_answers`): given the
+#: cases, returns the iterator of :func:`case_answers` and the Profile its answers' time is added to.
+CaseAnswering = Callable[[list[dict]], tuple[Iterator[tuple[int, dict, Any]], Profile]]
+
+
+def evaluate(config: RunConfig, data: Path, limit: int | None, output: Path | None, compile: Compile,
+             ids: str | None = None, answering: CaseAnswering | None = None) -> dict:
+    """Run a data set with expected answers and return the summary: counts of ``cases``, ``parsed``,
+    ``schema_valid``, ``right_function``, ``right_arguments`` (and ``one_right_call`` when there are BFCL
+    parallel cases: :func:`score`), and totals of ``seconds``, ``forward_passes`` and ``tokens``. ``output``
+    gets every case's call ``{"id", "prompt", "name", "parameters"}`` or error, with its scores
+    (:func:`score`) and, when grounding ran, what it did to each argument and why (``"grounding"``) and the
+    same generation without it (``"without_grounding"``, :func:`compare_grounding`; totals of the same
+    names).
+    ``ids`` keeps the even or odd cases (:func:`select_ids`). ``answering``: where the cases are answered
+    (default: this process, :func:`case_answers`).
+
+    The public set's catalog uses a shipped or cached index; each BFCL case's catalog is compiled in memory
+    (never cached on disk). ``totals["profile"]`` is the :class:`~.profile.Profile` of the answers and
+    ``totals["answer_seconds"]`` their wall time. Raises InputError for a data set it cannot read.
+    """
+    cases = evaluation_cases(data, limit, ids)
+    if output is not None:
+        check_output_path(output)
+    if answering is None:
+        runtime = Runtime(config, compile)
+        answers, profile = case_answers(runtime, config, cases), runtime.profile
     else:
-        answers = answer_all(((answerer_for(case), {"prompt": case["prompt"]}) for case in cases), config.max_batch)
+        answers, profile = answering(cases)
+    t_start = time.perf_counter()
     rows: list[dict | None] = [None] * len(cases)
     totals = {"cases": 0, "parsed": 0, "schema_valid": 0, "right_function": 0, "right_arguments": 0,
               "seconds": 0.0, "forward_passes": 0, "tokens": 0}
@@ -266,5 +287,5 @@ def evaluate(config: RunConfig, data: Path, limit: int | None, output: Path | No
     if output is not None:
         write_json(output, rows)
     totals["answer_seconds"] = time.perf_counter() - t_start
-    totals["profile"] = runtime.profile
+    totals["profile"] = profile
     return totals

@@ -53,6 +53,23 @@ class RunStats:
                           restated=gen.restated, grounding=gen.grounding)
         return record
 
+    def add_turn(self, entry: dict, result: Any) -> dict:
+        """Count one request answered as a turn (:mod:`.choices`; ``result`` a :class:`~.turn.TurnResult`
+        or None for an error entry); returns its record as :meth:`add` does, with ``tokens``, ``seconds`` and
+        the grounding of every call and the call-or-answer decision when the turn ran."""
+        record = self.add(entry, None)
+        if result is not None:
+            self.tokens += result.completion_tokens
+            self.forced += result.forced_tokens
+            self.chosen += result.completion_tokens - result.forced_tokens
+            self.forward_passes += result.forward_passes
+            self.seconds += result.seconds
+            record.update(tokens=result.completion_tokens, seconds=result.seconds,
+                          grounding={k: v for g in result.grounding for k, v in g.items()})
+            if result.decision:
+                record["decision"] = result.decision
+        return record
+
 
 def request_error(request: Any) -> dict[str, Any] | None:
     """The error entry of a request that cannot be answered (not ``{"prompt": <non-empty text>}``), else None."""

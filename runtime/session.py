@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator, Protocol
 
 from ..core import indexes
 from ..core.callformat import call_format_of, compile_options
@@ -28,7 +28,7 @@ from ..core.vocabulary import Vocabulary, load_vocabulary, vocabulary_from_token
 from .decoder import PrefixCache
 from .masks import TokenIndex
 from .profile import Profile
-from .runner import Answerer, RunStats, run_requests
+from .runner import Answerer, RunStats, answer_all
 
 #: Builds an index in memory: (functions, vocabulary, compile options, quiet) -> IndexData; unless ``quiet`` it
 #: reports what it compiled on stderr. Raises SchemaError / CatalogError for a catalog it cannot compile.
@@ -167,6 +167,87 @@ class Runtime:
                         c.keep_unstated, self.profile, self.prefix if enabled else None)
 
 
+def request_answers(answerer: Answerer, requests: list[Any], config: RunConfig, engine=None,
+                    ) -> Iterator[tuple[int, dict[str, Any], Any]]:
+    """Answer ``requests`` (entries ``{"prompt": ...}``) of ``answerer``'s catalog under ``config``: yields
+    (position in ``requests``, result entry, its Generation, TurnResult or None) as each is answered, so not in
+    order when ``config.max_batch`` is above 1. Under ``config.turns`` each request is a turn decoded by
+    ``engine`` (an :class:`~.engine.Engine` of the answerer's runtime: ValueError when it is None)."""
+    if config.turns:
+        from .choices import answer_turns
+
+        if engine is None:
+            raise ValueError("answering turns needs the runtime's engine")
+        return answer_turns(engine, ((answerer.functions, answerer.index, r) for r in requests), config)
+    return answer_all(((answerer, r) for r in requests), config.max_batch, config.trace)
+
+
+def collect(answers: Iterator[tuple[int, dict[str, Any], Any]], total: int,
+            on_result: Callable[[int, dict], None], on_answer: Callable[[dict], None] | None = None,
+            stats: RunStats | None = None) -> RunStats:
+    """Take ``total`` answers (:func:`request_answers`' triples) as they come, with a progress bar: each goes
+    to ``on_result`` (position, entry: to journal it) and its record (:meth:`~.runner.RunStats.add`) to
+    ``on_answer``. Returns the totals (``stats``, when given, counted on)."""
+    from ..core.messages import progress
+    from .turn import TurnResult
+
+    stats = stats if stats is not None else RunStats()
+    with progress(total=total, desc="requests", unit="req") as bar:
+        for position, entry, result in answers:
+            on_result(position, entry)
+            record = stats.add_turn(entry, result) if isinstance(result, TurnResult) else stats.add(entry, result)
+            bar.update(1)
+            if on_answer is not None:
+                on_answer(record)
+    return stats
+
+
+class Answering(Protocol):
+    """Where :func:`run_file` answers its requests: in this process (:class:`LocalAnswering`) or on a Ray
+    cluster (:class:`callmaybe.scale.batch.RayAnswering`). ``profile``: where the answering time went."""
+
+    profile: Profile
+
+    def prepare(self, functions: list[Function]) -> None:
+        """Load what answering ``functions``' requests needs (the model, the index). Raises CallmaybeError."""
+
+    def answer(self, requests: list[Any], on_result: Callable[[int, dict], None],
+               on_answer: Callable[[dict], None] | None) -> RunStats:
+        """Answer every request once (:func:`collect`'s contract: ``on_result`` gets each position in
+        ``requests`` and its entry as it is answered); returns the totals."""
+
+    def close(self) -> None:
+        """Free what :meth:`prepare` took (called whatever happened)."""
+
+
+class LocalAnswering:
+    """:class:`Answering` in this process: one :class:`Runtime`, its answerer of the catalog, and under
+    ``config.turns`` its :class:`~.engine.Engine`."""
+
+    def __init__(self, config: RunConfig, compile: Compile):
+        self.config, self.compile = config, compile
+        self.profile = Profile()
+        self.runtime: Runtime | None = None
+
+    def prepare(self, functions: list[Function]) -> None:
+        self.runtime = Runtime(self.config, self.compile)
+        self.profile = self.runtime.profile
+        self.answerer = self.runtime.answerer(functions)
+
+    def answer(self, requests: list[Any], on_result: Callable[[int, dict], None],
+               on_answer: Callable[[dict], None] | None) -> RunStats:
+        engine = None
+        if self.config.turns:
+            from .engine import Engine
+
+            engine = Engine(self.runtime, self.config.max_batch, max_queue=max(1, len(requests)))
+        return collect(request_answers(self.answerer, requests, self.config, engine), len(requests), on_result,
+                       on_answer)
+
+    def close(self) -> None:
+        self.runtime = None
+
+
 @dataclass
 class RunOutcome:
     """What :func:`run_file` did: the result entries (those taken from a resumed journal included), the totals
@@ -206,7 +287,8 @@ def run_identity(config: RunConfig, functions: list[Function]) -> dict[str, Any]
 
 
 def run_file(config: RunConfig, functions_path: Path, input_path: Path, output_path: Path, compile: Compile,
-             on_answer: Callable[[dict], None] | None = None, resume: bool = False) -> RunOutcome:
+             on_answer: Callable[[dict], None] | None = None, resume: bool = False,
+             answering: Answering | None = None) -> RunOutcome:
     """Answer the requests in ``input_path`` against the catalog ``functions_path`` and write ``output_path``
     atomically.
 
@@ -217,7 +299,8 @@ def run_file(config: RunConfig, functions_path: Path, input_path: Path, output_p
     the catalog, an unreadable ``--index``, a journal there without ``resume`` (or of another run). SIGINT or
     SIGTERM (:class:`~callmaybe.core.errors.Interrupted`; KeyboardInterrupt is turned into one) keeps the
     journal and raises Interrupted saying how to continue; a failed final write raises OutputError naming the
-    journal that keeps the answers.
+    journal that keeps the answers. ``answering``: where the requests are answered (default: this process,
+    :class:`LocalAnswering`); the journal, the output and ``resume`` are the same wherever they are.
     """
     import signal
 
@@ -235,8 +318,8 @@ def run_file(config: RunConfig, functions_path: Path, input_path: Path, output_p
         prompts = [r.get("prompt") if isinstance(r, dict) else None for r in requests]
         results: list[dict | None] = [_still_good(journal.done(i, p), by_name) for i, p in enumerate(prompts)]
         todo = [i for i, entry in enumerate(results) if entry is None]
-        runtime = Runtime(config, compile)
-        answerer = runtime.answerer(functions)
+        answering = answering if answering is not None else LocalAnswering(config, compile)
+        answering.prepare(functions)
         t1 = time.perf_counter()
 
         def journaled(position: int, entry: dict) -> None:
@@ -244,16 +327,7 @@ def run_file(config: RunConfig, functions_path: Path, input_path: Path, output_p
             results[i] = entry
             journal.add(i, prompts[i], entry)
 
-        if config.turns:
-            from .choices import run_turns
-            from .engine import Engine
-
-            engine = Engine(runtime, config.max_batch, max_queue=max(1, len(todo)))
-            _, stats = run_turns(engine, functions, answerer.index, [requests[i] for i in todo], config,
-                                 on_result=journaled, on_answer=on_answer)
-        else:
-            _, stats = run_requests(answerer, [requests[i] for i in todo], config.trace, on_answer=on_answer,
-                                    max_batch=config.max_batch, on_result=journaled)
+        stats = answering.answer([requests[i] for i in todo], journaled, on_answer)
         try:
             write_json(output_path, results)  # the journal stays open, and locked, until the output is written
         except InputError as exc:
@@ -274,9 +348,12 @@ def run_file(config: RunConfig, functions_path: Path, input_path: Path, output_p
     except BaseException:
         journal.close()
         raise
+    finally:
+        if answering is not None:
+            answering.close()
     journal.remove()
     t2 = time.perf_counter()
-    return RunOutcome(results, stats, t2 - t0, t2 - t1, runtime.profile, len(requests) - len(todo))
+    return RunOutcome(results, stats, t2 - t0, t2 - t1, answering.profile, len(requests) - len(todo))
 
 
 def _still_good(entry: Any, by_name: dict[str, Function]) -> dict | None:
