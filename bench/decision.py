@@ -21,7 +21,7 @@ from pathlib import Path
 
 import torch
 
-from callmaybe.runtime.decision import call_start_ids, decide
+from callmaybe.runtime.decision import CALL_LOG_ODDS_MIN, call_start_ids, decide
 from callmaybe.runtime.evaluation import evaluation_cases, id_number, language
 from callmaybe.runtime.prompt import chat_ids
 
@@ -127,16 +127,31 @@ def fit(output: Path, max_declined_calls: float = 3.0) -> tuple[float, float | N
 
     best = max(((f, v) for f in firsts for v in verdicts if rates(even, f, v)[0] <= max_declined_calls),
                key=lambda fv: (rates(even, *fv)[1], -rates(even, *fv)[0], fv[0]), default=(firsts[0], None))
-    print(f"thresholds: first-token log-odds >= {best[0]}, verdict log-odds >= {best[1]}")
-    halves = {"even (tuned)": even, "odd": [r for r in rows if r not in even], "all": rows}
+    print(f"fitted on the even cases: first-token log-odds >= {best[0]}, verdict log-odds >= {best[1]}")
+    report(rows, *best)
+    return best
+
+
+def report(rows: list[dict], first: float, verdict: float | None) -> None:
+    """Print the declines of the rule with these thresholds: per half, language and data set."""
+    def rates(group):
+        calls = [r for r in group if r["need_call"]]
+        none = [r for r in group if not r["need_call"]]
+        pct = lambda g: 100.0 * sum(declined(r, first, verdict) for r in g) / len(g) if g else 0.0  # noqa: E731
+        return pct(calls), pct(none), len(calls), len(none)
+
+    even = [r for r in rows if id_number(r["id"], 0) % 2 == 0]
+    print(f"thresholds: first-token log-odds >= {first}, verdict log-odds >= {verdict}")
+    halves = {"even": even, "odd": [r for r in rows if r not in even], "all": rows}
     for lang in (True, False):
         halves["English" if lang else "other languages"] = [r for r in rows if r["english"] == lang]
     for s in sorted({r["set"] for r in rows}):
         halves[s] = [r for r in rows if r["set"] == s]
+    for lang in sorted({r.get("lang", "") for r in rows} - {""}):
+        halves[f"lang {lang}"] = [r for r in rows if r.get("lang") == lang]
     for name, group in halves.items():
-        c, n, nc, nn = rates(group, *best)
+        c, n, nc, nn = rates(group)
         print(f"  {name:18} declined: {c:5.1f}% of {nc} needing a call, {n:5.1f}% of {nn} needing none")
-    return best
 
 
 def main() -> None:
@@ -148,13 +163,20 @@ def main() -> None:
     ap.add_argument("--ids", choices=["even", "odd"])
     ap.add_argument("--limit", type=int)
     ap.add_argument("--threads", type=int, default=1, help="torch CPU threads (1: best on a shared machine)")
+    ap.add_argument("--fit", action="store_true", help="with --table: fit the thresholds on the even cases")
     ap.add_argument("--no-verdict", action="store_true", help="skip the relevance verdict's pass")
     ap.add_argument("--system", help="a system message for cases that have none")
     ap.add_argument("--table", type=Path, help="print the table of an earlier --output and stop")
     args = ap.parse_args()
     if args.table:
         table(args.table)
-        fit(args.table)
+        if args.fit:
+            fit(args.table)
+        else:
+            from callmaybe.runtime.relevance import VERDICT_LOG_ODDS_MIN
+
+            rows = [json.loads(line) for line in args.table.read_text().splitlines() if line.strip()]
+            report(rows, CALL_LOG_ODDS_MIN, VERDICT_LOG_ODDS_MIN)
         return
     measure(args.data, args.output, args.model, args.call_format, args.ids, args.limit, args.system, args.threads, not args.no_verdict)
     table(args.output)

@@ -9,8 +9,11 @@ answer token, ``log p(yes) - log p(no)`` (nats; each summed over ``yes``/``Yes``
 forms of ``no``): the catalog is the whole list the turn offers, never "the only tool available", and the
 request is read by the model in whatever language it is written; no word of it is matched by this code.
 
-:data:`VERDICT_LOG_ODDS_MIN` was set on BFCL live's development part (``bench/decision.py``; figures in the
-README's accuracy table).
+:data:`VERDICT_LOG_ODDS_MIN` (0.5) was set on BFCL live's development part (``bench/decision.py``; figures in
+the README's "Call or answer"): with the first-token rule it declines 0 of 50 calls and 18 of 25 irrelevant
+requests on the even-numbered cases, 2 of 27 and 10 of 20 on the odd ones, and 0 of 12 calls and 10 of 12
+requests no function fits on the six everyday functions of ``bench/catalogs/everyday_cases.jsonl`` (eight
+languages).
 """
 
 from __future__ import annotations

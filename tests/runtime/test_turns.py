@@ -575,7 +575,7 @@ def test_a_call_the_models_verdict_doubts_is_a_text_answer(index):
     result, events = turn(index, None, model=prefers_call(script, "Hi."), judge=judge(doubt))
     assert asked == [(["add", "greet"], ASKED)]  # the whole catalog, before any call token
     assert (result.calls, result.finish_reason, result.content) == ([], "stop", "Hi.")
-    assert result.decision == ("answered in text: p(call) 1.000, log-odds +50.00 >= +1.50, but the model doubts a "
+    assert result.decision == ("answered in text: p(call) 1.000, log-odds +50.00 >= -1.00, but the model doubts a "
                                "call of add, greet does what the request asks (verdict log-odds -0.85 < +0.00)")
     sure = Relevance(0.9, 2.2, True, "the model says a call of add, greet does what the request asks", 1)
     result, _ = turn(index, script, judge=judge(sure))
