@@ -41,7 +41,18 @@ def check_address(host: str, port: int) -> None:
 
 
 def serve(app, host: str = "127.0.0.1", port: int = 8000, log_level: str = "info") -> None:
-    """Serve ``app`` with uvicorn until SIGINT or SIGTERM (blocks)."""
+    """Serve ``app`` with uvicorn until SIGINT or SIGTERM (blocks). The server's own log (``callmaybe.server``:
+    each turn's call-or-answer decision at INFO, failures at WARNING and ERROR) goes to stderr beside
+    uvicorn's."""
+    import logging
+
     import uvicorn
+
+    own = logging.getLogger("callmaybe.server")
+    if not own.handlers:
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("%(levelname)s:     %(message)s"))
+        own.addHandler(handler)
+        own.setLevel(logging.INFO if log_level in ("info", "debug", "trace") else logging.WARNING)
 
     uvicorn.run(app, host=host, port=port, log_level=log_level, timeout_graceful_shutdown=5)
