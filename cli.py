@@ -318,8 +318,9 @@ def eval_cmd(data, model, max_tokens, threads, call_format, tool_choice, paralle
               show_default=True, help="Weights' dtype (as for run).")
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True,
               help="auto: a CUDA GPU when torch sees one, else the CPU.")
+@compile_limits_option()
 def serve_cmd(model, host, port, max_batch, max_queue, api_key, per_minute, index_cache_size, threads,
-              call_format, no_relevance_check, dtype, device) -> None:
+              call_format, no_relevance_check, dtype, device, compile_limits) -> None:
     """Serve an OpenAI-compatible chat completions API (POST /v1/chat/completions, GET /v1/models, GET /health)
     whose tool calls are valid by construction.
 
@@ -333,13 +334,19 @@ def serve_cmd(model, host, port, max_batch, max_queue, api_key, per_minute, inde
             check_address(host, port)
         except OSError as exc:
             raise InputError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
-        from .compiler.build import runtime_compiler
+        from functools import partial
+
+        from .compiler.build import prepare_vocabulary, runtime_compiler
         from .runtime.session import RunConfig, Runtime
+        from .server.compiling import ProcessCompiler
         from .server.serve import runtime_app, serve
 
         config = RunConfig(model=model, threads=threads, call_format=call_format, dtype=dtype, device=device,
                            max_batch=max_batch, relevance_check=not no_relevance_check)
         runtime = Runtime(config, runtime_compiler)
+        # new tool lists compile in a worker process of their own, off the decoding path (issue 31)
+        runtime.compile = ProcessCompiler(partial(runtime_compiler, limits=compile_limits), runtime.vocabulary,
+                                          prepare_vocabulary)
         from .runtime.engine import Engine
 
         engine = Engine(runtime, max_batch=max_batch, max_queue=max_queue)
@@ -356,6 +363,7 @@ def serve_cmd(model, host, port, max_batch, max_queue, api_key, per_minute, inde
     finally:
         engine.close()
         app.state.indexes.close()
+        runtime.compile.close()
 
 
 @main.command("run")

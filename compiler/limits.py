@@ -75,6 +75,9 @@ class CompileLimitError(SchemaError):
         super().__init__(message)
         self.limit = limit
 
+    def __reduce__(self):  # pickled whole (a compile in another process raises it to the server)
+        return type(self), (str(self), self.limit)
+
 
 @dataclass(frozen=True)
 class CompileLimits:
