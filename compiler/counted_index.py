@@ -263,7 +263,7 @@ class _Member:
         mine = g.serves(i)
         met = bit_column(g.met, i)
         pair = sh.cls * 2 + met
-        pairs = np.unique(pair[mine])
+        pairs = np.flatnonzero(np.bincount(pair[mine], minlength=2 * len(sh.end)))
         c, same = pairs // 2, (pairs % 2).astype(bool)
         target = np.where(same, sh.end[c], g.group.phi[i][sh.end[c]].astype(np.int64))
         need, ok = fx.needs(sh.add[c], sh.reset[c], sh.after[c], sh.possible[c], fx.rem[target])

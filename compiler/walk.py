@@ -60,6 +60,7 @@ class GroupWalk:
                  own: list[tuple[np.ndarray, np.ndarray]]):
         self.group, self.tok, self.end, self.bits, self.met, self.own = group, tok, end, bits, met, own
         self._columns: dict[int, np.ndarray] = {}
+        self.capped = np.zeros(len(group.members), dtype=bool)  # own walks stopped (see _walk_group)
 
     @property
     def members(self) -> np.ndarray:
@@ -91,7 +92,7 @@ class GroupWalk:
         """bool (k,): the members (never the rep) whose own walk holds more than :data:`HEAVY_SHARE` of the
         shared walk's entries and at least :data:`HEAVY_MIN`."""
         own = np.array([len(t) for t, _ in self.own], dtype=np.int64)
-        out = (own > HEAVY_SHARE * len(self.tok)) & (own >= HEAVY_MIN)
+        out = ((own > HEAVY_SHARE * len(self.tok)) & (own >= HEAVY_MIN)) | self.capped
         out[self.members == self.group.rep] = False
         return out
 
@@ -249,14 +250,18 @@ class _Entries:
 def _descend(
     flat_t: np.ndarray, trie: TokenTrie, frontier: tuple[np.ndarray, np.ndarray, np.ndarray],
     seeds: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] | None = None, entries: _Entries | None = None,
+    cap: int | None = None, capped: set[int] | None = None,
 ) -> tuple[list[np.ndarray], list[np.ndarray], list[np.ndarray]]:
     """The level-wise walk. ``frontier``: int64 arrays (start state, node, current state) of live depth-1
     nodes. ``seeds``: per depth index d, more (start, node, current) triples whose node (at depth d + 1)
-    was already reported: they only descend. ``entries`` (if given) counts the triples found. Returns lists
-    of (start, token, next state) int32 pieces."""
+    was already reported: they only descend. ``entries`` (if given) counts the triples found. With ``cap``,
+    a start state that has found more than ``cap`` triples stops walking and is added to ``capped`` (its
+    pieces are then incomplete). Returns lists of (start, token, next state) int32 pieces."""
     start, node, cur = frontier
     seeds = seeds or {}
     out_s, out_t, out_n = [], [], []
+    found: dict[int, int] = {}
+    stopped: list[int] = []
     for d in range(len(trie.byte)):
         if len(node):
             owner, tokens = _ends(trie, d, node)
@@ -266,9 +271,19 @@ def _descend(
                 out_s.append(start[owner].astype(np.int32))
                 out_t.append(tokens)
                 out_n.append(cur[owner].astype(np.int32))
+                if cap is not None and capped is not None:
+                    starts, counts = np.unique(start[owner], return_counts=True)
+                    for st, c in zip(starts.tolist(), counts.tolist()):
+                        found[st] = found.get(st, 0) + c
+                        if found[st] > cap and st not in capped:
+                            capped.add(st)
+                            stopped.append(st)
         if d in seeds:
             s2, n2, c2 = seeds[d]
             start, node, cur = np.concatenate([start, s2]), np.concatenate([node, n2]), np.concatenate([cur, c2])
+        if stopped:
+            go = ~np.isin(start, stopped)
+            start, node, cur = start[go], node[go], cur[go]
         if d + 1 >= len(trie.byte) or (len(node) == 0 and not any(k > d for k in seeds)):
             break
         owner, node, cur = _children(flat_t, trie, d, node, cur)
@@ -459,12 +474,14 @@ def _group(ctrans: np.ndarray, members: list[int], ceff: np.ndarray | None = Non
         candidates[left].tolist()
 
 
-def _walk_group(flat_t: np.ndarray, trie: TokenTrie, g: StateGroup) -> GroupWalk:
+def _walk_group(flat_t: np.ndarray, trie: TokenTrie, g: StateGroup, heavy: bool = False) -> GroupWalk:
     """Walk the trie once from ``g.rep``, carrying per prefix the members it still serves (a bit each: those
     for which every state it passed is core) and those that met the rep in one state on the way (they keep
     corresponding, whatever lies further on, which :data:`GROUP_MAX_PAIRS` leaves unchecked: past a counted
     string's closing quote its positions go on alike); a member is walked on its own only below the
-    prefixes where it stops corresponding (a non-core state for it)."""
+    prefixes where it stops corresponding (a non-core state for it). With ``heavy``, a member stops its own
+    walk once it holds more than it may (see :meth:`GroupWalk.heavy`): it is to be grouped again apart, and
+    its pieces are incomplete."""
     core, same = g.core_bits, g.same_bits
     k = len(g.members)
     _, node, cur = _first_level(flat_t, trie, np.asarray([g.rep]))
@@ -505,11 +522,16 @@ def _walk_group(flat_t: np.ndarray, trie: TokenTrie, g: StateGroup) -> GroupWalk
         owner, member = np.nonzero(np.unpackbits(drop.view(np.uint8), axis=1, bitorder="little")[:, :k])
         # a seed's state is reached from a state core for its member, so it is paired (mapped >= 0)
         seeds[d] = (g.members[member], nodes[owner], g.phi[member, qs[owner]].astype(np.int64))
-    es, et, en = _sorted_triples(*_descend(flat_t, trie, (np.zeros(0, np.int64),) * 3, seeds))
+    cap = max(int(HEAVY_SHARE * len(tok)), HEAVY_MIN - 1) if heavy else None
+    capped: set[int] = set()
+    es, et, en = _sorted_triples(*_descend(flat_t, trie, (np.zeros(0, np.int64),) * 3, seeds, cap=cap,
+                                           capped=capped))
     members = g.members.astype(np.int32)
     lo = np.searchsorted(es, members, side="left").tolist()
     hi = np.searchsorted(es, members, side="right").tolist()
-    return GroupWalk(g, tok, end, bits, met, [(et[a:b], en[a:b]) for a, b in zip(lo, hi)])
+    walked = GroupWalk(g, tok, end, bits, met, [(et[a:b], en[a:b]) for a, b in zip(lo, hi)])
+    walked.capped = np.isin(g.members, list(capped))
+    return walked
 
 
 def walk(transitions: np.ndarray, trie: TokenTrie, states: np.ndarray | None = None,
@@ -541,9 +563,10 @@ def walk(transitions: np.ndarray, trie: TokenTrie, states: np.ndarray | None = N
     rounds = [iter_state_groups(transitions, states, class_transitions, class_effects)] if share else []
     for round_, found in enumerate(rounds):
         for g in found:
-            walked = _walk_group(flat_t, trie, g)
+            last = round_ + 1 >= GROUP_ROUNDS
+            walked = _walk_group(flat_t, trie, g, heavy=not last)
             heavy = walked.heavy()
-            if heavy.any() and round_ + 1 < GROUP_ROUNDS:  # grouped again apart, around a rep of their own
+            if heavy.any() and not last:  # grouped again apart, around a rep of their own
                 rounds.append(iter_state_groups(transitions, g.members[heavy], class_transitions, class_effects))
                 g = g.without(heavy)
                 if g is None:
