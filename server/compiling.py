@@ -27,8 +27,11 @@ from ..core.errors import SchemaError
 from ..core.indexfile import IndexData
 from ..core.vocabulary import Vocabulary
 
-#: How much lower than the server the compile worker runs (``os.nice`` increment, 0-19).
-NICE = 10
+#: How much lower than the server the compile worker runs (``os.nice`` increment, 0-19). Measured with the
+#: serve bench's "new tool lists under load" (SmolLM2, public set, 1 client, on a 2-core machine shared with
+#: other work, load 4-6.5): nice 0: known-list p50 1.37x idle, compile wait 3.5 s; 4: 1.27x, 9.2 s; 10: 1.13x,
+#: 14.7 s (starved by the neighbours). 2 keeps decoding ahead without starving the compile.
+NICE = 2
 
 _COMPILE: Callable[..., IndexData] | None = None
 _VOCABULARY: Vocabulary | None = None
