@@ -23,7 +23,7 @@ from .counters import UNREACHABLE, Transducer
 from .dfa import byte_classes
 from .table import RowStore, content_key, min_tokens_from_edges, unique_edges
 from .uniq import unique_rows
-from .walk import GroupWalk, WalkResult, bit_column
+from .walk import GroupWalk, WalkResult
 
 
 def _effect_distance(tr: Transducer) -> np.ndarray:
@@ -255,29 +255,60 @@ class _Member:
     """What member ``i`` of a group takes of the shared walk, per entry of it (E,): ``ok`` (taken, and
     possible for the member), ``need`` (provisional need number; -1 where not ok), ``guarded``; ``edges``:
     int64 keys ``state * n + target`` of its tight entries; ``count``: entries ok. A token's need after it
-    depends on the member's state it ends in, so it is computed per (class, met or not) pair, not per entry."""
+    depends on the member's state it ends in, so it is computed per (class, met or not) pair, not per entry
+    (:func:`_members`); the per-entry arrays are made once per distinct (columns, pair results) and shared,
+    so members far from a bound, which take alike, cost O(pairs) each."""
 
-    def __init__(self, sh: _Shared, i: int, fx: TokenEffects, needs: _Numbered, n: int):
-        g = sh.g
-        state = int(g.members[i])
-        mine = g.serves(i)
-        met = bit_column(g.met, i)
-        pair = sh.cls * 2 + met
-        pairs = np.flatnonzero(np.bincount(pair[mine], minlength=2 * len(sh.end)))
+    def __init__(self, ok: np.ndarray, need: np.ndarray, guarded: np.ndarray, count: int, edges: np.ndarray):
+        self.ok, self.need, self.guarded, self.count, self.edges = ok, need, guarded, count, edges
+
+
+def _members(sh: _Shared, fx: TokenEffects, needs: _Numbered, n: int) -> list[_Member]:
+    """The :class:`_Member` of each member of ``sh``'s group, their needs numbered in one batch."""
+    g = sh.g
+    width = 2 * len(sh.end)
+    pairs_of: dict[bytes, tuple] = {}
+    parts = []
+    for i, (key, mine, met) in enumerate(_columns(g)):
+        got = pairs_of.get(key)
+        if got is None:
+            pair = sh.cls * 2 + met
+            got = pairs_of[key] = (pair, np.flatnonzero(np.bincount(pair[mine], minlength=width)), mine)
+        pair, pairs, mine = got
         c, same = pairs // 2, (pairs % 2).astype(bool)
         target = np.where(same, sh.end[c], g.group.phi[i][sh.end[c]].astype(np.int64))
         need, ok = fx.needs(sh.add[c], sh.reset[c], sh.after[c], sh.possible[c], fx.rem[target])
-        need_id = needs.ids(need)
-        self.edges = state * n + target[fx.tight(need, state) & ok]
-        lut_ok = np.zeros(2 * len(sh.end), dtype=bool)
-        lut_need = np.full(2 * len(sh.end), -1, dtype=np.int64)
-        lut_guarded = np.zeros(2 * len(sh.end), dtype=bool)
-        lut_ok[pairs], lut_need[pairs] = ok, np.where(ok, need_id, -1)
-        lut_guarded[pairs] = sh.effect[c] | need.any(axis=1)
-        self.ok = mine & lut_ok[pair]
-        self.need = np.where(self.ok, lut_need[pair], -1)
-        self.guarded = self.ok & lut_guarded[pair]
-        self.count = int(np.count_nonzero(self.ok))
+        state = int(g.members[i])
+        parts.append((key, pair, pairs, mine, need, ok, sh.effect[c] | need.any(axis=1),
+                      state * n + target[fx.tight(need, state) & ok]))
+    ids = needs.ids(np.concatenate([p[4] for p in parts])) if parts else np.zeros(0, np.int64)
+    bounds = np.cumsum([0] + [len(p[2]) for p in parts])
+    made: dict[tuple, tuple] = {}
+    out = []
+    for (key, pair, pairs, mine, _, ok, guarded, edges), lo, hi in zip(parts, bounds[:-1], bounds[1:]):
+        need_id = ids[lo:hi]
+        full = (key, ok.tobytes(), need_id.tobytes(), guarded.tobytes())
+        got = made.get(full)
+        if got is None:
+            lut_ok = np.zeros(width, dtype=bool)
+            lut_need = np.full(width, -1, dtype=np.int64)
+            lut_guarded = np.zeros(width, dtype=bool)
+            lut_ok[pairs], lut_need[pairs] = ok, np.where(ok, need_id, -1)
+            lut_guarded[pairs] = guarded
+            ok_e = mine & lut_ok[pair]
+            got = made[full] = (ok_e, np.where(ok_e, lut_need[pair], -1), ok_e & lut_guarded[pair],
+                                int(np.count_nonzero(ok_e)))
+        out.append(_Member(*got, edges))
+    return out
+
+
+def _columns(g: GroupWalk) -> list[tuple]:
+    """Per member of ``g``: (a key of its two bit columns, the entries it takes: bool (E,), those met: bool
+    (E,)), from the group's bit matrices unpacked once."""
+    k = len(g.members)
+    serves = np.unpackbits(g.bits.view(np.uint8), axis=1, bitorder="little")[:, :k].T.astype(bool)
+    met = np.unpackbits(g.met.view(np.uint8), axis=1, bitorder="little")[:, :k].T.astype(bool)
+    return [(content_key(np.packbits(serves[i]), np.packbits(met[i])), serves[i], met[i]) for i in range(k)]
 
 
 def _member_guards(g: GroupWalk, sh: _Shared, mem: list[_Member], own: _Entries, bounds: list[int],
@@ -363,7 +394,7 @@ def counted_arrays(tr: Transducer, result: WalkResult, token_bytes, vocab_size: 
                        np.concatenate([t for _, t in g.own]).astype(np.int64) if g.own else np.zeros(0, np.int64))
         bounds = np.concatenate([[0], np.cumsum(own_counts)]).astype(np.int64).tolist()
         edges.append(own.edges(n))
-        mem = [_Member(sh, i, fx, needs, n) for i in range(len(g.members))]
+        mem = _members(sh, fx, needs, n)
         edges += [m.edges for m in mem]
         lists = _member_guards(g, sh, mem, own, bounds, guards)
         for i, m in enumerate(mem):

@@ -306,7 +306,7 @@ def _first_level(flat_t: np.ndarray, trie: TokenTrie, states: np.ndarray):
 SERVED_PER_ENTRY = 10
 # A state is worth grouping when at least this many bytes have live transitions from it (string contents
 # allow ~200 bytes, an email's domain label 63; keys, numbers and punctuation a handful).
-GROUP_MIN_LIVE_BYTES = 8
+GROUP_MIN_LIVE_BYTES = 16
 # The most state pairs matched per group member before the rest counts as not shared.
 GROUP_MAX_PAIRS = 256
 # A member whose own walk (below where it stops corresponding) holds more than this share of the shared
