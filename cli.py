@@ -386,9 +386,10 @@ def eval_cmd(data, model, max_tokens, threads, call_format, tool_choice, paralle
 @click.option("--ray-index-dir", type=click.Path(path_type=Path), default=None,
               help="With --ray: a folder every replica can read and write (the cluster's shared storage), where "
                    "a new tool list is compiled once per cluster (default: each node's index cache).")
+@compile_limits_option()
 def serve_cmd(model, host, port, max_batch, max_queue, api_key, per_minute, index_cache_size, threads,
               call_format, relevance_check, value_check, call_threshold, dtype, device, ray_address, ray_replicas,
-              ray_index_dir) -> None:
+              ray_index_dir, compile_limits) -> None:
     """Serve an OpenAI-compatible chat completions API (POST /v1/chat/completions, GET /v1/models, GET /health)
     whose tool calls are valid by construction.
 
@@ -403,8 +404,11 @@ def serve_cmd(model, host, port, max_batch, max_queue, api_key, per_minute, inde
                 check_address(host, port)
         except OSError as exc:
             raise InputError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
-        from .compiler.build import runtime_compiler
+        from functools import partial
+
+        from .compiler.build import prepare_vocabulary, runtime_compiler
         from .runtime.session import RunConfig, Runtime
+        from .server.compiling import ProcessCompiler
         from .server.serve import runtime_app, serve
 
         config = RunConfig(model=model, threads=threads, call_format=call_format, dtype=dtype, device=device,
@@ -422,6 +426,9 @@ def serve_cmd(model, host, port, max_batch, max_queue, api_key, per_minute, inde
             serve_on_ray(ray_address, config, runtime_compiler, options, host, port, ray_replicas, threads or 1)
             return
         runtime = Runtime(config, runtime_compiler)
+        # new tool lists compile in a worker process of their own, off the decoding path (issue 31)
+        runtime.compile = ProcessCompiler(partial(runtime_compiler, limits=compile_limits), runtime.vocabulary,
+                                          prepare_vocabulary)
         from .runtime.engine import Engine
 
         engine = Engine(runtime, max_batch=max_batch, max_queue=max_queue)
@@ -438,6 +445,7 @@ def serve_cmd(model, host, port, max_batch, max_queue, api_key, per_minute, inde
     finally:
         engine.close()
         app.state.indexes.close()
+        runtime.compile.close()
 
 
 @main.command("run")

@@ -4,7 +4,9 @@ One run builds the same workloads (the public catalog and the 30-function catalo
 vocabularies (Qwen3, 151,936 wide; SmolLM2, 49,152 wide) with callmaybe and with every installed peer, and
 prints one table and an agreement summary. Usage::
 
-    python bench/compile_bench.py [--workload public|fn30|all] [--vocab qwen3|smollm2|all] [--repeat N]
+    python bench/compile_bench.py [--workload public|fn30|long|all] [--vocab qwen3|smollm2|all] [--repeat N]
+    python bench/compile_bench.py --workload realistic [--engines callmaybe,xgrammar,llguidance] [--limit N]
+        [--timeout S]     # formats and lengths: compile time, entries, size, peak memory (bench/realistic.py)
 
 What is measured, per engine x vocabulary x workload (each in its own single-threaded subprocess):
 
@@ -974,6 +976,13 @@ def format_notes(rows: list[dict]) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
+    argv = sys.argv[1:] if argv is None else argv
+    if "realistic" in argv and argv[argv.index("realistic") - 1] == "--workload":  # bench/realistic.py
+        import realistic  # bench/ is on sys.path when run as a script
+
+        i = argv.index("realistic")
+        realistic.main(argv[: i - 1] + argv[i + 1 :])
+        return
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--workload", choices=[*WORKLOADS, "all"], default="all")
     parser.add_argument("--vocab", choices=[*VOCABS, "all"], default="all")

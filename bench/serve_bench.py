@@ -15,7 +15,13 @@ loading excluded. Usage::
 
     CALLMAYBE_SHARED=../shared python bench/serve_bench.py [--data public|bfcl100|bfcl64] [--limit N]
         [--clients 1,4,16] [--model M] [--dtype D] [--max-batch 8] [--threads N] [--call-format auto|plain|tools]
-        [--no-sequential]
+        [--no-sequential] [--new-lists N]
+
+``--new-lists N`` adds the "new tool lists under load" table: the known-list requests are sent again (with
+the first client count) while another client sends N requests, each with a new six-function tool list
+(``bench/catalogs/six_everyday.json``, renamed), one after another; printed: the known-list p50 / p99 idle and
+loaded and their ratio (issue 31's target: within 1.5x), and each new list's first answer and how much of it
+was the compile (the target: within 2 s plus its decode).
 
 Not a timed test: the figures go in issue notes and the README.
 """
@@ -138,8 +144,8 @@ def right(result: dict, case: dict) -> bool:
     return bool(match({"name": call["name"], "parameters": params}, case["expected"])[1])
 
 
-def run_clients(url: str, model: str, todo: list[dict], clients: int, max_tokens: int) -> dict:
-    """Every case once, from ``clients`` threads; the totals."""
+def run_clients(url: str, model: str, todo: list[dict], clients: int, max_tokens: int, keep: bool = False) -> dict:
+    """Every case once, from ``clients`` threads; the totals (``keep``: with every latency, seconds)."""
     import openai
 
     local = threading.local()
@@ -163,7 +169,8 @@ def run_clients(url: str, model: str, todo: list[dict], clients: int, max_tokens
             "5xx": sum(1 for r in results if isinstance(r["status"], int) and r["status"] >= 500),
             "errors": sum(1 for r in results if r["status"] is not None
                           and not (isinstance(r["status"], int) and r["status"] >= 500)),
-            "right": sum(right(r, c) for r, c in zip(results, todo))}
+            "right": sum(right(r, c) for r, c in zip(results, todo)),
+            **({"latencies": latencies} if keep else {})}
 
 
 def sequential_child(args) -> dict:
@@ -203,6 +210,75 @@ def sequential(args) -> dict | None:
         return json.loads(out.read_text())
 
 
+SIX = REPO / "bench" / "catalogs" / "six_everyday.json"
+
+
+def new_six(n: int) -> list[dict]:
+    """The six-function catalog (``bench/catalogs/six_everyday.json``) as a tool list no request sent before:
+    its function names suffixed with ``n``."""
+    tools = json.loads(SIX.read_text())
+    for t in tools:
+        t["function"] = dict(t["function"], name=f"{t['function']['name']}_{n}")
+    return tools
+
+
+def under_new_lists(url: str, model: str, todo: list[dict], clients: int, max_tokens: int, lists: int) -> dict:
+    """Latency of requests with known tool lists, idle and while new six-function lists compile.
+
+    First ``todo`` is sent by ``clients`` threads with no compile under way (idle); then again while one more
+    thread sends ``lists`` requests each with a new six-function list, one after another. Returns the idle and
+    loaded p50 / p99 (ms) of the known-list requests, their ratios, and for the new lists the seconds each first
+    answer took, and how much of it was waiting for the compile (the first answer less the same request's
+    answer once the list is compiled)."""
+    import openai
+
+    idle = run_clients(url, model, todo, clients, max_tokens)
+    client = openai.OpenAI(base_url=url, api_key="bench", max_retries=0, timeout=3600)
+    first, waits = [], []
+    stop = threading.Event()
+
+    def compile_new():
+        for n in range(lists):
+            if stop.is_set():
+                return
+            case = {"prompt": "Send an email to ana@example.com saying the report is ready, subject Report.",
+                    "tools": new_six(int(time.time() * 1000) * 1000 + n)}
+            a = ask(client, model, case, max_tokens)
+            b = ask(client, model, case, max_tokens)  # compiled now: decode alone
+            first.append(a["seconds"])
+            waits.append(a["seconds"] - b["seconds"])
+
+    worker = threading.Thread(target=compile_new)
+    worker.start()
+    time.sleep(0.5)  # the first new list is compiling
+    passes = []
+    while worker.is_alive() or not passes:  # known lists asked again and again until every new list is in
+        passes.append(run_clients(url, model, todo, clients, max_tokens, keep=True))
+    stop.set()
+    worker.join()
+    latencies = sorted(x for p in passes for x in p["latencies"])
+    loaded = {"p50": statistics.median(latencies) * 1000,
+              "p99": latencies[min(len(latencies) - 1, int(0.99 * len(latencies)))] * 1000}
+    errors = idle["errors"] + idle["5xx"] + sum(p["errors"] + p["5xx"] for p in passes)
+    return {"clients": clients, "idle_p50": idle["p50"], "idle_p99": idle["p99"], "loaded_p50": loaded["p50"],
+            "loaded_p99": loaded["p99"], "x_p50": loaded["p50"] / idle["p50"], "x_p99": loaded["p99"] / idle["p99"],
+            "new_lists": len(first), "first_s": sorted(first), "wait_s": sorted(waits), "errors": errors,
+            "loaded_requests": len(latencies)}
+
+
+def load_table(r: dict) -> list[str]:
+    """The "new tool lists under load" table."""
+    med = lambda v: statistics.median(v) if v else float("nan")  # noqa: E731
+    return ["", "New tool lists under load (known-list requests while new six-function lists compile):", "",
+            "| clients | idle p50 ms | idle p99 ms | loaded requests | loaded p50 ms | loaded p99 ms | x p50 | x p99 | "
+            "new lists | new list first answer s (p50 / max) | of which compile wait s (p50 / max) | errors |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|",
+            f"| {r['clients']} | {r['idle_p50']:.0f} | {r['idle_p99']:.0f} | {r['loaded_requests']} | {r['loaded_p50']:.0f} | "
+            f"{r['loaded_p99']:.0f} | {r['x_p50']:.2f} | {r['x_p99']:.2f} | {r['new_lists']} | "
+            f"{med(r['first_s']):.2f} / {max(r['first_s'], default=float('nan')):.2f} | "
+            f"{med(r['wait_s']):.2f} / {max(r['wait_s'], default=float('nan')):.2f} | {r['errors']} |"]
+
+
 def table(rows: list[dict], seq: dict | None) -> list[str]:
     lines = ["| clients | requests | wall s | req/s | p50 ms | p99 ms | tokens/s | invalid | 5xx | errors | right "
              "| x sequential |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
@@ -231,6 +307,9 @@ def main(argv: list[str] | None = None) -> None:
                         help="for the server and the sequential baseline alike (auto: the model's own tools format)")
     parser.add_argument("--start-timeout", type=float, default=900.0, help="seconds to wait for the server")
     parser.add_argument("--no-sequential", action="store_true", help="skip the sequential baseline")
+    parser.add_argument("--new-lists", type=int, default=0,
+                        help="also measure known-list latency while N new six-function tool lists compile "
+                             "(with the first client count)")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
@@ -262,6 +341,10 @@ def main(argv: list[str] | None = None) -> None:
         for clients in [int(c) for c in args.clients.split(",") if c]:
             print(f"  {clients} clients ...", file=sys.stderr)
             rows.append(run_clients(url, args.model, todo, clients, args.max_tokens))
+        if args.new_lists:
+            clients = int(args.clients.split(",")[0])
+            print(f"  {clients} clients while {args.new_lists} new tool lists compile ...", file=sys.stderr)
+            loaded = under_new_lists(url, args.model, todo, clients, args.max_tokens, args.new_lists)
     finally:
         proc.terminate()
         try:
@@ -273,6 +356,9 @@ def main(argv: list[str] | None = None) -> None:
         print("sequential baseline ...", file=sys.stderr)
         seq = sequential(args)
     print("\n".join(table(rows, seq)))
+    if args.new_lists:
+        print("\n".join(load_table(loaded)))
+    print(f"load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())} ({os.cpu_count()} cores)")
 
 
 if __name__ == "__main__":

@@ -131,10 +131,20 @@ def build_index(functions: list[Function], vocabulary: Vocabulary, path: Path | 
 
 
 def runtime_compiler(functions: list[Function], vocabulary: Vocabulary, options: dict[str, str],
-                     quiet: bool) -> IndexData:
+                     quiet: bool, limits: CompileLimits | None = None) -> IndexData:
     """The compiler handed to the runtime (``callmaybe.runtime.session.Compile``): in memory, see
-    :func:`build_index`."""
-    return build_index(functions, vocabulary, None, options, quiet=quiet)
+    :func:`build_index` (``limits``: the compile limits, the defaults when None)."""
+    return build_index(functions, vocabulary, None, options, quiet=quiet, limits=limits)
+
+
+def prepare_vocabulary(vocabulary: Vocabulary) -> None:
+    """Build what every compile for ``vocabulary`` needs, ahead of the first: its token trie and its token
+    bytes matrix (kept per process; a compile worker calls this when it starts)."""
+    from .compile import token_trie
+    from .counted_index import token_matrix
+
+    token_trie(vocabulary)
+    token_matrix(vocabulary.token_bytes)
 
 
 def match_texts(schema_path: Path | None, functions_path: Path | None, texts: list[str],

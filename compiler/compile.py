@@ -18,7 +18,7 @@ from ..core.callformat import INDEX_FORMS
 from ..core.catalog import Function, catalog_fingerprint
 from ..core.indexfile import GRAMMAR_REVISION, IndexData, save_index
 from ..core.vocabulary import Vocabulary
-from .counted_index import counted_arrays
+from .counted_index import counted_arrays, effect_classes
 from .counters import Transducer
 from .dfa import byte_classes
 from . import long_counts
@@ -119,9 +119,14 @@ def compile_index(
                                       timings=report.timings, limits=limits)
         t2 = time.perf_counter()
         tr = grammar.transducer()  # long counts with counters: walk the transducer's automaton
-        transitions = grammar.dfa.transitions if tr is None else tr.transitions
-        byte_class, class_trans = byte_classes(transitions)  # for the walk's groups and the table
-        result = walk(transitions, trie, class_transitions=class_trans, max_entries=limits.entries)
+        if tr is None:
+            transitions, class_eff = grammar.dfa.transitions, None
+            byte_class, class_trans = byte_classes(transitions)  # for the walk's groups and the table
+        else:  # groups only of states whose transitions have the same effects
+            transitions = tr.transitions
+            byte_class, class_trans, class_eff = effect_classes(tr)
+        result = walk(transitions, trie, class_transitions=class_trans, max_entries=limits.entries,
+                      class_effects=class_eff)
         return grammar, result, byte_class, class_trans, t2, tr
 
     grammar, result, byte_class, class_trans, t2, tr = long_counts.attempts(build)

@@ -1,11 +1,18 @@
 """The arrays of an index whose grammar counts long repetitions with counters (:mod:`.counters`).
 
-The automaton is the resolved :class:`~.counters.Transducer`; the token walk runs over its expansion
-(:func:`~.counters.expand`), so each allowed (state, token) pair comes with the token's effect on the
-counters. Rows hold every token the automaton allows, whatever the counts; the *guarded* entries (a
-token with an effect) are listed per state beside them, so that the runtime can take out those whose
-guard fails at its counter values and update the counts. See :mod:`callmaybe.core.indexfile` for the
+The automaton is the resolved :class:`~.counters.Transducer`; the token walk runs over it, so each allowed
+(state, token) pair comes with the token's effect on the counters. Rows hold every token the automaton
+allows, whatever the counts; the *guarded* entries (a token with an effect or a need) are listed per state
+beside them, so that the runtime can take out those whose guard fails at its counter values and update the
+counts. Identical guard lists are stored once (``state_guard``). See :mod:`callmaybe.core.indexfile` for the
 arrays.
+
+Like the rows (:mod:`.table`), the guard lists are made per source: a state walked alone from its entries,
+a group member (:class:`~.walk.GroupWalk`; the walk groups a transducer's states only where their
+transitions have the same effects, so a member's shared tokens have the rep's effects) from its group's
+shared walk, whose entries are classed by (effect, end state): what a member needs of each counter after a
+token depends on the token's effect and on the member's state it ends in only, so a member's guards are
+computed per class and each distinct list is made once.
 """
 
 from __future__ import annotations
@@ -14,8 +21,9 @@ import numpy as np
 
 from .counters import UNREACHABLE, Transducer
 from .dfa import byte_classes
-from .table import build_rows, min_tokens_from_edges
-from .walk import WalkResult
+from .table import RowStore, content_key, min_tokens_from_edges, unique_edges
+from .uniq import unique_rows
+from .walk import GroupWalk, WalkResult
 
 
 def _effect_distance(tr: Transducer) -> np.ndarray:
@@ -33,59 +41,328 @@ def _effect_distance(tr: Transducer) -> np.ndarray:
         dist = cand
 
 
-def token_effects(tr: Transducer, state: np.ndarray, token: np.ndarray,
-                  token_bytes: tuple[bytes | None, ...] | list[bytes | None]) -> tuple[np.ndarray, ...]:
-    """The effect on the counters of each walk entry (``state``, ``token``: int arrays (E,)): the composition
-    of its bytes' effects, vectorized per token length. Returns int32 arrays (E, K) ``add``, ``reset``
-    (0/1), ``after`` (see :data:`~.counters.Effect`) and bool (E,) ``possible`` (False where an advance
-    after a reset already passes the bound: no count can take the token)."""
-    table = tr.table.arrays()
-    step_add, step_reset, step_after = (table[n].astype(np.int32) for n in ("effect_add", "effect_reset", "effect_after"))
-    his = np.asarray(tr.table.his, dtype=np.int32)
-    n, k = len(state), len(his)
-    add = np.zeros((n, k), dtype=np.int32)  # int32: bounded by a counter's bound plus a token's length
-    reset = np.zeros((n, k), dtype=bool)
-    after = np.zeros((n, k), dtype=np.int32)
-    possible = np.ones(n, dtype=bool)
+def effect_classes(tr: Transducer) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(byte_class, class_transitions, class_effects)`` of ``tr``: bytes alike when every state sends them
+    to the same state with the same effect; uint8 (256,), int32 (S, C) and int32 (S, C)."""
+    width = len(tr.table.effects)
+    key = (tr.transitions.astype(np.int64) + 1) * width + tr.effect
+    byte_class, _ = byte_classes(key)
+    first = np.array([int(np.flatnonzero(byte_class == c)[0]) for c in range(int(byte_class.max()) + 1)])
+    return (byte_class, np.ascontiguousarray(tr.transitions[:, first]).astype(np.int32),
+            np.ascontiguousarray(tr.effect[:, first]).astype(np.int32))
+
+
+_PADDED: dict[int, tuple[object, tuple[np.ndarray, np.ndarray]]] = {}
+
+
+def token_matrix(token_bytes) -> tuple[np.ndarray, np.ndarray]:
+    """(length of each token: int64 (V,); its bytes, zero-padded: uint8 (V, longest)) of a vocabulary's
+    tokens (128 bytes at most for Qwen's: 19 MB). Kept per vocabulary (the last two), as the token trie is."""
+    got = _PADDED.get(id(token_bytes))
+    if got is not None and got[0] is token_bytes:
+        return got[1]
     lengths = np.array([len(b) if b else 0 for b in token_bytes], dtype=np.int64)
-    tok_len = lengths[token]
-    near = _effect_distance(tr)[state] < tok_len  # only tokens that reach a transition with an effect
-    for length in np.unique(tok_len[near]).tolist():
-        rows = np.flatnonzero(near & (tok_len == length))
-        ids = token[rows]
-        data = np.frombuffer(b"".join(token_bytes[i] for i in ids.tolist()), dtype=np.uint8).reshape(len(rows), length)
-        cur = state[rows].astype(np.int64)
+    width = max(1, int(lengths.max(initial=0)))
+    flat = np.frombuffer(b"".join(b.ljust(width, b"\0") if b else bytes(width) for b in token_bytes), dtype=np.uint8)
+    padded = np.ascontiguousarray(flat.reshape(len(token_bytes), width).T).T  # columns contiguous
+    if len(_PADDED) >= 2:
+        _PADDED.clear()
+    _PADDED[id(token_bytes)] = (token_bytes, (lengths, padded))
+    return lengths, padded
+
+
+class TokenEffects:
+    """What tokens do to the counters of ``tr``: each entry's effect, and what it needs of each counter.
+
+    ``token_bytes``: the vocabulary's bytes per token id. ``rem``: :meth:`~.counters.Transducer.remaining`.
+    """
+
+    def __init__(self, tr: Transducer, token_bytes: tuple[bytes | None, ...] | list[bytes | None]):
+        self.tr = tr
+        self.token_bytes = token_bytes
+        self.his = np.asarray(tr.table.his, dtype=np.int64)
+        table = tr.table.arrays()
+        self._steps = tuple(table[n].astype(np.int32) for n in ("effect_add", "effect_reset", "effect_after"))
+        self._lengths, self._bytes = token_matrix(token_bytes)
+        self._flat_effect = np.ascontiguousarray(tr.effect).reshape(-1)
+        self._flat_trans = np.ascontiguousarray(tr.transitions).reshape(-1).astype(np.int64)
+        self._distance = _effect_distance(tr)
+        self.rem = tr.remaining()
+
+    def effects(self, state: np.ndarray, token: np.ndarray) -> tuple[np.ndarray, ...]:
+        """The effect on the counters of each entry (``state``, ``token``: int arrays (E,)): the composition
+        of its bytes' effects, vectorized over the entries byte by byte (the longest tokens first, so that the
+        entries still reading bytes are a prefix). Returns int32 arrays (E, K) ``add``, ``reset`` (0/1),
+        ``after`` (see :data:`~.counters.Effect`) and bool (E,) ``possible`` (False where an advance after a
+        reset already passes the bound: no count can take the token)."""
+        tr, his = self.tr, self.his.astype(np.int32)
+        step_add, step_reset, step_after = self._steps
+        n, k = len(state), len(his)
+        add = np.zeros((n, k), dtype=np.int32)  # int32: bounded by a counter's bound plus a token's length
+        reset = np.zeros((n, k), dtype=bool)
+        after = np.zeros((n, k), dtype=np.int32)
+        possible = np.ones(n, dtype=bool)
+        tok_len = self._lengths[token]
+        rows = np.flatnonzero(self._distance[state] < tok_len)  # only tokens that reach an effect
+        if not len(rows):
+            return add, reset.astype(np.int32), after, possible
+        rows = rows[np.argsort(-tok_len[rows], kind="stable")]
+        length = tok_len[rows]
+        active = np.searchsorted(-length, -np.arange(int(length[0])), side="left")  # rows longer than j
+        toks, cur = token[rows], state[rows].astype(np.int64)
         a, r, b, ok = add[rows], reset[rows], after[rows], possible[rows]
-        for j in range(length):
-            e = tr.effect[cur, data[:, j]]
-            cur = tr.transitions[cur, data[:, j]].astype(np.int64)
-            has = e != 0
-            if has.any():
+        effect, trans, column = self._flat_effect, self._flat_trans, self._bytes.T
+        for j, m in enumerate(active.tolist()):
+            at = cur[:m] * 256 + column[j][toks[:m]]
+            e = effect[at]
+            cur[:m] = trans[at]
+            at = np.flatnonzero(e)
+            if len(at):
+                e = e[at]
                 sa, sr, sb = step_add[e], step_reset[e].astype(bool), step_after[e]
-                ok &= ~(r & sr & (b + sa > his)).any(axis=1)
-                a = np.where(r, a, a + sa)
-                b = np.where(sr, sb, np.where(r, b + sa, b))
-                r = r | sr
+                aa, rr, bb = a[at], r[at], b[at]
+                ok[at] &= ~(rr & sr & (bb + sa > his)).any(axis=1)
+                a[at] = np.where(rr, aa, aa + sa)
+                b[at] = np.where(sr, sb, np.where(rr, bb + sa, bb))
+                r[at] = rr | sr
         add[rows], reset[rows], after[rows], possible[rows] = a, r, b, ok
-    return add, reset.astype(np.int32), after, possible
+        return add, reset.astype(np.int32), after, possible
+
+    def needs(self, add: np.ndarray, reset: np.ndarray, after: np.ndarray, possible: np.ndarray,
+              rem_target: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Per entry, its *need* (int64 (E, K): its advances, and unless it resets the counter the fewest
+        advances still required after it, ``rem_target``: the ``rem`` of the state it leads to) and whether it
+        is possible at all (bool (E,): ``possible`` from :meth:`effects`, the need within every bound, and the
+        value after a reset still completable)."""
+        need = add + np.where(reset > 0, 0, rem_target)
+        ok = possible & ((need <= self.his) & ((reset == 0) | (after + rem_target <= self.his))).all(axis=-1)
+        return need, ok
+
+    def tight(self, need: np.ndarray, state: int | np.ndarray) -> np.ndarray:
+        """bool (E,): entries that need no more than ``state`` itself (``rem``), which the fewest tokens to
+        completion follow (or all, where the state cannot end)."""
+        rs = self.rem[state]
+        return (need == rs).all(axis=-1) | (rs >= UNREACHABLE).any(axis=-1)
 
 
-def unique_rows(m: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The distinct rows of ``m`` (int64 (n, c), non-negative), sorted, and each row's index among them
-    (int64 (n,)). Rows are packed into one int64 key where their values fit (a 1-D sort: ~40x faster than
-    ``np.unique(axis=0)`` on 20 million rows), else compared whole."""
-    n, c = m.shape
-    if n == 0:
-        return m.reshape(0, c), np.zeros(0, dtype=np.int64)
-    bits = [max(int(v).bit_length(), 1) for v in m.max(axis=0).tolist()]
-    if sum(bits) > 62:
-        rows, inverse = np.unique(m, axis=0, return_inverse=True)
-        return rows, inverse.reshape(-1)
-    shifts = np.concatenate([[0], np.cumsum(bits[:-1])]).astype(np.int64)
-    key = (m << shifts).sum(axis=1)
-    keys, inverse = np.unique(key, return_inverse=True)
-    rows = (keys[:, None] >> shifts) & ((np.int64(1) << np.asarray(bits, dtype=np.int64)) - 1)
-    return rows, inverse.reshape(-1)
+class _Numbered:
+    """Distinct int rows (effect codes, needs), numbered provisionally in order of first use; :meth:`final`
+    renumbers the used ones in sorted order, so that the arrays do not depend on how the walk was shared."""
+
+    def __init__(self, width: int):
+        self.width = width
+        self._ids: dict[bytes, int] = {}
+        self._rows: list[np.ndarray] = []
+
+    def ids(self, rows: np.ndarray) -> np.ndarray:
+        """int64 (n,): the provisional number of each of ``rows`` (int (n, width))."""
+        rows = np.ascontiguousarray(rows, dtype=np.int64).reshape(-1, self.width)
+        if len(rows) == 0:
+            return np.zeros(0, dtype=np.int64)
+        distinct, inverse = unique_rows(rows)
+        got = np.empty(len(distinct), dtype=np.int64)
+        for j, row in enumerate(distinct):
+            key = row.tobytes()
+            i = self._ids.get(key)
+            if i is None:
+                i = self._ids[key] = len(self._rows)
+                self._rows.append(row)
+            got[j] = i
+        return got[inverse.reshape(-1)]
+
+    def final(self, used: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(the used rows, sorted: int64 (m, width); remap: int64 array from provisional to final number, -1
+        for a row not used)."""
+        used = np.unique(used)
+        table = np.asarray(self._rows, dtype=np.int64).reshape(-1, self.width)
+        rows = table[used]
+        order = np.lexsort(rows.T[::-1]) if len(rows) else np.zeros(0, dtype=np.int64)
+        remap = np.full(len(table), -1, dtype=np.int64)
+        remap[used[order]] = np.arange(len(used))
+        return rows[order], remap
+
+
+class _GuardStore:
+    """Distinct guard lists (tokens sorted, with provisional effect and need numbers), numbered in order of
+    first use."""
+
+    def __init__(self):
+        self._lists: dict[bytes, int] = {}
+        self.parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+
+    def add(self, tok: np.ndarray, eff: np.ndarray, need: np.ndarray) -> int:
+        key = content_key(tok, eff, need)
+        i = self._lists.get(key)
+        if i is None:
+            i = self._lists[key] = len(self.parts)
+            self.parts.append((tok.astype(np.int32), eff.astype(np.int64), need.astype(np.int64)))
+        return i
+
+
+class _Entries:
+    """The possible entries of a batch (states walked alone, or the members' own walks of a group), with what
+    the table needs of each, in the batch's order: ``state``, ``tok``, ``target`` (int64 / int32), ``code``
+    and ``need`` (provisional numbers, where guarded), ``guarded`` (an effect or a need: listed in the
+    state's guards) and ``tight`` (followed by the fewest tokens to completion); ``before``: int64 (E + 1,),
+    the possible entries before each entry of the batch, to slice a state's."""
+
+    def __init__(self, fx: TokenEffects, codes: _Numbered, needs: _Numbered, state: np.ndarray, tok: np.ndarray,
+                 target: np.ndarray):
+        add, reset, after, possible = fx.effects(state, tok)
+        need, ok = fx.needs(add, reset, after, possible, fx.rem[target])
+        code_rows = np.concatenate([add, reset, after], axis=1)[ok]
+        need = need[ok]
+        self.state, self.tok, self.target = state[ok], tok[ok].astype(np.int32), target[ok]
+        self.guarded = (code_rows != 0).any(axis=1) | need.any(axis=1)
+        self.code = np.zeros(len(need), dtype=np.int64)  # numbered only where listed (guarded)
+        self.need = np.zeros(len(need), dtype=np.int64)
+        self.code[self.guarded] = codes.ids(code_rows[self.guarded])
+        self.need[self.guarded] = needs.ids(need[self.guarded])
+        self.tight = fx.tight(need, self.state)
+        self.before = np.concatenate([[0], np.cumsum(ok)]).astype(np.int64)
+
+    def edges(self, n: int) -> np.ndarray:
+        """int64 keys ``state * n + target`` of the tight entries."""
+        return self.state[self.tight] * n + self.target[self.tight]
+
+    def part(self, lo: int, hi: int) -> tuple[np.ndarray, ...]:
+        """(tokens, codes, needs, guarded) of the batch's entries ``lo:hi`` that are possible."""
+        a, b = int(self.before[lo]), int(self.before[hi])
+        return self.tok[a:b], self.code[a:b], self.need[a:b], self.guarded[a:b]
+
+
+class _Shared:
+    """One group's shared walk, classed by (effect, end state): ``cls`` int64 (E,) each entry's class; per
+    class ``end`` (rep state), ``add``/``reset``/``after`` (C, K), ``possible`` (C,) and ``code``
+    (provisional effect number)."""
+
+    def __init__(self, g: GroupWalk, fx: TokenEffects, codes: _Numbered):
+        k = len(fx.his)
+        self.g = g
+        add, reset, after, possible = fx.effects(np.full(len(g.tok), g.group.rep, dtype=np.int64), g.tok)
+        ends, end_at = np.unique(g.end, return_inverse=True)
+        key = np.concatenate([add, reset, after, possible[:, None], end_at.reshape(-1, 1)], axis=1).astype(np.int64)
+        rows, cls = unique_rows(key)
+        self.cls = cls.reshape(-1)
+        self.add, self.reset, self.after = rows[:, :k], rows[:, k : 2 * k], rows[:, 2 * k : 3 * k]
+        self.possible = rows[:, 3 * k].astype(bool)
+        self.end = ends[rows[:, 3 * k + 1]].astype(np.int64)
+        self.code = codes.ids(rows[:, : 3 * k])
+        self.effect = (rows[:, : 3 * k] != 0).any(axis=1)
+
+
+class _Member:
+    """What member ``i`` of a group takes of the shared walk, per entry of it (E,): ``ok`` (taken, and
+    possible for the member), ``need`` (provisional need number; -1 where not ok), ``guarded``; ``edges``:
+    int64 keys ``state * n + target`` of its tight entries; ``count``: entries ok. A token's need after it
+    depends on the member's state it ends in, so it is computed per (class, met or not) pair, not per entry
+    (:func:`_members`); the per-entry arrays are made once per distinct (columns, pair results) and shared,
+    so members far from a bound, which take alike, cost O(pairs) each."""
+
+    def __init__(self, ok: np.ndarray, need: np.ndarray, guarded: np.ndarray, count: int, edges: np.ndarray):
+        self.ok, self.need, self.guarded, self.count, self.edges = ok, need, guarded, count, edges
+
+
+def _members(sh: _Shared, fx: TokenEffects, needs: _Numbered, n: int) -> list[_Member]:
+    """The :class:`_Member` of each member of ``sh``'s group, their needs numbered in one batch."""
+    g = sh.g
+    width = 2 * len(sh.end)
+    pairs_of: dict[bytes, tuple] = {}
+    parts = []
+    for i, (key, mine, met) in enumerate(_columns(g)):
+        got = pairs_of.get(key)
+        if got is None:
+            pair = sh.cls * 2 + met
+            got = pairs_of[key] = (pair, np.flatnonzero(np.bincount(pair[mine], minlength=width)), mine)
+        pair, pairs, mine = got
+        c, same = pairs // 2, (pairs % 2).astype(bool)
+        target = np.where(same, sh.end[c], g.group.phi[i][sh.end[c]].astype(np.int64))
+        need, ok = fx.needs(sh.add[c], sh.reset[c], sh.after[c], sh.possible[c], fx.rem[target])
+        state = int(g.members[i])
+        parts.append((key, pair, pairs, mine, need, ok, sh.effect[c] | need.any(axis=1),
+                      state * n + target[fx.tight(need, state) & ok]))
+    ids = needs.ids(np.concatenate([p[4] for p in parts])) if parts else np.zeros(0, np.int64)
+    bounds = np.cumsum([0] + [len(p[2]) for p in parts])
+    made: dict[tuple, tuple] = {}
+    out = []
+    for (key, pair, pairs, mine, _, ok, guarded, edges), lo, hi in zip(parts, bounds[:-1], bounds[1:]):
+        need_id = ids[lo:hi]
+        full = (key, ok.tobytes(), need_id.tobytes(), guarded.tobytes())
+        got = made.get(full)
+        if got is None:
+            lut_ok = np.zeros(width, dtype=bool)
+            lut_need = np.full(width, -1, dtype=np.int64)
+            lut_guarded = np.zeros(width, dtype=bool)
+            lut_ok[pairs], lut_need[pairs] = ok, np.where(ok, need_id, -1)
+            lut_guarded[pairs] = guarded
+            ok_e = mine & lut_ok[pair]
+            got = made[full] = (ok_e, np.where(ok_e, lut_need[pair], -1), ok_e & lut_guarded[pair],
+                                int(np.count_nonzero(ok_e)))
+        out.append(_Member(*got, edges))
+    return out
+
+
+def _columns(g: GroupWalk) -> list[tuple]:
+    """Per member of ``g``: (a key of its two bit columns, the entries it takes: bool (E,), those met: bool
+    (E,)), from the group's bit matrices unpacked once."""
+    k = len(g.members)
+    serves = np.unpackbits(g.bits.view(np.uint8), axis=1, bitorder="little")[:, :k].T.astype(bool)
+    met = np.unpackbits(g.met.view(np.uint8), axis=1, bitorder="little")[:, :k].T.astype(bool)
+    return [(content_key(np.packbits(serves[i]), np.packbits(met[i])), serves[i], met[i]) for i in range(k)]
+
+
+def _member_guards(g: GroupWalk, sh: _Shared, mem: list[_Member], own: _Entries, bounds: list[int],
+                   guards: _GuardStore) -> list[int]:
+    """The guard list of each member of ``g`` (``mem``: their :class:`_Member`; ``own``/``bounds``: their own
+    entries).
+
+    A state's guard list is looked up only for tokens of its row, so a member may use a list made for a
+    member that takes more of the shared walk (the positions of a counted string farther from its bound,
+    whose rows hold theirs) when the two agree on every token of its row: each shared entry it takes is
+    taken by the other with the same need, and each token it walked on its own is listed alike (or not
+    listed). The 61 positions of an email's domain label under ``maxLength: 255`` then share a few lists
+    instead of 61 of 30,000 entries each. The rows themselves stay exact."""
+    out = [0] * len(mem)
+    made: list[tuple] = []  # (list, member, listed tokens, codes, needs) of lists made here
+    for i in sorted(range(len(mem)), key=lambda i: -mem[i].count):
+        o_tok, o_code, o_need, o_gd = own.part(bounds[i], bounds[i + 1])
+        m = mem[i]
+        for lst, other, l_tok, l_code, l_need in reversed(made[-GUARD_CANDIDATES:]):
+            if ((other.need[m.ok] == m.need[m.ok]).all()
+                    and _agrees(l_tok, l_code, l_need, o_tok, o_code, o_need, o_gd)):
+                out[i] = lst
+                break
+        else:
+            at = np.flatnonzero(m.guarded)
+            tok = np.concatenate([g.tok[at], o_tok[o_gd]]).astype(np.int32)
+            code = np.concatenate([sh.code[sh.cls[at]], o_code[o_gd]])
+            need = np.concatenate([m.need[at], o_need[o_gd]])
+            order = np.argsort(tok, kind="stable")
+            tok, code, need = tok[order], code[order], need[order]
+            out[i] = guards.add(tok, code, need)
+            made.append((out[i], m, tok, code, need))
+    return out
+
+
+def _agrees(l_tok: np.ndarray, l_code: np.ndarray, l_need: np.ndarray, o_tok: np.ndarray, o_code: np.ndarray,
+            o_need: np.ndarray, o_gd: np.ndarray) -> bool:
+    """True when a guard list (tokens sorted, codes, needs) says of each of a member's own entries (tokens,
+    codes, needs, guarded) what the member's own list would: the same code and need where guarded, nothing
+    where not."""
+    if not len(o_tok):
+        return True
+    at = np.minimum(np.searchsorted(l_tok, o_tok), max(len(l_tok) - 1, 0))
+    listed = (l_tok[at] == o_tok) if len(l_tok) else np.zeros(len(o_tok), dtype=bool)
+    if (listed != o_gd).any():
+        return False
+    if not listed.any():
+        return True
+    return bool((l_code[at][listed] == o_code[listed]).all() and (l_need[at][listed] == o_need[listed]).all())
+
+
+#: A group member's guard list may be one made for a member that takes more of the shared walk, tried among
+#: this many made last in the group (see :func:`_member_guards`).
+GUARD_CANDIDATES = 4
 
 
 def counted_arrays(tr: Transducer, result: WalkResult, token_bytes, vocab_size: int) -> dict[str, np.ndarray]:
@@ -96,41 +373,97 @@ def counted_arrays(tr: Transducer, result: WalkResult, token_bytes, vocab_size: 
     is allowed only where the value can still be completed within the bound (a maxLength string that an
     email format must still finish). An entry whose value after a reset cannot be completed is dropped; the
     fewest tokens to completion follow only tight entries (those that need no more than the state's own
-    remaining advances), which stay open at every count the guards let through."""
-    n, his = tr.num_states, np.asarray(tr.table.his, dtype=np.int64)
-    k = len(his)
-    s, t, target = result.state.astype(np.int64), result.token.astype(np.int64), result.next_state.astype(np.int64)
-    add, reset, after, possible = token_effects(tr, s, t, token_bytes)
-    rem = tr.remaining()
-    need = add + np.where(reset > 0, 0, rem[target])  # (entries, K)
-    possible &= ((need <= his) & ((reset == 0) | (after + rem[target] <= his))).all(axis=1)
-    # each distinct effect once, numbered in the transducer's table (whose ids the transitions use)
-    code = np.concatenate([add, reset, after], axis=1)[possible]
-    codes, inverse = unique_rows(code)
+    remaining advances), which stay open at every count the guards let through. Rows and guard lists are
+    made once per distinct content (see the module docstring): O(distinct lists x their length + members x
+    shared entries + entries walked alone), with no per-entry work per member beyond a few vector passes."""
+    n, k = tr.num_states, len(tr.table.his)
+    fx = TokenEffects(tr, token_bytes)
+    codes, needs = _Numbered(3 * k), _Numbered(k)
+    rows, guards = RowStore(vocab_size), _GuardStore()
+    state_row = np.zeros(n, dtype=np.int32)
+    state_guard = np.zeros(n, dtype=np.int32)
+    ls, lt, ln = result.lone
+    lone = _Entries(fx, codes, needs, ls.astype(np.int64), lt, ln.astype(np.int64))
+    edges = [lone.edges(n)]
+    member_row: dict[int, tuple] = {}  # state -> (row signature, how to make the row)
+    for gi, g in enumerate(result.groups):
+        sh = _Shared(g, fx, codes)
+        own_counts = [len(t) for t, _ in g.own]
+        own = _Entries(fx, codes, needs, np.repeat(g.members.astype(np.int64), own_counts),
+                       np.concatenate([t for t, _ in g.own]) if g.own else np.zeros(0, np.int32),
+                       np.concatenate([t for _, t in g.own]).astype(np.int64) if g.own else np.zeros(0, np.int64))
+        bounds = np.concatenate([[0], np.cumsum(own_counts)]).astype(np.int64).tolist()
+        edges.append(own.edges(n))
+        mem = _members(sh, fx, needs, n)
+        edges += [m.edges for m in mem]
+        lists = _member_guards(g, sh, mem, own, bounds, guards)
+        for i, m in enumerate(mem):
+            o_tok = own.part(bounds[i], bounds[i + 1])[0]
+            sig = (gi, content_key(np.packbits(m.ok)), content_key(o_tok))
+            member_row[int(g.members[i])] = (sig, g.tok[m.ok], o_tok)
+            state_guard[int(g.members[i])] = lists[i]
+    slices = result.lone_slices()
+    by_sig: dict[tuple, int] = {}
+    empty = np.zeros(0, dtype=np.int64)
+    empty_row = None
+    for s in range(n):
+        where = slices.get(s)
+        if where is not None:
+            tok, code, need, gd = lone.part(*where)
+            state_row[s] = rows.add([tok], ordered=True)
+            state_guard[s] = guards.add(tok[gd], code[gd], need[gd])
+        elif s in member_row:
+            sig, shared_tok, o_tok = member_row[s]
+            row = by_sig.get(sig)
+            if row is None:
+                row = by_sig[sig] = rows.add([shared_tok, o_tok])
+            state_row[s] = row
+        else:
+            if empty_row is None:
+                empty_row = (rows.add([empty.astype(np.int32)], ordered=True), guards.add(empty, empty, empty))
+            state_row[s], state_guard[s] = empty_row
+
+    arrays = {"state_row": state_row, **rows.arrays()}
+    src, dst = unique_edges(np.concatenate(edges) if edges else empty, n)
+    arrays["min_tokens"] = min_tokens_from_edges(src, dst, tr.accepting)
+    arrays.update(_guard_arrays(tr, guards, codes, needs, state_guard))
+    arrays.update(_automaton_arrays(tr))
+    return arrays
+
+
+def _guard_arrays(tr: Transducer, guards: _GuardStore, codes: _Numbered, needs: _Numbered,
+                  state_guard: np.ndarray) -> dict[str, np.ndarray]:
+    """``state_guard``, ``guard_offset``, ``guard_token``, ``guard_effect``, ``guard_need`` and ``need`` of the
+    distinct guard lists, effects numbered in ``tr``'s table (in sorted order of their codes) and needs in
+    sorted order."""
+    k = len(tr.table.his)
+    parts = guards.parts
+    tok = np.concatenate([p[0] for p in parts]) if parts else np.zeros(0, np.int32)
+    code = np.concatenate([p[1] for p in parts]) if parts else np.zeros(0, np.int64)
+    need = np.concatenate([p[2] for p in parts]) if parts else np.zeros(0, np.int64)
+    used_codes, code_map = codes.final(code)
     ids = np.array([tr.table.id(tuple((c, int(row[c]), bool(row[k + c]), int(row[2 * k + c]))
-                                      for c in range(k) if row[c] or row[k + c])) for row in codes.tolist()],
+                                      for c in range(k) if row[c] or row[k + c])) for row in used_codes.tolist()],
                    dtype=np.int64)
-    eff = ids[inverse.reshape(-1)] if len(codes) else np.zeros(0, dtype=np.int64)
-    s, t, target, need = s[possible], t[possible], target[possible], need[possible]
-    arrays = build_rows(WalkResult(s.astype(np.int32), t.astype(np.int32), target.astype(np.int32)), n, vocab_size)
-    tight = (need == rem[s]).all(axis=1) | (rem[s] >= UNREACHABLE).any(axis=1)
-    arrays["min_tokens"] = min_tokens_from_edges(s[tight], target[tight], tr.accepting)
-    order = np.flatnonzero((eff != 0) | need.any(axis=1))  # entries are sorted by (state, token)
-    needs, need_id = unique_rows(need[order])
-    arrays["guard_token"] = t[order].astype(np.int32)
-    arrays["guard_effect"] = eff[order].astype(np.int32)
-    arrays["guard_need"] = np.asarray(need_id, dtype=np.int32).reshape(-1)
-    arrays["need"] = np.asarray(needs, dtype=np.int32).reshape(-1, k)
-    arrays["guard_offset"] = np.searchsorted(s[order], np.arange(n + 1)).astype(np.int64)
-    width = len(tr.table.effects)
-    key = (tr.transitions.astype(np.int64) + 1) * width + tr.effect  # bytes alike: same target, same effect
-    byte_class, _ = byte_classes(key)
-    first = np.array([int(np.flatnonzero(byte_class == c)[0]) for c in range(int(byte_class.max()) + 1)])
-    arrays["byte_class"] = byte_class
-    arrays["transitions"] = np.ascontiguousarray(tr.transitions[:, first]).astype(np.int32)
-    arrays["trans_effect"] = np.ascontiguousarray(tr.effect[:, first]).astype(np.int32)
-    arrays["accepting"] = tr.accepting.astype(np.uint8)
-    arrays["counter_hi"] = his.astype(np.int32)
-    arrays["counter_live"] = tr.live()
+    used_needs, need_map = needs.final(need)
+    offset = np.zeros(len(parts) + 1, dtype=np.int64)
+    np.cumsum([len(p[0]) for p in parts], out=offset[1:])
+    return {
+        "state_guard": state_guard,
+        "guard_offset": offset,
+        "guard_token": tok.astype(np.int32),
+        "guard_effect": (ids[code_map[code]] if len(code) else code).astype(np.int32),
+        "guard_need": need_map[need].astype(np.int32),
+        "need": used_needs.astype(np.int32).reshape(-1, k),
+    }
+
+
+def _automaton_arrays(tr: Transducer) -> dict[str, np.ndarray]:
+    """The transducer's arrays: byte classes (bytes alike also in their effect), transitions and their effects
+    per class, accepting states, the counters' bounds and liveness, and the effect table."""
+    byte_class, trans, effect = effect_classes(tr)
+    arrays = {"byte_class": byte_class, "transitions": trans, "trans_effect": effect,
+              "accepting": tr.accepting.astype(np.uint8), "counter_hi": np.asarray(tr.table.his, dtype=np.int32),
+              "counter_live": tr.live()}
     arrays.update(tr.table.arrays())
     return arrays

@@ -11,8 +11,8 @@ States that look alike share one walk (:func:`state_groups`): the content states
 string values each allow ~150k tokens and lead to isomorphic automata until the closing quote. The trie is
 walked once from a representative; each token is mapped to the members that correspond to the
 representative along its whole walk (for a counter's positions: all but those too near the bound; each
-member's "core", ranked), and only the subtrees below a state where a member stops corresponding
-(tokens that close the string and go on) are walked per member. On the 30-function catalog with Qwen's
+member's "core", one bit per member carried along the walk), and only the subtrees below a state where a
+member stops corresponding (tokens that close the string and go on) are walked per member. On the 30-function catalog with Qwen's
 vocabulary this cut the token walk from 2.2 s to 0.3 s with an identical result. (The observation that
 most of a string's tokens are context-independent is XGrammar's, Dong et al. 2024, "adaptive token mask
 cache"; the correspondence-and-core construction here is ours.)
@@ -29,40 +29,77 @@ from .limits import entries_error
 from .trie import TokenTrie
 
 
+def member_bits(rows: np.ndarray) -> np.ndarray:
+    """bool (n, k) -> uint64 (n, ceil(k / 64)): bit i of a row (word i // 64, bit i % 64) is column i."""
+    n, k = rows.shape
+    words = max(1, (k + 63) // 64)
+    padded = np.zeros((n, words * 64), dtype=bool)
+    padded[:, :k] = rows
+    return np.packbits(padded, axis=1, bitorder="little").view(np.uint64).reshape(n, words)
+
+
+def bit_column(bits: np.ndarray, i: int) -> np.ndarray:
+    """bool (n,): bit ``i`` of each row of ``bits`` (uint64 (n, words), as :func:`member_bits` makes)."""
+    return ((bits[:, i >> 6] >> np.uint64(i & 63)) & np.uint64(1)).astype(bool)
+
+
 class GroupWalk:
     """The walk of one :class:`StateGroup`, kept shared: the rep's tokens once, and per member only what it
     walked on its own. A member's (tokens, next states) are derived when asked (:meth:`piece`), so a
     ``maxLength`` string of 256 positions holds one vocabulary-sized walk in memory, not 256.
 
     ``tok``: int32 (E,) the tokens of the shared walk, sorted; ``end``: int64 (E,) the rep state each leads
-    to; ``rnk``: int64 (E,) the members it serves (member i when ``rnk > i``); ``own``: per member the
-    (tokens, next states) int32 arrays it walked on its own (below the prefixes where it stops
-    corresponding), tokens sorted.
+    to; ``bits``: uint64 (E, words), the members each serves (bit i: member i, see :func:`member_bits`);
+    ``met``: uint64 (E, words), the members whose walk met the rep's in one state on the way (from there on
+    their states are the rep's, so member i's next state is ``end`` itself, else ``phi[i][end]``); ``own``:
+    per member the (tokens, next states) int32 arrays it walked on its own (below the prefixes where it
+    stops corresponding), tokens sorted.
     """
 
-    def __init__(self, group: StateGroup, tok: np.ndarray, end: np.ndarray, rnk: np.ndarray,
+    def __init__(self, group: StateGroup, tok: np.ndarray, end: np.ndarray, bits: np.ndarray, met: np.ndarray,
                  own: list[tuple[np.ndarray, np.ndarray]]):
-        self.group, self.tok, self.end, self.rnk, self.own = group, tok, end, rnk, own
-        self.everyone = not len(rnk) or int(rnk.min()) >= len(group.members)
-        self._sorted_rnk = np.sort(rnk)
-        # the distinct rep end states, each with the most members it serves
-        ends, inverse = np.unique(end, return_inverse=True)
-        most = np.zeros(len(ends), dtype=np.int64)
-        np.maximum.at(most, inverse, rnk)
-        self._ends, self._most = ends, most
+        self.group, self.tok, self.end, self.bits, self.met, self.own = group, tok, end, bits, met, own
+        self._columns: dict[int, np.ndarray] = {}
+        self.capped = np.zeros(len(group.members), dtype=bool)  # own walks stopped (see _walk_group)
 
     @property
     def members(self) -> np.ndarray:
         return self.group.members
 
+    def serves(self, i: int) -> np.ndarray:
+        """bool (E,): the entries of the shared walk that member ``i`` takes (kept for the last few asked)."""
+        got = self._columns.get(i)
+        if got is None:
+            if len(self._columns) >= 4:
+                self._columns.clear()
+            got = self._columns[i] = bit_column(self.bits, i)
+        return got
+
+    def next_of(self, i: int, sel: np.ndarray | slice = slice(None)) -> np.ndarray:
+        """Member ``i``'s next states (int64) after the shared walk's entries ``sel`` (entries it takes)."""
+        end = self.end[sel]
+        return np.where(bit_column(self.met[sel], i), end, self.group.phi[i][end].astype(np.int64))
+
+    def shared_tokens(self, i: int) -> np.ndarray:
+        """int32: the tokens of the shared walk that member ``i`` takes, sorted."""
+        return self.tok[self.serves(i)]
+
     def count(self, i: int) -> int:
         """The entries of member ``i`` (its index in ``members``)."""
-        shared = len(self.tok) - int(np.searchsorted(self._sorted_rnk, i, side="right"))
-        return shared + len(self.own[i][0])
+        return int(np.count_nonzero(self.serves(i))) + len(self.own[i][0])
+
+    def heavy(self) -> np.ndarray:
+        """bool (k,): the members (never the rep) whose own walk holds more than :data:`HEAVY_SHARE` of the
+        shared walk's entries and at least :data:`HEAVY_MIN`."""
+        own = np.array([len(t) for t, _ in self.own], dtype=np.int64)
+        out = ((own > HEAVY_SHARE * len(self.tok)) & (own >= HEAVY_MIN)) | self.capped
+        out[self.members == self.group.rep] = False
+        return out
 
     def served(self) -> int:
         """The entries of all members together (what the group stands for)."""
-        return sum(self.count(i) for i in range(len(self.members)))
+        ones = np.unpackbits(self.bits.view(np.uint8), axis=1, bitorder="little")[:, : len(self.members)]
+        return int(ones.sum()) + sum(len(t) for t, _ in self.own)
 
     def held(self) -> int:
         """The entries held in memory: the shared walk once, and every member's own."""
@@ -70,12 +107,8 @@ class GroupWalk:
 
     def piece(self, i: int) -> tuple[np.ndarray, np.ndarray]:
         """Member ``i``'s allowed tokens (int32, sorted) and the state each leads to (int32)."""
-        if self.everyone:
-            tok, end = self.tok, self.end
-        else:
-            mine = self.rnk > i
-            tok, end = self.tok[mine], self.end[mine]
-        nxt = self.group.phi[i][end].astype(np.int32, copy=False)
+        mine = self.serves(i)
+        tok, nxt = self.tok[mine], self.next_of(i, mine).astype(np.int32)
         ot, on = self.own[i]
         if len(ot):
             tok, nxt = np.concatenate([tok, ot]), np.concatenate([nxt, on])
@@ -84,9 +117,8 @@ class GroupWalk:
         return tok, nxt
 
     def next_states(self, i: int) -> np.ndarray:
-        """The distinct states member ``i``'s tokens lead to (int64, sorted), without deriving its piece."""
-        mapped = self.group.phi[i][self._ends[self._most > i]].astype(np.int64)
-        return np.unique(np.concatenate([mapped, self.own[i][1].astype(np.int64)]))
+        """The distinct states member ``i``'s tokens lead to (int64, sorted)."""
+        return np.unique(np.concatenate([self.next_of(i, self.serves(i)), self.own[i][1].astype(np.int64)]))
 
 
 class WalkResult:
@@ -108,6 +140,17 @@ class WalkResult:
     def entries(self) -> int:
         """The (state, token) pairs in all."""
         return len(self.lone[0]) + sum(g.served() for g in self.groups)
+
+    def lone_slices(self) -> dict[int, tuple[int, int]]:
+        """state -> (start, end) of its entries in ``lone``, for every state walked alone with an entry."""
+        ls = self.lone[0]
+        states, first = np.unique(ls, return_index=True)
+        bounds = np.append(first, len(ls)).tolist()
+        return {st: (bounds[k], bounds[k + 1]) for k, st in enumerate(states.tolist())}
+
+    def member_index(self) -> dict[int, tuple[int, int]]:
+        """state -> (its group's index in ``groups``, its index among the group's members)."""
+        return {m: (gi, i) for gi, g in enumerate(self.groups) for i, m in enumerate(g.members.tolist())}
 
     def pieces(self) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
         """(state, tokens int32 sorted, next states int32) of every state with at least one entry, in state
@@ -186,7 +229,7 @@ def _sorted_triples(out_s: list[np.ndarray], out_t: list[np.ndarray], out_n: lis
     s = np.concatenate(out_s).astype(np.int32, copy=False) if out_s else empty
     t = np.concatenate(out_t).astype(np.int32, copy=False) if out_t else empty
     n = np.concatenate(out_n).astype(np.int32, copy=False) if out_n else empty
-    order = np.lexsort((t, s))
+    order = np.argsort(s.astype(np.int64) << 32 | t.astype(np.int64), kind="stable")  # by (state, token)
     return s[order], t[order], n[order]
 
 
@@ -207,14 +250,18 @@ class _Entries:
 def _descend(
     flat_t: np.ndarray, trie: TokenTrie, frontier: tuple[np.ndarray, np.ndarray, np.ndarray],
     seeds: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] | None = None, entries: _Entries | None = None,
+    cap: int | None = None, capped: set[int] | None = None,
 ) -> tuple[list[np.ndarray], list[np.ndarray], list[np.ndarray]]:
     """The level-wise walk. ``frontier``: int64 arrays (start state, node, current state) of live depth-1
     nodes. ``seeds``: per depth index d, more (start, node, current) triples whose node (at depth d + 1)
-    was already reported: they only descend. ``entries`` (if given) counts the triples found. Returns lists
-    of (start, token, next state) int32 pieces."""
+    was already reported: they only descend. ``entries`` (if given) counts the triples found. With ``cap``,
+    a start state that has found more than ``cap`` triples stops walking and is added to ``capped`` (its
+    pieces are then incomplete). Returns lists of (start, token, next state) int32 pieces."""
     start, node, cur = frontier
     seeds = seeds or {}
     out_s, out_t, out_n = [], [], []
+    found: dict[int, int] = {}
+    stopped: list[int] = []
     for d in range(len(trie.byte)):
         if len(node):
             owner, tokens = _ends(trie, d, node)
@@ -224,9 +271,19 @@ def _descend(
                 out_s.append(start[owner].astype(np.int32))
                 out_t.append(tokens)
                 out_n.append(cur[owner].astype(np.int32))
+                if cap is not None and capped is not None:
+                    starts, counts = np.unique(start[owner], return_counts=True)
+                    for st, c in zip(starts.tolist(), counts.tolist()):
+                        found[st] = found.get(st, 0) + c
+                        if found[st] > cap and st not in capped:
+                            capped.add(st)
+                            stopped.append(st)
         if d in seeds:
             s2, n2, c2 = seeds[d]
             start, node, cur = np.concatenate([start, s2]), np.concatenate([node, n2]), np.concatenate([cur, c2])
+        if stopped:
+            go = ~np.isin(start, stopped)
+            start, node, cur = start[go], node[go], cur[go]
         if d + 1 >= len(trie.byte) or (len(node) == 0 and not any(k > d for k in seeds)):
             break
         owner, node, cur = _children(flat_t, trie, d, node, cur)
@@ -248,10 +305,20 @@ def _first_level(flat_t: np.ndarray, trie: TokenTrie, states: np.ndarray):
 #: ``entries`` limit: they cost time when the table is built (~14 ms a million), not memory.
 SERVED_PER_ENTRY = 10
 # A state is worth grouping when at least this many bytes have live transitions from it (string contents
-# allow ~200 bytes; keys, numbers and punctuation a handful).
-GROUP_MIN_LIVE_BYTES = 64
+# allow ~200 bytes, an email's domain label 63; keys, numbers and punctuation a handful).
+GROUP_MIN_LIVE_BYTES = 16
 # The most state pairs matched per group member before the rest counts as not shared.
 GROUP_MAX_PAIRS = 256
+# A member whose own walk (below where it stops corresponding) holds more than this share of the shared
+# walk's entries, and at least HEAVY_MIN of them, is grouped again apart (GROUP_ROUNDS rounds at most): the
+# hyphen states of an email's first domain label and of the later ones look alike, but their labels differ
+# at once (a closing quote may follow only the later ones), so grouped together one kind walked 1.7 million
+# entries on its own; apart, each kind has a rep of its own.
+HEAVY_SHARE = 0.25
+HEAVY_MIN = 1000
+GROUP_ROUNDS = 4
+# A group has at most this many members (each walked entry carries a bit per member); larger ones are split.
+GROUP_MAX_MEMBERS = 256
 # A group's correspondence table holds members x states int32 entries; larger groups are split.
 GROUP_MAX_ENTRIES = 1 << 23
 
@@ -259,27 +326,49 @@ GROUP_MAX_ENTRIES = 1 << 23
 @dataclass
 class StateGroup:
     """States whose walks share one: ``rep`` and ``members`` (int64 (k,), rep first) and ``phi``: int32
-    (k, num_states), phi[i][q] = the state of member i that corresponds to the rep's state q (-1: none).
-    ``rank``: int32 (num_states,), the number of leading members for which the rep state is *core* (its
-    every transition corresponds in that member; members are ordered by how many rep states are core for
-    them, most first): a token whose walk from ``rep`` passes only states of rank > i (its last state
-    aside) leads member i to phi[i][rep's end state]. Members of a counter (the positions of a
-    ``maxLength`` string) correspond less the nearer they are to the bound; ranks let each member use the
-    shared walk as far as it corresponds, instead of as far as the least corresponding member does."""
+    (k, num_states), phi[i][q] = the state of member i that corresponds to the rep's state q (-1: none);
+    ``core``: bool (k, num_states), the rep states *core* for each member (every transition corresponds in
+    that member): a token whose walk from ``rep`` passes only states core for member i (its last state
+    aside), or meets member i's own walk in one state on the way (``phi[i][q] == q``: from there their
+    walks are one), leads member i to phi[i][rep's end state] (or that state itself). Members of a counter
+    (the positions of a ``maxLength`` string) correspond less the nearer they are to the bound; each member
+    uses the shared walk exactly as far as it corresponds (:attr:`core_bits`)."""
 
     rep: int
     members: np.ndarray
     phi: np.ndarray
-    rank: np.ndarray
+    core: np.ndarray
+
+    @property
+    def core_bits(self) -> np.ndarray:
+        """uint64 (num_states, words): per rep state, the members it is core for (:func:`member_bits`)."""
+        return member_bits(self.core.T)
+
+    @property
+    def same_bits(self) -> np.ndarray:
+        """uint64 (num_states, words): per rep state q, the members whose state paired with it is q itself."""
+        return member_bits((self.phi == np.arange(self.phi.shape[1])[None, :]).T)
+
+    def without(self, drop: np.ndarray) -> StateGroup | None:
+        """The group less the members ``drop`` (bool (k,); never the rep); None when fewer than two are
+        left."""
+        keep = ~drop
+        if keep.sum() < 2:
+            return None
+        return StateGroup(self.rep, self.members[keep], self.phi[keep], self.core[keep])
 
 
-def _match(ctrans: np.ndarray, rep: int, members: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _match(ctrans: np.ndarray, rep: int, members: np.ndarray,
+           ceff: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Pair ``rep`` with every one of ``members`` (int64 (k,)) breadth-first over (class-compressed)
     transitions, all members in one pass: returns (phi, core), int64 and bool (k, num_states), as in
     :class:`StateGroup` per member. A rep state is core for a member when its row and the member's row are
     dead on the same classes and every live target pairs consistently with that member's earlier pairings;
     only the targets of core states are paired, and at most :data:`GROUP_MAX_PAIRS` rep states are
-    visited."""
+    visited; a state where every member paired with it is in that very state is not gone past (from there
+    their walks are the rep's: :attr:`StateGroup.same_bits`). ``ceff``: int (num_states, classes), the counter effect of each class transition of a
+    transducer (:mod:`.counters`), which a core state's transitions must then share as well, so that a
+    token's effect from a member is its effect from the rep."""
     k, num_states = len(members), ctrans.shape[0]
     phi = np.full((k, num_states), -1, dtype=np.int64)
     core = np.zeros((k, num_states), dtype=bool)
@@ -297,6 +386,8 @@ def _match(ctrans: np.ndarray, rep: int, members: np.ndarray) -> tuple[np.ndarra
         live = a >= 0
         rows = ctrans[phi[who, q]]  # (w, classes)
         ok = ((rows >= 0) == live).all(axis=1)
+        if ceff is not None:
+            ok &= (ceff[phi[who, q]] == ceff[q]).all(axis=1)
         at, b = a[live], rows[:, live]  # rep targets (L,), member targets (w, L)
         seen = phi[who[:, None], at[None, :]]
         ok &= ~((seen >= 0) & (seen != b)).any(axis=1)
@@ -307,6 +398,8 @@ def _match(ctrans: np.ndarray, rep: int, members: np.ndarray) -> tuple[np.ndarra
         good = who[ok]
         phi[good[:, None], at[None, :]] = b[ok]
         core[good, q] = True
+        if (phi[who, q] == q).all():  # everyone here is in the rep's own state: nothing further to pair
+            continue
         fresh = targets[~queued[targets]]
         queued[fresh] = True
         queue.extend(fresh.tolist())
@@ -314,21 +407,25 @@ def _match(ctrans: np.ndarray, rep: int, members: np.ndarray) -> tuple[np.ndarra
 
 
 def state_groups(transitions: np.ndarray, states: np.ndarray,
-                 class_transitions: np.ndarray | None = None) -> list[StateGroup]:
+                 class_transitions: np.ndarray | None = None,
+                 class_effects: np.ndarray | None = None) -> list[StateGroup]:
     """The groups of :func:`iter_state_groups`, as a list."""
-    return list(iter_state_groups(transitions, states, class_transitions))
+    return list(iter_state_groups(transitions, states, class_transitions, class_effects))
 
 
 def iter_state_groups(transitions: np.ndarray, states: np.ndarray,
-                      class_transitions: np.ndarray | None = None) -> Iterator[StateGroup]:
+                      class_transitions: np.ndarray | None = None,
+                      class_effects: np.ndarray | None = None) -> Iterator[StateGroup]:
     """Group the many-byte states of ``states`` (e.g. the contents of different string values) whose
     automata look alike from there, so that one walk of the trie serves each group.
 
     Candidates share their pattern of dead, self-looping and other transitions over all 256 bytes; the
     first of each pattern is the rep, and a member is kept when the rep is core for it (see
-    :func:`_match`); members are ranked by how far they correspond (:class:`StateGroup`). ``class_transitions``:
-    ``byte_classes(transitions)[1]`` when the caller has it already (computed here otherwise). Groups are made
-    one at a time (each holds a members x states table), so that a walk can stop after any of them.
+    :func:`_match`); the candidates it leaves out are grouped around the next rep (:data:`GROUP_REPS`).
+    ``class_transitions``: ``byte_classes(transitions)[1]`` when the caller has it already (computed here
+    otherwise); a transducer's caller passes its classes of (transition, effect) instead, with
+    ``class_effects`` (see :func:`_match`). Groups are made one at a time (each holds a members x states
+    table), so that a walk can stop after any of them.
     """
     from .dfa import byte_classes
 
@@ -342,74 +439,104 @@ def iter_state_groups(transitions: np.ndarray, states: np.ndarray,
     by_pattern: dict[bytes, list[int]] = {}
     for st, pat in zip(cand.tolist(), pattern):
         by_pattern.setdefault(pat.tobytes(), []).append(st)
-    chunk = max(2, GROUP_MAX_ENTRIES // transitions.shape[0])
+    chunk = max(2, min(GROUP_MAX_MEMBERS, GROUP_MAX_ENTRIES // transitions.shape[0]))
     for alike in by_pattern.values():
         for at in range(0, len(alike), chunk):
-            group = _group(ctrans, alike[at : at + chunk])
-            if group is not None:
-                yield group
+            pool = alike[at : at + chunk]
+            for _ in range(GROUP_REPS):  # the candidates the rep leaves out are grouped around the next one
+                if len(pool) < 2:
+                    break
+                group, pool = _group(ctrans, pool, class_effects)
+                if group is not None:
+                    yield group
 
 
-def _group(ctrans: np.ndarray, members: list[int]) -> StateGroup | None:
-    """The group of ``members`` around the first, or None when fewer than two share its walk."""
+#: The most reps tried per pattern: a pattern's candidates can be of several kinds (the positions of a
+#: ``maxLength: 36`` string beside the contents of free strings, in o55361), each grouped around a rep of
+#: its kind; what is left after this many is walked alone.
+GROUP_REPS = 16
+
+
+def _group(ctrans: np.ndarray, members: list[int], ceff: np.ndarray | None = None) -> tuple[StateGroup | None, list[int]]:
+    """The group of ``members`` around the first (None when fewer than two share its walk), and the members
+    it leaves out, the first aside (``ceff``: see :func:`_match`)."""
     if len(members) < 2:
-        return None
+        return None, []
     candidates = np.asarray(members, dtype=np.int64)
-    phi, core = _match(ctrans, int(candidates[0]), candidates)
+    phi, core = _match(ctrans, int(candidates[0]), candidates, ceff)
     kept = np.flatnonzero(core[:, candidates[0]])
+    left = np.ones(len(candidates), dtype=bool)
+    left[0] = False
+    left[kept] = False
     if len(kept) < 2:
-        return None
-    kept = kept[np.argsort(-core[kept].sum(axis=1), kind="stable")]  # most core first: the rep
-    rank = np.logical_and.accumulate(core[kept], axis=0).sum(axis=0)
-    return StateGroup(int(candidates[0]), candidates[kept], phi[kept].astype(np.int32), rank.astype(np.int32))
+        return None, candidates[left].tolist()
+    return StateGroup(int(candidates[0]), candidates[kept], phi[kept].astype(np.int32), core[kept]), \
+        candidates[left].tolist()
 
 
-def _walk_group(flat_t: np.ndarray, trie: TokenTrie, g: StateGroup) -> GroupWalk:
-    """Walk the trie once from ``g.rep``, carrying per prefix the least rank of the states it passed (a
-    token serves the members below that rank, through ``phi``), and walk a member separately only below the
-    prefixes where it stops corresponding (a non-core state for it)."""
+def _walk_group(flat_t: np.ndarray, trie: TokenTrie, g: StateGroup, heavy: bool = False) -> GroupWalk:
+    """Walk the trie once from ``g.rep``, carrying per prefix the members it still serves (a bit each: those
+    for which every state it passed is core) and those that met the rep in one state on the way (they keep
+    corresponding, whatever lies further on, which :data:`GROUP_MAX_PAIRS` leaves unchecked: past a counted
+    string's closing quote its positions go on alike); a member is walked on its own only below the
+    prefixes where it stops corresponding (a non-core state for it). With ``heavy``, a member stops its own
+    walk once it holds more than it may (see :meth:`GroupWalk.heavy`): it is to be grouped again apart, and
+    its pieces are incomplete."""
+    core, same = g.core_bits, g.same_bits
+    k = len(g.members)
     _, node, cur = _first_level(flat_t, trie, np.asarray([g.rep]))
-    r = np.full(len(node), int(g.rank[g.rep]), dtype=np.int64)
-    tokens, ends, ranks = [], [], []
-    seed_parts: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = {}
+    r = np.repeat(core[g.rep][None, :], len(node), axis=0)
+    m = r & same[g.rep][None, :]
+    tokens, ends, served, mets = [], [], [], []
+    seed_parts: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
     for d in range(len(trie.byte)):
         if len(node) == 0:
             break
+        m = m | (r & same[cur])  # members now in the rep's own state: its walk is theirs
         owner, ended = _ends(trie, d, node)
         if len(owner):
             tokens.append(ended)
             ends.append(cur[owner])
-            ranks.append(r[owner])
+            served.append(r[owner])
+            mets.append(m[owner])
         if d + 1 >= len(trie.byte):
             break
-        nr = np.minimum(r, g.rank[cur])
-        drop = (nr < r) & (trie.child_end[d][node] > trie.child_start[d][node])
-        if drop.any():  # members nr..r-1 stop corresponding here: they descend on their own
-            seed_parts[d] = (node[drop], cur[drop], nr[drop], r[drop])
-        inner = nr > 0
-        node, cur, r = node[inner], cur[inner], nr[inner]
+        nr = m | (r & core[cur])
+        drop = r & ~nr
+        has = drop.any(axis=1) & (trie.child_end[d][node] > trie.child_start[d][node])
+        if has.any():  # these members stop corresponding here: they descend on their own
+            seed_parts[d] = (node[has], cur[has], drop[has])
+        inner = nr.any(axis=1)
+        node, cur, r, m = node[inner], cur[inner], nr[inner], m[inner]
         owner, node, cur = _children(flat_t, trie, d, node, cur)
-        r = r[owner]
+        r, m = r[owner], m[owner]
+    words = core.shape[1]
     tok = np.concatenate(tokens) if tokens else np.zeros(0, np.int32)
     end = np.concatenate(ends) if ends else np.zeros(0, np.int64)
-    rnk = np.concatenate(ranks) if ranks else np.zeros(0, np.int64)
+    bits = np.concatenate(served) if served else np.zeros((0, words), np.uint64)
+    met = np.concatenate(mets) if mets else np.zeros((0, words), np.uint64)
     order = np.argsort(tok, kind="stable")
-    tok, end, rnk = tok[order], end[order], rnk[order]
+    tok, end, bits, met = tok[order], end[order], bits[order], met[order]
     seeds = {}
-    for d, (nodes, qs, lo, hi) in seed_parts.items():
-        owner, member = _expand(lo, hi)
+    for d, (nodes, qs, drop) in seed_parts.items():
+        owner, member = np.nonzero(np.unpackbits(drop.view(np.uint8), axis=1, bitorder="little")[:, :k])
         # a seed's state is reached from a state core for its member, so it is paired (mapped >= 0)
         seeds[d] = (g.members[member], nodes[owner], g.phi[member, qs[owner]].astype(np.int64))
-    es, et, en = _sorted_triples(*_descend(flat_t, trie, (np.zeros(0, np.int64),) * 3, seeds))
+    cap = max(int(HEAVY_SHARE * len(tok)), HEAVY_MIN - 1) if heavy else None
+    capped: set[int] = set()
+    es, et, en = _sorted_triples(*_descend(flat_t, trie, (np.zeros(0, np.int64),) * 3, seeds, cap=cap,
+                                           capped=capped))
     members = g.members.astype(np.int32)
     lo = np.searchsorted(es, members, side="left").tolist()
     hi = np.searchsorted(es, members, side="right").tolist()
-    return GroupWalk(g, tok, end, rnk, [(et[a:b], en[a:b]) for a, b in zip(lo, hi)])
+    walked = GroupWalk(g, tok, end, bits, met, [(et[a:b], en[a:b]) for a, b in zip(lo, hi)])
+    walked.capped = np.isin(g.members, list(capped))
+    return walked
 
 
 def walk(transitions: np.ndarray, trie: TokenTrie, states: np.ndarray | None = None,
          share: bool = True, class_transitions: np.ndarray | None = None,
-         max_entries: int | None = None) -> WalkResult:
+         max_entries: int | None = None, class_effects: np.ndarray | None = None) -> WalkResult:
     """Walk all tokens of ``trie`` from each of ``states`` (default: all; repeats count once) through
     ``transitions``.
 
@@ -417,7 +544,8 @@ def walk(transitions: np.ndarray, trie: TokenTrie, states: np.ndarray | None = N
     triples: a token is allowed from a state when all its bytes have live transitions. With ``share``,
     states that look alike (:func:`state_groups`: the contents of the catalog's many string values) share
     one walk, and only the tokens that leave the shared part (a closing quote inside a token) are walked
-    apart; the result is the same as without. ``class_transitions`` is passed on to :func:`state_groups`.
+    apart; the result is the same as without. ``class_transitions`` and ``class_effects`` (a transducer's:
+    then a group member's tokens have the rep's effects on the counters) are passed on to :func:`state_groups`.
     ``max_entries``: raise the ``entries`` CompileLimitError (:mod:`.limits`) as soon as more triples than
     this are held (each free-text string position allows most of the vocabulary: ~150,000 entries); those a
     group member derives from the shared walk count 1 in :data:`SERVED_PER_ENTRY`.
@@ -432,11 +560,21 @@ def walk(transitions: np.ndarray, trie: TokenTrie, states: np.ndarray | None = N
         return WalkResult(empty, empty, empty)
     entries = _Entries(max_entries)
     groups, grouped = [], [np.zeros(0, np.int64)]
-    for g in iter_state_groups(transitions, states, class_transitions) if share else ():
-        walked = _walk_group(flat_t, trie, g)
-        entries.add(walked.held() + walked.served() // SERVED_PER_ENTRY)
-        groups.append(walked)
-        grouped.append(g.members)
+    rounds = [iter_state_groups(transitions, states, class_transitions, class_effects)] if share else []
+    for round_, found in enumerate(rounds):
+        for g in found:
+            last = round_ + 1 >= GROUP_ROUNDS
+            walked = _walk_group(flat_t, trie, g, heavy=not last)
+            heavy = walked.heavy()
+            if heavy.any() and not last:  # grouped again apart, around a rep of their own
+                rounds.append(iter_state_groups(transitions, g.members[heavy], class_transitions, class_effects))
+                g = g.without(heavy)
+                if g is None:
+                    continue
+                walked = _walk_group(flat_t, trie, g)
+            entries.add(walked.held() + walked.served() // SERVED_PER_ENTRY)
+            groups.append(walked)
+            grouped.append(g.members)
     alone = np.setdiff1d(states, np.concatenate(grouped))
     s, t, n = _sorted_triples(*_descend(flat_t, trie, _first_level(flat_t, trie, alone), entries=entries))
     return WalkResult(s, t, n, groups)

@@ -14,7 +14,7 @@ stored as the uint8 tensor ``header``. Arrays (S states, C byte classes, R disti
   little-endian bit order (bit i of byte k is token 8k + i).
 * ``min_tokens``  int32 (S,): the fewest tokens that lead from the state to an accepting state.
 
-An index with counters (version 4; header ``counters``: the bound ``hi_k`` of each counter, K counters,
+An index with counters (version 5, or 4 before guard lists were shared; header ``counters``: the bound ``hi_k`` of each counter, K counters,
 X effects, G guarded entries; see :mod:`callmaybe.compiler.counters`) adds:
 
 * ``counter_hi``   int32 (K,): the bounds again, as an array.
@@ -24,9 +24,12 @@ X effects, G guarded entries; see :mod:`callmaybe.compiler.counters`) adds:
 * ``effect_add`` int32, ``effect_reset`` uint8, ``effect_after`` int32, each (X, K): effect x advances
   counter k by ``add`` (allowed while the count stays <= ``hi_k``), then, where ``reset``, sets it to
   ``after``. Effect 0 is no effect.
-* ``guard_offset`` int64 (S + 1,), ``guard_token`` int32 (G,), ``guard_effect`` int32 (G,), ``guard_need``
-  int32 (G,): per state (a slice of the others, tokens sorted), the allowed tokens that have an effect or
-  a need, with them; ``need`` int32 (Y, K): the distinct needs. The rows list every token the automaton
+* ``state_guard`` int32 (S,) (version 5): the guard list of each state (identical lists are stored once, as
+  rows are); ``guard_offset`` int64 (L + 1,), ``guard_token`` int32 (G,), ``guard_effect`` int32 (G,),
+  ``guard_need`` int32 (G,): per guard list (a slice of the others, tokens sorted), the allowed tokens that
+  have an effect or a need, with them; ``need`` int32 (Y, K): the distinct needs. (Version 4 has no
+  ``state_guard``: its guard lists are the states', ``guard_offset`` of shape (S + 1,); it is read as
+  ``state_guard`` = 0 .. S - 1.) The rows list every token the automaton
   allows; a guarded token is allowed at counts ``c`` only where ``c_k + need_k <= hi_k`` for every counter
   (its advances and the fewest still required after it). Then its effect updates the counts.
   ``min_tokens`` follows tokens that need no more than the state itself, so it holds at any allowed counts.
@@ -64,7 +67,7 @@ import numpy as np
 from .files import atomic_write_bytes
 from .errors import IndexFileError, IndexVersionError
 
-INDEX_VERSION = 4
+INDEX_VERSION = 5
 #: The version of an index without counters: 3, which readers before version 4 read as well.
 PLAIN_VERSION = 3
 #: The revision of the language the compiler writes for a catalog, recorded in the header as
@@ -85,7 +88,10 @@ def _upgrade_v1(header: dict[str, Any]) -> dict[str, Any]:
 
 
 #: index version -> the function that turns its header into the current version's.
-READABLE_VERSIONS = {1: _upgrade_v1, 2: lambda header: header, 3: lambda header: header, 4: lambda header: header}
+READABLE_VERSIONS = {1: _upgrade_v1, 2: lambda header: header, 3: lambda header: header, 4: lambda header: header,
+                     5: lambda header: header}
+#: the first version whose indexes with counters share guard lists (``state_guard``).
+SHARED_GUARDS_SINCE = 5
 #: the first version whose header carries ``header_sha256``.
 HEADER_DIGEST_SINCE = 3
 
@@ -98,23 +104,28 @@ DTYPES = {
     "row_kind": np.uint8, "row_offset": np.int64, "row_count": np.int32, "row_ids": np.int32,
     "row_bits": np.uint8, "min_tokens": np.int32,
 }
-#: The arrays of an index with counters (version 4, header ``counters``: each counter's bound): see the
+#: The arrays of an index with counters (version 5, header ``counters``: each counter's bound): see the
 #: module docstring.
 COUNTER_ARRAYS = (
     "counter_hi", "counter_live", "trans_effect", "effect_add", "effect_reset", "effect_after",
-    "guard_offset", "guard_token", "guard_effect", "guard_need", "need",
+    "state_guard", "guard_offset", "guard_token", "guard_effect", "guard_need", "need",
 )
 DTYPES.update({
     "counter_hi": np.int32, "counter_live": np.uint8, "trans_effect": np.int32, "effect_add": np.int32,
-    "effect_reset": np.uint8, "effect_after": np.int32, "guard_offset": np.int64, "guard_token": np.int32,
+    "effect_reset": np.uint8, "effect_after": np.int32, "state_guard": np.int32, "guard_offset": np.int64, "guard_token": np.int32,
     "guard_effect": np.int32, "guard_need": np.int32, "need": np.int32,
 })
 ROW_IDS, ROW_BITS = 0, 1
 
 
 def array_names(header: dict[str, Any]) -> tuple[str, ...]:
-    """The arrays an index with ``header`` holds: :data:`ARRAYS`, and :data:`COUNTER_ARRAYS` with counters."""
-    return ARRAYS + COUNTER_ARRAYS if header.get("counters") else ARRAYS
+    """The arrays an index with ``header`` holds: :data:`ARRAYS`, and :data:`COUNTER_ARRAYS` with counters
+    (without ``state_guard`` in a file of version 4)."""
+    if not header.get("counters"):
+        return ARRAYS
+    if header.get("index_version", INDEX_VERSION) < SHARED_GUARDS_SINCE:
+        return ARRAYS + tuple(n for n in COUNTER_ARRAYS if n != "state_guard")
+    return ARRAYS + COUNTER_ARRAYS
 
 
 @dataclass
@@ -207,7 +218,7 @@ def to_bytes(index: IndexData) -> bytes:
     """Serialize ``index`` to the bytes of one safetensors file (header digest filled in)."""
     from safetensors.numpy import save
 
-    names = array_names(index.header)
+    names = ARRAYS + COUNTER_ARRAYS if index.header.get("counters") else ARRAYS  # as this version writes them
     arrays = {name: np.ascontiguousarray(index.arrays[name], dtype=DTYPES[name]) for name in names}
     header = dict(index.header)
     header["index_version"] = INDEX_VERSION if names != ARRAYS else PLAIN_VERSION
@@ -262,7 +273,10 @@ def read_index(path: str | Path) -> IndexData:
         raise IndexFileError(f"{path}: corrupt index file (missing arrays: {', '.join(missing)})")
     if _digest(tensors, names) != header.get("arrays_sha256"):
         raise IndexFileError(f"{path}: corrupt index file (array checksum mismatch)")
-    return IndexData(header=header, arrays={n: tensors[n] for n in names})
+    arrays = {n: tensors[n] for n in names}
+    if header.get("counters") and "state_guard" not in arrays:  # version 4: one guard list per state
+        arrays["state_guard"] = np.arange(len(arrays["accepting"]), dtype=np.int32)
+    return IndexData(header=header, arrays=arrays)
 
 
 def read_header(path: str | Path) -> dict[str, Any]:

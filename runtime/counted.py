@@ -1,4 +1,4 @@
-"""Decoding an index with counters (index version 4; :mod:`callmaybe.compiler.counters` builds them).
+"""Decoding an index with counters (index version 5, and 4; :mod:`callmaybe.compiler.counters` builds them).
 
 A decode state is an automaton state and the values of its live counters. :class:`CountedTokenIndex` keeps
 the :class:`~.masks.TokenIndex` interface, whose states are ints: states below S are the automaton's
@@ -38,16 +38,20 @@ class CountedTokenIndex(TokenIndex):
         add, reset, after = (np.asarray(a[n]) for n in ("effect_add", "effect_reset", "effect_after"))
         self._effects = [tuple((c, int(add[x, c]), bool(reset[x, c]), int(after[x, c])) for c in range(k)
                                if add[x, c] or reset[x, c]) for x in range(len(add))]
-        self._g_off = np.asarray(a["guard_offset"], dtype=np.int64)
+        # each state's guard list (identical lists stored once): its slice of the guard arrays
+        off = np.asarray(a["guard_offset"], dtype=np.int64)
+        state_guard = np.asarray(a["state_guard"], dtype=np.int64)
+        self._g_list = state_guard.tolist()
+        self._g_lo, self._g_hi = off[state_guard].tolist(), off[state_guard + 1].tolist()
         self._g_tok = np.asarray(a["guard_token"], dtype=np.int32)
         self._g_eff = np.asarray(a["guard_effect"], dtype=np.int64)
         self._g_need = np.asarray(a["need"], dtype=np.int64).reshape(-1, k)[np.asarray(a["guard_need"], dtype=np.int64)]
         # the most each state's guarded tokens need of each counter: below ``hi - most`` nothing is taken out
-        most = np.zeros((self._num_states, k), dtype=np.int64)
+        most = np.zeros((len(off) - 1, k), dtype=np.int64)
         if len(self._g_eff):
-            owner = np.repeat(np.arange(self._num_states), np.diff(self._g_off))
+            owner = np.repeat(np.arange(len(off) - 1), np.diff(off))
             np.maximum.at(most, owner, self._g_need)
-        self._most = most.tolist()
+        self._most = most[state_guard].tolist()
         self._virtual: list[tuple[int, tuple[int, ...]]] = []
         self._ids: dict[tuple[int, tuple[int, ...]], int] = {}
         self._cnext: dict[int, int] = {}
@@ -77,7 +81,7 @@ class CountedTokenIndex(TokenIndex):
 
     def _guard(self, q: int, token: int) -> int:
         """The index of ``token``'s guarded entry at automaton state ``q``, -1 when it has none."""
-        lo, hi = int(self._g_off[q]), int(self._g_off[q + 1])
+        lo, hi = self._g_lo[q], self._g_hi[q]
         if lo == hi:
             return -1
         i = lo + int(np.searchsorted(self._g_tok[lo:hi], token))
@@ -101,11 +105,12 @@ class CountedTokenIndex(TokenIndex):
 
     def _order(self, q: int, c: int) -> tuple[np.ndarray, np.ndarray]:
         """The guarded entries of ``q`` by what they need of counter ``c``, most first: (their indices into
-        the guard arrays, int64; the needs negated, ascending, for ``searchsorted``). Made once per pair."""
-        key = (q, c)
+        the guard arrays, int64; the needs negated, ascending, for ``searchsorted``). Made once per (guard
+        list, counter), shared by the states that have the list."""
+        key = (self._g_list[q], c)
         got = self._orders.get(key)
         if got is None:
-            lo, hi = int(self._g_off[q]), int(self._g_off[q + 1])
+            lo, hi = self._g_lo[q], self._g_hi[q]
             need = self._g_need[lo:hi, c]
             order = np.argsort(-need, kind="stable")
             got = self._orders[key] = (order + lo, -need[order])

@@ -102,7 +102,7 @@ class TokenIndex:
     """
 
     def __new__(cls, data: IndexData, token_bytes=None):
-        if cls is TokenIndex and data.header.get("counters"):  # an index with counters (version 4)
+        if cls is TokenIndex and data.header.get("counters"):  # an index with counters (version 4 or 5)
             from .counted import CountedTokenIndex
 
             cls = CountedTokenIndex

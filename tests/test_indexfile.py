@@ -106,11 +106,11 @@ def test_version_1_is_read_and_upgraded(compiled, tmp_path):
 
 def test_a_version_this_code_does_not_know_is_refused_naming_both(compiled, tmp_path):
     _, _, index, _ = compiled
-    v5 = tmp_path / "v5.safetensors"
-    write_with_header(v5, index, {**index.header, "index_version": 5})
-    message = (f"{v5}: index version 5 cannot be read by this callmaybe (it reads versions 1 and 2 and 3 and 4); "
-               "recompile the index or upgrade callmaybe")
-    assert_every_reader_refuses(v5, message)
+    v6 = tmp_path / "v6.safetensors"
+    write_with_header(v6, index, {**index.header, "index_version": 6})
+    message = (f"{v6}: index version 6 cannot be read by this callmaybe (it reads versions 1 and 2 and 3 and 4 "
+               "and 5); recompile the index or upgrade callmaybe")
+    assert_every_reader_refuses(v6, message)
 
 
 def test_an_edited_header_or_arrays_with_a_recomputed_array_checksum_are_refused(compiled, tmp_path):
@@ -135,7 +135,7 @@ def test_written_files_carry_the_current_version(compiled):
 
     _, path, _, _ = compiled
     # an index without counters is written as version 3, which readers before version 4 read too
-    assert INDEX_VERSION == 4 and read_header(path)["index_version"] == 3
+    assert INDEX_VERSION == 5 and read_header(path)["index_version"] == 3
 
 
 def test_find_says_why_it_skips_an_index_of_an_unknown_version(compiled, tmp_path, monkeypatch, capsys):
@@ -146,11 +146,11 @@ def test_find_says_why_it_skips_an_index_of_an_unknown_version(compiled, tmp_pat
     monkeypatch.setenv("CALLMAYBE_CACHE", str(tmp_path / "cache"))
     folder = tmp_path / "model" / "callmaybe"
     folder.mkdir(parents=True)
-    write_with_header(folder / "new.safetensors", index, {**index.header, "index_version": 5})
+    write_with_header(folder / "new.safetensors", index, {**index.header, "index_version": 6})
     assert indexes.find(VOCAB.fingerprint(), catalog_fingerprint(fns), {}, tmp_path / "model") is None
     assert capsys.readouterr().err == (
-        f"skipping {folder / 'new.safetensors'}: index version 5 cannot be read by this callmaybe (it reads "
-        "versions 1 and 2 and 3 and 4); recompile the index or upgrade callmaybe\n")
+        f"skipping {folder / 'new.safetensors'}: index version 6 cannot be read by this callmaybe (it reads "
+        "versions 1 and 2 and 3 and 4 and 5); recompile the index or upgrade callmaybe\n")
 
 
 def test_find_skips_an_index_of_another_grammar_revision(compiled, tmp_path, monkeypatch, capsys):

@@ -1,4 +1,4 @@
-"""Long counts with counters (compiler/counters.py): automata, index (version 4), masks and decoding.
+"""Long counts with counters (compiler/counters.py): automata, index (version 5), masks and decoding.
 
 The oracle for the index is the same catalog compiled without counters (copies of the counted part, exact
 up to 256): on random walks over a tiny vocabulary the two give the same allowed tokens at every step.
@@ -201,14 +201,14 @@ def test_a_model_that_wants_a_longer_value_still_gets_a_valid_call():
     assert json.loads(gen.text) == {"name": "f", "parameters": {"s": (alphabet * 3)[:70]}}
 
 
-def test_index_with_counters_is_version_4_and_a_plain_one_stays_3(tmp_path):
+def test_index_with_counters_is_version_5_and_a_plain_one_stays_3(tmp_path):
     fns = parse_catalog([{"name": "f", "description": "", "parameters": {"s": S(maxLength=70)}}], "t")
     counted, _ = compile_index(fns, VOCAB)
     plain, _ = compile_index(parse_catalog([{"name": "f", "description": "", "parameters": {"s": S()}}], "t"),
                              VOCAB)
     save_index(tmp_path / "c.safetensors", counted)
     save_index(tmp_path / "p.safetensors", plain)
-    assert read_header(tmp_path / "c.safetensors")["index_version"] == 4
+    assert read_header(tmp_path / "c.safetensors")["index_version"] == 5
     assert read_header(tmp_path / "p.safetensors")["index_version"] == 3
     back = read_index(tmp_path / "c.safetensors")
     assert back.header["counters"] == [70]
@@ -272,3 +272,47 @@ def test_a_token_no_count_can_take_is_out_of_every_mask():
         assert big not in index.mask(s).token_ids().tolist()
         assert all(big not in index.budget_mask(s, left).token_ids().tolist() for left in (2, 3, 5, 50))
         assert index.next_state(s, big) == -1
+
+
+def _as_version_4(index, path):
+    """Write ``index`` (with counters) as version 4 wrote it: one guard list per state, no ``state_guard``."""
+    from safetensors.numpy import save
+
+    import msgpack
+    from callmaybe.core import indexfile as F
+
+    a = index.arrays
+    off, sg = a["guard_offset"], a["state_guard"]
+    lists = [np.arange(off[g], off[g + 1]) for g in sg.tolist()]
+    at = np.concatenate(lists) if lists else np.zeros(0, np.int64)
+    arrays = {n: np.ascontiguousarray(a[n], dtype=F.DTYPES[n]) for n in F.ARRAYS + F.COUNTER_ARRAYS if n != "state_guard"}
+    arrays["guard_offset"] = np.concatenate([[0], np.cumsum([len(x) for x in lists])]).astype(np.int64)
+    for n in ("guard_token", "guard_effect", "guard_need"):
+        arrays[n] = np.ascontiguousarray(a[n][at], dtype=F.DTYPES[n])
+    names = tuple(n for n in F.ARRAYS + F.COUNTER_ARRAYS if n != "state_guard")
+    header = dict(index.header, index_version=4)
+    header["arrays_sha256"] = F._digest(arrays, names)
+    header["header_sha256"] = F._header_digest(header)
+    arrays["header"] = np.frombuffer(msgpack.packb(header, use_bin_type=True), dtype=np.uint8)
+    path.write_bytes(save(arrays, metadata={"format": "callmaybe-index"}))
+
+
+def test_a_version_4_index_with_a_guard_list_per_state_is_still_read_and_decodes_alike(tmp_path):
+    """Version 5 stores identical guard lists once (``state_guard``); a version-4 file (one list per state)
+    is read as ``state_guard`` = 0 .. S - 1 and gives the same masks and next states at every step."""
+    fns = parse_catalog([{"name": "f", "description": "", "parameters": {"s": S(maxLength=70), "t": S(maxLength=90)}}],
+                        "t")
+    index, _ = compile_index(fns, VOCAB)
+    assert len(index.arrays["guard_offset"]) - 1 < index.num_states  # lists are shared
+    _as_version_4(index, tmp_path / "v4.safetensors")
+    old = read_index(tmp_path / "v4.safetensors")
+    assert old.header["index_version"] == 4
+    assert old.arrays["state_guard"].tolist() == list(range(index.num_states))
+    new_ix, old_ix = TokenIndex(index, VOCAB.token_bytes), TokenIndex(old, VOCAB.token_bytes)
+    text = b'{"name": "f", "parameters": {"s": "' + b"ab" * 35 + b'", "t": "' + b"x" * 90
+    a = b = new_ix.start
+    for byte in text:
+        assert new_ix.allowed(a).tolist() == old_ix.allowed(b).tolist()
+        a, b = new_ix.next_state(a, ID[bytes([byte])]), old_ix.next_state(b, ID[bytes([byte])])
+        assert a >= 0 and b >= 0
+    assert new_ix.allowed(a).tolist() == old_ix.allowed(b).tolist() == sorted([ID[b'"'], ID[b'"}'], ID[b'"}}']])

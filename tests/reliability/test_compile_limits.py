@@ -169,8 +169,65 @@ def test_pattern_limit():
 
 def test_seconds_limit():
     assert limit_error(NESTED, seconds=0) == (
-        "schema 's' at '#': compiling took more than 0 s; the compile limit is seconds=0 (raise it with "
-        "--compile-limits seconds=N)")
+        "schema 's' at '#': compiling took more than 0 s of CPU time; the compile limit is seconds=0 (raise it "
+        "with --compile-limits seconds=N)")
+
+
+def _verdict_beside_busy_threads(schema: dict, threads: int) -> tuple[str, float]:
+    """Compile ``schema`` under ``seconds=1`` while ``threads`` threads of this process spin in Python (busy
+    neighbours that take the interpreter from the compile): ("compiled" or the error, wall seconds)."""
+    import threading
+    import time
+
+    from callmaybe.compiler.nodes import LEAF_CACHE
+
+    LEAF_CACHE.clear()
+    stop = threading.Event()
+
+    def spin():
+        while not stop.is_set():
+            pass
+
+    spinners = [threading.Thread(target=spin, daemon=True) for _ in range(threads)]
+    for t in spinners:
+        t.start()
+    try:
+        start = time.perf_counter()
+        try:
+            schema_dfa(schema, name="s", limits=CompileLimits(seconds=1))
+            verdict = "compiled"
+        except CompileLimitError as exc:
+            verdict = str(exc)
+        return verdict, time.perf_counter() - start
+    finally:
+        stop.set()
+        for t in spinners:
+            t.join()
+
+
+def test_the_seconds_limit_counts_cpu_time_so_busy_neighbours_do_not_change_the_verdict(monkeypatch):
+    """Issue 30 item 12: the ``seconds`` limit was wall-clock time, so one schema was refused under load and
+    compiled alone. It now counts the compiling thread's CPU time: a pattern that takes ~0.1 s of CPU compiles
+    under ``seconds=1`` however many busy neighbours stretch its wall time, while with a wall clock (the old
+    limit) the same compile beside as many neighbours is refused."""
+    import time
+
+    from callmaybe.compiler import limits
+
+    schema = {"type": "string", "pattern": "^[ab]*a[ab]{9}$"}
+    schema_dfa(schema)  # imports and first-use work out of the way
+    refused_by_wall_clock = None
+    for threads in (8, 16, 32, 64):
+        assert _verdict_beside_busy_threads(schema, threads)[0] == "compiled"
+        with monkeypatch.context() as m:
+            m.setattr(limits, "cpu_clock", time.monotonic)  # the old clock
+            verdict, wall = _verdict_beside_busy_threads(schema, threads)
+        if verdict != "compiled":
+            refused_by_wall_clock = verdict
+            break
+    assert refused_by_wall_clock == (
+        "schema 's' at '#': compiling took more than 1 s of CPU time; the compile limit is seconds=1 (raise it "
+        "with --compile-limits seconds=N)")
 
 
 def test_limits_count_per_function():

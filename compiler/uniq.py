@@ -1,0 +1,40 @@
+"""Distinct rows of small non-negative integer matrices, fast: the one sort the compiler's tables use."""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+#: Rows whose packed key has at most this many bits are told apart by a table of all keys, not by a sort.
+DENSE_BITS = 20
+
+
+def unique_rows(m: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct rows of ``m`` (int (n, c)), sorted, and each row's index among them (int64 (n,)).
+
+    Rows of non-negative values are packed into one int64 key where their bits fit in 62 (a 1-D sort: ~40x
+    faster than ``np.unique(axis=0)`` on 20 million rows; no sort at all within :data:`DENSE_BITS`), else
+    compared whole. Rows are returned as int64.
+    """
+    m = np.asarray(m, dtype=np.int64)
+    n, c = m.shape
+    if n == 0:
+        return m.reshape(0, c), np.zeros(0, dtype=np.int64)
+    bits = [max(int(v).bit_length(), 1) for v in m.max(axis=0).tolist()]
+    if sum(bits) > 62 or int(m.min()) < 0:
+        rows, inverse = np.unique(m, axis=0, return_inverse=True)
+        return rows, inverse.reshape(-1)
+    shifts = np.concatenate([[0], np.cumsum(bits[:-1])]).astype(np.int64)
+    key = (m << shifts).sum(axis=1)
+    if sum(bits) <= DENSE_BITS:  # no sort: mark the keys present in a table of all keys
+        present = np.zeros(1 << sum(bits), dtype=bool)
+        present[key] = True
+        keys = np.flatnonzero(present)
+        inverse = (np.cumsum(present) - 1)[key]
+    else:
+        keys, inverse = np.unique(key, return_inverse=True)
+    rows = (keys[:, None] >> shifts) & ((np.int64(1) << np.asarray(bits, dtype=np.int64)) - 1)
+    order = np.lexsort(rows.T[::-1])  # lexicographic, as np.unique(axis=0) gives them
+    rank = np.empty_like(order)
+    rank[order] = np.arange(len(order))
+    return rows[order], rank[inverse.reshape(-1)]
