@@ -13,8 +13,9 @@ modes:
   it is decoded; a text answer follows when the model doubts it. A call that repeats one the conversation
   already answered (a tool result follows it), and, with the optional value check, a call none of whose
   values the request states (:func:`~.evidence.first_call`), is declined once decoded: the turn goes back to
-  its first token (the row's keys and values after the prompt are dropped, ``truncate_to``) and answers in
-  text from there. The reason is the result's ``decision``, never its ``content``.
+  where the call began, its first token or the end of the text that turned into the call (the row's keys and
+  values after that point are dropped, ``truncate_to``), and answers in text from there, opening no call
+  again. The reason is the result's ``decision``, never its ``content``.
 * ``text``: free text, token by token, until EOS or the budget ("length"). Control tokens other than EOS and
   (under "auto") the call marker are never picked; under "none" the marker is not either, and with tools
   the first token opens no call (no JSON object, no code fence: a model that would write its call as text
@@ -134,6 +135,9 @@ class TurnDecoding:
         self.threshold = request.call_threshold if request.call_threshold is not None else threshold
         self.decision: str | None = None  # why the turn called or answered in text (result().decision)
         self.first_logits: torch.Tensor | None = None  # the first position's logits, kept for a decline
+        # where a text answer turned into a call: (tokens generated before the marker, the logits there)
+        self.text_before_call: tuple[int, torch.Tensor] | None = None
+        self.declined = False  # a call was declined: the turn is a text answer and opens no call again
         self.truncate_to: int | None = None  # set on a decline: the batch keeps this many of the row's tokens
         self.answered = answered_calls(request.messages)
         self.profile = profile if profile is not None else Profile()
@@ -256,7 +260,8 @@ class TurnDecoding:
     # -- modes --------------------------------------------------------------------------------------------
 
     def _may_call(self) -> bool:
-        return self.request.tool_choice == "auto" and self.index is not None and self.vocab.marker is not None
+        return (self.request.tool_choice == "auto" and self.index is not None and self.vocab.marker is not None
+                and not self.declined)
 
     def _decide(self, logits: torch.Tensor) -> None:
         """The first token: the model's odds of starting a call decide (:func:`~.decision.decide`); a call is
@@ -295,7 +300,10 @@ class TurnDecoding:
         self._text_token(tok)
 
     def _text(self, logits: torch.Tensor, bias: torch.Tensor) -> None:
-        self._text_token(self._pick(logits, bias))
+        tok = self._pick(logits, bias)
+        if tok == self.vocab.marker:  # the text turns into a call: a decline comes back here
+            self.text_before_call = (len(self.generated), logits.detach().clone())
+        self._text_token(tok)
 
     def _pick(self, logits: torch.Tensor, bias: torch.Tensor) -> int:
         """A token from ``logits`` plus ``bias`` (a text bias of :class:`Vocab`), as the request samples."""
@@ -517,13 +525,24 @@ class TurnDecoding:
         self._begin_call()
 
     def _decline(self, reason: str) -> None:
-        """Answer in text instead of the call just decoded: the turn goes back to its first token (the batch
-        drops the row's keys and values after the prompt: ``truncate_to``) and the model writes text from
-        there, as if it had not called. ``reason`` goes to ``decision``, not to the answer."""
+        """Answer in text instead of the call just decoded: the turn goes back to where the call began (the
+        batch drops the row's keys and values after that point: ``truncate_to``) and the model writes text from
+        there, as if it had not called: from its first token, or, when its text turned into the call, after
+        that text (already sent), with the call marker masked out. The turn opens no call after a decline (a
+        model that wrote the same call again would be declined again, without end). ``reason`` goes to
+        ``decision``, not to the answer."""
         self.decision = f"declined a call: {reason}"
+        self.declined = True
+        self.call, self.pending = None, []
+        if self.text_before_call is not None:  # text, then a call: the text stays, the call goes
+            kept, logits = self.text_before_call
+            self.text_before_call = None
+            self.truncate_to = len(self.ids) + kept
+            self.generated, self.forced = self.generated[:kept], 0  # text tokens: chosen, none forced
+            self.mode = "text"
+            return self._text(logits, self.vocab.no_call)
         self.truncate_to = len(self.ids)
         self.generated, self.forced, self.text_tokens = [], 0, 0
-        self.call, self.pending = None, []
         logits = self.first_logits
         if logits is None:  # a turn that did not decide (cannot happen under "auto"; never trusted)
             self.finish_reason = "stop"

@@ -624,3 +624,31 @@ def test_the_threshold_decides_and_a_text_answer_starts_with_no_call_opening(ind
     result, _ = turn(index, None, model=text, call_threshold=-60.0)
     assert result.decision == "called: p(call) 0.000, log-odds -44.98 >= -60.00"
     assert [c.name for c in result.calls] == ["add"]  # a call under the grammar, whatever the model wrote
+
+
+def test_a_declined_call_after_text_goes_back_to_the_text_and_the_turn_never_calls_again(index):
+    # the model's text turns into a call the conversation already answered: declined, the turn goes back to
+    # where the call began (the text already sent stays, once) and the model's text goes on without a call;
+    # before, the turn went back to its first token, wrote the text again and called again, without end
+    script = f"Let me add.<tool_call>\n{CALL}\n</tool_call>"
+    result, events = turn(index, script, messages=ANSWERED)
+    assert (result.calls, result.content, result.finish_reason) == ([], "Let me add.", "stop")
+    assert result.decision == "declined a call: add with these arguments was already called and answered"
+    assert [e.kind for e in events] == ["text"] * len("Let me add.") + ["done"]
+    assert (result.completion_tokens, result.forced_tokens) == (len("Let me add."), 0)
+    space = Tokenizer().encode(" ")[0]  # where the call was, the model's next choice is a space, then more text
+    model = FirstOf(ScriptModel(script, fallback=space), ScriptModel("Let me add. It is 5."))
+    result, events = turn(index, None, model=model, messages=ANSWERED)
+    assert (result.calls, result.content, result.finish_reason) == ([], "Let me add. It is 5.", "stop")
+    assert "".join(e.data for e in events if e.kind == "text") == "Let me add. It is 5."
+    assert result.completion_tokens == len("Let me add. It is 5.")
+    # a call at the first token, declined: the text from there never turns into a call again
+    model = prefers_call(f"<tool_call>\n{CALL}", f"It is 5.<tool_call>\n{CALL}")
+    result, events = turn(index, None, model=model, messages=ANSWERED)
+    assert (result.calls, result.content, result.finish_reason) == ([], "It is 5.", "stop")
+    assert [e.kind for e in events] == ["text"] * len("It is 5.") + ["done"]
+    # the value check (evidence=True) declines a call from nowhere written after text the same way
+    nowhere = 'Sure.<tool_call>\n{"name": "add", "arguments": {"a": 70, "b": 175}}'
+    result, _ = turn(index, nowhere, evidence=True)
+    assert (result.calls, result.content, result.finish_reason) == ([], "Sure.", "stop")
+    assert result.decision.startswith("declined a call: add would take values the request does not give")
