@@ -6,7 +6,8 @@ modes:
 
 * ``decide`` (``tool_choice="auto"``): at the first token the model's probability of starting a call (its
   call marker, Qwen's ``<tool_call>``, or a token opening a JSON object or a code fence, as small models
-  write calls without the marker) against that of writing text decides (:func:`~.decision.decide`): a call
+  write calls without the marker; the marker alone when the answer must be JSON, ``response_schema``, and the
+  call format has one) against that of writing text decides (:func:`~.decision.decide`): a call
   is then decoded under the grammar, text is the model's own text with the call's openings left out. A text
   answer may still turn into a call when the model writes its call marker. A call the first token wants is
   checked by the model's verdict over the whole catalog (the ``judge`` callback, :mod:`~.relevance`) before
@@ -75,7 +76,8 @@ class Vocab:
     call format) and the text biases: float32 tensors (vocab_size,), 0 where text may pick the token and -inf
     where not (control tokens other than EOS and the marker; ``no_call`` bans the marker too; ``text_first``
     bans every token that begins a call, :func:`~.decision.call_start_ids`: a text answer's first token).
-    ``call_starts``: those ids (int64)."""
+    ``call_starts``: those ids (int64); ``marker_only``: the marker's id alone (int64, empty without one), what
+    starts a call when the text answer is JSON (a response schema), which opens as a marker-less call does."""
 
     def __init__(self, token_bytes, eos_ids, vocab_size: int, tokenizer, call_format: str):
         self.token_bytes, self.eos_ids, self.tokenizer = token_bytes, set(int(e) for e in eos_ids), tokenizer
@@ -95,6 +97,7 @@ class Vocab:
             free[self.marker] = 0.0
         self.free = free
         self.call_starts = call_start_ids(token_bytes, self.marker)
+        self.marker_only = torch.tensor([] if self.marker is None else [self.marker], dtype=torch.long)
         self.text_first = self.no_call.clone()
         self.text_first[self.call_starts] = float("-inf")
 
@@ -268,7 +271,10 @@ class TurnDecoding:
         then decoded under the index (after the marker, where the call format has one), text starts with a
         token that begins no call."""
         allowed = self.vocab.free if self.vocab.marker is not None else self.vocab.no_call
-        verdict = decide(logits, self.vocab.call_starts, self.threshold, allowed)
+        starts = self.vocab.call_starts
+        if self.schema_index is not None and self.vocab.marker is not None:
+            starts = self.vocab.marker_only  # a JSON answer opens as a call without the marker would
+        verdict = decide(logits, starts, self.threshold, allowed)
         self.first_logits = logits.detach().clone()
         if not verdict.call:
             self.decision = f"answered in text: {verdict.evidence}"

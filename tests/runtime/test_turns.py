@@ -652,3 +652,20 @@ def test_a_declined_call_after_text_goes_back_to_the_text_and_the_turn_never_cal
     result, _ = turn(index, nowhere, evidence=True)
     assert (result.calls, result.content, result.finish_reason) == ([], "Sure.", "stop")
     assert result.decision.startswith("declined a call: add would take values the request does not give")
+
+
+def test_a_json_answer_under_auto_with_tools_is_not_taken_for_a_call(index):
+    # a response schema under "auto" with tools: the answer opens with "{", as a call without the marker
+    # would; in the "tools" call format only the marker starts a call. Before, the JSON answer was decided a
+    # call and decoded under the call index: add(a=-1, b=-10**32)
+    schema = {"type": "object", "properties": {"answer": {"type": "integer"}}, "required": ["answer"],
+              "additionalProperties": False}
+    fns = parse_catalog([{"name": "reply", "parameters": schema}], "schema")
+    value = TokenIndex(compile_index(fns, VOCAB, CompileOptions(parameters_key="arguments"))[0], VOCAB.token_bytes)
+    answer = '{"name": "reply", "arguments": {"answer": 42}}'  # the schema index's JSON (see above)
+    result, events = turn(index, answer, schema_index=value)
+    assert (result.content, result.calls, result.finish_reason) == (answer, [], "stop")
+    assert result.decision == "answered in text: p(call) 0.000, log-odds -50.00 < +1.50"
+    assert "".join(e.data for e in events if e.kind == "text") == answer
+    result, _ = turn(index, f"<tool_call>\n{CALL}", schema_index=value)  # the marker still calls
+    assert (result.content, [(c.name, c.arguments) for c in result.calls]) == (None, [("add", {"a": 2, "b": 3})])
