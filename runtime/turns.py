@@ -19,8 +19,8 @@ modes:
   again. The reason is the result's ``decision``, never its ``content``.
 * ``text``: free text, token by token, until EOS or the budget ("length"). Control tokens other than EOS and
   (under "auto") the call marker are never picked; under "none" the marker is not either, and with tools
-  the first token opens no call (no JSON object, no code fence: a model that would write its call as text
-  writes words).
+  the first token opens no call, nor does a token after a blank start (no JSON object, no code fence: a
+  model that would write its call as text writes words).
 * ``json``: a text answer that must match ``response_schema``: decoded under that schema's index.
 * ``call``: one call under the call index (:class:`~.decoder.Decoding`, so forced text and loop breaking
   work as for ``run``). A named function is pinned by walking its name's tokens through the index.
@@ -75,7 +75,8 @@ class Vocab:
     """What a turn needs to know of the vocabulary: token bytes, EOS ids, the call marker (None in the "plain"
     call format) and the text biases: float32 tensors (vocab_size,), 0 where text may pick the token and -inf
     where not (control tokens other than EOS and the marker; ``no_call`` bans the marker too; ``text_first``
-    bans every token that begins a call, :func:`~.decision.call_start_ids`: a text answer's first token).
+    bans every token that begins a call, :func:`~.decision.call_start_ids`: a text answer's first token, and
+    the next ones while it is blank; ``text_lead`` allows the marker among them).
     ``call_starts``: those ids (int64); ``marker_only``: the marker's id alone (int64, empty without one), what
     starts a call when the text answer is JSON (a response schema), which opens as a marker-less call does."""
 
@@ -100,6 +101,9 @@ class Vocab:
         self.marker_only = torch.tensor([] if self.marker is None else [self.marker], dtype=torch.long)
         self.text_first = self.no_call.clone()
         self.text_first[self.call_starts] = float("-inf")
+        self.text_lead = self.text_first.clone()  # the same, where the marker may still turn text into a call
+        if self.marker is not None:
+            self.text_lead[self.marker] = 0.0
 
 
 def _single(tokenizer, text: str) -> int:
@@ -231,10 +235,7 @@ class TurnDecoding:
         if self.mode == "decide":
             self._decide(logits)
         elif self.mode == "text":
-            if not self.generated and self.request.functions:  # "none" with tools: text never opens a call
-                self._text(logits, self.vocab.text_first)
-            else:
-                self._text(logits, self.vocab.free if self._may_call() else self.vocab.no_call)
+            self._text(logits, self._text_bias())
         else:
             finished = self.call.choose(logits)
             last = self.call.matcher.tokens[-1:]
@@ -304,6 +305,16 @@ class TurnDecoding:
         if before:
             self._add_text(before)
         self._text_token(tok)
+
+    def _text_bias(self) -> torch.Tensor:
+        """The bias of a text answer's next token: with tools offered, no token that opens a call (a JSON
+        object, a code fence) while the answer is blank (its first token, or whitespace so far: a model that
+        writes a newline first would write its call as text after it); the call marker only where the turn may
+        still call (:meth:`_may_call`)."""
+        blank = bool(self.request.functions) and not self._answer.strip()
+        if self._may_call():
+            return self.vocab.text_lead if blank else self.vocab.free
+        return self.vocab.text_first if blank else self.vocab.no_call
 
     def _text(self, logits: torch.Tensor, bias: torch.Tensor) -> None:
         tok = self._pick(logits, bias)
@@ -546,7 +557,7 @@ class TurnDecoding:
             self.truncate_to = len(self.ids) + kept
             self.generated, self.forced = self.generated[:kept], 0  # text tokens: chosen, none forced
             self.mode = "text"
-            return self._text(logits, self.vocab.no_call)
+            return self._text(logits, self._text_bias())
         self.truncate_to = len(self.ids)
         self.generated, self.forced, self.text_tokens = [], 0, 0
         logits = self.first_logits

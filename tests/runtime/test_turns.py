@@ -669,3 +669,21 @@ def test_a_json_answer_under_auto_with_tools_is_not_taken_for_a_call(index):
     assert "".join(e.data for e in events if e.kind == "text") == answer
     result, _ = turn(index, f"<tool_call>\n{CALL}", schema_index=value)  # the marker still calls
     assert (result.content, [(c.name, c.arguments) for c in result.calls]) == (None, [("add", {"a": 2, "b": 3})])
+
+
+def test_a_text_answer_opens_no_call_after_a_blank_start(index):
+    # the model writes a newline first, then its call as text (a JSON object or a code fence): with tools
+    # offered, a text answer that is blank so far opens no call, under "none" and after "auto" decided text.
+    # Before, only the first token was checked: content was '\n{"name": "add", "arguments": {"a": 2, "b": 3}}'
+    letter = Tokenizer().encode("I")[0]
+    for opening in (CALL, "```json\n" + CALL + "\n```"):
+        for tool_choice in ("none", "auto"):
+            model = FirstOf(ScriptModel("\n" + opening, fallback=letter), ScriptModel("\nI cannot call."))
+            result, _ = turn(index, None, model=model, tool_choice=tool_choice)
+            assert (result.calls, result.content, result.finish_reason) == ([], "\nI cannot call.", "stop")
+    # without tools a JSON object is an answer like any other
+    result, _ = turn(index, "\n" + CALL, tool_choice="none", functions=[])
+    assert result.content == "\n" + CALL
+    # under "auto" the marker may still turn a blank start into a call
+    result, _ = turn(index, f"\n<tool_call>\n{CALL}")
+    assert [(c.name, c.arguments) for c in result.calls] == [("add", {"a": 2, "b": 3})]
