@@ -16,7 +16,9 @@ modes:
   values the request states (:func:`~.evidence.first_call`), is declined once decoded: the turn goes back to
   where the call began, its first token or the end of the text that turned into the call (the row's keys and
   values after that point are dropped, ``truncate_to``), and answers in text from there, opening no call
-  again. The reason is the result's ``decision``, never its ``content``.
+  again. The reason is the result's ``decision``, never its ``content``. A parallel turn leaves out an
+  answered call and tries another (kept as a later call would be, :func:`~.evidence.another_call`); it
+  declines when it made none.
 * ``text``: free text, token by token, until EOS or the budget ("length"). Control tokens other than EOS and
   (under "auto") the call marker are never picked; under "none" the marker is not either, and with tools
   the first token opens no call, nor does a token after a blank start (no JSON object, no code fence: a
@@ -147,6 +149,7 @@ class TurnDecoding:
         self.declined = False  # a call was declined: the turn is a text answer and opens no call again
         self.truncate_to: int | None = None  # set on a decline: the batch keeps this many of the row's tokens
         self.answered = answered_calls(request.messages)
+        self.skipped: list[ToolCall] = []  # calls of this turn left out: the conversation already answered them
         self.profile = profile if profile is not None else Profile()
         self.pending = list(pending)
         self.by_name = {fn.name: fn for fn in request.functions}
@@ -503,43 +506,54 @@ class TurnDecoding:
             arguments, grounding = done.parameters, done.grounding
             self.passes += done.forward_passes  # restating
         asked = request_text(self.request.messages)
-        if self.request.tool_choice == "auto" and _repeats(call["name"], (arguments, decoded), self.answered):
-            if not self.calls:
-                return self._decline(f"{call['name']} with these arguments was already called and answered")
-            self.finish_reason = "tool_calls"  # the turn's earlier calls stand
-            self._done()
+        auto = self.request.tool_choice == "auto"
+        earlier = self.calls + self.skipped
+        if earlier and not another_call(arguments, [c.arguments for c in earlier], asked, call["name"],
+                                        [c.name for c in earlier], self.by_name[call["name"]].parameters).keep:
+            return self._end_calls()  # a repeat or a guess: the model runs on, the turn is over
+        if auto and _repeats(call["name"], (arguments, decoded), self.answered):
+            if self.calls:
+                return self._end_calls()  # the turn's earlier calls stand
+            self.skipped.append(ToolCall(call["name"], arguments, decoded))
+            if not self._another_call():  # a parallel turn goes on: a new call may follow the answered one
+                self._end_calls()
             return
-        if not self.calls and self.request.tool_choice == "auto":
+        if not self.calls and auto:
             verdict = first_call(arguments, asked) if self.evidence else None
             if verdict is not None and not verdict.keep:  # a call from nowhere: decline instead
                 return self._decline(f"{call['name']} would take values the request does not give "
                                      f"({verdict.evidence})")
-        if self.calls and not another_call(arguments, [c.arguments for c in self.calls], asked, call["name"],
-                                           [c.name for c in self.calls],
-                                           self.by_name[call["name"]].parameters).keep:
-            self.finish_reason = "tool_calls"  # a repeat or a guess: the model runs on, the turn is over
-            self._done()
-            return
         position = len(self.calls)
         self.calls.append(ToolCall(call["name"], arguments, decoded))
         self.grounding.append(grounding)
         if not self.request.parallel:  # a parallel turn's calls wait for its end (_done)
             self._claim()
             self.on_event(Event("call", (position, self.calls[-1])))
-        # another call is tried, whatever weight the model gives EOS here (see the module docstring): the
-        # call's closing, a newline, then the marker and its newline
+        if not self._another_call():  # one call, or no room for another
+            self._end_calls()
+
+    def _another_call(self) -> bool:
+        """In a parallel turn with room for another whole call, force what comes between two calls and begin
+        the next; False otherwise. Another call is tried whatever weight the model gives EOS here (see the
+        module docstring): the call's closing, a newline, then the marker and its newline."""
         marked = self.vocab.marker is not None
         between = [*(self.vocab.closing if marked else []), self.vocab.newline,
                    *([self.vocab.marker, *self.vocab.after_marker] if marked else [])]
         if not self.request.parallel or len(between) + self._call_need() > self.left:
-            # one call, or no room for another
-            self.finish_reason = "tool_calls"
-            self._done()
-            return
+            return False
         self._take(between, forced=True)
         self.pending += between
         self.mode = "call"
         self._begin_call()
+        return True
+
+    def _end_calls(self) -> None:
+        """The turn's calls are over: it ends with those it made, or, when the only ones it wrote repeat calls
+        the conversation already answered (:attr:`skipped`), it answers in text instead (:meth:`_decline`)."""
+        if not self.calls and self.skipped:
+            return self._decline(f"{self.skipped[0].name} with these arguments was already called and answered")
+        self.finish_reason = "tool_calls"
+        self._done()
 
     def _decline(self, reason: str) -> None:
         """Answer in text instead of the call just decoded: the turn goes back to where the call began (the

@@ -687,3 +687,27 @@ def test_a_text_answer_opens_no_call_after_a_blank_start(index):
     # under "auto" the marker may still turn a blank start into a call
     result, _ = turn(index, f"\n<tool_call>\n{CALL}")
     assert [(c.name, c.arguments) for c in result.calls] == [("add", {"a": 2, "b": 3})]
+
+
+def test_a_parallel_turn_goes_on_past_a_call_the_conversation_already_answered(index):
+    # the server's default is parallel_tool_calls: true. The model writes the answered add(2, 3) again, then
+    # the new greet(Bob): the answered call is left out and the new one made. Before, the whole turn was
+    # declined at the first call (and greet first, add second kept greet: the order decided)
+    for script in (f"<tool_call>\n{CALL}\n</tool_call>\n<tool_call>\n{GREET_BOB}\n</tool_call>",
+                   f"<tool_call>\n{GREET_BOB}\n</tool_call>\n<tool_call>\n{CALL}\n</tool_call>"):
+        result, events = turn(index, script, parallel=True, messages=ANSWERED, max_tokens=200)
+        assert [(c.name, c.arguments) for c in result.calls] == [("greet", {"name": "Bob"})]
+        assert result.finish_reason == "tool_calls" and [e.kind for e in events] == ["call", "done"]
+    # only the answered call, then a guess the request does not ask for: a text answer, as without parallel
+    model = prefers_call(f"<tool_call>\n{CALL}", "It is 5.")
+    result, events = turn(index, None, model=model, parallel=True, messages=ANSWERED, max_tokens=200)
+    assert (result.calls, result.content, result.finish_reason) == ([], "It is 5.", "stop")
+    assert result.decision == "declined a call: add with these arguments was already called and answered"
+    assert [e.kind for e in events] == ["text"] * len("It is 5.") + ["done"]
+    assert result.completion_tokens == len("It is 5.")
+    # the answered call written twice: the second is a repeat of the first, the turn answers in text
+    twice = f"<tool_call>\n{CALL}\n</tool_call>\n<tool_call>\n{CALL}\n</tool_call>"
+    result, _ = turn(index, None, model=FirstOf(ScriptModel(twice, fallback=Tokenizer().encode("I")[0]),
+                                                ScriptModel("It is 5.")), parallel=True, messages=ANSWERED,
+                     max_tokens=200)
+    assert (result.calls, result.content) == ([], "It is 5.")
