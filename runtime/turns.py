@@ -6,19 +6,23 @@ modes:
 
 * ``decide`` (``tool_choice="auto"``): at the first token the model's probability of starting a call (its
   call marker, Qwen's ``<tool_call>``, or a token opening a JSON object or a code fence, as small models
-  write calls without the marker) against that of writing text decides (:func:`~.decision.decide`): a call
+  write calls without the marker; the marker alone when the answer must be JSON, ``response_schema``, and the
+  call format has one) against that of writing text decides (:func:`~.decision.decide`): a call
   is then decoded under the grammar, text is the model's own text with the call's openings left out. A text
   answer may still turn into a call when the model writes its call marker. A call the first token wants is
   checked by the model's verdict over the whole catalog (the ``judge`` callback, :mod:`~.relevance`) before
   it is decoded; a text answer follows when the model doubts it. A call that repeats one the conversation
   already answered (a tool result follows it), and, with the optional value check, a call none of whose
   values the request states (:func:`~.evidence.first_call`), is declined once decoded: the turn goes back to
-  its first token (the row's keys and values after the prompt are dropped, ``truncate_to``) and answers in
-  text from there. The reason is the result's ``decision``, never its ``content``.
+  where the call began, its first token or the end of the text that turned into the call (the row's keys and
+  values after that point are dropped, ``truncate_to``), and answers in text from there, opening no call
+  again. The reason is the result's ``decision``, never its ``content``. A parallel turn leaves out an
+  answered call and tries another (kept as a later call would be, :func:`~.evidence.another_call`); it
+  declines when it made none.
 * ``text``: free text, token by token, until EOS or the budget ("length"). Control tokens other than EOS and
   (under "auto") the call marker are never picked; under "none" the marker is not either, and with tools
-  the first token opens no call (no JSON object, no code fence: a model that would write its call as text
-  writes words).
+  the first token opens no call, nor does a token after a blank start (no JSON object, no code fence: a
+  model that would write its call as text writes words).
 * ``json``: a text answer that must match ``response_schema``: decoded under that schema's index.
 * ``call``: one call under the call index (:class:`~.decoder.Decoding`, so forced text and loop breaking
   work as for ``run``). A named function is pinned by walking its name's tokens through the index.
@@ -73,8 +77,10 @@ class Vocab:
     """What a turn needs to know of the vocabulary: token bytes, EOS ids, the call marker (None in the "plain"
     call format) and the text biases: float32 tensors (vocab_size,), 0 where text may pick the token and -inf
     where not (control tokens other than EOS and the marker; ``no_call`` bans the marker too; ``text_first``
-    bans every token that begins a call, :func:`~.decision.call_start_ids`: a text answer's first token).
-    ``call_starts``: those ids (int64)."""
+    bans every token that begins a call, :func:`~.decision.call_start_ids`: a text answer's first token, and
+    the next ones while it is blank; ``text_lead`` allows the marker among them).
+    ``call_starts``: those ids (int64); ``marker_only``: the marker's id alone (int64, empty without one), what
+    starts a call when the text answer is JSON (a response schema), which opens as a marker-less call does."""
 
     def __init__(self, token_bytes, eos_ids, vocab_size: int, tokenizer, call_format: str):
         self.token_bytes, self.eos_ids, self.tokenizer = token_bytes, set(int(e) for e in eos_ids), tokenizer
@@ -94,8 +100,12 @@ class Vocab:
             free[self.marker] = 0.0
         self.free = free
         self.call_starts = call_start_ids(token_bytes, self.marker)
+        self.marker_only = torch.tensor([] if self.marker is None else [self.marker], dtype=torch.long)
         self.text_first = self.no_call.clone()
         self.text_first[self.call_starts] = float("-inf")
+        self.text_lead = self.text_first.clone()  # the same, where the marker may still turn text into a call
+        if self.marker is not None:
+            self.text_lead[self.marker] = 0.0
 
 
 def _single(tokenizer, text: str) -> int:
@@ -134,8 +144,12 @@ class TurnDecoding:
         self.threshold = request.call_threshold if request.call_threshold is not None else threshold
         self.decision: str | None = None  # why the turn called or answered in text (result().decision)
         self.first_logits: torch.Tensor | None = None  # the first position's logits, kept for a decline
+        # where a text answer turned into a call: (tokens generated before the marker, the logits there)
+        self.text_before_call: tuple[int, torch.Tensor] | None = None
+        self.declined = False  # a call was declined: the turn is a text answer and opens no call again
         self.truncate_to: int | None = None  # set on a decline: the batch keeps this many of the row's tokens
         self.answered = answered_calls(request.messages)
+        self.skipped: list[ToolCall] = []  # calls of this turn left out: the conversation already answered them
         self.profile = profile if profile is not None else Profile()
         self.pending = list(pending)
         self.by_name = {fn.name: fn for fn in request.functions}
@@ -224,10 +238,7 @@ class TurnDecoding:
         if self.mode == "decide":
             self._decide(logits)
         elif self.mode == "text":
-            if not self.generated and self.request.functions:  # "none" with tools: text never opens a call
-                self._text(logits, self.vocab.text_first)
-            else:
-                self._text(logits, self.vocab.free if self._may_call() else self.vocab.no_call)
+            self._text(logits, self._text_bias())
         else:
             finished = self.call.choose(logits)
             last = self.call.matcher.tokens[-1:]
@@ -256,14 +267,18 @@ class TurnDecoding:
     # -- modes --------------------------------------------------------------------------------------------
 
     def _may_call(self) -> bool:
-        return self.request.tool_choice == "auto" and self.index is not None and self.vocab.marker is not None
+        return (self.request.tool_choice == "auto" and self.index is not None and self.vocab.marker is not None
+                and not self.declined)
 
     def _decide(self, logits: torch.Tensor) -> None:
         """The first token: the model's odds of starting a call decide (:func:`~.decision.decide`); a call is
         then decoded under the index (after the marker, where the call format has one), text starts with a
         token that begins no call."""
         allowed = self.vocab.free if self.vocab.marker is not None else self.vocab.no_call
-        verdict = decide(logits, self.vocab.call_starts, self.threshold, allowed)
+        starts = self.vocab.call_starts
+        if self.schema_index is not None and self.vocab.marker is not None:
+            starts = self.vocab.marker_only  # a JSON answer opens as a call without the marker would
+        verdict = decide(logits, starts, self.threshold, allowed)
         self.first_logits = logits.detach().clone()
         if not verdict.call:
             self.decision = f"answered in text: {verdict.evidence}"
@@ -294,8 +309,21 @@ class TurnDecoding:
             self._add_text(before)
         self._text_token(tok)
 
+    def _text_bias(self) -> torch.Tensor:
+        """The bias of a text answer's next token: with tools offered, no token that opens a call (a JSON
+        object, a code fence) while the answer is blank (its first token, or whitespace so far: a model that
+        writes a newline first would write its call as text after it); the call marker only where the turn may
+        still call (:meth:`_may_call`)."""
+        blank = bool(self.request.functions) and not self._answer.strip()
+        if self._may_call():
+            return self.vocab.text_lead if blank else self.vocab.free
+        return self.vocab.text_first if blank else self.vocab.no_call
+
     def _text(self, logits: torch.Tensor, bias: torch.Tensor) -> None:
-        self._text_token(self._pick(logits, bias))
+        tok = self._pick(logits, bias)
+        if tok == self.vocab.marker:  # the text turns into a call: a decline comes back here
+            self.text_before_call = (len(self.generated), logits.detach().clone())
+        self._text_token(tok)
 
     def _pick(self, logits: torch.Tensor, bias: torch.Tensor) -> int:
         """A token from ``logits`` plus ``bias`` (a text bias of :class:`Vocab`), as the request samples."""
@@ -478,52 +506,74 @@ class TurnDecoding:
             arguments, grounding = done.parameters, done.grounding
             self.passes += done.forward_passes  # restating
         asked = request_text(self.request.messages)
-        if self.request.tool_choice == "auto" and _repeats(call["name"], (arguments, decoded), self.answered):
-            if not self.calls:
-                return self._decline(f"{call['name']} with these arguments was already called and answered")
-            self.finish_reason = "tool_calls"  # the turn's earlier calls stand
-            self._done()
+        auto = self.request.tool_choice == "auto"
+        earlier = self.calls + self.skipped
+        if earlier and not another_call(arguments, [c.arguments for c in earlier], asked, call["name"],
+                                        [c.name for c in earlier], self.by_name[call["name"]].parameters).keep:
+            return self._end_calls()  # a repeat or a guess: the model runs on, the turn is over
+        if auto and _repeats(call["name"], (arguments, decoded), self.answered):
+            if self.calls:
+                return self._end_calls()  # the turn's earlier calls stand
+            self.skipped.append(ToolCall(call["name"], arguments, decoded))
+            if not self._another_call():  # a parallel turn goes on: a new call may follow the answered one
+                self._end_calls()
             return
-        if not self.calls and self.request.tool_choice == "auto":
+        if not self.calls and auto:
             verdict = first_call(arguments, asked) if self.evidence else None
             if verdict is not None and not verdict.keep:  # a call from nowhere: decline instead
                 return self._decline(f"{call['name']} would take values the request does not give "
                                      f"({verdict.evidence})")
-        if self.calls and not another_call(arguments, [c.arguments for c in self.calls], asked, call["name"],
-                                           [c.name for c in self.calls],
-                                           self.by_name[call["name"]].parameters).keep:
-            self.finish_reason = "tool_calls"  # a repeat or a guess: the model runs on, the turn is over
-            self._done()
-            return
         position = len(self.calls)
         self.calls.append(ToolCall(call["name"], arguments, decoded))
         self.grounding.append(grounding)
         if not self.request.parallel:  # a parallel turn's calls wait for its end (_done)
             self._claim()
             self.on_event(Event("call", (position, self.calls[-1])))
-        # another call is tried, whatever weight the model gives EOS here (see the module docstring): the
-        # call's closing, a newline, then the marker and its newline
+        if not self._another_call():  # one call, or no room for another
+            self._end_calls()
+
+    def _another_call(self) -> bool:
+        """In a parallel turn with room for another whole call, force what comes between two calls and begin
+        the next; False otherwise. Another call is tried whatever weight the model gives EOS here (see the
+        module docstring): the call's closing, a newline, then the marker and its newline."""
         marked = self.vocab.marker is not None
         between = [*(self.vocab.closing if marked else []), self.vocab.newline,
                    *([self.vocab.marker, *self.vocab.after_marker] if marked else [])]
         if not self.request.parallel or len(between) + self._call_need() > self.left:
-            # one call, or no room for another
-            self.finish_reason = "tool_calls"
-            self._done()
-            return
+            return False
         self._take(between, forced=True)
         self.pending += between
         self.mode = "call"
         self._begin_call()
+        return True
+
+    def _end_calls(self) -> None:
+        """The turn's calls are over: it ends with those it made, or, when the only ones it wrote repeat calls
+        the conversation already answered (:attr:`skipped`), it answers in text instead (:meth:`_decline`)."""
+        if not self.calls and self.skipped:
+            return self._decline(f"{self.skipped[0].name} with these arguments was already called and answered")
+        self.finish_reason = "tool_calls"
+        self._done()
 
     def _decline(self, reason: str) -> None:
-        """Answer in text instead of the call just decoded: the turn goes back to its first token (the batch
-        drops the row's keys and values after the prompt: ``truncate_to``) and the model writes text from
-        there, as if it had not called. ``reason`` goes to ``decision``, not to the answer."""
+        """Answer in text instead of the call just decoded: the turn goes back to where the call began (the
+        batch drops the row's keys and values after that point: ``truncate_to``) and the model writes text from
+        there, as if it had not called: from its first token, or, when its text turned into the call, after
+        that text (already sent), with the call marker masked out. The turn opens no call after a decline (a
+        model that wrote the same call again would be declined again, without end). ``reason`` goes to
+        ``decision``, not to the answer."""
         self.decision = f"declined a call: {reason}"
+        self.declined = True
+        self.call, self.pending = None, []
+        if self.text_before_call is not None:  # text, then a call: the text stays, the call goes
+            kept, logits = self.text_before_call
+            self.text_before_call = None
+            self.truncate_to = len(self.ids) + kept
+            self.generated, self.forced = self.generated[:kept], 0  # text tokens: chosen, none forced
+            self.mode = "text"
+            return self._text(logits, self._text_bias())
         self.truncate_to = len(self.ids)
         self.generated, self.forced, self.text_tokens = [], 0, 0
-        self.call, self.pending = None, []
         logits = self.first_logits
         if logits is None:  # a turn that did not decide (cannot happen under "auto"; never trusted)
             self.finish_reason = "stop"

@@ -124,6 +124,34 @@ def test_a_row_that_goes_back_to_its_prompt_gets_the_logits_of_a_row_that_never_
     assert back.truncate_to is None  # the batch took it
 
 
+def test_a_row_that_goes_back_past_its_prompt_while_another_leaves_and_the_cache_is_repacked(smollm2, monkeypatch):
+    # a turn whose text turned into a call it then declines goes back to the end of that text (truncate_to
+    # past the prompt); in the same step a short row leaves and the cache is repacked (slack 0)
+    monkeypatch.setattr(batch_module, "REPACK_SLACK", 0)
+    model = smollm2.model
+    prompt = list(range(1, 12))
+    back = Rewinds([prompt, [40], [41], [42, 43, 44], [45], [50], [51], [52]], at=4, keep=len(prompt) + 2)
+    short = Fed([[90, 91], [92], [93], [94]])
+    long_chunks = [list(range(60, 80)), [70], [71], [72], [73], [74], [75], [76], [77]]
+    long = Fed(long_chunks)
+    batch = Batch(model)
+    for row in (long, back, short):
+        logits, past = forward(model, row.pending, None)
+        row.choose(logits)
+        batch.join(Started(row, [(layer.keys.clone(), layer.values.clone()) for layer in past.layers]))
+    departures = []
+    while len(batch):
+        departures.append(len(batch.step()))
+    assert departures[:3] == [0, 0, 1]  # the short row leaves in the step after which the other goes back
+    # after [42, 43, 44], the row keeps its prompt, 40 and 41: [45] and the rest follow them
+    straight = alone(model, [prompt, [40], [41], [45], [50], [51], [52]])
+    assert len(back.seen) == 8
+    for got, want in zip(back.seen[4:], straight[3:]):
+        assert torch.allclose(got, want, atol=1e-4), (got - want).abs().max()
+    for got, want in zip(long.seen, alone(model, long_chunks)):
+        assert torch.allclose(got, want, atol=1e-4), (got - want).abs().max()
+
+
 @pytest.fixture(scope="module")
 def answerer(smollm2):
     from callmaybe.compiler.build import runtime_compiler

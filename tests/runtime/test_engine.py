@@ -4,6 +4,8 @@ context is refused on submit."""
 
 from __future__ import annotations
 
+import json
+
 import jsonschema
 import pytest
 import torch
@@ -98,3 +100,40 @@ def test_an_auto_turn_is_given_the_relevance_check_and_its_passes_are_profiled(r
     required = engine.submit(TurnRequest(user, functions, "required"), lambda e: None, index)
     assert required.row.judge is None
     engine.close()
+
+
+def _answered(name, arguments, result, asked):
+    return [{"role": "user", "content": asked},
+            {"role": "assistant", "content": None, "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": name, "arguments": json.dumps(arguments)}}]},
+            {"role": "tool", "tool_call_id": "c1", "content": result}]
+
+
+def test_a_declined_call_in_a_batch_answers_as_the_turn_that_never_called(runtime, catalog):
+    # a threshold of -60 makes each turn call; the call repeats the one the tool answered, so it is declined
+    # and the row goes back to its prompt (Batch._truncate, prompt partly from the prefix cache) while other
+    # rows decode beside it: its text is the text of the same turn at the default threshold, which never
+    # called, and the other rows' answers do not move
+    functions, index = catalog
+    chats = [_answered("fn_reverse_string", {"s": "hello"}, '{"result": "olleh"}', "Reverse the string 'hello'"),
+             _answered("fn_greet", {"name": "shrek"}, "Hello shrek!", "Greet shrek")]
+    forced = [TurnRequest(c, functions, "auto", max_tokens=24, call_threshold=-60.0) for c in chats]
+    plain = [TurnRequest(c, functions, "auto", max_tokens=24) for c in chats]
+    other = TurnRequest([{"role": "user", "content": "What is the sum of 2 and 3?"}], functions, "required")
+
+    def answer(requests, max_batch):
+        engine = Engine(runtime, max_batch=max_batch)
+        got = dict(engine.answer((r, index, None) for r in requests))
+        engine.close()
+        return [(r.content, [(c.name, c.arguments) for c in r.calls], r.finish_reason, r.completion_tokens,
+                 r.decision) for _, r in sorted(got.items())]
+
+    texts = answer(plain, 1)
+    assert [t[1] for t in texts] == [[], []] and all(t[4].startswith("answered in text") for t in texts)
+    batched = answer([forced[0], other, forced[1]], 3)
+    assert batched == answer([forced[0], other, forced[1]], 1)
+    for (content, calls, finish, tokens, decision), text, name in zip(batched[::2], texts,
+                                                                      ("fn_reverse_string", "fn_greet")):
+        assert (content, calls, finish, tokens) == text[:4]
+        assert decision == f"declined a call: {name} with these arguments was already called and answered"
+    assert batched[1][1] == [("fn_add_numbers", {"a": 2.0, "b": 3.0})]

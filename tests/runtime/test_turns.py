@@ -624,3 +624,90 @@ def test_the_threshold_decides_and_a_text_answer_starts_with_no_call_opening(ind
     result, _ = turn(index, None, model=text, call_threshold=-60.0)
     assert result.decision == "called: p(call) 0.000, log-odds -44.98 >= -60.00"
     assert [c.name for c in result.calls] == ["add"]  # a call under the grammar, whatever the model wrote
+
+
+def test_a_declined_call_after_text_goes_back_to_the_text_and_the_turn_never_calls_again(index):
+    # the model's text turns into a call the conversation already answered: declined, the turn goes back to
+    # where the call began (the text already sent stays, once) and the model's text goes on without a call;
+    # before, the turn went back to its first token, wrote the text again and called again, without end
+    script = f"Let me add.<tool_call>\n{CALL}\n</tool_call>"
+    result, events = turn(index, script, messages=ANSWERED)
+    assert (result.calls, result.content, result.finish_reason) == ([], "Let me add.", "stop")
+    assert result.decision == "declined a call: add with these arguments was already called and answered"
+    assert [e.kind for e in events] == ["text"] * len("Let me add.") + ["done"]
+    assert (result.completion_tokens, result.forced_tokens) == (len("Let me add."), 0)
+    space = Tokenizer().encode(" ")[0]  # where the call was, the model's next choice is a space, then more text
+    model = FirstOf(ScriptModel(script, fallback=space), ScriptModel("Let me add. It is 5."))
+    result, events = turn(index, None, model=model, messages=ANSWERED)
+    assert (result.calls, result.content, result.finish_reason) == ([], "Let me add. It is 5.", "stop")
+    assert "".join(e.data for e in events if e.kind == "text") == "Let me add. It is 5."
+    assert result.completion_tokens == len("Let me add. It is 5.")
+    # a call at the first token, declined: the text from there never turns into a call again
+    model = prefers_call(f"<tool_call>\n{CALL}", f"It is 5.<tool_call>\n{CALL}")
+    result, events = turn(index, None, model=model, messages=ANSWERED)
+    assert (result.calls, result.content, result.finish_reason) == ([], "It is 5.", "stop")
+    assert [e.kind for e in events] == ["text"] * len("It is 5.") + ["done"]
+    # the value check (evidence=True) declines a call from nowhere written after text the same way
+    nowhere = 'Sure.<tool_call>\n{"name": "add", "arguments": {"a": 70, "b": 175}}'
+    result, _ = turn(index, nowhere, evidence=True)
+    assert (result.calls, result.content, result.finish_reason) == ([], "Sure.", "stop")
+    assert result.decision.startswith("declined a call: add would take values the request does not give")
+
+
+def test_a_json_answer_under_auto_with_tools_is_not_taken_for_a_call(index):
+    # a response schema under "auto" with tools: the answer opens with "{", as a call without the marker
+    # would; in the "tools" call format only the marker starts a call. Before, the JSON answer was decided a
+    # call and decoded under the call index: add(a=-1, b=-10**32)
+    schema = {"type": "object", "properties": {"answer": {"type": "integer"}}, "required": ["answer"],
+              "additionalProperties": False}
+    fns = parse_catalog([{"name": "reply", "parameters": schema}], "schema")
+    value = TokenIndex(compile_index(fns, VOCAB, CompileOptions(parameters_key="arguments"))[0], VOCAB.token_bytes)
+    answer = '{"name": "reply", "arguments": {"answer": 42}}'  # the schema index's JSON (see above)
+    result, events = turn(index, answer, schema_index=value)
+    assert (result.content, result.calls, result.finish_reason) == (answer, [], "stop")
+    assert result.decision == "answered in text: p(call) 0.000, log-odds -50.00 < +1.50"
+    assert "".join(e.data for e in events if e.kind == "text") == answer
+    result, _ = turn(index, f"<tool_call>\n{CALL}", schema_index=value)  # the marker still calls
+    assert (result.content, [(c.name, c.arguments) for c in result.calls]) == (None, [("add", {"a": 2, "b": 3})])
+
+
+def test_a_text_answer_opens_no_call_after_a_blank_start(index):
+    # the model writes a newline first, then its call as text (a JSON object or a code fence): with tools
+    # offered, a text answer that is blank so far opens no call, under "none" and after "auto" decided text.
+    # Before, only the first token was checked: content was '\n{"name": "add", "arguments": {"a": 2, "b": 3}}'
+    letter = Tokenizer().encode("I")[0]
+    for opening in (CALL, "```json\n" + CALL + "\n```"):
+        for tool_choice in ("none", "auto"):
+            model = FirstOf(ScriptModel("\n" + opening, fallback=letter), ScriptModel("\nI cannot call."))
+            result, _ = turn(index, None, model=model, tool_choice=tool_choice)
+            assert (result.calls, result.content, result.finish_reason) == ([], "\nI cannot call.", "stop")
+    # without tools a JSON object is an answer like any other
+    result, _ = turn(index, "\n" + CALL, tool_choice="none", functions=[])
+    assert result.content == "\n" + CALL
+    # under "auto" the marker may still turn a blank start into a call
+    result, _ = turn(index, f"\n<tool_call>\n{CALL}")
+    assert [(c.name, c.arguments) for c in result.calls] == [("add", {"a": 2, "b": 3})]
+
+
+def test_a_parallel_turn_goes_on_past_a_call_the_conversation_already_answered(index):
+    # the server's default is parallel_tool_calls: true. The model writes the answered add(2, 3) again, then
+    # the new greet(Bob): the answered call is left out and the new one made. Before, the whole turn was
+    # declined at the first call (and greet first, add second kept greet: the order decided)
+    for script in (f"<tool_call>\n{CALL}\n</tool_call>\n<tool_call>\n{GREET_BOB}\n</tool_call>",
+                   f"<tool_call>\n{GREET_BOB}\n</tool_call>\n<tool_call>\n{CALL}\n</tool_call>"):
+        result, events = turn(index, script, parallel=True, messages=ANSWERED, max_tokens=200)
+        assert [(c.name, c.arguments) for c in result.calls] == [("greet", {"name": "Bob"})]
+        assert result.finish_reason == "tool_calls" and [e.kind for e in events] == ["call", "done"]
+    # only the answered call, then a guess the request does not ask for: a text answer, as without parallel
+    model = prefers_call(f"<tool_call>\n{CALL}", "It is 5.")
+    result, events = turn(index, None, model=model, parallel=True, messages=ANSWERED, max_tokens=200)
+    assert (result.calls, result.content, result.finish_reason) == ([], "It is 5.", "stop")
+    assert result.decision == "declined a call: add with these arguments was already called and answered"
+    assert [e.kind for e in events] == ["text"] * len("It is 5.") + ["done"]
+    assert result.completion_tokens == len("It is 5.")
+    # the answered call written twice: the second is a repeat of the first, the turn answers in text
+    twice = f"<tool_call>\n{CALL}\n</tool_call>\n<tool_call>\n{CALL}\n</tool_call>"
+    result, _ = turn(index, None, model=FirstOf(ScriptModel(twice, fallback=Tokenizer().encode("I")[0]),
+                                                ScriptModel("It is 5.")), parallel=True, messages=ANSWERED,
+                     max_tokens=200)
+    assert (result.calls, result.content) == ([], "It is 5.")
