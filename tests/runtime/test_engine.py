@@ -112,13 +112,13 @@ def _answered(name, arguments, result, asked):
 def test_a_declined_call_in_a_batch_answers_as_the_turn_that_never_called(runtime, catalog):
     # a threshold of -60 makes each turn call; the call repeats the one the tool answered, so it is declined
     # and the row goes back to its prompt (Batch._truncate, prompt partly from the prefix cache) while other
-    # rows decode beside it: its text is the text of the same turn at the default threshold, which never
-    # called, and the other rows' answers do not move
+    # rows decode beside it: its text is the text of the same turn at a threshold of +60, which never calls,
+    # and the other rows' answers do not move
     functions, index = catalog
     chats = [_answered("fn_reverse_string", {"s": "hello"}, '{"result": "olleh"}', "Reverse the string 'hello'"),
              _answered("fn_greet", {"name": "shrek"}, "Hello shrek!", "Greet shrek")]
     forced = [TurnRequest(c, functions, "auto", max_tokens=24, call_threshold=-60.0) for c in chats]
-    plain = [TurnRequest(c, functions, "auto", max_tokens=24) for c in chats]
+    plain = [TurnRequest(c, functions, "auto", max_tokens=24, call_threshold=60.0) for c in chats]
     other = TurnRequest([{"role": "user", "content": "What is the sum of 2 and 3?"}], functions, "required")
 
     def answer(requests, max_batch):

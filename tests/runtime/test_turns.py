@@ -665,7 +665,7 @@ def test_a_json_answer_under_auto_with_tools_is_not_taken_for_a_call(index):
     answer = '{"name": "reply", "arguments": {"answer": 42}}'  # the schema index's JSON (see above)
     result, events = turn(index, answer, schema_index=value)
     assert (result.content, result.calls, result.finish_reason) == (answer, [], "stop")
-    assert result.decision == "answered in text: p(call) 0.000, log-odds -50.00 < +1.50"
+    assert result.decision == "answered in text: p(call) 0.000, log-odds -50.00 < -1.00"
     assert "".join(e.data for e in events if e.kind == "text") == answer
     result, _ = turn(index, f"<tool_call>\n{CALL}", schema_index=value)  # the marker still calls
     assert (result.content, [(c.name, c.arguments) for c in result.calls]) == (None, [("add", {"a": 2, "b": 3})])
