@@ -253,8 +253,8 @@ def test_inspect_describes_a_shipped_index():
         "index version: 3, compiler 0.1.0, grammar revision 4",
         "functions: 5 (fn_add_numbers, fn_greet, fn_reverse_string, fn_get_square_root, "
         "fn_substitute_string_with_regex)",
-        "states: 452 (1 accepting), byte classes: 58",
-        "allowed-token entries: 179,007; distinct rows: 127 (5 bitmasks, 122 id lists)",
+        "states: 450 (1 accepting), byte classes: 58",
+        "allowed-token entries: 179,001; distinct rows: 126 (5 bitmasks, 121 id lists)",
         "fewest tokens to complete a call: 17",
         "vocabulary: smollm2-135m-instruct, vocab_size 49,152, EOS [0, 2]",
         "vocabulary fingerprint: d6957a95774279a68365b1ac4a438ba9a14bd4e0ed06a33a55ae95a0183dad95",
