@@ -64,7 +64,7 @@ def test_joined_call_equals_whole_regex(public_catalog_path):
     whole = D.from_regex(g.regex)
     assert np.array_equal(whole.transitions, g.dfa.transitions)
     assert np.array_equal(whole.accepting, g.dfa.accepting)
-    assert g.dfa.num_states == 452
+    assert g.dfa.num_states == 450
 
 
 def test_call_dfa_accepts_canonical_calls_only(public_catalog_path):
