@@ -122,14 +122,15 @@ _IN_PLACE = ("allOf", "anyOf", "oneOf", "$ref", "if", "dependentSchemas", "depen
 
 def check_schema(schema: dict[str, Any], where: str) -> None:
     """Raise CatalogError when ``schema`` is not a valid JSON Schema (bad keyword values, bad patterns; a
-    pattern's ``\\p{...}`` class is read as ECMA-262 reads it, :mod:`.patterns`)."""
+    pattern's ``\\p{...}`` class is read as ECMA-262 reads it, :mod:`.patterns`) or holds a pattern that the
+    check after generation cannot search in linear time (a lookahead, a backreference: :mod:`.linear`)."""
     import jsonschema
 
-    from .validation import UnknownProperty, check_schema as check_meta
+    from .validation import UncheckablePattern, UnknownProperty, check_schema as check_meta
 
     try:
         check_meta(schema)
-    except UnknownProperty as exc:
+    except (UnknownProperty, UncheckablePattern) as exc:
         raise CatalogError(f"{where}: {exc}") from None
     except jsonschema.SchemaError as exc:
         at = "/".join(str(p) for p in exc.absolute_path) or "parameters"

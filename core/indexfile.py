@@ -75,6 +75,10 @@ PLAIN_VERSION = 3
 #: folder or the cache: it is compiled again (:func:`~.indexes.find`). The shipped indexes are rebuilt with
 #: ``make indexes`` (a test compares them with a fresh compile).
 GRAMMAR_REVISION = 4
+#: The detail of the one note of the header's ``not_enforced`` list that concerns JSON text rather than a
+#: keyword: an open object's extra keys may come twice (RFC 8259 lets names repeat; a parser keeps the last
+#: value). The compiler writes it; the server takes schemas with it, and refuses any other note.
+REPEATED_KEYS = "extra keys are not checked for repeats"
 
 
 def _upgrade_v1(header: dict[str, Any]) -> dict[str, Any]:
