@@ -257,7 +257,12 @@ def show_trace(record: dict) -> None:
               help="Write every case's call {id, prompt, name, parameters} (or error) here.")
 def eval_cmd(data, model, max_tokens, threads, call_format, tool_choice, parallel_calls, no_relevance_check,
              keep_unstated, dtype, device, max_batch, profile, limit, ids, output) -> None:
-    """Score a data set with expected answers (a public-style folder or a BFCL cases.jsonl)."""
+    """Score a data set with expected answers (a public-style folder or a BFCL cases.jsonl).
+
+    A case whose catalog cannot be compiled, or whose answer failed, gets an error entry of its own; the others
+    are answered and scored. Exit status: 0 every case answered; 1 some cases got an error entry; 2 bad input
+    (one error line).
+    """
     from .compiler.build import runtime_compiler
     from .runtime.evaluation import evaluate
     from .runtime.session import RunConfig
@@ -286,8 +291,13 @@ def eval_cmd(data, model, max_tokens, threads, call_format, tool_choice, paralle
         click.echo("the same generations without grounding (--keep-unstated): " + "; ".join(
             f"{key.replace('_', ' ')} {right}, grounding won {t['grounding_won'][key]} and lost "
             f"{t['grounding_lost'][key]}" for key, right in t["without_grounding"].items()))
+    if t["failed"]:
+        click.echo(f"failed (an error entry: a catalog that cannot be compiled, a failed answer) {t['failed']} of "
+                   f"{t['cases']}")
     if profile:
         say("\n".join(t["profile"].lines(t["answer_seconds"])))
+    if t["failed"]:
+        sys.exit(1)
 
 
 @main.command("serve")

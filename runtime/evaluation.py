@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 from ..core.catalog import catalog_fingerprint, load_catalog, parse_catalog
-from ..core.errors import InputError
+from ..core.errors import CatalogError, InputError
 from ..core.jsonio import check_output_path, read_json, read_requests, read_text, write_json
 from ..core.messages import progress
 from .runner import Answerer, answer_all
@@ -47,8 +47,9 @@ def evaluation_cases(data: Path, limit: int | None, ids: str | None = None) -> l
     the even or odd ones (:func:`select_ids`), then the first ``limit``.
 
     Each case: ``{"id", "prompt", "functions", "expected", "rules"}`` with rules "public", "bfcl" or
-    "bfcl_parallel" (``expected`` holds ``{"calls": [...]}``: BFCL parallel).
-    Raises InputError for a data set it cannot read.
+    "bfcl_parallel" (``expected`` holds ``{"calls": [...]}``: BFCL parallel); a BFCL case whose own catalog
+    is malformed also holds its ``error`` (the case is not answered). Raises InputError for a data set it
+    cannot read.
     """
     cases = []
     if data.is_dir():
@@ -81,9 +82,13 @@ def evaluation_cases(data: Path, limit: int | None, ids: str | None = None) -> l
                                  "\"expected\": {\"name\", \"parameters\"} or {\"calls\": [{\"name\", "
                                  "\"parameters\"}, ...]}")
             catalog = case.get("tools") or case.get("functions")
-            cases.append({"id": case.get("id", n), "prompt": case.get("prompt"),
-                          "functions": parse_catalog(catalog, f"{data}:{n}"), "expected": case["expected"],
-                          "rules": rules})
+            entry = {"id": case.get("id", n), "prompt": case.get("prompt"), "functions": [],
+                     "expected": case["expected"], "rules": rules}
+            try:
+                entry["functions"] = parse_catalog(catalog, f"{data}:{n}")
+            except CatalogError as exc:  # this case's catalog only: an error entry, the others are answered
+                entry["error"] = str(exc)
+            cases.append(entry)
     elif not data.exists():
         raise InputError(f"{data}: not found")
     else:
@@ -158,8 +163,11 @@ def evaluate(config: RunConfig, data: Path, limit: int | None, output: Path | No
     ``ids`` keeps the even or odd cases (:func:`select_ids`).
 
     The public set's catalog uses a shipped or cached index; each BFCL case's catalog is compiled in memory
-    (never cached on disk). ``totals["profile"]`` is the :class:`~.profile.Profile` of the answers and
-    ``totals["answer_seconds"]`` their wall time. Raises InputError for a data set it cannot read.
+    (never cached on disk). A case whose catalog cannot be read or compiled (a parameter no value satisfies,
+    a compile limit) gets an error entry naming the function and the parameter, and the others are answered.
+    ``totals["failed"]`` counts the cases with an error entry (those, and the answers that failed).
+    ``totals["profile"]`` is the :class:`~.profile.Profile` of the answers and ``totals["answer_seconds"]``
+    their wall time. Raises InputError for a data set it cannot read.
     """
     cases = evaluation_cases(data, limit, ids)
     if output is not None:
@@ -176,21 +184,38 @@ def evaluate(config: RunConfig, data: Path, limit: int | None, output: Path | No
             answerers[key] = runtime.answerer(case["functions"], store=case["rules"] == "public")
         return answerers[key]
 
+    refused: dict[int, str] = {}  # case position -> why its catalog has no index
+    answered: list[int] = []  # the position in ``cases`` of each answered item, in order
+
+    def answerable():
+        """(case, answerer) of each case whose catalog compiles; the others go to ``refused``."""
+        for i, case in enumerate(cases):
+            try:
+                if "error" in case:
+                    raise CatalogError(case["error"])
+                answerer = answerer_for(case)
+            except CatalogError as exc:  # SchemaError, CompileLimitError: this case only
+                refused[i] = str(exc)
+                continue
+            answered.append(i)
+            yield case, answerer
+
     if config.turns:  # a text answer or several calls allowed: each case is a turn (:mod:`.choices`)
         from .choices import answer_turns
         from .engine import Engine
 
         answers = answer_turns(Engine(runtime, config.max_batch, max_queue=max(1, len(cases))),
-                               ((c["functions"], answerer_for(c).index, {"prompt": c["prompt"]}) for c in cases),
+                               ((c["functions"], a.index, {"prompt": c["prompt"]}) for c, a in answerable()),
                                config, text_tokens=DECLINE_TOKENS)
     else:
-        answers = answer_all(((answerer_for(case), {"prompt": case["prompt"]}) for case in cases), config.max_batch)
+        answers = answer_all(((a, {"prompt": c["prompt"]}) for c, a in answerable()), config.max_batch)
     rows: list[dict | None] = [None] * len(cases)
     totals = {"cases": 0, "parsed": 0, "schema_valid": 0, "right_function": 0, "right_arguments": 0,
-              "seconds": 0.0, "forward_passes": 0, "tokens": 0}
+              "failed": 0, "seconds": 0.0, "forward_passes": 0, "tokens": 0}
     with progress(total=len(cases), desc="eval", unit="case") as bar:
         for position, entry, gen in answers:
             bar.update(1)
+            position = answered[position]
             case = cases[position]
             totals["cases"] += 1
             row = rows[position] = {"id": case["id"], **entry}
@@ -207,6 +232,7 @@ def evaluate(config: RunConfig, data: Path, limit: int | None, output: Path | No
                 if gen.grounding:
                     row["grounding"] = gen.grounding
             if "error" in entry:
+                totals["failed"] += 1
                 if "not JSON" not in entry["error"]:
                     totals["parsed"] += 1 if gen is not None else 0
                 continue
@@ -223,6 +249,11 @@ def evaluate(config: RunConfig, data: Path, limit: int | None, output: Path | No
                             else c.arguments} for c in gen.calls]
                 without = {"calls": decoded} if "calls" in entry else {**entry, **decoded[0]}
                 row["without_grounding"] = {**without, **compare_entries(case, without, scores, totals)}
+        for position, error in refused.items():
+            bar.update(1)
+            totals["cases"] += 1
+            totals["failed"] += 1
+            rows[position] = {"id": cases[position]["id"], "prompt": cases[position]["prompt"], "error": error}
     if output is not None:
         write_json(output, rows)
     totals["answer_seconds"] = time.perf_counter() - t_start
