@@ -15,6 +15,7 @@ from pathlib import Path
 import click
 
 from .core.errors import CallmaybeError, InputError, Interrupted
+from .core.indexes import CACHE_BOUNDS
 from .core.messages import say
 from .core.registry import DEFAULT_MODEL, MODELS
 
@@ -317,7 +318,8 @@ def eval_cmd(data, model, max_tokens, threads, call_format, tool_choice, paralle
               help="Distinct new tool lists (or response schemas) compiled per minute; past it a request gets "
                    "429. Lists already in memory do not count.")
 @click.option("--index-cache-size", type=click.IntRange(min=1), default=32, show_default=True,
-              help="Compiled indexes kept in memory (least recently used dropped first; they stay on disk).")
+              help="Compiled indexes kept in memory (least recently used dropped first). On disk they are cached "
+                   f"in ~/.cache/callmaybe/indexes, {CACHE_BOUNDS}.")
 @click.option("--threads", type=click.IntRange(min=1), default=None,
               help="torch CPU threads (default: torch's choice).")
 @call_format_option(["auto", "plain", "tools"], "auto")
@@ -379,7 +381,7 @@ def serve_cmd(model, host, port, max_batch, max_queue, api_key, per_minute, inde
 @run_options
 @click.option("--index", "index_path", type=click.Path(path_type=Path), default=None,
               help="Compiled index to use (default: a matching one shipped with callmaybe, beside the model or "
-                   "in the cache, else compile one).")
+                   f"in the cache, else compile one into the cache, ~/.cache/callmaybe/indexes: {CACHE_BOUNDS}).")
 @click.option("--trace", is_flag=True, help="Print every generated token: forced or chosen, allowed, top 3.")
 @click.option("--no-prefix-cache", is_flag=True, help="Recompute the catalog prompt for every request.")
 @click.option("--interactive", is_flag=True, help="Type requests at a prompt and get calls back.")
