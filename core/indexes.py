@@ -9,7 +9,7 @@ options), never by its file name; names only keep folders readable. Places searc
 
 The cache is bounded (:func:`prune_cache`): at most :data:`CACHE_MAX_FILES` index files and
 :data:`CACHE_MAX_BYTES` bytes, the least recently used removed first (a use is a compile that wrote the file or
-a :func:`find` that returned it, recorded in the file's access time). Any process may prune it: a file removed
+a :func:`find` that returned it, recorded as the file's modification time: :func:`used`). Any process may prune it: a file removed
 while another process reads it stays readable to that process (POSIX unlink).
 
 Imports neither torch nor interegular; compiling a missing index is the caller's job (see ``cli.py``).
@@ -61,16 +61,19 @@ CACHE_BOUNDS = f"at most {CACHE_MAX_FILES} files and {CACHE_MAX_BYTES // 2**20} 
 
 
 def used(path: Path) -> None:
-    """Record a use of the cached index ``path`` (its access time is set to now; its modification time kept),
-    for :func:`prune_cache`'s order. A file that cannot be touched is left as it is."""
+    """Record a use of the cached index ``path``, for :func:`prune_cache`'s order: its modification time is set
+    to now (not its access time, which every read of a header sets under ``relatime``, matching or not; the
+    file's content is checked by its own SHA-256, never by its times). A file that cannot be touched is left as
+    it is."""
     try:
-        os.utime(path, (time.time(), path.stat().st_mtime))
+        now = time.time()
+        os.utime(path, (now, now))
     except OSError:
         pass
 
 
 def prune_cache(keep: Path | None = None, max_files: int | None = None, max_bytes: int | None = None) -> list[Path]:
-    """Remove the least recently used index files of ``cache_dir("indexes")`` (by access time, oldest first)
+    """Remove the least recently used index files of ``cache_dir("indexes")`` (by :func:`used`'s time, oldest first)
     until at most ``max_files`` of them and ``max_bytes`` bytes remain (None: :data:`CACHE_MAX_FILES`,
     :data:`CACHE_MAX_BYTES`); ``keep`` (the file just written) is
     never removed, even alone past ``max_bytes``. Temporaries of writes under way (``.*.tmp``) are not index
@@ -86,7 +89,7 @@ def prune_cache(keep: Path | None = None, max_files: int | None = None, max_byte
         except OSError:
             continue
         if path.is_file():
-            files.append((st.st_atime, st.st_size, path))
+            files.append((st.st_mtime, st.st_size, path))
     files.sort(key=lambda f: f[0])
     count, size = len(files), sum(f[1] for f in files)
     removed = []
