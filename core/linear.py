@@ -24,7 +24,8 @@ surrogate in a text (JSON allows ``"\\ud800"``) is searched as U+FFFD, which UTF
 from __future__ import annotations
 
 import re
-from functools import lru_cache
+import threading
+from collections import OrderedDict
 from typing import Any
 
 try:  # Python 3.11+
@@ -44,10 +45,15 @@ __all__ = ["UncheckablePattern", "install", "linear_regex", "re2_syntax", "searc
 #: RE2's largest repeat count (and largest product of nested counts).
 MAX_REPEAT = 1000
 #: The memory RE2 may use for one pattern's program and automata, bytes (its default is 8 MiB; a class of
-#: 1,000 copies, such as ``[^x]{1000}``, takes more).
-MAX_MEM = 256 * 2**20
-#: Patterns kept compiled.
+#: 1,000 copies, such as ``\\p{L}{1,1000}``, 1.2 million instructions, takes more). Past it RE2 refuses the
+#: pattern at once (``\\p{L}{1,10000}``: under a second, where 256 MiB took 26 s to compile).
+MAX_MEM = 32 * 2**20
+#: Compiled patterns kept: at most this many, and this many program instructions in all (about 16 bytes each).
 CACHE = 1024
+CACHE_INSTRUCTIONS = 4_000_000
+#: The most copies a repeat may stand for, nested counts multiplied (``^a{99999999}$`` would take seconds and
+#: hundreds of MB for RE2 to refuse); past it the pattern is refused with the catalog.
+MAX_COPIES = 10_000
 
 #: ECMA-262's line terminators, which ``.`` does not match (section 22.2.2.7, without the ``s`` flag).
 _LINE_TERMINATORS: list[Interval] = [(0x0A, 0x0A), (0x0D, 0x0D), (0x2028, 0x2029)]
@@ -152,6 +158,8 @@ def _write(items, flags: int, outer: int) -> str:
             out.append("(?:" + _write(sub, (flags | add) & ~remove, outer) + ")")
         elif op in (C.MAX_REPEAT, C.MIN_REPEAT):
             lo, hi, sub = av
+            if outer * _cost(lo, hi) > MAX_COPIES:
+                raise UncheckablePattern(f"a repeat of {outer * _cost(lo, hi):,} copies (at most {MAX_COPIES:,})")
             step = max(1, MAX_REPEAT // outer)
             inner = outer * (min(step, _cost(lo, hi)))
             body = _write(sub, flags, inner)
@@ -191,19 +199,33 @@ def re2_syntax(pattern: str) -> str:
         raise UncheckablePattern(f"pattern {pattern!r} is nested too deeply") from None
 
 
-@lru_cache(maxsize=CACHE)
+_compiled: OrderedDict[str, Any] = OrderedDict()
+_lock = threading.Lock()
+
+
 def linear_regex(pattern: str) -> "re2._Regexp":
-    """``pattern`` compiled by RE2 (cached). Raises UncheckablePattern as :func:`re2_syntax` does, or when RE2
-    refuses the result (past :data:`MAX_MEM`)."""
+    """``pattern`` compiled by RE2, cached (least recently used out past :data:`CACHE` patterns or
+    :data:`CACHE_INSTRUCTIONS` instructions). Raises UncheckablePattern as :func:`re2_syntax` does, or when
+    RE2 refuses the result (past :data:`MAX_MEM`)."""
+    with _lock:
+        if pattern in _compiled:
+            _compiled.move_to_end(pattern)
+            return _compiled[pattern]
     options = re2.Options()
     options.max_mem = MAX_MEM
     options.log_errors = False
     try:
-        return re2.compile(re2_syntax(pattern), options)
+        regex = re2.compile(re2_syntax(pattern), options)
     except re2.error as exc:
-        raise UncheckablePattern(f"pattern {pattern!r} is too large for the check after generation: "
-                                 f"{exc.args[0].decode() if exc.args and isinstance(exc.args[0], bytes) else exc}") \
+        why = exc.args[0].decode() if exc.args and isinstance(exc.args[0], bytes) else str(exc)
+        raise UncheckablePattern(f"pattern {pattern!r} is too large for the check after generation ({why})") \
             from None
+    with _lock:
+        _compiled[pattern] = regex
+        while len(_compiled) > 1 and (len(_compiled) > CACHE or sum(r.programsize for r in _compiled.values())
+                                      > CACHE_INSTRUCTIONS):
+            _compiled.popitem(last=False)
+    return regex
 
 
 def search(pattern: str, text: str) -> bool:

@@ -13,7 +13,7 @@ from typing import Any
 
 import jsonschema
 
-from .linear import UncheckablePattern, install, linear_regex
+from .linear import UncheckablePattern, install, re2_syntax
 from .patterns import UnknownProperty, each_pattern, python_schema
 
 __all__ = ["UnknownProperty", "UncheckablePattern", "Checker", "check_schema"]
@@ -110,4 +110,4 @@ def check_schema(schema: Any, default: type = jsonschema.Draft202012Validator) -
             exc.message = _restore(exc.message, {k: v for k, v in written.items() if isinstance(k, str) and k != v})
         raise
     for pattern in each_pattern(schema):
-        linear_regex(pattern)
+        re2_syntax(pattern)  # readable by the linear search (compiled when first searched: it may take a second)

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import re
 import time
 from pathlib import Path
 
 from ..core.catalog import catalog_fingerprint, load_catalog, parse_catalog
 from ..core.errors import CatalogError, InputError
-from ..core.jsonio import check_output_path, read_json, read_requests, read_text, write_json
+from ..core.jsonio import check_output_path, loads, read_json, read_requests, read_text, write_json
 from ..core.messages import progress
 from .runner import Answerer, answer_all
 from .scoring import bfcl_calls_match, bfcl_match, bfcl_parallel_match, public_match
@@ -67,8 +66,8 @@ def evaluation_cases(data: Path, limit: int | None, ids: str | None = None) -> l
             if not line.strip():
                 continue
             try:
-                case = json.loads(line)
-            except json.JSONDecodeError as exc:
+                case = loads(line)
+            except ValueError as exc:  # json.JSONDecodeError, NaN, 1e400
                 raise InputError(f"{data}:{n}: malformed JSON: {exc}") from None
             expected = case.get("expected") if isinstance(case, dict) else None
             rules = "bfcl_parallel" if isinstance(expected, dict) and "calls" in expected else "bfcl"

@@ -5,7 +5,6 @@ bound on queued turns is the engine's ``max_queue``: it raises QueueFull.)
 
 from __future__ import annotations
 
-import json
 import re
 import threading
 import time
@@ -14,6 +13,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from ..core.jsonio import loads
 from .errors import ApiError, bad_request
 
 #: The largest request body read, in bytes (4 MiB: a prompt filling a 32k-token context is about 130 KB).
@@ -49,7 +49,7 @@ def decode_body(raw: bytes) -> Any:
         raise bad_request(f"the request body nests arrays and objects {depth:,} levels deep; this server takes at "
                           f"most {MAX_DEPTH}", code="nested_too_deeply")
     try:
-        return json.loads(raw)
+        return loads(raw)  # NaN, Infinity and 1e400 refused: they would come back as Infinity, which is not JSON
     except (ValueError, UnicodeDecodeError) as exc:
         raise bad_request(f"the request body is not valid JSON: {exc}") from None
 

@@ -80,3 +80,19 @@ def test_what_re2_cannot_decide_is_refused_with_the_catalog(pattern, what):
     with pytest.raises(CatalogError) as err:
         parse_function(entry, "cat.json: function 0")
     assert str(err.value) == f"cat.json: function 0 (f): {message}"
+
+
+def test_a_pattern_too_large_for_the_check_is_refused_at_once():
+    """Found trying it again as a hostile client: ``^a{99999999}$`` made RE2 spend 13 s (and log thousands
+    of lines) before refusing it; a repeat past 10,000 copies is refused before RE2 sees it, and a program
+    past RE2's 32 MiB fails in about a second (``\\p{L}`` is 1,167 instructions a copy)."""
+    from callmaybe.core.linear import linear_regex
+
+    with pytest.raises(UncheckablePattern) as err:
+        re2_syntax("^(?:a{1000}){11}$")
+    assert str(err.value) == ("pattern '^(?:a{1000}){11}$' holds a repeat of 11,000 copies (at most 10,000), which "
+                              "the check after generation cannot decide in linear time")
+    with pytest.raises(UncheckablePattern) as err:
+        linear_regex("^\\p{L}{1,10000}$")
+    assert str(err.value) == ("pattern '^\\\\p{L}{1,10000}$' is too large for the check after generation (pattern "
+                              "too large - compile failed)")

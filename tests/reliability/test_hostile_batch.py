@@ -174,3 +174,31 @@ def test_an_empty_journal_is_no_journal(tmp_path):
     journal.write_bytes(b"not a journal\n")
     r = run("--input", str(requests), "--output", str(out), "--model", "no-such-model", "--resume")
     assert (r.exit_code, r.stderr) == (2, f"error: {journal}: not a callmaybe journal (bad first line)\n")
+
+
+def test_numbers_json_does_not_have_are_malformed_input(tmp_path):
+    """Tried again as a hostile user: NaN, Infinity, 1e400 (read as infinity, written back as ``Infinity``)
+    and an integer of 5,000 digits (Python's reader raises ValueError: a traceback) in a requests file, a
+    catalog or a cases file are one error line, exit 2, before the model loads."""
+    catalog, requests = tmp_path / "cat.json", tmp_path / "in.json"
+    good_catalog = [{"name": "f", "parameters": {"x": {"type": "number"}}}]
+    for text, why in (('[{"prompt": NaN}]', "NaN is not a JSON value"),
+                      ('[{"prompt": "hi", "x": 1e400}]', "the number 1e400 is past the range of a double"),
+                      ('[{"prompt": "hi", "x": %s}]' % ("9" * 5000),
+                       "Exceeds the limit (4300 digits) for integer string conversion: value has 5000 digits; use "
+                       "sys.set_int_max_str_digits() to increase the limit")):
+        catalog.write_text(json.dumps(good_catalog))
+        requests.write_text(text)
+        r = CliRunner().invoke(main, ["run", str(requests), "--functions_definition", str(catalog), "--output",
+                                      str(tmp_path / "o.json"), "--model", "no-such-model"])
+        assert (r.exit_code, r.stderr) == (2, f"error: {requests}: malformed JSON: {why}\n")
+    catalog.write_text('[{"name": "f", "parameters": {"x": {"type": "number", "maximum": Infinity}}}]')
+    requests.write_text('[{"prompt": "hi"}]')
+    r = CliRunner().invoke(main, ["run", str(requests), "--functions_definition", str(catalog), "--output",
+                                  str(tmp_path / "o.json"), "--model", "no-such-model"])
+    assert (r.exit_code, r.stderr) == (2, f"error: {catalog}: malformed JSON: Infinity is not a JSON value\n")
+    cases = tmp_path / "cases.jsonl"
+    cases.write_text(json.dumps({"id": 0, "prompt": "hi", "tools": [ADD], "expected": {"name": "add", "parameters": {}}})
+                     + "\n" + '{"id": 1, "prompt": NaN}\n')
+    r = CliRunner().invoke(main, ["eval", str(cases), "--model", "no-such-model"])
+    assert (r.exit_code, r.stderr) == (2, f"error: {cases}:2: malformed JSON: NaN is not a JSON value\n")

@@ -481,3 +481,43 @@ def test_hanging_up_leaves_no_task_and_logs_no_error(server, caplog):
             if r.levelno > logging.DEBUG and r.name.startswith(("callmaybe", "asyncio"))]
     assert loud == []
     server.good()
+
+
+def test_what_a_second_hostile_pass_found(server):
+    """Issue 30, tried again as a hostile client: numbers JSON does not have (NaN, Infinity, 1e400, which
+    Python's reader takes: a ``const`` of 1e400 came back as ``Infinity``), and a lone surrogate in a tool's
+    schema (a UnicodeEncodeError in the compiler: a 500)."""
+    for literal, why in (("NaN", "NaN is not a JSON value"), ("-Infinity", "-Infinity is not a JSON value"),
+                         ("1e400", "the number 1e400 is past the range of a double")):
+        body = '{"model": "%s", "messages": [{"role": "user", "content": "hi"}], "temperature": %s}' % (MODEL, literal)
+        assert error_of(server.post(body), 400)["message"] == f"the request body is not valid JSON: {why}"
+    const = ('{"model": "%s", "messages": [{"role": "user", "content": "hi"}], "tools": [{"type": "function", '
+             '"function": {"name": "f", "parameters": {"type": "object", "properties": {"p": {"const": 1e400}}}}}]}')
+    assert error_of(server.post(const % MODEL), 400)["message"] == ("the request body is not valid JSON: the number "
+                                                                   "1e400 is past the range of a double")
+    broken = ('{"model": "%s", "messages": [{"role": "user", "content": "hi"}], "tools": [{"type": "function", '
+              '"function": {"name": "f", "parameters": {"type": "object", "properties": {"p": {"enum": ["\\udc00"]}}}}}]}')
+    error = error_of(server.post(broken % MODEL), 400)
+    assert (error["message"], error["param"]) == (
+        "tools[0] (f): text that is not valid Unicode (a lone surrogate) at 'parameters/properties/p/enum/0'", "tools")
+    fmt = ('{"model": "%s", "messages": [{"role": "user", "content": "hi"}], "response_format": {"type": '
+           '"json_schema", "json_schema": {"name": "r", "schema": {"properties": {"\\ud800": {}}}}}}')
+    assert error_of(server.post(fmt % MODEL), 400)["message"] == (
+        "response_format 'r': text that is not valid Unicode (a lone surrogate) at 'properties/\\ud800'")
+    server.good()
+
+
+def test_a_pattern_the_check_cannot_compile_is_refused_before_decoding():
+    """The server compiles a schema's patterns for the check after generation with its index (in the compile
+    worker): one RE2 refuses is a 400 there, not a failed answer later."""
+    from callmaybe.core.errors import SchemaError
+    from callmaybe.core.indexfile import IndexData
+    from callmaybe.server.serve import enforced
+
+    index = IndexData(header={"not_enforced": []}, arrays={})
+    schema = {"type": "object", "properties": {"name": {"type": "string", "pattern": "^\\p{L}{1,10000}$"}}}
+    with pytest.raises(SchemaError) as err:
+        enforced(index, {"function 'f'": schema})
+    assert str(err.value) == ("function 'f': pattern '^\\\\p{L}{1,10000}$' is too large for the check after "
+                              "generation (pattern too large - compile failed)")
+    assert enforced(index, {"function 'f'": {"type": "object"}}) is index
