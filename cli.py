@@ -15,6 +15,7 @@ from pathlib import Path
 import click
 
 from .core.errors import CallmaybeError, InputError, Interrupted
+from .core.indexes import CACHE_BOUNDS
 from .core.messages import say
 from .core.registry import DEFAULT_MODEL, MODELS
 
@@ -313,7 +314,12 @@ def show_trace(record: dict) -> None:
 def eval_cmd(data, model, max_tokens, threads, call_format, tool_choice, parallel_calls, relevance_check,
              value_check, call_threshold, keep_unstated, dtype, device, max_batch, profile, limit, ids,
              output, ray_address, ray_actors) -> None:
-    """Score a data set with expected answers (a public-style folder or a BFCL cases.jsonl)."""
+    """Score a data set with expected answers (a public-style folder or a BFCL cases.jsonl).
+
+    A case whose catalog cannot be compiled, or whose answer failed, gets an error entry of its own; the others
+    are answered and scored. Exit status: 0 every case answered; 1 some cases got an error entry; 2 bad input
+    (one error line).
+    """
     from .compiler.build import runtime_compiler
     from .runtime.evaluation import evaluate
     from .runtime.session import RunConfig
@@ -348,8 +354,13 @@ def eval_cmd(data, model, max_tokens, threads, call_format, tool_choice, paralle
         click.echo("the same generations without grounding (--keep-unstated): " + "; ".join(
             f"{key.replace('_', ' ')} {right}, grounding won {t['grounding_won'][key]} and lost "
             f"{t['grounding_lost'][key]}" for key, right in t["without_grounding"].items()))
+    if t["failed"]:
+        click.echo(f"failed (an error entry: a catalog that cannot be compiled, a failed answer) {t['failed']} of "
+                   f"{t['cases']}")
     if profile:
         say("\n".join(t["profile"].lines(t["answer_seconds"])))
+    if t["failed"]:
+        sys.exit(1)
 
 
 @main.command("serve")
@@ -369,7 +380,8 @@ def eval_cmd(data, model, max_tokens, threads, call_format, tool_choice, paralle
               help="Distinct new tool lists (or response schemas) compiled per minute; past it a request gets "
                    "429. Lists already in memory do not count.")
 @click.option("--index-cache-size", type=click.IntRange(min=1), default=32, show_default=True,
-              help="Compiled indexes kept in memory (least recently used dropped first; they stay on disk).")
+              help="Compiled indexes kept in memory (least recently used dropped first). On disk they are cached "
+                   f"in ~/.cache/callmaybe/indexes, {CACHE_BOUNDS}.")
 @click.option("--threads", type=click.IntRange(min=1), default=None,
               help="torch CPU threads (default: torch's choice).")
 @call_format_option(["auto", "plain", "tools"], "auto")
@@ -459,7 +471,7 @@ def serve_cmd(model, host, port, max_batch, max_queue, api_key, per_minute, inde
 @run_options
 @click.option("--index", "index_path", type=click.Path(path_type=Path), default=None,
               help="Compiled index to use (default: a matching one shipped with callmaybe, beside the model or "
-                   "in the cache, else compile one).")
+                   f"in the cache, else compile one into the cache, ~/.cache/callmaybe/indexes: {CACHE_BOUNDS}).")
 @click.option("--trace", is_flag=True, help="Print every generated token: forced or chosen, allowed, top 3.")
 @click.option("--no-prefix-cache", is_flag=True, help="Recompute the catalog prompt for every request.")
 @click.option("--interactive", is_flag=True, help="Type requests at a prompt and get calls back.")

@@ -8,7 +8,8 @@
   then ``e X``, whose value is at most the largest double 1.7976931348623157e308 (so nothing reads as
   infinity: after one digit before the point the exponent goes up to that value, after more digits up to
   292 and after ``0.`` up to 308); integers (:data:`INTEGER`) have no fraction or exponent and any number
-  of digits (runaway digits are the runtime's token budget's concern). ``-0`` is not written.
+  of digits (runaway digits are the runtime's token budget's concern). ``-0`` is written too (valid JSON: the
+  value 0, as ``-0.0`` and ``-0e0`` are).
 
 For length-bounded strings each *decoded code point* must be one unit, so :data:`COUNTED_CHAR` reads a
 surrogate-pair escape ``\\ud83d\\ude00`` as one unit and refuses lone surrogate escapes.
@@ -27,7 +28,7 @@ COUNTED_CHAR = (
     r"|\\u(?:[0-9a-cA-CefEF]" + _HEX + "{3}|[dD][0-7]" + _HEX + "{2})"
     r"|\\u[dD][89abAB]" + _HEX + r"{2}\\u[dD][c-fC-F]" + _HEX + "{2})"
 )
-INTEGER = r"(?:0|-?[1-9][0-9]*)"
+INTEGER = r"-?(?:0|[1-9][0-9]*)"
 
 
 def fraction_at_most(digits: str) -> str:
@@ -51,7 +52,7 @@ _EXPONENT = (r"[1-9](?:\.[0-9]+)?[eE](?:-[0-9]+|\+?0*(?:[0-9]{1,2}|[12][0-9]{2}|
              r"|[1-9][0-9]{1,15}(?:\.[0-9]+)?[eE](?:-[0-9]+|\+?0*(?:[0-9]{1,2}|1[0-9]{2}|2[0-8][0-9]|29[0-2]))"
              r"|0\.0{0,20}[1-9][0-9]*[eE](?:-[0-9]+|\+?0*(?:[0-9]{1,2}|[12][0-9]{2}|30[0-8]))"
              r"|0(?:\.0+)?[eE][+\-]?[0-9]+")
-NUMBER = r"(?:0|-?(?:[1-9][0-9]*|" + _POINT + "|" + _EXPONENT + "))"
+NUMBER = r"-?(?:0|[1-9][0-9]*|" + _POINT + "|" + _EXPONENT + ")"
 #: Numbers with an integral value written as floats (``3.0``, ``1.5e+16``, and more: a superset), which JSON
 #: Schema counts as integers; only loose languages use it (the grammar writes integers without a fraction).
 INTEGRAL_FLOAT = r"-?(?:0|[1-9][0-9]*)(?:\.0+|(?:\.[0-9]+)?[eE]\+?[0-9]+)"

@@ -5,7 +5,7 @@ ones too) and multiples of ``multipleOf``: which texts to accept (:func:`plan`) 
 Forms. A number is written ``-?`` and a magnitude in one of three forms (:mod:`.digits`):
 
 * an integer ``0|[1-9][0-9]*`` of any number of digits (json.loads reads a Python int, never infinity; a
-  runaway is the runtime's token budget's concern); ``-0`` is not written;
+  runaway is the runtime's token budget's concern); ``-0`` too (the value 0, as ``-0.0`` is);
 * a point form ``I.F``: at most 16 digits before the point, any after; after ``0.`` at most 20 zeros
   before the first nonzero digit, or zeros only (Python's repr writes the doubles in [1e-4, 1e16) so:
   ``2.0``, ``0.0001``, ``-0.0``);
@@ -280,8 +280,8 @@ def _magnitudes(spec: NumberSpec, negative: bool):
     readers: list = []
     if spec.integers is not None:
         lo, hi = spec.integers
-        if negative:  # -m in [lo, hi] with m >= 1 (no "-0")
-            lo, hi = (1 if hi is None else max(-hi, 1)), (None if lo is None else -lo)
+        if negative:  # -m in [lo, hi] with m >= 0 ("-0" is the value 0)
+            lo, hi = (0 if hi is None else max(-hi, 0)), (None if lo is None else -lo)
         else:
             lo = 0 if lo is None else max(lo, 0)
         if hi is None or lo <= hi:

@@ -32,6 +32,7 @@ import json
 from typing import Any
 
 from ..core.errors import SchemaError
+from ..core.indexfile import REPEATED_KEYS
 from . import dfa as D
 from . import counters, limits
 from .compose import is_empty, product
@@ -383,7 +384,7 @@ class ObjectCompiler:
         if keys is None:
             return None, []
         self.ctx.note("not enforced", self.path, "patternProperties" if self.patterns else "additionalProperties",
-                      "extra keys are not checked for repeats")
+                      REPEATED_KEYS)
         return keys, regions
 
 

@@ -5,7 +5,7 @@ prefix shared by lo and hi followed by at most three branches (lo's first digit,
 between, hi's first digit), recursively; the textbook construction behind tools such as
 ``to-regex-range``. An unbounded side adds ``[1-9][0-9]{n,}`` for every length past the bound's (integers
 have any number of digits: runaway digits are the runtime's token budget's concern, not the grammar's).
-Negative ranges are the mirror image behind a ``-``; zero is written ``0`` only (never ``-0``).
+Negative ranges are the mirror image behind a ``-``; zero is written ``0`` and ``-0`` (valid JSON, the value 0).
 """
 
 from __future__ import annotations
@@ -77,9 +77,9 @@ def integer_range(lo: int | None, hi: int | None) -> str | None:
     parts = []
     if hi is None or hi >= 0:
         parts += _nonnegative(0 if lo is None else max(lo, 0), hi)
-    if lo is None or lo < 0:
-        neg = _nonnegative(1 if hi is None else max(-hi, 1), None if lo is None else -lo)
-        parts += ["-" + p for p in neg]
+    least = 0 if hi is None else max(-hi, 0)  # the magnitudes m with -m in [lo, hi]: "-0" included
+    if lo is None or least <= -lo:
+        parts += ["-" + p for p in _nonnegative(least, None if lo is None else -lo)]
     if len(parts) == 1:
         return parts[0]
     return "(?:" + "|".join(parts) + ")"

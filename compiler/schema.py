@@ -96,8 +96,34 @@ class SchemaCompiler(SchemaContext):
                 ref, at = endless
                 raise SchemaError(f"{self.where_at(at)}: recursive $ref with no base case "
                                   f"({ref!r} admits no finite value)")
+            empty = self.empty_required(schema, [])
+            if empty is not None:
+                raise self.error(empty, "the parameter's schema admits no value (unsatisfiable), and it is required")
             raise self.error([], unsatisfiable)
         return node
+
+    def empty_required(self, schema: Any, path: list[str]) -> list[str] | None:
+        """After ``schema`` compiled to no value: the path of a required property whose own schema admits no
+        value (the deepest such, through required object properties), or None when none alone is the cause
+        (the keywords conflict only together). Each property is compiled again on its own, grammar nodes only
+        (a property that passes a compile limit is skipped)."""
+        if not isinstance(schema, dict) or not isinstance(schema.get("properties"), dict):
+            return None
+        required = schema.get("required", [])
+        for name in required if isinstance(required, list) else []:
+            sub = schema["properties"].get(name)
+            if sub is None:
+                continue
+            again = SchemaCompiler(self.function, self.root, self.max_recursion, self.any_depth, self.label,
+                                   self.limits)
+            try:
+                with again.budget.running():
+                    empty = again.value(sub, path + [name], (), f"#/properties/{pointer_token(name)}") is None
+            except SchemaError:
+                continue
+            if empty:
+                return self.empty_required(sub, path + [name]) or path + [name]
+        return None
 
     def endless_recursion(self, schema: Any) -> tuple[str, str] | None:
         """After ``schema`` compiled to no value: the ``(ref, place)`` of a cut recursion that is the cause,

@@ -69,6 +69,10 @@ def parse_function(entry: Any, where: str) -> Function:
     name = entry.get("name")
     if not isinstance(name, str) or not name:
         raise CatalogError(f"{where}: missing or empty 'name'")
+    broken = lone_surrogate(entry)
+    if broken is not None:
+        shown = name.encode("utf-8", "backslashreplace").decode()
+        raise CatalogError(f"{where} ({shown}): text that is not valid Unicode (a lone surrogate) at '{broken}'")
     where = f"{where} ({name})"
     description = entry.get("description", "")
     if not isinstance(description, str):
@@ -120,16 +124,45 @@ def parse_function(entry: Any, where: str) -> Function:
 _IN_PLACE = ("allOf", "anyOf", "oneOf", "$ref", "if", "dependentSchemas", "dependencies", "$dynamicRef")
 
 
+def lone_surrogate(value: Any, path: str = "") -> str | None:
+    """The place (``a/b/0``, keys and indices joined, a surrogate in a key written ``\\ud800``; ``""`` for
+    ``value`` itself) of the first string of ``value``, key or value, holding a lone surrogate (``"\\ud800"``:
+    JSON escapes may spell it, UTF-8 cannot hold it); None when there is none."""
+    stack = [(value, path)]
+    while stack:
+        node, at = stack.pop()
+        if isinstance(node, str):
+            try:
+                node.encode("utf-8")
+            except UnicodeEncodeError:
+                return at
+        elif isinstance(node, dict):
+            for k, v in reversed(list(node.items())):
+                shown = str(k).encode("utf-8", "backslashreplace").decode()
+                step = f"{at}/{shown}" if at else shown
+                if isinstance(k, str) and lone_surrogate(k) is not None:
+                    return step
+                stack.append((v, step))
+        elif isinstance(node, list):
+            stack.extend((v, f"{at}/{i}" if at else str(i)) for i, v in reversed(list(enumerate(node))))
+    return None
+
+
 def check_schema(schema: dict[str, Any], where: str) -> None:
     """Raise CatalogError when ``schema`` is not a valid JSON Schema (bad keyword values, bad patterns; a
-    pattern's ``\\p{...}`` class is read as ECMA-262 reads it, :mod:`.patterns`)."""
+    pattern's ``\\p{...}`` class is read as ECMA-262 reads it, :mod:`.patterns`) or holds a pattern that the
+    check after generation cannot search in linear time (a lookahead, a backreference: :mod:`.linear`)."""
     import jsonschema
 
-    from .validation import UnknownProperty, check_schema as check_meta
+    from .validation import UncheckablePattern, UnknownProperty, check_schema as check_meta
+
+    broken = lone_surrogate(schema)
+    if broken is not None:
+        raise CatalogError(f"{where}: text that is not valid Unicode (a lone surrogate) at '{broken}'")
 
     try:
         check_meta(schema)
-    except UnknownProperty as exc:
+    except (UnknownProperty, UncheckablePattern) as exc:
         raise CatalogError(f"{where}: {exc}") from None
     except jsonschema.SchemaError as exc:
         at = "/".join(str(p) for p in exc.absolute_path) or "parameters"

@@ -7,6 +7,11 @@ options), never by its file name; names only keep folders readable. Places searc
 2. ``<model folder>/callmaybe/*.safetensors``: a model publisher ships indexes alongside the weights;
 3. ``cache_dir("indexes")``: indexes compiled on this machine.
 
+The cache is bounded (:func:`prune_cache`): at most :data:`CACHE_MAX_FILES` index files and
+:data:`CACHE_MAX_BYTES` bytes, the least recently used removed first (a use is a compile that wrote the file or
+a :func:`find` that returned it, recorded as the file's modification time: :func:`used`). Any process may prune it: a file removed
+while another process reads it stays readable to that process (POSIX unlink).
+
 Imports neither torch nor interegular; compiling a missing index is the caller's job (see ``cli.py``).
 """
 
@@ -14,7 +19,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
+import time
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +49,64 @@ def cache_path(catalog_fingerprint: str, vocabulary_fingerprint: str, options: d
     """Where an index compiled on demand is cached: named by both fingerprints and a hash of the options."""
     tag = hashlib.sha256(json.dumps(options, sort_keys=True).encode()).hexdigest()[:8]
     return cache_dir("indexes") / f"{catalog_fingerprint[:16]}-{vocabulary_fingerprint[:16]}-{tag}.safetensors"
+
+
+#: The most index files the cache keeps (:func:`prune_cache`).
+CACHE_MAX_FILES = 100
+#: The most bytes of index files the cache keeps: 256 MiB (the public catalog's index is 0.2 MB for Qwen3's
+#: vocabulary; a large catalog's a few MB).
+CACHE_MAX_BYTES = 256 * 2**20
+#: The bounds in words, for ``--help`` and messages.
+CACHE_BOUNDS = f"at most {CACHE_MAX_FILES} files and {CACHE_MAX_BYTES // 2**20} MiB, the least recently used removed first"
+
+
+def used(path: Path) -> None:
+    """Record a use of the cached index ``path``, for :func:`prune_cache`'s order: its modification time is set
+    to now (not its access time, which every read of a header sets under ``relatime``, matching or not; the
+    file's content is checked by its own SHA-256, never by its times). A file that cannot be touched is left as
+    it is."""
+    try:
+        now = time.time()
+        os.utime(path, (now, now))
+    except OSError:
+        pass
+
+
+def prune_cache(keep: Path | None = None, max_files: int | None = None, max_bytes: int | None = None) -> list[Path]:
+    """Remove the least recently used index files of ``cache_dir("indexes")`` (by :func:`used`'s time, oldest first)
+    until at most ``max_files`` of them and ``max_bytes`` bytes remain (None: :data:`CACHE_MAX_FILES`,
+    :data:`CACHE_MAX_BYTES`); ``keep`` (the file just written) is
+    never removed, even alone past ``max_bytes``. Temporaries of writes under way (``.*.tmp``) are not index
+    files. Returns the paths removed; a file another process removed first, or that cannot be removed, is
+    skipped."""
+    max_files = CACHE_MAX_FILES if max_files is None else max_files
+    max_bytes = CACHE_MAX_BYTES if max_bytes is None else max_bytes
+    folder = cache_dir("indexes")
+    files = []
+    for path in folder.glob("*.safetensors"):
+        try:
+            st = path.stat()
+        except OSError:
+            continue
+        if path.is_file():
+            files.append((st.st_mtime, st.st_size, path))
+    files.sort(key=lambda f: f[0])
+    count, size = len(files), sum(f[1] for f in files)
+    removed = []
+    for _, nbytes, path in files:
+        if count <= max_files and size <= max_bytes:
+            break
+        if keep is not None and path.resolve() == Path(keep).resolve():
+            continue
+        try:
+            path.unlink()
+        except FileNotFoundError:
+            pass
+        except OSError:
+            continue
+        count, size = count - 1, size - nbytes
+        removed.append(path)
+    return removed
 
 
 def search_dirs(model_dir: Path | None = None) -> list[Path]:
@@ -114,7 +179,11 @@ def find(vocabulary_fingerprint: str, catalog_fingerprint: str, options: dict[st
                     f"revision {GRAMMAR_REVISION}")
                 continue
             try:
-                return load_matching(path, vocabulary_fingerprint, catalog_fingerprint, options)
+                found = load_matching(path, vocabulary_fingerprint, catalog_fingerprint, options)
             except IndexFileError as exc:
                 say(f"skipping {exc}")
+                continue
+            if path.parent == cache_dir("indexes"):
+                used(path)
+            return found
     return None

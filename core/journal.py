@@ -4,7 +4,9 @@ A journal is a JSON-lines file beside the output, named ``<output name>.journal.
 header: ``{"journal": 1, "run": {...}}``, where ``run`` names what decides the answers (the model, the index,
 the flags; :func:`callmaybe.runtime.session.run_identity`). Each following line is one answer:
 ``{"position": i, "prompt": <the request's prompt>, "entry": <its result entry>}``, flushed and synced to disk
-as soon as it is written. A line cut short by a kill is ignored. A run holds an exclusive ``flock`` on its
+as soon as it is written. A line cut short by a kill or a full disk is ignored (a failed append is cut off
+again where it can be). A journal that holds nothing (empty, or a header cut short: its disk was full when the
+run started) is no journal: it is removed with one line saying so. A run holds an exclusive ``flock`` on its
 journal, so a second run writing the same output is refused while the first is alive. The journal is deleted once the output file
 is written from it; ``run --resume`` continues one, skipping the requests it holds (matched by position and
 prompt text), and refuses one whose header names another model, index or flags.
@@ -18,9 +20,12 @@ import os
 from pathlib import Path
 from typing import Any
 
-from .errors import InputError
+from .errors import InputError, OutputError
+from .messages import say
 
 JOURNAL_VERSION = 1
+#: A header line is far shorter than this (bytes): a longer file without a newline is not a cut header.
+HEADER_MAX = 1 << 20
 
 
 def _in_use(path: Path, mine=None) -> bool:
@@ -66,26 +71,33 @@ class Journal:
             raise InputError(f"{self.path}: cannot write the journal: {exc.strerror or exc}") from None
         if self.path.exists() and _in_use(self.path):
             raise self._busy()
+        if self.path.exists() and self._holds_nothing():
+            say(f"removing {self.path}: an empty journal (a run that could not write its first line left it)")
+            self.path.unlink(missing_ok=True)
         exists = self.path.exists()
         if exists and not resume:
             raise InputError(f"{self.path}: a journal of an interrupted run is here; rerun with --resume to "
                              "continue it, or delete it to start again")
         if resume and not exists:
             raise InputError(f"{self.path}: no journal to resume (nothing was interrupted for this output)")
+        created = False
         try:
             if exists:
                 self._read(run)
-                self._file = open(self.path, "a", encoding="utf-8")
+                self._file = open(self.path, "ab", buffering=0)
                 if self.path.read_bytes()[-1:] not in (b"", b"\n"):
-                    self._file.write("\n")  # end the line a kill cut short, so the next one stands alone
+                    self._append(b"\n")  # end the line a kill cut short, so the next one stands alone
             else:
-                self._file = open(self.path, "x", encoding="utf-8")
+                self._file = open(self.path, "xb", buffering=0)
+                created = True
             if _in_use(self.path, self._file):  # lost a race with another run opening it
                 self.close()
                 raise self._busy()
             if not exists:
                 self._write({"journal": JOURNAL_VERSION, "run": run})
         except OSError as exc:
+            if created:  # a journal without its header is none: leave nothing behind
+                self.remove()
             raise InputError(f"{self.path}: cannot write the journal: {exc.strerror or exc}") from None
 
     def _busy(self) -> InputError:
@@ -98,13 +110,24 @@ class Journal:
         return held[1] if held is not None and held[0] == prompt else None
 
     def add(self, position: int, prompt: Any, entry: dict) -> None:
-        """Append one answer and sync it to disk."""
+        """Append one answer and sync it to disk. Raises OutputError (one line naming the journal, how many
+        answers it keeps and how to go on) when it cannot be written: a full disk, say."""
+        try:
+            self._write({"position": position, "prompt": prompt, "entry": entry})
+        except OSError as exc:
+            kept = len(self.answers)
+            where = (f"the {kept} answer{'s' if kept != 1 else ''} before it are kept in {self.path}: rerun the same "
+                     "command with --resume once there is room" if kept else "no answer was kept")
+            raise OutputError(f"{self.path}: cannot append to the journal: {exc.strerror or exc}; {where}") from None
         self.answers[position] = (prompt, entry)
-        self._write({"position": position, "prompt": prompt, "entry": entry})
 
     def close(self) -> None:
+        """Close the file (nothing is buffered: every record was written and synced, or cut off)."""
         if self._file is not None:
-            self._file.close()
+            try:
+                self._file.close()
+            except OSError:
+                pass
             self._file = None
 
     def remove(self) -> None:
@@ -114,9 +137,33 @@ class Journal:
         self.close()
 
     def _write(self, record: dict) -> None:
-        self._file.write(json.dumps(record) + "\n")  # ASCII: a lone surrogate in a prompt is kept as an escape
-        self._file.flush()
-        os.fsync(self._file.fileno())
+        """Append ``record`` as one line and sync it; raises OSError, with the file cut back to where the line
+        began where it can be (so a full disk leaves no half line)."""
+        self._append((json.dumps(record) + "\n").encode("ascii"))  # a lone surrogate in a prompt stays an escape
+
+    def _append(self, data: bytes) -> None:
+        fd = self._file.fileno()
+        start = os.lseek(fd, 0, os.SEEK_END)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+            os.fsync(fd)
+        except OSError:
+            try:
+                os.ftruncate(fd, start)
+            except OSError:
+                pass
+            raise
+
+    def _holds_nothing(self) -> bool:
+        """True when the file at :attr:`path` holds no line: empty, or one line cut short (no newline)."""
+        try:
+            with open(self.path, "rb") as f:
+                head = f.read(HEADER_MAX + 1)
+        except OSError:
+            return False
+        return len(head) <= HEADER_MAX and b"\n" not in head
 
     def _read(self, run: dict[str, Any]) -> None:
         try:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 from pathlib import Path
 from typing import Any
@@ -23,14 +24,33 @@ def read_text(path: Path, encoding: str = "utf-8") -> str:
         raise InputError(f"{path}: cannot read: {exc.strerror or exc}") from None
 
 
+def _constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON value")
+
+
+def _float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"the number {text[:40]} is past the range of a double")
+    return value
+
+
+def loads(text: str | bytes) -> Any:
+    """``json.loads`` without what RFC 8259 lacks and Python's reader takes: ``NaN``, ``Infinity`` and numbers
+    past the range of a double (``1e400`` would be read as infinity, then written back as ``Infinity``, which
+    no JSON reader takes). Raises ValueError (json.JSONDecodeError for malformed text; an integer of more than
+    Python's 4,300 digits too) or RecursionError."""
+    return json.loads(text, parse_constant=_constant, parse_float=_float)
+
+
 def read_json(path: Path, surrogates: bool = False) -> Any:
     """Read a JSON file (a UTF-8 byte-order mark is allowed); raises InputError naming the file for a missing
     or unreadable file or malformed JSON, and, unless ``surrogates``, for a lone surrogate escape such as
     ``"\\ud800"`` (text no UTF-8 file can hold)."""
     text = read_text(path, encoding="utf-8-sig")
     try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
+        data = loads(text)
+    except ValueError as exc:  # json.JSONDecodeError included
         raise InputError(f"{path}: malformed JSON: {exc}") from None
     except RecursionError:
         raise InputError(f"{path}: JSON nested too deeply") from None

@@ -18,7 +18,7 @@ from typing import Any
 from .intervals import Interval, complement
 from .unicode import UnknownProperty, basic_property
 
-__all__ = ["UnknownProperty", "python_pattern", "python_schema"]
+__all__ = ["UnknownProperty", "each_pattern", "python_pattern", "python_schema"]
 
 #: Keywords whose values are data, never schemas.
 _DATA = frozenset({"const", "enum", "default", "examples", "example"})
@@ -133,3 +133,36 @@ def python_schema(schema: Any) -> Any:
         changed = changed or new is not value
         out[key] = new
     return out if changed else schema
+
+
+def each_pattern(schema: Any):
+    """Every pattern of ``schema`` as written (``pattern`` values and ``patternProperties`` keys, where
+    :func:`python_schema` finds them), each once, in order."""
+    seen: set[str] = set()
+
+    def walk(node: Any):
+        if isinstance(node, list):
+            for v in node:
+                yield from walk(v)
+            return
+        if not isinstance(node, dict):
+            return
+        for key, value in node.items():
+            if key in _DATA:
+                continue
+            if key == "pattern" and isinstance(value, str):
+                found = [value]
+            elif key == "patternProperties" and isinstance(value, dict):
+                found = [k for k in value if isinstance(k, str)]
+                yield from (p for p in found if p not in seen and not seen.add(p))
+                yield from walk(list(value.values()))
+                continue
+            elif key in _NAMED and isinstance(value, dict):
+                yield from walk(list(value.values()))
+                continue
+            else:
+                yield from walk(value)
+                continue
+            yield from (p for p in found if p not in seen and not seen.add(p))
+
+    yield from walk(schema)

@@ -1,5 +1,6 @@
-"""jsonschema validators for our schemas: the draft a schema names (else a default), its format checker, and
-ECMA-262 ``\\p{...}`` property classes in patterns read as the grammar reads them (:mod:`.patterns`).
+"""jsonschema validators for our schemas: the draft a schema names (else a default), its format checker,
+ECMA-262 ``\\p{...}`` property classes in patterns read as the grammar reads them (:mod:`.patterns`), and
+patterns searched in linear time by RE2 (:mod:`.linear`, installed into jsonschema when this module loads).
 
 Used wherever a value or a schema is checked with jsonschema: the catalog's check of each schema at load
 (:func:`check_schema`), the check of each call after generation and grounding (``runtime``), and the
@@ -12,9 +13,12 @@ from typing import Any
 
 import jsonschema
 
-from .patterns import UnknownProperty, python_schema
+from .linear import UncheckablePattern, install, re2_syntax
+from .patterns import UnknownProperty, each_pattern, python_schema
 
-__all__ = ["UnknownProperty", "Checker", "check_schema"]
+__all__ = ["UnknownProperty", "UncheckablePattern", "Checker", "check_schema"]
+
+install()  # every pattern jsonschema searches, it searches in linear time
 
 
 def _original_at(original: Any, translated: Any, path) -> tuple[Any, Any]:
@@ -88,9 +92,10 @@ class Checker:
 
 
 def check_schema(schema: Any, default: type = jsonschema.Draft202012Validator) -> None:
-    """Check ``schema`` against its draft's meta-schema (patterns read as :class:`Checker` reads them). Raises
-    jsonschema.SchemaError for an invalid schema, UnknownProperty for a property class the check after
-    generation cannot read."""
+    """Check ``schema`` against its draft's meta-schema (patterns read as :class:`Checker` reads them), and that
+    the check after generation can search each of its patterns in linear time. Raises jsonschema.SchemaError
+    for an invalid schema, UnknownProperty for a property class the check after generation cannot read,
+    UncheckablePattern for a pattern it cannot search in linear time (:mod:`.linear`)."""
     cls = jsonschema.validators.validator_for(schema, default=default)
     translated = python_schema(schema)
     try:
@@ -104,3 +109,5 @@ def check_schema(schema: Any, default: type = jsonschema.Draft202012Validator) -
                 written = {now: original} if isinstance(now, str) and isinstance(original, str) else {}
             exc.message = _restore(exc.message, {k: v for k, v in written.items() if isinstance(k, str) and k != v})
         raise
+    for pattern in each_pattern(schema):
+        re2_syntax(pattern)  # readable by the linear search (compiled when first searched: it may take a second)

@@ -9,7 +9,7 @@ import jsonschema
 
 from ..core.catalog import Function
 from ..core.errors import CallmaybeError
-from ..core.validation import Checker, UnknownProperty, check_schema
+from ..core.validation import Checker, UncheckablePattern, UnknownProperty, check_schema
 
 
 class InvalidCall(CallmaybeError):
@@ -61,7 +61,7 @@ def to_call(text: str, functions: dict[str, Function], parameters_key: str = "pa
         error = schema_error(params, fn.parameters)
     except jsonschema.SchemaError as exc:
         raise InvalidCall(f"{name}'s schema is not valid JSON Schema: {exc.message}") from None
-    except UnknownProperty as exc:
+    except (UnknownProperty, UncheckablePattern) as exc:
         raise InvalidCall(f"{name}'s schema cannot be checked: {exc}") from None
     if error is not None:
         raise InvalidCall(f"arguments do not match {name}'s schema: {error}")

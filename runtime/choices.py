@@ -18,7 +18,10 @@ from .turn import TurnRequest, TurnResult
 
 
 def turn_entry(prompt: str, result: TurnResult, parallel: bool) -> dict[str, Any]:
-    """The result entry of a turn (module docstring)."""
+    """The result entry of a turn (module docstring); an error entry when the check after generation withheld
+    its answer (``result.refusal``)."""
+    if result.refusal is not None:
+        return {"prompt": prompt, "error": result.refusal}
     calls = [{"name": c.name, "parameters": c.arguments} for c in result.calls]
     if parallel:
         entry = {"prompt": prompt, "calls": calls}

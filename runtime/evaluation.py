@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import json
 import re
 import time
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from ..core.catalog import catalog_fingerprint, load_catalog, parse_catalog
-from ..core.errors import InputError
-from ..core.jsonio import check_output_path, read_json, read_requests, read_text, write_json
+from ..core.errors import CatalogError, InputError
+from ..core.jsonio import check_output_path, loads, read_json, read_requests, read_text, write_json
 from ..core.messages import progress
 from .runner import Answerer, answer_all
 from .scoring import bfcl_calls_match, bfcl_match, bfcl_parallel_match, public_match
@@ -49,8 +48,9 @@ def evaluation_cases(data: Path, limit: int | None, ids: str | None = None) -> l
     the even or odd ones (:func:`select_ids`), then the first ``limit``.
 
     Each case: ``{"id", "prompt", "functions", "expected", "rules"}`` with rules "public", "bfcl" or
-    "bfcl_parallel" (``expected`` holds ``{"calls": [...]}``: BFCL parallel).
-    Raises InputError for a data set it cannot read.
+    "bfcl_parallel" (``expected`` holds ``{"calls": [...]}``: BFCL parallel); a BFCL case whose own catalog
+    is malformed also holds its ``error`` (the case is not answered). Raises InputError for a data set it
+    cannot read.
     """
     cases = []
     if data.is_dir():
@@ -68,8 +68,8 @@ def evaluation_cases(data: Path, limit: int | None, ids: str | None = None) -> l
             if not line.strip():
                 continue
             try:
-                case = json.loads(line)
-            except json.JSONDecodeError as exc:
+                case = loads(line)
+            except ValueError as exc:  # json.JSONDecodeError, NaN, 1e400
                 raise InputError(f"{data}:{n}: malformed JSON: {exc}") from None
             expected = case.get("expected") if isinstance(case, dict) else None
             rules = "bfcl_parallel" if isinstance(expected, dict) and "calls" in expected else "bfcl"
@@ -83,10 +83,14 @@ def evaluation_cases(data: Path, limit: int | None, ids: str | None = None) -> l
                                  "\"expected\": {\"name\", \"parameters\"} or {\"calls\": [{\"name\", "
                                  "\"parameters\"}, ...]}")
             catalog = case.get("tools") or case.get("functions")
-            cases.append({"id": case.get("id", n), "prompt": case.get("prompt"),
-                          "functions": parse_catalog(catalog, f"{data}:{n}"), "expected": case["expected"],
-                          "rules": rules, "messages": _messages(case, data, n),
-                          "lang": case.get("lang")})
+            entry = {"id": case.get("id", n), "prompt": case.get("prompt"), "functions": [],
+                     "expected": case["expected"], "rules": rules, "messages": _messages(case, data, n),
+                     "lang": case.get("lang")}
+            try:
+                entry["functions"] = parse_catalog(catalog, f"{data}:{n}")
+            except CatalogError as exc:  # this case's catalog only: an error entry, the others are answered
+                entry["error"] = str(exc)
+            cases.append(entry)
     elif not data.exists():
         raise InputError(f"{data}: not found")
     else:
@@ -202,15 +206,39 @@ def case_answers(runtime: Runtime, config: RunConfig, cases: list[dict], engine=
             answerers[key] = runtime.answerer(case["functions"], store=case["rules"] == "public")
         return answerers[key]
 
+    refused: dict[int, str] = {}  # case position -> why its catalog has no index
+    answered: list[int] = []  # the position in ``cases`` of each answered item, in order
+
+    def answerable():
+        """(case, answerer) of each case whose catalog compiles; the others go to ``refused``."""
+        for i, case in enumerate(cases):
+            try:
+                if "error" in case:
+                    raise CatalogError(case["error"])
+                answerer = answerer_for(case)
+            except CatalogError as exc:  # SchemaError, CompileLimitError: this case only
+                refused[i] = str(exc)
+                continue
+            answered.append(i)
+            yield case, answerer
+
+    def mapped(answers):
+        """The answers at their cases' positions, then an error entry for each case whose catalog was
+        refused (naming the function and the parameter)."""
+        for k, entry, gen in answers:
+            yield answered[k], entry, gen
+        for i, error in refused.items():
+            yield i, {"prompt": cases[i]["prompt"], "error": error}, None
+
     if config.turns or any(c.get("messages") for c in cases):  # each case a turn (:mod:`.choices`): a text
         # answer or several calls allowed, or several messages
         from .choices import answer_turns
         from .engine import Engine
 
         engine = engine if engine is not None else Engine(runtime, config.max_batch, max_queue=max(1, len(cases)))
-        return answer_turns(engine, ((c["functions"], answerer_for(c).index, _request(c)) for c in cases),
-                            config, text_tokens=DECLINE_TOKENS)
-    return answer_all(((answerer_for(case), {"prompt": case["prompt"]}) for case in cases), config.max_batch)
+        return mapped(answer_turns(engine, ((c["functions"], a.index, _request(c)) for c, a in answerable()),
+                                   config, text_tokens=DECLINE_TOKENS))
+    return mapped(answer_all(((a, {"prompt": c["prompt"]}) for c, a in answerable()), config.max_batch))
 
 
 #: Answers evaluation cases somewhere (a Ray cluster: :func:`callmaybe.scale.batch.ray_case_answers`): given the
@@ -231,8 +259,11 @@ def evaluate(config: RunConfig, data: Path, limit: int | None, output: Path | No
     (default: this process, :func:`case_answers`).
 
     The public set's catalog uses a shipped or cached index; each BFCL case's catalog is compiled in memory
-    (never cached on disk). ``totals["profile"]`` is the :class:`~.profile.Profile` of the answers and
-    ``totals["answer_seconds"]`` their wall time. Raises InputError for a data set it cannot read.
+    (never cached on disk). A case whose catalog cannot be read or compiled (a parameter no value satisfies,
+    a compile limit) gets an error entry naming the function and the parameter, and the others are answered.
+    ``totals["failed"]`` counts the cases with an error entry (those, and the answers that failed).
+    ``totals["profile"]`` is the :class:`~.profile.Profile` of the answers and ``totals["answer_seconds"]``
+    their wall time. Raises InputError for a data set it cannot read.
     """
     cases = evaluation_cases(data, limit, ids)
     if output is not None:
@@ -245,7 +276,7 @@ def evaluate(config: RunConfig, data: Path, limit: int | None, output: Path | No
     t_start = time.perf_counter()
     rows: list[dict | None] = [None] * len(cases)
     totals = {"cases": 0, "parsed": 0, "schema_valid": 0, "right_function": 0, "right_arguments": 0,
-              "seconds": 0.0, "forward_passes": 0, "tokens": 0}
+              "failed": 0, "seconds": 0.0, "forward_passes": 0, "tokens": 0}
     with progress(total=len(cases), desc="eval", unit="case") as bar:
         for position, entry, gen in answers:
             bar.update(1)
@@ -267,6 +298,7 @@ def evaluate(config: RunConfig, data: Path, limit: int | None, output: Path | No
                 if gen.grounding:
                     row["grounding"] = gen.grounding
             if "error" in entry:
+                totals["failed"] += 1
                 if "not JSON" not in entry["error"]:
                     totals["parsed"] += 1 if gen is not None else 0
                 continue

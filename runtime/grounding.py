@@ -29,6 +29,7 @@ import jsonschema
 
 from ..core.catalog import Function
 from ..core.patterns import UnknownProperty, python_schema
+from ..core.validation import UncheckablePattern
 
 
 def fold(text: str) -> str:
@@ -114,7 +115,7 @@ def valid(parameters: dict[str, Any], fn: Function) -> bool:
             if not validator(python_schema(fn.parameters)).is_valid(parameters):
                 return False
         except (jsonschema.SchemaError, jsonschema.exceptions.UnknownType, jsonschema.exceptions.FormatError,
-                UnknownProperty):
+                UnknownProperty, UncheckablePattern):
             return False
     return True
 

@@ -4,19 +4,23 @@ from __future__ import annotations
 
 import torch
 
-from .turn import Sampling
+from .turn import SEED_MAX, SEED_MIN, Sampling
 
 
 def generator(sampling: Sampling) -> torch.Generator | None:
-    """A CPU generator seeded with ``sampling.seed`` modulo 2**63 (a random seed when None); None for greedy
-    picking."""
+    """A CPU generator seeded with ``sampling.seed`` (a random seed when None); None for greedy picking.
+    Each seed in [:data:`SEED_MIN`, :data:`SEED_MAX`] gets its own 64-bit torch seed (its two's complement
+    bits), so no two seeds share a draw. Raises ValueError for a seed outside that range."""
     if sampling.greedy:
         return None
     g = torch.Generator()
     if sampling.seed is None:
         g.seed()
     else:
-        g.manual_seed(int(sampling.seed) % 2**63)  # any integer: torch takes seeds below 2**63
+        seed = int(sampling.seed)
+        if not SEED_MIN <= seed <= SEED_MAX:
+            raise ValueError(f"seed {seed} is outside the signed 64-bit range [{SEED_MIN}, {SEED_MAX}]")
+        g.manual_seed(seed & (2**64 - 1))  # torch takes [0, 2**64): the two's complement bits
     return g
 
 

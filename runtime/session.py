@@ -156,6 +156,9 @@ class Runtime:
             save_index(path, index)
         except OSError as exc:
             say(f"cannot cache the index at {path}: {exc.strerror or exc}")
+        else:
+            indexes.used(path)
+            indexes.prune_cache(keep=path)  # the cache stays within its bounds (core.indexes.CACHE_BOUNDS)
         return index
 
     def answerer(self, functions: list[Function], store: bool = True, prefix_cache: bool | None = None) -> Answerer:

@@ -21,7 +21,10 @@ from typing import Any
 from ..core.catalog import Function
 
 TOOL_CHOICES = ("auto", "required", "none")
-FINISH_REASONS = ("tool_calls", "stop", "length")
+FINISH_REASONS = ("tool_calls", "stop", "length", "content_filter")
+#: The seeds honoured: signed 64-bit integers, OpenAI's range for ``seed``. torch seeds its generator with 64
+#: bits, so this is as many seeds as can give distinct draws (:func:`~.sampling.generator`).
+SEED_MIN, SEED_MAX = -(2**63), 2**63 - 1
 
 
 @dataclass(frozen=True)
@@ -91,7 +94,10 @@ class TurnResult:
     ``forward_passes``: the model passes the turn took (restating included); ``forced_tokens``: the tokens of
     its ``completion_tokens`` appended without asking the model (forced text, markers). ``decision``: under
     "auto", why the turn called or answered in text (:mod:`.decision`; a call declined after it was decoded
-    says why), for ``--trace``, ``eval --output`` and the server's log, never for ``content``."""
+    says why), for ``--trace``, ``eval --output`` and the server's log, never for ``content``. ``refusal``:
+    why the answer was withheld, when the check after generation failed it (a keyword the grammar does not
+    enforce: then ``content`` is None, ``calls`` empty and ``finish_reason`` "content_filter"); None
+    otherwise."""
 
     content: str | None
     calls: list[ToolCall]
@@ -103,3 +109,4 @@ class TurnResult:
     forward_passes: int = 0
     forced_tokens: int = 0
     decision: str | None = None
+    refusal: str | None = None

@@ -57,7 +57,7 @@ import torch
 
 from ..core.callformat import TOOLS_OPENING
 from ..core.errors import CallmaybeError, InputError, TokenNotAllowed
-from .calls import to_call
+from .calls import InvalidCall, to_call
 from .decision import CALL_LOG_ODDS_MIN, call_start_ids, decide
 from .decoder import Decoding
 from .engine import Event
@@ -170,6 +170,7 @@ class TurnDecoding:
         self._sent = 0  # characters of it sent as events
         self._need: int | None = None  # the fewest tokens of a whole call (see _call_need)
         self._over = False  # the turn's last event ("done" or "error") is out
+        self.refusal: str | None = None  # why the check after generation withheld the answer (_refuse)
         self.t0 = time.perf_counter()
         r = request
         if r.function is not None and r.function not in self.by_name:
@@ -177,9 +178,10 @@ class TurnDecoding:
         if index is None and (r.function is not None or r.tool_choice == "required"):
             raise InputError("a call is required but no tools were given")
         if r.function is not None or r.tool_choice == "required":
-            need = index.min_tokens(index.start)
+            need = self._call_need()  # a named function's own shortest call, not the index's
             if need > r.max_tokens:
-                raise InputError(f"max_tokens {r.max_tokens} cannot hold a call: the shortest takes {need} tokens")
+                of = "" if r.function is None else f" of {r.function}"
+                raise InputError(f"max_tokens {r.max_tokens} cannot hold a call{of}: the shortest takes {need} tokens")
             self.mode = "call"
             self._begin_call()
         elif r.tool_choice == "auto" and index is not None:
@@ -259,10 +261,10 @@ class TurnDecoding:
 
     def result(self) -> TurnResult:
         """What the turn became (complete once it is over)."""
-        content = "".join(self.content) if self.content else None
+        content = "".join(self.content) if self.content and self.refusal is None else None
         return TurnResult(content, list(self.calls), self.finish_reason or "stop", len(self.ids),
                           len(self.generated), time.perf_counter() - self.t0, list(self.grounding),
-                          self.passes, self.forced, self.decision)
+                          self.passes, self.forced, self.decision, self.refusal)
 
     # -- modes --------------------------------------------------------------------------------------------
 
@@ -488,13 +490,14 @@ class TurnDecoding:
             self._flush_text()
             problem = json_problem(text, self.request.response_schema)
             if problem is not None:
-                self.fail(f"the answer fails the response schema after generation: {problem}")
-                return
+                return self._refuse(f"the answer fails the response schema after generation: {problem}")
             self.finish_reason = "stop"
             self._done()
             return
         try:
             call = to_call(text, self.by_name, self.key)
+        except InvalidCall as exc:  # a keyword the grammar does not enforce, failed after generation
+            return self._refuse(f"the call fails the check after generation: {exc}")
         except Exception as exc:  # cannot happen for a complete call; never trusted
             self.fail(str(exc))
             return
@@ -554,6 +557,16 @@ class TurnDecoding:
             return self._decline(f"{self.skipped[0].name} with these arguments was already called and answered")
         self.finish_reason = "tool_calls"
         self._done()
+
+    def _refuse(self, reason: str) -> None:
+        """End the turn without its answer: the check after generation failed it (``reason``, one line). The
+        text already streamed stays sent; the result holds no content and no call, and says why."""
+        self.refusal = reason
+        self.calls, self.grounding = [], []
+        self.finish_reason = "content_filter"
+        self._over = True
+        self.pending = []
+        self.on_event(Event("done", self.result()))
 
     def _decline(self, reason: str) -> None:
         """Answer in text instead of the call just decoded: the turn goes back to where the call began (the

@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import hmac
 from contextlib import aclosing
-import json
 import logging
 from typing import Any, Protocol
 
@@ -20,12 +19,14 @@ from fastapi import APIRouter, Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.exceptions import HTTPException
+from starlette.requests import ClientDisconnect
 
 from ..core.errors import CallmaybeError, CatalogError, InputError
 from ..runtime.engine import EngineClosed, Event, QueueFull
 from ..runtime.turn import TurnRequest
 from .errors import ApiError, bad_request, not_found, one_line, server_error, too_many, unauthorized, unavailable
 from .protocol import DONE, ChatRequest, Completion, parse_chat, sse
+from .limits import json_body
 from .tools import IndexCache
 
 log = logging.getLogger("callmaybe.server")
@@ -88,6 +89,9 @@ def create_app(engine: EngineLike, indexes: IndexCache, model: str, api_key: str
             return await _chat(request, engine, indexes, model)
         except ApiError:
             raise
+        except ClientDisconnect:  # hung up before its body was read: normal, nobody to answer
+            log.debug("client hung up before its request was read")
+            return Response(status_code=499)
         except CatalogError as exc:  # SchemaError included: a schema the compiler refuses
             raise bad_request(str(exc), "tools") from None
         except CallmaybeError as exc:
@@ -147,12 +151,7 @@ def _handlers(app: FastAPI) -> None:
 
 
 async def _chat(request: Request, engine: EngineLike, indexes: IndexCache, model: str) -> Response:
-    raw = await request.body()
-    try:
-        body = json.loads(raw)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise bad_request(f"the request body is not valid JSON: {exc}") from None
-    chat = parse_chat(body, model)
+    chat = parse_chat(await json_body(request), model)
     turn = chat.turn
     index = await indexes.for_tools(turn.functions) if turn.functions and turn.tool_choice != "none" else None
     schema_index = None
@@ -202,17 +201,18 @@ async def _disconnected(request: Request) -> None:
 
 async def _events(request: Request, events: asyncio.Queue):
     """The turn's events until ``done`` or ``error`` (included); stops early, without it, when the client
-    goes away."""
+    goes away. Every task it starts is cancelled when it ends, however it ends (Starlette cancels a stream
+    whose client hung up while it waits here)."""
     gone = asyncio.ensure_future(_disconnected(request))
+    getter: asyncio.Future | None = None
     try:
         while True:
             if events.empty():
                 getter = asyncio.ensure_future(events.get())
                 await asyncio.wait({getter, gone}, return_when=asyncio.FIRST_COMPLETED)
                 if not getter.done():
-                    getter.cancel()
                     return
-                event = getter.result()
+                event, getter = getter.result(), None
             else:
                 event = events.get_nowait()
             if event.kind == "done" and getattr(event.data, "decision", None):
@@ -222,6 +222,8 @@ async def _events(request: Request, events: asyncio.Queue):
                 return
     finally:
         gone.cancel()
+        if getter is not None:
+            getter.cancel()
 
 
 def _engine_error(message: str) -> ApiError:

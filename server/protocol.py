@@ -10,6 +10,7 @@ should be the model's most likely valid one; ``max_tokens`` 256.
 from __future__ import annotations
 
 import json
+import re
 import secrets
 import time
 from dataclasses import dataclass
@@ -18,7 +19,7 @@ from typing import Any
 from ..core import __version__
 from ..core.catalog import Function, check_schema, parse_function
 from ..core.errors import CatalogError
-from ..runtime.turn import FINISH_REASONS, Sampling, ToolCall, TurnRequest, TurnResult
+from ..runtime.turn import FINISH_REASONS, SEED_MAX, SEED_MIN, Sampling, ToolCall, TurnRequest, TurnResult
 from .errors import bad_request, model_not_found
 
 ROLES = ("system", "developer", "user", "assistant", "tool")
@@ -27,6 +28,10 @@ DEFAULT_MAX_TOKENS = 256
 SYSTEM_FINGERPRINT = f"callmaybe-{__version__}"
 #: the name a ``json_object`` response format's schema gets in messages
 JSON_OBJECT = "json_object"
+#: The names OpenAI's API takes for a function or a response schema (its documented pattern); catalog files
+#: of ``run`` and ``eval`` take any non-empty name (BFCL's dotted ``math.factorial``).
+NAME = re.compile(r"[a-zA-Z0-9_-]{1,64}")
+NAME_RULE = "1 to 64 letters, digits, underscores or dashes (^[a-zA-Z0-9_-]{1,64}$)"
 
 
 @dataclass
@@ -113,8 +118,8 @@ def _json_type(value: Any) -> str:
 def parse_tools(tools: Any) -> list[Function]:
     """``tools`` (OpenAI function tools, full JSON Schema parameters) as :class:`Function` s, in order.
 
-    Raises ApiError 400 (param ``tools``) for a tool that is not a function tool, one the catalog reader
-    refuses (the message names it), or a name given twice."""
+    Raises ApiError 400 (param ``tools``) for a tool that is not a function tool, a name outside OpenAI's
+    pattern (:data:`NAME`), one the catalog reader refuses (the message names it), or a name given twice."""
     if tools is None:
         return []
     if not isinstance(tools, list):
@@ -123,6 +128,9 @@ def parse_tools(tools: Any) -> list[Function]:
     for i, tool in enumerate(tools):
         if not isinstance(tool, dict) or tool.get("type") != "function" or not isinstance(tool.get("function"), dict):
             raise bad_request(f"tools[{i}] must be {{\"type\": \"function\", \"function\": {{...}}}}", "tools")
+        name = tool["function"].get("name")
+        if isinstance(name, str) and not NAME.fullmatch(name):
+            raise bad_request(f"tools[{i}].function.name {name!r} is not a valid function name: {NAME_RULE}", "tools")
         try:
             functions.append(parse_function(tool, f"tools[{i}]"))
         except CatalogError as exc:
@@ -267,6 +275,9 @@ def parse_response_format(fmt: Any) -> tuple[str | None, Any]:
     name = spec.get("name")
     if not isinstance(name, str) or not name:
         raise bad_request("response_format.json_schema.name must be a non-empty string", "response_format")
+    if not NAME.fullmatch(name):
+        raise bad_request(f"response_format.json_schema.name {name!r} is not a valid name: {NAME_RULE}",
+                          "response_format")
     schema = spec.get("schema")
     if not isinstance(schema, (dict, bool)):
         raise bad_request("response_format.json_schema.schema must be a JSON Schema object", "response_format")
@@ -306,8 +317,8 @@ def refuse_unsupported(body: dict) -> None:
 
 def parse_sampling(body: dict) -> Sampling:
     """``temperature`` (0 to 2; default 0: greedy), ``top_p`` (0 to 1; 0 keeps the most likely token) and
-    ``seed`` (any integer) as a
-    :class:`Sampling`. Raises ApiError 400 for values out of range."""
+    ``seed`` (a signed 64-bit integer, OpenAI's range: each one gives its own draws) as a :class:`Sampling`.
+    Raises ApiError 400 for values out of range."""
     temperature = _get(body, "temperature", float, 0.0)
     top_p = _get(body, "top_p", float, 1.0)
     seed = _get(body, "seed", int, None)
@@ -315,6 +326,9 @@ def parse_sampling(body: dict) -> Sampling:
         raise bad_request(f"temperature must be between 0 and 2, got {temperature}", "temperature")
     if not 0.0 <= top_p <= 1.0:
         raise bad_request(f"top_p must be between 0 and 1, got {top_p}", "top_p")
+    if seed is not None and not SEED_MIN <= seed <= SEED_MAX:
+        raise bad_request(f"seed must be a signed 64-bit integer (from {SEED_MIN} to {SEED_MAX}), got {seed}",
+                          "seed")
     return Sampling(temperature=temperature, top_p=top_p, seed=seed)
 
 
@@ -337,8 +351,9 @@ def usage(result: TurnResult) -> dict[str, int]:
 
 
 def finish_reason(result: TurnResult) -> str:
-    """The turn's finish reason, one of ``tool_calls``, ``stop``, ``length`` (``tool_calls`` whenever it
-    called, whatever the engine said)."""
+    """The turn's finish reason, one of ``tool_calls``, ``stop``, ``length``, ``content_filter`` (the check
+    after generation withheld the answer: ``refusal`` says why); ``tool_calls`` whenever it called, whatever
+    the engine said."""
     if result.calls:
         return "tool_calls"
     return result.finish_reason if result.finish_reason in FINISH_REASONS else "stop"
@@ -356,8 +371,9 @@ class Completion:
         self._sent_text = ""
 
     def whole(self, result: TurnResult) -> dict[str, Any]:
-        """The ``chat.completion`` object of a finished turn."""
-        message: dict[str, Any] = {"role": "assistant", "content": result.content}
+        """The ``chat.completion`` object of a finished turn (its message's ``refusal``: why the check after
+        generation withheld the answer, else null, as OpenAI writes it)."""
+        message: dict[str, Any] = {"role": "assistant", "content": result.content, "refusal": result.refusal}
         if result.calls:
             message["tool_calls"] = [tool_call(c) for c in result.calls]
         return {"id": self.id, "object": "chat.completion", "created": self.created, "model": self.model,
@@ -394,6 +410,8 @@ class Completion:
         """The stream's closing chunks: text or calls of ``result`` not streamed yet (none, when the engine
         reported them all), the finish reason, then (``include_usage``) the usage chunk with no choices."""
         out = []
+        if result.refusal is not None:  # what was streamed is withdrawn: say why
+            out.append(self.chunk({"refusal": result.refusal}, include_usage=include_usage))
         content = result.content or ""
         if content.startswith(self._sent_text) and len(content) > len(self._sent_text):
             out.append(self.text(content[len(self._sent_text):], include_usage))

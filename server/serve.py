@@ -8,19 +8,50 @@ from __future__ import annotations
 import socket
 from typing import Any
 
+from ..core.errors import SchemaError
+from ..core.indexfile import REPEATED_KEYS, IndexData
+from ..core.linear import UncheckablePattern, linear_regex
+from ..core.patterns import each_pattern
 from ..runtime.masks import TokenIndex
 from .app import EngineLike, create_app
 from .limits import CompileRate
 from .tools import IndexCache
 
 
+def enforced(index: IndexData, schemas: dict[str, Any]) -> IndexData:
+    """``index``, when its grammar enforces every keyword of its schemas. Raises SchemaError naming the first
+    note of its header's ``not_enforced`` (function or schema, parameter, keyword, why) otherwise: a request is
+    a contract, so a schema whose answer could fail the check after generation is refused before anything is
+    decoded. Repeated extra keys of an open object (:data:`~callmaybe.core.indexfile.REPEATED_KEYS`) are
+    taken: the text is valid JSON, and the check after generation still reads the value. Each pattern of
+    ``schemas`` (the index's schemas by their name in messages: ``function 'f'``) is compiled for that check
+    now (in the compile worker, under the compile rate), so that one too large for it is refused here too
+    rather than after generation."""
+    for where, schema in schemas.items():
+        for pattern in each_pattern(schema):
+            try:
+                linear_regex(pattern)
+            except UncheckablePattern as exc:
+                raise SchemaError(f"{where}: {exc}") from None
+    left = [n for n in index.header.get("not_enforced", []) if not n.endswith(f"({REPEATED_KEYS})")]
+    if left:
+        more = f" (and {len(left) - 1} more)" if len(left) > 1 else ""
+        raise SchemaError(f"{left[0]}: not enforced by the grammar{more}, so an answer could fail it after "
+                          "generation; this server takes only schemas it enforces (callmaybe compile --explain "
+                          "says which keywords are)")
+    return index
+
+
 def runtime_indexes(runtime, capacity: int = 32, per_minute: int = 30) -> IndexCache[TokenIndex]:
     """An :class:`~.tools.IndexCache` of ``runtime``'s indexes (:class:`~callmaybe.runtime.session.Runtime`):
-    found or compiled (and stored on disk) by the runtime, loaded as :class:`TokenIndex` es of its
-    vocabulary; at most ``capacity`` in memory, at most ``per_minute`` new tool lists compiled per minute."""
+    found or compiled (and stored on disk) by the runtime, refused unless :func:`enforced`, loaded as
+    :class:`TokenIndex` es of its vocabulary; at most ``capacity`` in memory, at most ``per_minute`` new tool
+    lists compiled per minute."""
     token_bytes = runtime.vocabulary.token_bytes
-    return IndexCache(lambda functions: TokenIndex(runtime.index_for(functions), token_bytes),
-                      lambda name, schema: TokenIndex(runtime.index_for_schema(name, schema), token_bytes),
+    return IndexCache(lambda functions: TokenIndex(enforced(runtime.index_for(functions), {
+                          f"function {f.name!r}": f.parameters for f in functions}), token_bytes),
+                      lambda name, schema: TokenIndex(enforced(runtime.index_for_schema(name, schema), {
+                          f"schema {name!r}": schema}), token_bytes),
                       runtime.options, capacity, CompileRate(per_minute))
 
 

@@ -130,7 +130,7 @@ def test_match_command(tmp_path):
 def test_compile_prints_figures(tmp_path, public_catalog_path):
     r = invoke("compile", str(public_catalog_path), "--tokenizer", "Qwen/Qwen3-0.6B", "-o", str(tmp_path))
     assert r.exit_code == 0, r.output
-    assert "compiled 5 functions for Qwen/Qwen3-0.6B: 452 states (1 accepting), 501,459 allowed-token entries" in r.stderr
+    assert "compiled 5 functions for Qwen/Qwen3-0.6B: 450 states (1 accepting), 501,453 allowed-token entries" in r.stderr
     assert (tmp_path / "functions_definition.qwen-qwen3-0.6b.safetensors").exists()
 
 
@@ -148,7 +148,9 @@ def test_missing_model(tmp_path, public_catalog_path):
 def test_unsatisfiable_schema_names_the_file(tmp_path):
     cat, r = compile_one(tmp_path, {"type": "integer", "minimum": 3, "maximum": 1})
     assert r.exit_code == 2
-    assert r.stderr.strip().splitlines()[-1] == f"error: {cat}: function 'f': the parameters schema admits no value (unsatisfiable)"
+    assert r.stderr.strip().splitlines()[-1] == (
+        f"error: {cat}: function 'f', parameter 'p': the parameter's schema admits no value (unsatisfiable), and it is "
+        "required")
 
 
 def test_output_path_that_is_a_folder_fails_before_loading(tmp_path, public_catalog_path):

@@ -33,7 +33,7 @@ def test_string_rejects_invalid(text):
 
 
 @pytest.mark.parametrize("text, ok", [
-    ("0", True), ("-0", False), ("-0.0", True), ("12", True), ("1.5", True), ("-2.5e-11", True), ("1E+2", True),
+    ("0", True), ("-0", True), ("-0.0", True), ("12", True), ("1.5", True), ("-2.5e-11", True), ("1E+2", True),
     ("-0.25e-10", True), ("12e3", True), ("12e293", False), ("1234567890123456789012", True),
     ("1234567890123456.5", True), ("12345678901234567.5", False), ("01", False), ("1.", False), (".5", False),
     ("1e", False), ("1e123", True),
@@ -45,7 +45,7 @@ def test_number(text, ok):
 
 
 @pytest.mark.parametrize("text, ok", [("0", True), ("-7", True), ("1.0", False), ("1e3", False), ("00", False),
-                                      ("-0", False), ("2512292042121000001", True), ("-" + "9" * 40, True)])
+                                      ("-0", True), ("2512292042121000001", True), ("-" + "9" * 40, True)])
 def test_integer(text, ok):
     assert accepts(INTEGER, text) is ok
 
@@ -64,7 +64,7 @@ def test_joined_call_equals_whole_regex(public_catalog_path):
     whole = D.from_regex(g.regex)
     assert np.array_equal(whole.transitions, g.dfa.transitions)
     assert np.array_equal(whole.accepting, g.dfa.accepting)
-    assert g.dfa.num_states == 452
+    assert g.dfa.num_states == 450
 
 
 def test_call_dfa_accepts_canonical_calls_only(public_catalog_path):

@@ -218,7 +218,7 @@ def test_integers_have_any_number_of_digits(text):
     ("-1.7976931348623157e+308", True), ("-1e309", False), ("5e-324", True), ("1e-400", True),
     ("2.0", True), ("-0.0", True), ("1.5e-07", True), ("123456789012345678901", True), ("0.0001", True),
     ("1234567890123456.5", True), ("12345678901234567.5", False), ("9" * 400, True), ("9" * 400 + ".5", False),
-    ("0." + "0" * 20 + "1", True), ("0." + "0" * 21 + "1", False), ("0." + "0" * 40, True), ("-0", False),
+    ("0." + "0" * 20 + "1", True), ("0." + "0" * 21 + "1", False), ("0." + "0" * 40, True), ("-0", True),
     ("12e3", True), ("0.5e1", True), ("-12.5e-3", True), ("0e5", True), ("-0.0e-3", True), ("12.5e292", True),
     ("12.5e293", False), ("0.5e308", True), ("0.5e309", False), ("0.e5", False), ("1.e5", False),
     ("01", False), ("1.", False), (".5", False), ("1e", False), ("+1", False), ("1e+-5", False), ("1e5.0", False),
@@ -494,7 +494,7 @@ def test_unbounded_number_texts(text):
     got = accepts({"type": "number"}, text)
     value = json.loads(text)
     integer = "." not in text and "e" not in text.lower()
-    form = (integer and text != "-0") or _point_form(text) or _exponent_form(text)
+    form = integer or _point_form(text) or _exponent_form(text)
     if form and not integer and len(text.lstrip("-").split(".")[0].lower().split("e")[0]) > 16:
         form = False  # at most 16 integer digits before a point or an exponent
     in_range = integer or abs(Decimal(text)) <= Decimal(repr(DBL_MAX))
@@ -574,3 +574,19 @@ def test_json_schema_test_suite(label, schema, data, ok):
     got = accepts(schema, canonical(data))
     if got != ok:
         assert schema.get("type") == "integer" and isinstance(data, float) and ok, label
+
+
+@pytest.mark.parametrize("schema", [{"type": "number"}, {"type": "integer"}, {"type": "number", "minimum": 0},
+                                    {"type": "integer", "maximum": 0}, {"type": "number", "multipleOf": 0.5},
+                                    {"type": "integer", "minimum": -3, "maximum": 3, "multipleOf": 3}])
+def test_minus_zero_is_the_value_zero(schema, tmp_path):
+    """Issue 30, item 13: ``{"value": -0}`` was rejected for ``{"type": "number"}`` while ``-0.0`` and
+    ``-0e0`` passed; ``-0`` is valid JSON, the value 0, accepted wherever 0 is."""
+    from callmaybe.compiler.build import match_texts
+
+    path = tmp_path / "value.json"
+    path.write_text(json.dumps({"type": "object", "properties": {"value": schema}, "required": ["value"]}))
+    texts = ['{"value": -0}', '{"value": -0.0}', '{"value": 0}', '{"value": -00}']
+    assert [r["accepted"] for r in match_texts(path, None, texts)] == [True, schema["type"] == "number", True, False]
+    assert not accepts({"type": "integer", "minimum": 1}, "-0")
+    assert not accepts({"type": "number", "exclusiveMaximum": 0}, "-0")

@@ -363,10 +363,12 @@ def test_nested_unevaluated_properties_see_their_own_branch_only():
 
 
 def test_untranslatable_pattern_applies_to_every_key_with_a_note():
-    schema = {"type": "object", "patternProperties": {"^(?=a)": {"type": "integer"}},
+    # a word boundary: the grammar cannot translate it, the check after generation (RE2) reads it (a lookahead
+    # would be refused by the catalog reader: it cannot be checked in linear time, issue 30 item 11)
+    schema = {"type": "object", "patternProperties": {"\\ba": {"type": "integer"}},
               "additionalProperties": {"type": "integer"}}
     notes = notes_of(schema)
-    assert any(n.startswith("limited: schema 'schema': patternProperties (pattern '^(?=a)' cannot be translated")
+    assert any(n.startswith("limited: schema 'schema': patternProperties (pattern '\\\\ba' cannot be translated")
                for n in notes)
     assert verdicts(schema, [{"ab": 1}, {"b": 2}, {"ab": "s"}]) == [True, True, False]
 

@@ -15,8 +15,8 @@ def value(schema):
 
 def test_scalar_regexes_are_exact():
     assert STRING == r'"(?:[^"\\\x00-\x1f]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})*"'
-    assert INTEGER == r"(?:0|-?[1-9][0-9]*)"
-    assert NUMBER.startswith(r"(?:0|-?(?:[1-9][0-9]*|(?:[1-9][0-9]{0,15}\.[0-9]+|0\.(?:0{0,20}[1-9][0-9]*|0+))|")
+    assert INTEGER == r"-?(?:0|[1-9][0-9]*)"
+    assert NUMBER.startswith(r"-?(?:0|[1-9][0-9]*|(?:[1-9][0-9]{0,15}\.[0-9]+|0\.(?:0{0,20}[1-9][0-9]*|0+))|")
     assert value({"type": "string"}) == STRING
     assert value({"type": "number"}) == NUMBER
     assert value({"type": "integer"}) == INTEGER
@@ -84,7 +84,8 @@ def test_unsatisfiable_schemas_are_errors(schema):
     fns = parse_catalog([{"name": "f", "parameters": {"p": schema}}], "t")
     with pytest.raises(SchemaError) as err:
         compile_grammar(fns)
-    assert str(err.value) == "function 'f': the parameters schema admits no value (unsatisfiable)"
+    assert str(err.value) == ("function 'f', parameter 'p': the parameter's schema admits no value (unsatisfiable), "
+                              "and it is required")
 
 
 def test_ref_fragment_is_percent_decoded_and_pointer_unescaped():

@@ -38,10 +38,12 @@ def value_index(schema):
 
 def test_a_bare_integer_with_a_minimum():
     index, dfa, allowed = value_index({"type": "integer", "minimum": 0})
-    assert allowed(b"") == ids(b"1", b"12", b"0")  # no minus, no leading zero, no object
+    assert allowed(b"") == ids(b"1", b"12", b"0", b"-")  # no leading zero, no object; a minus for "-0" only
+    assert allowed(b"-") == ids(b"0")
     assert allowed(b"0") == EOS
     assert allowed(b"1") == sorted(ids(b"1", b"12", b"0", b"01") + EOS)
-    assert [dfa.accepts(t) for t in (b"0", b"120", b"-1", b"01", b'{"a": 1}')] == [True, True, False, False, False]
+    assert [dfa.accepts(t) for t in (b"0", b"120", b"-1", b"01", b'{"a": 1}', b"-0")] == [True, True, False, False,
+                                                                                        False, True]
     assert index.header["options"] == {"parameters_key": "parameters", "opening": "", "form": "value"}
     assert index.header["functions"] == ["answer"] and index.header["regex"]
 

@@ -349,7 +349,8 @@ def test_an_unsatisfiable_schema_with_a_harmless_recursion_is_still_unsatisfiabl
         "tree": {"$ref": "#/properties/tree"}, "n": {"type": "integer", "minimum": 3, "maximum": 1}}}
     with pytest.raises(SchemaError) as err:
         schema_dfa(schema, name="s")
-    assert str(err.value) == "schema 's': the schema admits no value (unsatisfiable)"
+    assert str(err.value) == ("schema 's', parameter 'n': the parameter's schema admits no value (unsatisfiable), "
+                              "and it is required")
 
 
 def test_recursion_with_no_base_case_in_a_catalog_and_on_the_command_line(tmp_path):

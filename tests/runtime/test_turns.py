@@ -386,15 +386,16 @@ def test_a_json_answer_is_checked_after_generation(index):
     unique = {"type": "array", "items": {"type": "integer"}, "uniqueItems": True}
     result, events = turn(index, "[7, 7]", tool_choice="none", schema_index=value_index(unique),
                           response_schema=unique)
-    assert result.finish_reason == "error"
-    assert events[-1].data == "the answer fails the response schema after generation: [7, 7] has non-unique elements"
+    # withheld with a refusal (issue 30, item 2: never an error the server turns into a 500)
+    assert (result.content, result.finish_reason, events[-1].kind) == (None, "content_filter", "done")
+    assert result.refusal == "the answer fails the response schema after generation: [7, 7] has non-unique elements"
     result, _ = turn(index, "[7, 8]", tool_choice="none", schema_index=value_index(unique), response_schema=unique)
-    assert (result.content, result.finish_reason) == ("[7, 8]", "stop")
+    assert (result.content, result.finish_reason, result.refusal) == ("[7, 8]", "stop", None)
     anything = {"type": "object"}
     result, events = turn(index, '{"a": 1, "a": 2}', tool_choice="none", schema_index=value_index(anything),
                           response_schema=anything)
-    assert events[-1].data == ("the answer fails the response schema after generation: the key 'a' is given "
-                               "twice in one object")
+    assert result.refusal == ("the answer fails the response schema after generation: the key 'a' is given "
+                              "twice in one object")
 
 
 def test_counts_of_a_turn(index):
@@ -711,3 +712,52 @@ def test_a_parallel_turn_goes_on_past_a_call_the_conversation_already_answered(i
                                                 ScriptModel("It is 5.")), parallel=True, messages=ANSWERED,
                      max_tokens=200)
     assert (result.calls, result.content) == ([], "It is 5.")
+
+
+
+
+# issue 30 ----------------------------------------------------------------------------------------------------
+
+
+def test_a_named_function_needs_its_own_shortest_call():
+    """Issue 30, item 3: the budget of a named function is its own shortest call (its pinned name and its
+    shortest completion), not the shortest call of any tool: a budget between the two was an empty 200
+    (``get_weather{city}`` and ``get_time{timezone: ^[A-Za-z_]+/[A-Za-z_]+$}``, ``get_time`` named)."""
+    fns = parse_catalog([
+        {"name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
+                                               "required": ["city"]}},
+        {"name": "get_time", "parameters": {"type": "object", "properties": {
+            "timezone": {"type": "string", "pattern": "^[A-Za-z_]+/[A-Za-z_]+$"}}, "required": ["timezone"]}}],
+        "test")
+    idx = TokenIndex(compile_index(fns, VOCAB, CompileOptions(parameters_key="arguments",
+                                                               opening="<tool_call>\n"))[0], VOCAB.token_bytes)
+    vocab = Vocab(VOCAB.token_bytes, VOCAB.eos_ids, VOCAB.vocab_size, Tokenizer(), "tools")
+    req = TurnRequest([{"role": "user", "content": "#"}], fns, "required", function="get_time")
+    need = TurnDecoding(req, vocab, PROMPT, PROMPT, idx, None, None, lambda e: None)._call_need()
+    assert (idx.min_tokens(idx.start), need) == (41, 45)  # get_weather's shortest call, get_time's
+    call = '{"name": "get_time", "arguments": {"timezone": "Europe/Paris"}}'
+    for budget in (41, 44):
+        with pytest.raises(InputError) as err:
+            turn(idx, call, tool_choice="required", function="get_time", max_tokens=budget, functions=fns)
+        assert str(err.value) == f"max_tokens {budget} cannot hold a call of get_time: the shortest takes 45 tokens"
+    result, _ = turn(idx, call, tool_choice="required", function="get_time", max_tokens=45, functions=fns,
+                     fallback=ord("a") - 32)
+    assert [c.name for c in result.calls] == ["get_time"] and result.completion_tokens <= 45
+    jsonschema.validate(result.calls[0].arguments, fns[1].parameters)
+
+
+def test_a_call_the_check_after_generation_fails_is_withheld_with_a_refusal():
+    """Issue 30, item 2: a call that fails a keyword the grammar does not enforce (``run`` takes such
+    schemas; the server refuses them up front) ends the turn with a refusal, which ``run`` writes as an error
+    entry and the server as ``finish_reason: content_filter``; never an error event (a 500)."""
+    tags = {"name": "tag", "parameters": {"type": "object", "properties": {
+        "tags": {"type": "array", "items": {"type": "string"}, "uniqueItems": True}}, "required": ["tags"]}}
+    fns = parse_catalog([tags], "test")
+    idx = TokenIndex(compile_index(fns, VOCAB, CompileOptions(parameters_key="arguments",
+                                                               opening="<tool_call>\n"))[0], VOCAB.token_bytes)
+    result, events = turn(idx, '<tool_call>\n{"name": "tag", "arguments": {"tags": ["x", "x"]}}', functions=fns,
+                          tool_choice="required")
+    assert (result.content, result.calls, result.finish_reason) == (None, [], "content_filter")
+    assert result.refusal == ("the call fails the check after generation: arguments do not match tag's schema: "
+                              "['x', 'x'] has non-unique elements")
+    assert [e.kind for e in events] == ["done"]

@@ -40,9 +40,10 @@ class Stubborn:
 
 CASES = [
     # (parameter schema, what the model keeps asking for, the call it gets: its first choice wherever the
-    # mask allows it, else the allowed token of lowest id; "1" may start 1e-05, so (0, 1) gets 0.111...)
+    # mask allows it, else the allowed token of lowest id; "1" may start 1e-05, so (0, 1) gets 0.111...; after
+    # "-" the lowest is "0": "-0", the value 0, is valid JSON and within [-5, 5])
     ({"type": "integer", "maximum": 100}, [b"300", b"99", b"9"], 99),
-    ({"type": "integer", "minimum": -5, "maximum": 5}, [b"99", b"9", b"-"], -1),
+    ({"type": "integer", "minimum": -5, "maximum": 5}, [b"99", b"9", b"-"], 0),
     ({"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 1}, [b"1e9", b"1", b"0", b"."], 0.1111111111111111),
     ({"type": "integer", "multipleOf": 5, "maximum": 20}, [b"99", b"9", b"7", b"1"], 10),
     ({"type": "array", "items": {"enum": ["red", "green", "blue"]}, "minItems": 2, "maxItems": 3,

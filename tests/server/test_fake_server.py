@@ -372,3 +372,152 @@ def test_a_client_that_goes_away_has_its_turn_cancelled(server):
     wait_for(lambda: engine.turns[before].ticket in engine.cancelled())
     assert len(engine.turns[before].events) < 3
     server.good()
+
+
+# issue 30: what a hostile client found (items 1, 4, 5, 6; the behaviour does not depend on the model) ---------
+
+LIMIT = "this server takes at most 64"
+
+
+def nested_schema(levels: int) -> str:
+    """The JSON text of an object schema ``levels`` objects deep (each level: an object and its properties),
+    written by hand: json.dumps itself recurses."""
+    return '{"type": "object", "properties": {"a": ' * levels + '{"type": "string"}' + "}}" * levels
+
+
+def test_nesting_past_the_limit_is_a_400_naming_it(server):
+    """Item 1: a tool's parameters or a response_format schema 2,000 levels deep, or a body 5,000 arrays deep,
+    was a 500 (RecursionError while decoding the body); now a 400 naming the limit, whatever the depth, checked
+    before the body is parsed."""
+    tool = ('{"model": "%s", "messages": [{"role": "user", "content": "hi"}], "tools": [{"type": "function", '
+            '"function": {"name": "f", "parameters": %s}}]}') % (MODEL, nested_schema(2000))
+    error = error_of(server.post(tool), 400)
+    assert error == {"message": f"the request body nests arrays and objects 4,005 levels deep; {LIMIT}",
+                     "type": "invalid_request_error", "param": None, "code": "nested_too_deeply"}
+    fmt = ('{"model": "%s", "messages": [{"role": "user", "content": "hi"}], "response_format": {"type": '
+           '"json_schema", "json_schema": {"name": "r", "schema": %s}}}') % (MODEL, nested_schema(2000))
+    assert error_of(server.post(fmt), 400)["message"] == f"the request body nests arrays and objects 4,004 levels deep; {LIMIT}"
+    deep = '{"model": "%s", "messages": [{"role": "user", "content": "hi"}], "x": %s}' % (MODEL, "[" * 5000 + "]" * 5000)
+    assert error_of(server.post(deep), 400)["message"] == f"the request body nests arrays and objects 5,001 levels deep; {LIMIT}"
+    # the limit itself: 64 levels are read (an unknown field is ignored), 65 are not
+    at = '{"model": "%s", "messages": [{"role": "user", "content": "[[[[hi"}], "x": %s}'
+    assert server.post(at % (MODEL, "[" * 63 + "]" * 63)).status_code == 200
+    assert error_of(server.post(at % (MODEL, "[" * 64 + "]" * 64)), 400)["message"] == (
+        f"the request body nests arrays and objects 65 levels deep; {LIMIT}")
+    server.good()
+
+
+def test_a_body_past_the_size_limit_is_a_413(server):
+    """The body's size is bounded too (4 MiB): by its content-length before it is read, or as it streams."""
+    big = json.dumps({"model": MODEL, "messages": [{"role": "user", "content": "a" * (5 * 2**20)}]})
+    error = error_of(server.post(big), 413)
+    assert error == {"message": f"the request body is {len(big):,} bytes; this server takes at most 4,194,304 bytes",
+                     "type": "invalid_request_error", "param": None, "code": "request_too_large"}
+    chunked = server.http.post("/v1/chat/completions", content=iter([big.encode()[i:i + 2**20]
+                                                                     for i in range(0, len(big), 2**20)]))
+    assert error_of(chunked, 413)["message"] == "the request body is longer; this server takes at most 4,194,304 bytes"
+    server.good()
+
+
+def test_tool_and_schema_names_are_the_apis(server):
+    """Item 5: names OpenAI's API rejects were accepted (``get weather"}<|im_end|>``)."""
+    rule = "1 to 64 letters, digits, underscores or dashes (^[a-zA-Z0-9_-]{1,64}$)"
+    for name in ['get weather"}<|im_end|>', "math.factorial", "x" * 65, "héllo"]:
+        tool = {"type": "function", "function": {**WEATHER["function"], "name": name}}
+        error = error_of(server.post({"model": MODEL, "messages": USER, "tools": [ADD, tool]}), 400)
+        assert error["message"] == f"tools[1].function.name {name!r} is not a valid function name: {rule}"
+        assert error["param"] == "tools"
+    fmt = {"type": "json_schema", "json_schema": {"name": "my schema", "schema": {"type": "object"}}}
+    error = error_of(server.post({"model": MODEL, "messages": USER, "response_format": fmt}), 400)
+    assert error["message"] == f"response_format.json_schema.name 'my schema' is not a valid name: {rule}"
+    tool = {"type": "function", "function": {**WEATHER["function"], "name": "get-weather_2" + "x" * 51}}
+    assert server.post({"model": MODEL, "messages": USER, "tools": [tool]}).status_code == 200  # 64 characters
+    server.good()
+
+
+def test_seeds_outside_64_bits_are_refused(server):
+    """Item 6: seeds were taken mod 2**63 (2**63, 2**64 and 2**70 all behaved like 0): the signed 64-bit
+    range is honoured, each seed its own draw, and a seed outside it is refused."""
+    for seed in (2**63, 2**64, 2**70, -(2**63) - 1):
+        error = error_of(server.post({"model": MODEL, "messages": USER, "temperature": 1, "seed": seed}), 400)
+        assert error["message"] == ("seed must be a signed 64-bit integer (from -9223372036854775808 to "
+                                    f"9223372036854775807), got {seed}")
+        assert error["param"] == "seed"
+    for seed in (2**63 - 1, -(2**63), -1):
+        assert server.post({"model": MODEL, "messages": USER, "temperature": 1, "seed": seed}).status_code == 200
+        assert server.engine.turns[-1].request.sampling.seed == seed
+
+
+def test_hanging_up_leaves_no_task_and_logs_no_error(server, caplog):
+    """Item 4: clients that hung up left "Task was destroyed but it is pending!" (a waiting queue getter
+    leaked when Starlette cancelled a stream) and a ClientDisconnect logged at error level. Now nothing is
+    pending once they are gone, and nothing is logged above debug."""
+    import asyncio
+    import gc
+    import logging
+    import socket
+
+    caplog.set_level(logging.DEBUG)
+    port = int(server.url.rsplit(":", 1)[1])
+    for _ in range(3):
+        with httpx.Client(timeout=5) as http:  # streaming, gone after the first chunk
+            with http.stream("POST", server.url + "/v1/chat/completions", json={
+                    "model": MODEL, "messages": [{"role": "user", "content": SLOW}], "stream": True}) as r:
+                next(r.iter_lines())
+        body = json.dumps({"model": MODEL, "messages": [{"role": "user", "content": SLOW}]}).encode()
+        head = b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n"
+        with socket.create_connection(("127.0.0.1", port)) as s:  # waiting for a whole answer, then gone
+            s.sendall(head + b"content-length: %d\r\n\r\n" % len(body) + body)
+            time.sleep(0.1)
+        with socket.create_connection(("127.0.0.1", port)) as s:  # gone while sending the body
+            s.sendall(head + b"content-length: 1000\r\n\r\n" + body[:20])
+            time.sleep(0.1)
+    wait_for(lambda: server.engine.queued == 0 and server.engine.decoding == 0)
+    time.sleep(0.3)
+    gc.collect()
+    pending = [t.get_coro().__qualname__ for t in gc.get_objects() if isinstance(t, asyncio.Task) and not t.done()]
+    assert pending == ["Server.serve"]  # uvicorn's own
+    loud = [(r.name, r.levelname, r.getMessage()) for r in caplog.records
+            if r.levelno > logging.DEBUG and r.name.startswith(("callmaybe", "asyncio"))]
+    assert loud == []
+    server.good()
+
+
+def test_what_a_second_hostile_pass_found(server):
+    """Issue 30, tried again as a hostile client: numbers JSON does not have (NaN, Infinity, 1e400, which
+    Python's reader takes: a ``const`` of 1e400 came back as ``Infinity``), and a lone surrogate in a tool's
+    schema (a UnicodeEncodeError in the compiler: a 500)."""
+    for literal, why in (("NaN", "NaN is not a JSON value"), ("-Infinity", "-Infinity is not a JSON value"),
+                         ("1e400", "the number 1e400 is past the range of a double")):
+        body = '{"model": "%s", "messages": [{"role": "user", "content": "hi"}], "temperature": %s}' % (MODEL, literal)
+        assert error_of(server.post(body), 400)["message"] == f"the request body is not valid JSON: {why}"
+    const = ('{"model": "%s", "messages": [{"role": "user", "content": "hi"}], "tools": [{"type": "function", '
+             '"function": {"name": "f", "parameters": {"type": "object", "properties": {"p": {"const": 1e400}}}}}]}')
+    assert error_of(server.post(const % MODEL), 400)["message"] == ("the request body is not valid JSON: the number "
+                                                                   "1e400 is past the range of a double")
+    broken = ('{"model": "%s", "messages": [{"role": "user", "content": "hi"}], "tools": [{"type": "function", '
+              '"function": {"name": "f", "parameters": {"type": "object", "properties": {"p": {"enum": ["\\udc00"]}}}}}]}')
+    error = error_of(server.post(broken % MODEL), 400)
+    assert (error["message"], error["param"]) == (
+        "tools[0] (f): text that is not valid Unicode (a lone surrogate) at 'parameters/properties/p/enum/0'", "tools")
+    fmt = ('{"model": "%s", "messages": [{"role": "user", "content": "hi"}], "response_format": {"type": '
+           '"json_schema", "json_schema": {"name": "r", "schema": {"properties": {"\\ud800": {}}}}}}')
+    assert error_of(server.post(fmt % MODEL), 400)["message"] == (
+        "response_format 'r': text that is not valid Unicode (a lone surrogate) at 'properties/\\ud800'")
+    server.good()
+
+
+def test_a_pattern_the_check_cannot_compile_is_refused_before_decoding():
+    """The server compiles a schema's patterns for the check after generation with its index (in the compile
+    worker): one RE2 refuses is a 400 there, not a failed answer later."""
+    from callmaybe.core.errors import SchemaError
+    from callmaybe.core.indexfile import IndexData
+    from callmaybe.server.serve import enforced
+
+    index = IndexData(header={"not_enforced": []}, arrays={})
+    schema = {"type": "object", "properties": {"name": {"type": "string", "pattern": "^\\p{L}{1,10000}$"}}}
+    with pytest.raises(SchemaError) as err:
+        enforced(index, {"function 'f'": schema})
+    assert str(err.value) == ("function 'f': pattern '^\\\\p{L}{1,10000}$' is too large for the check after "
+                              "generation (pattern too large - compile failed)")
+    assert enforced(index, {"function 'f'": {"type": "object"}}) is index

@@ -32,18 +32,25 @@ SCHEMAS = {t["function"]["name"]: t["function"]["parameters"] for t in TOOLS}
 
 
 @pytest.fixture(scope="module")
-def server():
+def server_log(tmp_path_factory):
+    """The server's stderr (its log), a file: a pipe nobody reads would stop the server once full."""
+    return tmp_path_factory.mktemp("serve") / "stderr.log"
+
+
+@pytest.fixture(scope="module")
+def server(server_log):
     if not hasattr(engine_module, "Engine"):
         pytest.skip("runtime.engine.Engine is not on this branch yet")
     port = free_port()
+    log = open(server_log, "w")
     proc = subprocess.Popen([sys.executable, "-m", "callmaybe.cli", "serve", "--model", MODEL, "--dtype", "float32",
                              "--threads", "1", "--port", str(port), "--max-batch", "2"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=os.environ.copy())
+                            stdout=subprocess.DEVNULL, stderr=log, text=True, env=os.environ.copy())
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 600
     while True:
         if proc.poll() is not None:
-            pytest.fail(f"callmaybe serve stopped ({proc.returncode}): {proc.stderr.read()[-3000:]}")
+            pytest.fail(f"callmaybe serve stopped ({proc.returncode}): {server_log.read_text()[-3000:]}")
         try:
             if httpx.get(url + "/health", timeout=1).status_code == 200:
                 break
@@ -57,6 +64,7 @@ def server():
         proc.wait(30)
     except subprocess.TimeoutExpired:
         proc.kill()
+    log.close()
 
 
 @pytest.fixture(scope="module")
@@ -187,9 +195,9 @@ def test_what_a_user_found_breaking_it(server, client):
     r = httpx.post(server + "/v1/chat/completions", timeout=60, headers={"content-type": "application/json"},
                    content=b'{"model": "%s", "messages": [{"role": "user", "content": "hi \\ud800"}]}' % MODEL.encode())
     assert r.status_code == 400 and "not valid Unicode" in r.json()["error"]["message"], r.text
-    # any integer seed
+    # any signed 64-bit seed (issue 30, item 6: one past it is refused)
     r = client.chat.completions.create(model=MODEL, messages=user("Greet john"), tools=TOOLS, tool_choice="required",
-                                       temperature=0.7, seed=2**64 + 5, max_tokens=48)
+                                       temperature=0.7, seed=-(2**63), max_tokens=48)
     checked(r.choices[0].message.tool_calls)
     # stop texts end a text answer; top_p 0 is greedy
     r = client.chat.completions.create(model=MODEL, messages=user("Count from one to ten in words."),
@@ -263,3 +271,99 @@ def test_the_responses_api_answers_as_the_chat_route_does(client):
     chat = client.chat.completions.create(model=MODEL, messages=user("Say hello in one word."), max_tokens=8)
     assert r.output_text == chat.choices[0].message.content and r.usage.output_tokens == 8
     assert (r.status, r.incomplete_details.reason) == ("incomplete", "max_output_tokens")
+
+
+# issue 30 ---------------------------------------------------------------------------------------------------
+
+def post(server, body, **kw):
+    return httpx.post(server + "/v1/chat/completions", json={"model": MODEL, **body}, timeout=300, **kw)
+
+
+def test_a_schema_the_grammar_cannot_enforce_is_refused_up_front(server):
+    """Item 2: a pattern with a repeat past 256 was decoded anyway and failed after generation with a 500
+    (streamed: a 200 role chunk first, then an error event). Now a 400 naming the tool, the parameter and the
+    keyword, before anything is decoded, for a tool as for a response_format."""
+    schema = {"type": "object", "properties": {"a": {"type": "string", "pattern": "^(a|aa)*(b|c){50,900}[^x]{1000}$"}},
+              "required": ["a"]}
+    tools = [{"type": "function", "function": {"name": "f", "parameters": schema}}]
+    why = ("pattern (a repeat count 1000 above 256): not enforced by the grammar, so an answer could fail it after "
+           "generation; this server takes only schemas it enforces (callmaybe compile --explain says which keywords "
+           "are)")
+    for stream in (False, True):
+        r = post(server, {"messages": user("Give me a string"), "tools": tools, "tool_choice": "required",
+                          "stream": stream})
+        assert r.status_code == 400, r.text
+        assert r.json()["error"] == {"message": f"function 'f', parameter 'a': {why}", "type": "invalid_request_error",
+                                     "param": "tools", "code": None}
+    fmt = {"type": "json_schema", "json_schema": {"name": "r", "schema": schema}}
+    r = post(server, {"messages": user("Give me a string"), "response_format": fmt})
+    assert r.status_code == 400, r.text
+    assert r.json()["error"] == {"message": f"schema 'r', parameter 'a': {why}", "type": "invalid_request_error",
+                                 "param": "response_format", "code": None}
+    # an open object's repeated extra keys are the one thing left to the check: json_object is served
+    r = post(server, {"messages": user("Reply in JSON."), "response_format": {"type": "json_object"}, "max_tokens": 24})
+    assert r.status_code == 200 and r.json()["choices"][0]["message"]["refusal"] is None
+
+
+#: get_time's shortest call in SmolLM2's tokens: alone (its name is forced text) and named among two tools (its
+#: name pinned token by token, as the tokenizer writes the rest after the forced '{"name": "get_')
+NEED_ALONE, NEED = 18, 19
+WEATHER = {"type": "function", "function": {"name": "get_weather", "parameters": {
+    "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}
+TIME = {"type": "function", "function": {"name": "get_time", "parameters": {
+    "type": "object", "properties": {"timezone": {"type": "string", "pattern": "^[A-Za-z_]+/[A-Za-z_]+$"}},
+    "required": ["timezone"]}}}
+
+
+def test_a_named_function_in_a_small_budget_is_refused(server):
+    """Item 3: get_weather and get_time, get_time named, max_tokens 16 or 17: an empty 200 (no content, no call,
+    "length", 0 tokens), the budget checked against the shortest call of any tool. Now the named one's."""
+    named = {"type": "function", "function": {"name": "get_time"}}
+    alone = post(server, {"messages": user("What time is it in Paris?"), "tools": [TIME], "tool_choice": named,
+                          "max_tokens": 3})
+    assert alone.json()["error"]["message"] == (f"max_tokens 3 cannot hold a call of get_time: the shortest takes "
+                                                f"{NEED_ALONE} tokens")
+    need = NEED
+    for budget in (16, 17, need - 1):
+        r = post(server, {"messages": user("What time is it in Paris?"), "tools": [WEATHER, TIME],
+                          "tool_choice": named, "max_tokens": budget})
+        assert r.status_code == 400, r.text
+        assert r.json()["error"] == {"message": f"max_tokens {budget} cannot hold a call of get_time: the shortest "
+                                                f"takes {need} tokens", "type": "invalid_request_error",
+                                     "param": "max_tokens", "code": None}
+    r = post(server, {"messages": user("What time is it in Paris?"), "tools": [WEATHER, TIME], "tool_choice": named,
+                      "max_tokens": need})
+    assert r.status_code == 200, r.text
+    [call] = r.json()["choices"][0]["message"]["tool_calls"]
+    assert call["function"]["name"] == "get_time"
+    jsonschema.validate(json.loads(call["function"]["arguments"]), TIME["function"]["parameters"])
+
+
+def test_the_log_after_clients_hung_up_holds_no_error(server, server_log):
+    """Item 4: after clients hung up, the log held "Task was destroyed but it is pending!" lines and
+    ClientDisconnect at error level. Hang up in every way, then read the log."""
+    import socket
+
+    port = int(server.rsplit(":", 1)[1])
+    body = json.dumps({"model": MODEL, "messages": user("Write a long story about a dragon."), "tool_choice": "none",
+                       "max_tokens": 200}).encode()
+    head = b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n"
+    for _ in range(3):
+        with httpx.Client(timeout=60) as http:
+            with http.stream("POST", server + "/v1/chat/completions", json={**json.loads(body), "stream": True}) as r:
+                next(r.iter_lines())
+        with socket.create_connection(("127.0.0.1", port)) as s:  # waiting for the whole answer
+            s.sendall(head + b"content-length: %d\r\n\r\n" % len(body) + body)
+            time.sleep(0.5)
+        with socket.create_connection(("127.0.0.1", port)) as s:  # while sending the body
+            s.sendall(head + b"content-length: 1000\r\n\r\n" + body[:20])
+            time.sleep(0.2)
+    deadline = time.monotonic() + 60
+    while (h := httpx.get(server + "/health", timeout=5).json())["decoding"] or h["queued"]:
+        assert time.monotonic() < deadline, h
+        time.sleep(0.2)
+    r = post(server, {"messages": user("Greet john"), "tools": TOOLS, "tool_choice": "required", "max_tokens": 48})
+    assert r.status_code == 200, r.text
+    log = server_log.read_text()
+    for bad in ("Task was destroyed", "ClientDisconnect", "Traceback", "ERROR", "chat completion failed"):
+        assert bad not in log, log[-3000:]
