@@ -150,23 +150,31 @@ def _handlers(app: FastAPI) -> None:
         return JSONResponse(err.body(), status_code=500)
 
 
-async def _chat(request: Request, engine: EngineLike, indexes: IndexCache, model: str) -> Response:
-    chat = parse_chat(await json_body(request), model)
-    turn = chat.turn
+async def start_turn(engine: EngineLike, indexes: IndexCache, turn, schema_name: str | None,
+                     schema_param: str) -> tuple[Any, asyncio.Queue]:
+    """Find or compile the indexes of ``turn`` (its tools unless ``tool_choice`` is "none"; its response schema,
+    named ``schema_name``) and submit it; returns (ticket, the queue its events arrive on). Shared by the chat
+    and Responses routes. Raises ApiError 400 (param ``schema_param``) for a response schema the compiler
+    refuses, and what :func:`_submit` raises."""
     index = await indexes.for_tools(turn.functions) if turn.functions and turn.tool_choice != "none" else None
     schema_index = None
     if turn.response_schema is not None:
         try:
-            schema_index = await indexes.for_schema(chat.schema_name, turn.response_schema)
+            schema_index = await indexes.for_schema(schema_name, turn.response_schema)
         except CatalogError as exc:
-            raise bad_request(str(exc), "response_format") from None
+            raise bad_request(str(exc), schema_param) from None
     loop = asyncio.get_running_loop()
     events: asyncio.Queue[Event] = asyncio.Queue()
 
     def on_event(event: Event) -> None:  # on the engine's thread
         loop.call_soon_threadsafe(events.put_nowait, event)
 
-    ticket = await _submit(engine, turn, on_event, index, schema_index)
+    return await _submit(engine, turn, on_event, index, schema_index), events
+
+
+async def _chat(request: Request, engine: EngineLike, indexes: IndexCache, model: str) -> Response:
+    chat = parse_chat(await json_body(request), model)
+    ticket, events = await start_turn(engine, indexes, chat.turn, chat.schema_name, "response_format")
     if chat.stream:
         return StreamingResponse(_stream(request, engine, ticket, events, chat), media_type="text/event-stream",
                                  headers={"cache-control": "no-cache", "x-accel-buffering": "no"})

@@ -40,10 +40,10 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from ..core.catalog import check_schema
 from ..core.errors import CallmaybeError, CatalogError
-from ..runtime.engine import Event
 from ..runtime.turn import ToolCall, TurnRequest, TurnResult
-from .app import EngineLike, _engine_error, _events, _submit
+from .app import EngineLike, _engine_error, _events, start_turn
 from .errors import ApiError, bad_request, model_not_found, one_line, server_error
+from .limits import json_body
 from .protocol import DEFAULT_MAX_TOKENS, JSON_OBJECT, _get, _json_type, i_d, parse_sampling, parse_tools
 from .tools import IndexCache
 
@@ -485,28 +485,9 @@ async def create_response(request: Request, engine: EngineLike, indexes: IndexCa
 
 
 async def _respond(request: Request, engine: EngineLike, indexes: IndexCache, model: str) -> Response:
-    raw = await request.body()
+    parsed = parse_responses(await json_body(request), model)  # the chat route's bounds: size, depth, numbers
     try:
-        body = json.loads(raw)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise bad_request(f"the request body is not valid JSON: {exc}") from None
-    parsed = parse_responses(body, model)
-    turn = parsed.turn
-    index = await indexes.for_tools(turn.functions) if turn.functions and turn.tool_choice != "none" else None
-    schema_index = None
-    if turn.response_schema is not None:
-        try:
-            schema_index = await indexes.for_schema(parsed.schema_name, turn.response_schema)
-        except CatalogError as exc:
-            raise bad_request(str(exc), "text.format") from None
-    loop = asyncio.get_running_loop()
-    events: asyncio.Queue[Event] = asyncio.Queue()
-
-    def on_event(event: Event) -> None:  # on the engine's thread
-        loop.call_soon_threadsafe(events.put_nowait, event)
-
-    try:
-        ticket = await _submit(engine, turn, on_event, index, schema_index)
+        ticket, events = await start_turn(engine, indexes, parsed.turn, parsed.schema_name, "text.format")
     except ApiError as exc:  # a prompt the engine refuses: the conversation is 'input' here
         if exc.param == "messages":
             exc.param = "input"

@@ -364,6 +364,20 @@ def test_each_bad_request_is_an_api_error_and_the_server_keeps_serving(server, b
     server.good()
 
 
+def test_the_body_has_the_chat_routes_bounds(server):
+    # the Responses route reads its body as the chat route does (issue 30, item 1): a body 5,000 arrays deep
+    # is a 400 naming the limit, not a RecursionError; NaN is no JSON; past 4 MiB is a 413
+    deep = '{"model": "%s", "input": "hi", "x": %s}' % (MODEL, "[" * 5000 + "]" * 5000)
+    err = error_of(server.post(deep), 400)
+    assert (err["message"], err["code"]) == ("the request body nests arrays and objects 5,001 levels deep; this "
+                                             "server takes at most 64", "nested_too_deeply")
+    err = error_of(server.post('{"model": "%s", "input": "hi", "temperature": NaN}' % MODEL), 400)
+    assert err["message"].startswith("the request body is not valid JSON: ")
+    big = '{"model": "%s", "input": "%s"}' % (MODEL, "a" * (5 * 1024 * 1024))
+    assert error_of(server.post(big), 413)["code"] == "request_too_large"
+    server.good()
+
+
 def test_a_body_that_is_not_json_and_a_schema_the_compiler_refuses(server):
     err = error_of(server.post(b"{oops"), 400)
     assert err["message"].startswith("the request body is not valid JSON: ") and err["param"] is None
