@@ -88,7 +88,7 @@ def measure(paths: list[Path], output: Path, model_name: str, call_format: str, 
 
 
 def table(output: Path) -> None:
-    rows = [json.loads(line) for line in output.read_text().splitlines() if line.strip()]
+    rows = load_rows(output)
     groups: dict[str, list[dict]] = {}
     for r in rows:
         half = "even" if id_number(r["id"], 0) % 2 == 0 else "odd"
@@ -110,23 +110,34 @@ def declined(r: dict, first: float, verdict: float | None) -> bool:
     return r["log_odds"] < first or (verdict is not None and r.get("verdict", 50.0) < verdict)
 
 
+def rates(group: list[dict], first: float, verdict: float | None) -> tuple[float, float, int, int]:
+    """(percent declined of the rows needing a call, percent declined of those needing none, their counts)."""
+    calls = [r for r in group if r["need_call"]]
+    none = [r for r in group if not r["need_call"]]
+    pct = lambda g: 100.0 * sum(declined(r, first, verdict) for r in g) / len(g) if g else 0.0  # noqa: E731
+    return pct(calls), pct(none), len(calls), len(none)
+
+
+def load_rows(output: Path) -> list[dict]:
+    """The case rows of an ``--output`` file."""
+    return [json.loads(line) for line in output.read_text().splitlines() if line.strip()]
+
+
+def even_id(r: dict) -> bool:
+    return id_number(r["id"], 0) % 2 == 0
+
+
 def fit(output: Path, max_declined_calls: float = 3.0) -> tuple[float, float | None]:
     """The pair of thresholds that declines the most cases needing no call while declining at most
     ``max_declined_calls`` percent of those needing one, on the even-numbered cases; prints its figures on
     both halves and per language."""
-    rows = [json.loads(line) for line in output.read_text().splitlines() if line.strip()]
-    even = [r for r in rows if id_number(r["id"], 0) % 2 == 0]
+    rows = load_rows(output)
+    even = [r for r in rows if even_id(r)]
     firsts = [x / 4 for x in range(-16, 17)]
     verdicts = [None] + [x / 4 for x in range(-12, 13)] if any("verdict" in r for r in rows) else [None]
-
-    def rates(group, first, verdict):
-        calls = [r for r in group if r["need_call"]]
-        none = [r for r in group if not r["need_call"]]
-        pct = lambda g: 100.0 * sum(declined(r, first, verdict) for r in g) / len(g) if g else 0.0  # noqa: E731
-        return pct(calls), pct(none), len(calls), len(none)
-
-    best = max(((f, v) for f in firsts for v in verdicts if rates(even, f, v)[0] <= max_declined_calls),
-               key=lambda fv: (rates(even, *fv)[1], -rates(even, *fv)[0], fv[0]), default=(firsts[0], None))
+    scored = [((f, v), rates(even, f, v)) for f in firsts for v in verdicts]
+    allowed = [(fv, (c, n)) for fv, (c, n, _, _) in scored if c <= max_declined_calls]
+    best = max(allowed, key=lambda item: (item[1][1], -item[1][0], item[0][0]), default=((firsts[0], None),))[0]
     print(f"fitted on the even cases: first-token log-odds >= {best[0]}, verdict log-odds >= {best[1]}")
     report(rows, *best)
     return best
@@ -134,15 +145,8 @@ def fit(output: Path, max_declined_calls: float = 3.0) -> tuple[float, float | N
 
 def report(rows: list[dict], first: float, verdict: float | None) -> None:
     """Print the declines of the rule with these thresholds: per half, language and data set."""
-    def rates(group):
-        calls = [r for r in group if r["need_call"]]
-        none = [r for r in group if not r["need_call"]]
-        pct = lambda g: 100.0 * sum(declined(r, first, verdict) for r in g) / len(g) if g else 0.0  # noqa: E731
-        return pct(calls), pct(none), len(calls), len(none)
-
-    even = [r for r in rows if id_number(r["id"], 0) % 2 == 0]
     print(f"thresholds: first-token log-odds >= {first}, verdict log-odds >= {verdict}")
-    halves = {"even": even, "odd": [r for r in rows if r not in even], "all": rows}
+    halves = {"even": [r for r in rows if even_id(r)], "odd": [r for r in rows if not even_id(r)], "all": rows}
     for lang in (True, False):
         halves["English" if lang else "other languages"] = [r for r in rows if r["english"] == lang]
     for s in sorted({r["set"] for r in rows}):
@@ -150,7 +154,7 @@ def report(rows: list[dict], first: float, verdict: float | None) -> None:
     for lang in sorted({r.get("lang", "") for r in rows} - {""}):
         halves[f"lang {lang}"] = [r for r in rows if r.get("lang") == lang]
     for name, group in halves.items():
-        c, n, nc, nn = rates(group)
+        c, n, nc, nn = rates(group, first, verdict)
         print(f"  {name:18} declined: {c:5.1f}% of {nc} needing a call, {n:5.1f}% of {nn} needing none")
 
 
@@ -175,8 +179,7 @@ def main() -> None:
         else:
             from callmaybe.runtime.relevance import VERDICT_LOG_ODDS_MIN
 
-            rows = [json.loads(line) for line in args.table.read_text().splitlines() if line.strip()]
-            report(rows, CALL_LOG_ODDS_MIN, VERDICT_LOG_ODDS_MIN)
+            report(load_rows(args.table), CALL_LOG_ODDS_MIN, VERDICT_LOG_ODDS_MIN)
         return
     measure(args.data, args.output, args.model, args.call_format, args.ids, args.limit, args.system, args.threads, not args.no_verdict)
     table(args.output)
