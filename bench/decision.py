@@ -83,7 +83,8 @@ def measure(paths: list[Path], output: Path, model_name: str, call_format: str, 
                 out.write(json.dumps(row, ensure_ascii=False) + "\n")
                 out.flush()
                 print(f"{row['set']:12} {str(row['id'])[:28]:28} call={row['need_call']!s:5} "
-                      f"lo={d.log_odds:+6.2f} v={row.get('verdict', 0):+6.2f} top={row['top']!r:14} {row['tokens']}t {row['seconds']}s",
+                      f"lo={d.log_odds:+6.2f} v={row.get('verdict', 0):+6.2f} top={row['top']!r:14} "
+                      f"{row['tokens']}t {row['seconds']}s",
                       file=sys.stderr)
 
 
@@ -181,7 +182,8 @@ def main() -> None:
 
             report(load_rows(args.table), CALL_LOG_ODDS_MIN, VERDICT_LOG_ODDS_MIN)
         return
-    measure(args.data, args.output, args.model, args.call_format, args.ids, args.limit, args.system, args.threads, not args.no_verdict)
+    measure(args.data, args.output, args.model, args.call_format, args.ids, args.limit, args.system, args.threads,
+            not args.no_verdict)
     table(args.output)
     fit(args.output)
 
