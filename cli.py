@@ -198,12 +198,20 @@ def inspect_cmd(index_path: Path) -> None:
         fail(exc)
 
 
+def _not_nan(ctx, param, value: float) -> float:
+    """A threshold compared with ``>=``: NaN would make every comparison false. Raises click.BadParameter."""
+    if value != value:
+        raise click.BadParameter("must be a number of nats, got nan")
+    return value
+
+
 def decision_options() -> list:
     """The options of the call-or-answer decision under tool_choice auto (run, eval, serve)."""
     from .runtime.decision import CALL_LOG_ODDS_MIN
 
     return [
         click.option("--call-threshold", type=float, default=CALL_LOG_ODDS_MIN, show_default=True,
+                     callback=_not_nan,
                      help="Under tool_choice auto: the model calls when its log-odds (nats) of starting a call at "
                           "the first token reach this (runtime/decision.py); lower calls more often."),
         click.option("--relevance-check/--no-relevance-check", default=True, show_default=True,

@@ -623,8 +623,9 @@ class TurnDecoding:
 
 
 def answered_calls(messages: list[dict]) -> list[tuple[str, Any]]:
-    """The calls of ``messages`` that a tool result answers: (name, arguments as a JSON value) of each assistant
-    ``tool_calls`` entry after which a ``tool`` message comes (by ``tool_call_id`` where both carry ids)."""
+    """The calls of ``messages`` that a tool result answers: (name, arguments as a JSON value; ``{}`` where they
+    are left out, null or empty) of each assistant ``tool_calls`` entry after which a ``tool`` message comes
+    (by ``tool_call_id`` where both carry ids)."""
     results = [(i, m.get("tool_call_id")) for i, m in enumerate(messages) if m.get("role") == "tool"]
     out = []
     for i, m in enumerate(messages):
@@ -636,7 +637,9 @@ def answered_calls(messages: list[dict]) -> list[tuple[str, Any]]:
             fn = c.get("function", c)
             if any(j > i and (not rid or not c.get("id") or rid == c.get("id")) for j, rid in results):
                 arguments = fn.get("arguments")
-                if isinstance(arguments, str):
+                if arguments is None or arguments == "":  # left out: no arguments, as the prompt shows it
+                    arguments = {}
+                elif isinstance(arguments, str):
                     try:
                         arguments = json.loads(arguments)
                     except json.JSONDecodeError:

@@ -226,3 +226,11 @@ def test_eval_ids_option():
     assert "--ids [even|odd]" in r.output and "tune on one and report the other" in " ".join(r.output.split())
     r = invoke("eval", "nope.jsonl", "--ids", "all")
     assert r.exit_code == 2 and "'all' is not one of 'even', 'odd'" in r.output + r.stderr
+
+
+def test_call_threshold_must_be_a_number():
+    # NaN made every decision "text" (log-odds >= nan is false) and was accepted without a word
+    for command in ("eval", "run", "serve"):
+        r = invoke(command, *(["nope.jsonl"] if command == "eval" else []), "--call-threshold", "nan")
+        assert r.exit_code == 2, command
+        assert "Invalid value for '--call-threshold': must be a number of nats, got nan" in r.output

@@ -104,3 +104,29 @@ def test_compare_entries_scores_a_calls_list_without_grounding():
         "right_function": True, "right_arguments": False, "one_right_call": True}
     assert totals["grounding_won"] == {"right_function": 0, "right_arguments": 1, "one_right_call": 0}
     assert totals["grounding_lost"] == {"right_function": 0, "right_arguments": 0, "one_right_call": 0}
+
+
+def test_messages_cases_and_declines_per_language(tmp_path):
+    from callmaybe.runtime.evaluation import _request, count_declines
+
+    messages = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Règle sur a"}]
+    lines = [{"id": "m_0", "tools": TOOL, "prompt": "Règle sur a", "messages": messages,
+              "expected": {"name": "f", "parameters": {"x": ["a"]}}},
+             {"id": "m_1", "lang": "de", "tools": TOOL, "prompt": "p", "expected": {"calls": []}},
+             {"id": "m_2", "tools": TOOL, "prompt": "plain p", "expected": {"calls": []}}]
+    data = tmp_path / "m.jsonl"
+    data.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    cases = evaluation_cases(data, None)
+    assert _request(cases[0]) == {"prompt": "Règle sur a", "messages": messages}
+    assert _request(cases[1]) == {"prompt": "p"}
+    totals = {}
+    count_declines(totals, cases[0], {"name": None, "parameters": None, "content": "?"})
+    count_declines(totals, cases[1], {"calls": [], "content": "no"})
+    count_declines(totals, cases[2], {"name": "f", "parameters": {"x": "a"}})
+    # no "lang": a prompt with a non-ASCII letter is "other", an ASCII one "en"
+    assert totals == {"declines": {"other": {"call": [1, 1]}, "de": {"irrelevance": [1, 1]},
+                                   "en": {"irrelevance": [0, 1]}}}
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps({**lines[0], "messages": "hi"}) + "\n")
+    with pytest.raises(InputError, match=r'bad.jsonl:1: "messages" must be a list of \{"role", "content"\} objects'):
+        evaluation_cases(bad, None)

@@ -761,3 +761,27 @@ def test_a_call_the_check_after_generation_fails_is_withheld_with_a_refusal():
     assert result.refusal == ("the call fails the check after generation: arguments do not match tag's schema: "
                               "['x', 'x'] has non-unique elements")
     assert [e.kind for e in events] == ["done"]
+
+
+NOW = {"name": "now", "description": "The time.", "parameters": {"type": "object", "properties": {}}}
+
+
+def test_an_answered_call_without_arguments_is_not_made_again(index):
+    # a call of a function without parameters, its arguments left out or empty in the conversation (a
+    # messages file, a client that writes ""): the prompt shows it as {} and the model writes {} again; before,
+    # None and "" never matched {}, so the loop went on
+    functions = parse_catalog([ADD, NOW], "now")
+    options = CompileOptions(parameters_key="arguments", opening="<tool_call>\n")
+    now_index = TokenIndex(compile_index(functions, VOCAB, options)[0], VOCAB.token_bytes)
+    script = '<tool_call>\n{"name": "now", "arguments": {}}'
+    for arguments in ("", None, "{}", {}):
+        call = {"type": "function", "function": {"name": "now"}}
+        if arguments is not None:
+            call["function"]["arguments"] = arguments
+        messages = [{"role": "user", "content": "What time is it?"},
+                    {"role": "assistant", "content": None, "tool_calls": [call]},
+                    {"role": "tool", "content": "12:00"}]
+        result, _ = turn(now_index, None, model=prefers_call(script, "It is noon."), functions=functions,
+                         messages=messages)
+        assert (result.calls, result.content) == ([], "It is noon."), arguments
+        assert result.decision == "declined a call: now with these arguments was already called and answered"
