@@ -38,3 +38,20 @@ def unique_rows(m: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     rank = np.empty_like(order)
     rank[order] = np.arange(len(order))
     return rows[order], rank[inverse.reshape(-1)]
+
+
+def distinct_rows(m: np.ndarray) -> np.ndarray:
+    """The distinct rows of ``m`` (any 64-bit integer matrix (n, c)), in no particular order: rows hashed to
+    one uint64 each (a matrix-vector product with random odd multipliers), told apart by a 1-D sort, and
+    checked exactly (a hash collision falls back to ``np.unique(axis=0)``)."""
+    m = np.ascontiguousarray(m)
+    if len(m) == 0:
+        return m
+    bits = m.view(np.uint64)
+    mult = np.random.default_rng(0x5EED).integers(1, 2**63, size=m.shape[1], dtype=np.uint64) | np.uint64(1)
+    with np.errstate(over="ignore"):
+        h = (bits * mult).sum(axis=1, dtype=np.uint64)
+    _, first, inverse = np.unique(h, return_index=True, return_inverse=True)
+    if not np.array_equal(m[first[inverse.reshape(-1)]], m):
+        return np.unique(m, axis=0)
+    return m[first]
