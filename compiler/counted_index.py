@@ -276,7 +276,7 @@ def _members(sh: _Shared, fx: TokenEffects, needs: _Numbered, n: int) -> list[_M
             got = pairs_of[key] = (pair, np.flatnonzero(np.bincount(pair[mine], minlength=width)), mine)
         pair, pairs, mine = got
         c, same = pairs // 2, (pairs % 2).astype(bool)
-        target = np.where(same, sh.end[c], g.group.phi[i][sh.end[c]].astype(np.int64))
+        target = np.where(same, sh.end[c], g.group.phi_of(i, sh.end[c]))
         need, ok = fx.needs(sh.add[c], sh.reset[c], sh.after[c], sh.possible[c], fx.rem[target])
         state = int(g.members[i])
         parts.append((key, pair, pairs, mine, need, ok, sh.effect[c] | need.any(axis=1),
@@ -305,10 +305,9 @@ def _members(sh: _Shared, fx: TokenEffects, needs: _Numbered, n: int) -> list[_M
 def _columns(g: GroupWalk) -> list[tuple]:
     """Per member of ``g``: (a key of its two bit columns, the entries it takes: bool (E,), those met: bool
     (E,)), from the group's bit matrices unpacked once."""
-    k = len(g.members)
-    serves = np.unpackbits(g.bits.view(np.uint8), axis=1, bitorder="little")[:, :k].T.astype(bool)
-    met = np.unpackbits(g.met.view(np.uint8), axis=1, bitorder="little")[:, :k].T.astype(bool)
-    return [(content_key(np.packbits(serves[i]), np.packbits(met[i])), serves[i], met[i]) for i in range(k)]
+    serves, met = g.columns()
+    met_keys = np.packbits(met, axis=1)
+    return [(g.member_keys()[i] + content_key(met_keys[i]), serves[i], met[i]) for i in range(len(g.members))]
 
 
 def _member_guards(g: GroupWalk, sh: _Shared, mem: list[_Member], own: _Entries, bounds: list[int],

@@ -124,7 +124,7 @@ def build_rows(result: WalkResult, num_states: int, vocab_size: int) -> dict[str
         gi, i = got
         g = result.groups[gi]
         own = g.own[i][0]
-        sig = (gi, content_key(np.packbits(g.serves(i))), content_key(own))
+        sig = (gi, g.member_keys()[i], content_key(own))
         row = by_sig.get(sig)
         if row is None:
             row = by_sig[sig] = store.add([g.shared_tokens(i), own])
@@ -145,9 +145,8 @@ def distinct_edges(result: WalkResult, num_states: int) -> tuple[np.ndarray, np.
     """
     state, _, next_state = result.lone
     keys = [state.astype(np.int64) * num_states + next_state]
-    for g in result.groups:  # a group member's next states, without deriving its tokens
-        for i, m in enumerate(g.members.tolist()):
-            keys.append(m * num_states + g.next_states(i))
+    for g in result.groups:  # the members' next states, without deriving their tokens
+        keys.append(g.edge_keys(num_states))
     return unique_edges(np.concatenate(keys), num_states)
 
 

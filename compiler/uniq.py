@@ -14,16 +14,27 @@ def unique_rows(m: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
     Rows of non-negative values are packed into one int64 key where their bits fit in 62 (a 1-D sort: ~40x
     faster than ``np.unique(axis=0)`` on 20 million rows; no sort at all within :data:`DENSE_BITS`), else
-    compared whole. Rows are returned as int64.
+    hashed to one uint64 each and checked exactly. Rows are returned as int64.
     """
     m = np.asarray(m, dtype=np.int64)
     n, c = m.shape
     if n == 0:
         return m.reshape(0, c), np.zeros(0, dtype=np.int64)
     bits = [max(int(v).bit_length(), 1) for v in m.max(axis=0).tolist()]
-    if sum(bits) > 62 or int(m.min()) < 0:
-        rows, inverse = np.unique(m, axis=0, return_inverse=True)
-        return rows, inverse.reshape(-1)
+    if sum(bits) > 62 or int(m.min()) < 0:  # hashed to one uint64 per row, checked exactly
+        mult = np.random.default_rng(0x5EED).integers(1, 2**63, size=c, dtype=np.uint64) | np.uint64(1)
+        with np.errstate(over="ignore"):
+            h = (np.ascontiguousarray(m).view(np.uint64) * mult).sum(axis=1, dtype=np.uint64)
+        _, first, inverse = np.unique(h, return_index=True, return_inverse=True)
+        inverse = inverse.reshape(-1)
+        if not np.array_equal(m[first[inverse]], m):  # a collision
+            rows, inverse = np.unique(m, axis=0, return_inverse=True)
+            return rows, inverse.reshape(-1)
+        rows = m[first]
+        order = np.lexsort(rows.T[::-1])
+        rank = np.empty_like(order)
+        rank[order] = np.arange(len(order))
+        return rows[order], rank[inverse]
     shifts = np.concatenate([[0], np.cumsum(bits[:-1])]).astype(np.int64)
     key = (m << shifts).sum(axis=1)
     if sum(bits) <= DENSE_BITS:  # no sort: mark the keys present in a table of all keys
@@ -38,3 +49,20 @@ def unique_rows(m: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     rank = np.empty_like(order)
     rank[order] = np.arange(len(order))
     return rows[order], rank[inverse.reshape(-1)]
+
+
+def distinct_rows(m: np.ndarray) -> np.ndarray:
+    """The distinct rows of ``m`` (any 64-bit integer matrix (n, c)), in no particular order: rows hashed to
+    one uint64 each (a matrix-vector product with random odd multipliers), told apart by a 1-D sort, and
+    checked exactly (a hash collision falls back to ``np.unique(axis=0)``)."""
+    m = np.ascontiguousarray(m)
+    if len(m) == 0:
+        return m
+    bits = m.view(np.uint64)
+    mult = np.random.default_rng(0x5EED).integers(1, 2**63, size=m.shape[1], dtype=np.uint64) | np.uint64(1)
+    with np.errstate(over="ignore"):
+        h = (bits * mult).sum(axis=1, dtype=np.uint64)
+    _, first, inverse = np.unique(h, return_index=True, return_inverse=True)
+    if not np.array_equal(m[first[inverse.reshape(-1)]], m):
+        return np.unique(m, axis=0)
+    return m[first]

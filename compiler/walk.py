@@ -20,6 +20,7 @@ cache"; the correspondence-and-core construction here is ours.)
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -27,6 +28,7 @@ import numpy as np
 
 from .limits import entries_error
 from .trie import TokenTrie
+from .uniq import distinct_rows
 
 
 def member_bits(rows: np.ndarray) -> np.ndarray:
@@ -60,6 +62,8 @@ class GroupWalk:
                  own: list[tuple[np.ndarray, np.ndarray]]):
         self.group, self.tok, self.end, self.bits, self.met, self.own = group, tok, end, bits, met, own
         self._columns: dict[int, np.ndarray] = {}
+        self._keys: list[bytes] | None = None
+        self._triples: np.ndarray | None = None
         self.capped = np.zeros(len(group.members), dtype=bool)  # own walks stopped (see _walk_group)
 
     @property
@@ -78,7 +82,7 @@ class GroupWalk:
     def next_of(self, i: int, sel: np.ndarray | slice = slice(None)) -> np.ndarray:
         """Member ``i``'s next states (int64) after the shared walk's entries ``sel`` (entries it takes)."""
         end = self.end[sel]
-        return np.where(bit_column(self.met[sel], i), end, self.group.phi[i][end].astype(np.int64))
+        return np.where(bit_column(self.met[sel], i), end, self.group.phi_of(i, end))
 
     def shared_tokens(self, i: int) -> np.ndarray:
         """int32: the tokens of the shared walk that member ``i`` takes, sorted."""
@@ -116,9 +120,61 @@ class GroupWalk:
             tok, nxt = tok[order], nxt[order]
         return tok, nxt
 
-    def next_states(self, i: int) -> np.ndarray:
-        """The distinct states member ``i``'s tokens lead to (int64, sorted)."""
-        return np.unique(np.concatenate([self.next_of(i, self.serves(i)), self.own[i][1].astype(np.int64)]))
+    def columns(self) -> tuple[np.ndarray, np.ndarray]:
+        """bool (k, E) each: the entries each member takes, and those it takes having met the rep (all
+        members at once; O(k E) bits)."""
+        k = len(self.members)
+        serves = np.unpackbits(self.bits.view(np.uint8), axis=1, bitorder="little")[:, :k].T.astype(bool)
+        met = np.unpackbits(self.met.view(np.uint8), axis=1, bitorder="little")[:, :k].T.astype(bool)
+        return serves, met
+
+    def member_keys(self) -> list[bytes]:
+        """A key per member of what it takes of the shared walk (equal keys: equal sets), kept."""
+        if self._keys is None:
+            serves = self.columns()[0]
+            packed = np.packbits(serves, axis=1)
+            self._keys = [row.tobytes() if packed.shape[1] <= 64 else hashlib.blake2b(row.tobytes(), digest_size=16).digest()
+                          for row in packed]
+        return self._keys
+
+    def edge_keys(self, num_states: int) -> np.ndarray:
+        """int64 ``member * num_states + next state`` of every member's tokens (with repeats): the distinct
+        (end state, members served, members met) of the shared walk mapped for all members at once, and the
+        members' own walks."""
+        t = self._distinct_ends()
+        words = self.bits.shape[1]
+        k = len(self.members)
+        end = t[:, 0].view(np.int64)
+        served = np.unpackbits(np.ascontiguousarray(t[:, 1 : 1 + words]).view(np.uint8), axis=1,
+                               bitorder="little")[:, :k].T.astype(bool)
+        met = np.unpackbits(np.ascontiguousarray(t[:, 1 + words :]).view(np.uint8), axis=1,
+                            bitorder="little")[:, :k].T.astype(bool)
+        col = self.group.col_of[end]
+        mapped = np.where(col >= 0, self.group.phi[:, np.maximum(col, 0)], -1)  # (k, T)
+        nxt = np.where(met, end[None, :], mapped)
+        who = np.repeat(self.members.astype(np.int64)[:, None], len(end), axis=1)
+        parts = [(who * num_states + nxt)[served]]
+        for m, (_, on) in zip(self.members.tolist(), self.own):
+            parts.append(m * num_states + on.astype(np.int64))
+        return np.concatenate(parts)
+
+    def _distinct_ends(self) -> np.ndarray:
+        if self._triples is None:
+            rows = np.concatenate([self.end[:, None].view(np.uint64), self.bits, self.met], axis=1)
+            self._triples = distinct_rows(rows)
+        return self._triples
+
+    def next_states(self, i: int, distinct: bool = True) -> np.ndarray:
+        """The distinct states member ``i``'s tokens lead to (int64, sorted), from the distinct (end state,
+        members served, members met) of the shared walk (few), not from its entries (``distinct`` False:
+        with repeats, unsorted, for a caller that deduplicates)."""
+        t = self._distinct_ends()
+        words = self.bits.shape[1]
+        served = bit_column(t[:, 1 : 1 + words], i)
+        end = t[served, 0].view(np.int64)
+        met = bit_column(t[served, 1 + words :], i)
+        mapped = np.concatenate([np.where(met, end, self.group.phi_of(i, end)), self.own[i][1].astype(np.int64)])
+        return np.unique(mapped) if distinct else mapped
 
 
 class WalkResult:
@@ -325,29 +381,44 @@ GROUP_MAX_ENTRIES = 1 << 23
 
 @dataclass
 class StateGroup:
-    """States whose walks share one: ``rep`` and ``members`` (int64 (k,), rep first) and ``phi``: int32
-    (k, num_states), phi[i][q] = the state of member i that corresponds to the rep's state q (-1: none);
-    ``core``: bool (k, num_states), the rep states *core* for each member (every transition corresponds in
-    that member): a token whose walk from ``rep`` passes only states core for member i (its last state
-    aside), or meets member i's own walk in one state on the way (``phi[i][q] == q``: from there their
-    walks are one), leads member i to phi[i][rep's end state] (or that state itself). Members of a counter
-    (the positions of a ``maxLength`` string) correspond less the nearer they are to the bound; each member
-    uses the shared walk exactly as far as it corresponds (:attr:`core_bits`)."""
+    """States whose walks share one: ``rep`` and ``members`` (int64 (k,), rep first); the rep states paired
+    with some member, ``cols`` (int64 (V,)), and for each, ``phi``: int64 (k, V), phi[i][v] = the state of
+    member i that corresponds to the rep's state cols[v] (-1: none), and ``core``: bool (k, V), whether it is
+    *core* for member i (every transition corresponds in that member); unpaired rep states are neither.
+    ``col_of``: int64 (num_states,), each rep state's column (-1: unpaired). A token whose walk from ``rep``
+    passes only states core for member i (its last state aside), or meets member i's own walk in one state
+    on the way (``phi[i][q] == q``: from there their walks are one), leads member i to phi[i][rep's end
+    state] (or that state itself). Members of a counter (the positions of a ``maxLength`` string) correspond
+    less the nearer they are to the bound; each member uses the shared walk exactly as far as it corresponds
+    (:attr:`core_bits`). Tables are kept per paired state, not per state, so that a group costs what its
+    pairing visited (at most a few thousand columns), whatever the automaton's size."""
 
     rep: int
     members: np.ndarray
+    cols: np.ndarray
+    col_of: np.ndarray
     phi: np.ndarray
     core: np.ndarray
+
+    def phi_of(self, i: int | np.ndarray, states: np.ndarray) -> np.ndarray:
+        """int64: the state of member(s) ``i`` corresponding to each of the rep's ``states`` (-1: none)."""
+        col = self.col_of[states]
+        return np.where(col >= 0, self.phi[i, np.maximum(col, 0)], -1)
+
+    def _bits(self, rows: np.ndarray) -> np.ndarray:
+        out = np.zeros((len(self.col_of), max(1, (len(self.members) + 63) // 64)), dtype=np.uint64)
+        out[self.cols] = member_bits(rows.T)
+        return out
 
     @property
     def core_bits(self) -> np.ndarray:
         """uint64 (num_states, words): per rep state, the members it is core for (:func:`member_bits`)."""
-        return member_bits(self.core.T)
+        return self._bits(self.core)
 
     @property
     def same_bits(self) -> np.ndarray:
         """uint64 (num_states, words): per rep state q, the members whose state paired with it is q itself."""
-        return member_bits((self.phi == np.arange(self.phi.shape[1])[None, :]).T)
+        return self._bits(self.phi == self.cols[None, :])
 
     def without(self, drop: np.ndarray) -> StateGroup | None:
         """The group less the members ``drop`` (bool (k,); never the rep); None when fewer than two are
@@ -355,55 +426,74 @@ class StateGroup:
         keep = ~drop
         if keep.sum() < 2:
             return None
-        return StateGroup(self.rep, self.members[keep], self.phi[keep], self.core[keep])
+        return StateGroup(self.rep, self.members[keep], self.cols, self.col_of, self.phi[keep], self.core[keep])
 
 
 def _match(ctrans: np.ndarray, rep: int, members: np.ndarray,
-           ceff: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+           ceff: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Pair ``rep`` with every one of ``members`` (int64 (k,)) breadth-first over (class-compressed)
-    transitions, all members in one pass: returns (phi, core), int64 and bool (k, num_states), as in
-    :class:`StateGroup` per member. A rep state is core for a member when its row and the member's row are
-    dead on the same classes and every live target pairs consistently with that member's earlier pairings;
-    only the targets of core states are paired, and at most :data:`GROUP_MAX_PAIRS` rep states are
-    visited; a state where every member paired with it is in that very state is not gone past (from there
-    their walks are the rep's: :attr:`StateGroup.same_bits`). ``ceff``: int (num_states, classes), the counter effect of each class transition of a
-    transducer (:mod:`.counters`), which a core state's transitions must then share as well, so that a
-    token's effect from a member is its effect from the rep."""
+    transitions, all members in one pass: returns (cols, col_of, phi, core) as in :class:`StateGroup`. A rep
+    state is core for a member when its row and the member's row are dead on the same classes and every live
+    target pairs consistently with that member's earlier pairings; only the targets of core states are
+    paired, and at most :data:`GROUP_MAX_PAIRS` rep states are visited; a state where every member paired
+    with it is in that very state is not gone past (from there their walks are the rep's:
+    :attr:`StateGroup.same_bits`). ``ceff``: int (num_states, classes), the counter effect of each class
+    transition of a transducer (:mod:`.counters`), which a core state's transitions must then share as well,
+    so that a token's effect from a member is its effect from the rep."""
     k, num_states = len(members), ctrans.shape[0]
-    phi = np.full((k, num_states), -1, dtype=np.int64)
-    core = np.zeros((k, num_states), dtype=bool)
-    phi[:, rep] = members
+    col_of = np.full(num_states, -1, dtype=np.int64)
+    cols: list[int] = []
+    phi = np.full((k, 256), -1, dtype=np.int64)
+    core = np.zeros((k, 256), dtype=bool)
+
+    def columns(states: np.ndarray) -> np.ndarray:
+        nonlocal phi, core
+        new = np.unique(states[col_of[states] < 0])
+        if len(new):
+            col_of[new] = np.arange(len(cols), len(cols) + len(new))
+            cols.extend(new.tolist())
+            if len(cols) > phi.shape[1]:
+                grow = max(len(cols), 2 * phi.shape[1]) - phi.shape[1]
+                phi = np.concatenate([phi, np.full((k, grow), -1, dtype=np.int64)], axis=1)
+                core = np.concatenate([core, np.zeros((k, grow), dtype=bool)], axis=1)
+        return col_of[states]
+
+    phi[:, columns(np.asarray([rep]))[0]] = members
     queued = np.zeros(num_states, dtype=bool)
     queued[rep] = True
     queue, done = [rep], 0
     while done < len(queue) and done < GROUP_MAX_PAIRS:
         q = queue[done]
+        cq = col_of[q]
         done += 1
-        who = np.flatnonzero(phi[:, q] >= 0)  # the members paired at q
+        who = np.flatnonzero(phi[:, cq] >= 0)  # the members paired at q
         if len(who) == 0:
             continue
         a = ctrans[q]
         live = a >= 0
-        rows = ctrans[phi[who, q]]  # (w, classes)
+        mine = phi[who, cq]
+        rows = ctrans[mine]  # (w, classes)
         ok = ((rows >= 0) == live).all(axis=1)
         if ceff is not None:
-            ok &= (ceff[phi[who, q]] == ceff[q]).all(axis=1)
+            ok &= (ceff[mine] == ceff[q]).all(axis=1)
         at, b = a[live], rows[:, live]  # rep targets (L,), member targets (w, L)
-        seen = phi[who[:, None], at[None, :]]
+        cat = columns(at.astype(np.int64))
+        seen = phi[who[:, None], cat[None, :]]
         ok &= ~((seen >= 0) & (seen != b)).any(axis=1)
         targets, first, again = np.unique(at, return_index=True, return_inverse=True)
         ok &= (b == b[:, first[again]]).all(axis=1)  # one rep target, one member target
         if not ok.any():
             continue
         good = who[ok]
-        phi[good[:, None], at[None, :]] = b[ok]
-        core[good, q] = True
-        if (phi[who, q] == q).all():  # everyone here is in the rep's own state: nothing further to pair
+        phi[good[:, None], cat[None, :]] = b[ok]
+        core[good, cq] = True
+        if (mine == q).all():  # everyone here is in the rep's own state: nothing further to pair
             continue
         fresh = targets[~queued[targets]]
         queued[fresh] = True
         queue.extend(fresh.tolist())
-    return phi, core
+    n = len(cols)
+    return np.asarray(cols, dtype=np.int64), col_of, phi[:, :n], core[:, :n]
 
 
 def state_groups(transitions: np.ndarray, states: np.ndarray,
@@ -463,14 +553,14 @@ def _group(ctrans: np.ndarray, members: list[int], ceff: np.ndarray | None = Non
     if len(members) < 2:
         return None, []
     candidates = np.asarray(members, dtype=np.int64)
-    phi, core = _match(ctrans, int(candidates[0]), candidates, ceff)
-    kept = np.flatnonzero(core[:, candidates[0]])
+    cols, col_of, phi, core = _match(ctrans, int(candidates[0]), candidates, ceff)
+    kept = np.flatnonzero(core[:, col_of[candidates[0]]])
     left = np.ones(len(candidates), dtype=bool)
     left[0] = False
     left[kept] = False
     if len(kept) < 2:
         return None, candidates[left].tolist()
-    return StateGroup(int(candidates[0]), candidates[kept], phi[kept].astype(np.int32), core[kept]), \
+    return StateGroup(int(candidates[0]), candidates[kept], cols, col_of, phi[kept], core[kept]), \
         candidates[left].tolist()
 
 
@@ -521,7 +611,7 @@ def _walk_group(flat_t: np.ndarray, trie: TokenTrie, g: StateGroup, heavy: bool 
     for d, (nodes, qs, drop) in seed_parts.items():
         owner, member = np.nonzero(np.unpackbits(drop.view(np.uint8), axis=1, bitorder="little")[:, :k])
         # a seed's state is reached from a state core for its member, so it is paired (mapped >= 0)
-        seeds[d] = (g.members[member], nodes[owner], g.phi[member, qs[owner]].astype(np.int64))
+        seeds[d] = (g.members[member], nodes[owner], g.phi_of(member, qs[owner]))
     cap = max(int(HEAVY_SHARE * len(tok)), HEAVY_MIN - 1) if heavy else None
     capped: set[int] = set()
     es, et, en = _sorted_triples(*_descend(flat_t, trie, (np.zeros(0, np.int64),) * 3, seeds, cap=cap,

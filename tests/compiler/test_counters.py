@@ -316,3 +316,56 @@ def test_a_version_4_index_with_a_guard_list_per_state_is_still_read_and_decodes
         a, b = new_ix.next_state(a, ID[bytes([byte])]), old_ix.next_state(b, ID[bytes([byte])])
         assert a >= 0 and b >= 0
     assert new_ix.allowed(a).tolist() == old_ix.allowed(b).tolist() == sorted([ID[b'"'], ID[b'"}'], ID[b'"}}']])
+
+
+def _per_state(arrays, num_states):
+    """Per state: (allowed tokens, {token: (effect, need)} of its guard list restricted to them), and the
+    fewest tokens to completion, from counted index arrays."""
+    from callmaybe.core.indexfile import IndexData
+
+    data = IndexData(header={"vocab_size": VOCAB.vocab_size, "eos_ids": list(VOCAB.eos_ids), "start": 0,
+                             "counters": arrays["counter_hi"].tolist()}, arrays=arrays)
+    k = len(arrays["counter_hi"])
+    effects = [tuple(zip(arrays["effect_add"][e].tolist(), arrays["effect_reset"][e].tolist(),
+                         arrays["effect_after"][e].tolist())) for e in range(len(arrays["effect_add"]))]
+    need = arrays["need"].reshape(-1, k)
+    out = []
+    for s in range(num_states):
+        allowed = data.allowed_tokens(s).tolist()
+        lo, hi = arrays["guard_offset"][arrays["state_guard"][s]], arrays["guard_offset"][arrays["state_guard"][s] + 1]
+        guards = {int(t): (effects[int(e)], tuple(need[int(n)].tolist())) for t, e, n in
+                  zip(arrays["guard_token"][lo:hi], arrays["guard_effect"][lo:hi], arrays["guard_need"][lo:hi])
+                  if int(t) in set(allowed)}
+        out.append((allowed, guards))
+    return out, arrays["min_tokens"].tolist()
+
+
+def test_a_counted_index_made_from_shared_walks_is_the_one_made_from_every_state_apart():
+    """Issue 31: rows and guard lists of a transducer's group members are made from their group's shared walk
+    (per (effect, end) class, one bit per member), guard lists shared where they agree on a row; every state's
+    allowed tokens, the effect and need of each of them, and the fewest tokens to completion are what walking
+    every state apart gives. An email under maxLength (the domain label's positions group), two free strings
+    and a counted one (their contents group across fields)."""
+    from callmaybe.compiler.counted_index import counted_arrays, effect_classes
+    from callmaybe.compiler.grammar import compile_grammar
+    from callmaybe.compiler.trie import build_trie
+    from callmaybe.compiler.walk import walk
+
+    tokens = list(TOKENS) + [b"ab.cd", b"x-y", b"abc@", b".com", b'om"', b'm", "']
+    vocab = Vocabulary(name="lock2", token_bytes=tuple(tokens) + (None,), eos_ids=(len(tokens),),
+                       vocab_size=len(tokens) + 1)
+    fns = parse_catalog([{"name": "f", "description": "", "parameters": {
+        "to": S(format="email", maxLength=90), "a": S(), "b": S(maxLength=80), "c": S()}}], "t")
+    tr = compile_grammar(fns).transducer()
+    assert tr is not None
+    _, ctrans, ceff = effect_classes(tr)
+    trie = build_trie(list(vocab.token_bytes))
+    shared = walk(tr.transitions, trie, class_transitions=ctrans, class_effects=ceff)
+    apart = walk(tr.transitions, trie, share=False)
+    assert sum(len(g.members) for g in shared.groups) > 100 and not apart.groups
+    a = counted_arrays(tr, shared, vocab.token_bytes, vocab.vocab_size)
+    b = counted_arrays(tr, apart, vocab.token_bytes, vocab.vocab_size)
+    assert len(a["guard_offset"]) < len(b["guard_offset"])  # lists shared
+    for name in ("transitions", "trans_effect", "byte_class", "accepting", "counter_live", "min_tokens"):
+        assert np.array_equal(a[name], b[name]), name
+    assert _per_state(a, tr.num_states) == _per_state(b, tr.num_states)
