@@ -66,16 +66,16 @@ def _no_constants(name: str):
     raise ValueError(f"not JSON: {name}")
 
 
-# The number forms, written independently of callmaybe.compiler.lexical: an integer (not -0), a point form
+# The number forms, written independently of callmaybe.compiler.lexical: an integer (-0 included), a point form
 # (at most 16 digits before the point), either then an exponent (at most 16 digits before it).
-_NUMBER_FORM = re.compile(r"(0|-?[1-9][0-9]*)|-?(0|[1-9][0-9]{0,15})(?:\.([0-9]+))?(?:[eE]([+-]?[0-9]+))?")
+_NUMBER_FORM = re.compile(r"(-?0|-?[1-9][0-9]*)|-?(0|[1-9][0-9]{0,15})(?:\.([0-9]+))?(?:[eE]([+-]?[0-9]+))?")
 DBL_MAX = Decimal(repr(sys.float_info.max))
 
 
 def in_forms(token: str) -> bool:
-    """True when a number token is in the number forms: after ``0.`` at most 20 zeros come before the first
-    nonzero digit (or only zeros); the exponent is at most 292 after two or more integer digits, 308 after
-    ``0.``; the value is at most the largest double."""
+    """True when a number token is in the number forms (``-0``, the value 0, among them: issue 30, item 13):
+    after ``0.`` at most 20 zeros come before the first nonzero digit (or only zeros); the exponent is at most
+    292 after two or more integer digits, 308 after ``0.``; the value is at most the largest double."""
     m = _NUMBER_FORM.fullmatch(token)
     if not m:
         return False
@@ -908,6 +908,17 @@ def mutated(draw, text: str) -> str:
 # --------------------------------------------------------------------------------------------------------------
 
 _DFAS: dict[str, Any] = {}
+
+
+def test_the_oracle_takes_minus_zero_as_a_spelling_of_zero():
+    """The oracle's number forms follow issue 30, item 13 (``-0`` is written wherever 0 is valid): hypothesis
+    found ``-0`` for an integer in [-3, 3] accepted by the grammar and called outside the forms by the oracle."""
+    text = '{"name": "f", "parameters": {"p": null, "\u00e9 q\\"": -0}}'
+    assert [in_forms(t) for t in ("-0", "0", "-00", "-01")] == [True, True, False, False]
+    assert classify(text) == ("spelling", {"name": "f", "parameters": {"p": None, "\u00e9 q\"": 0}})
+    dfa, _ = compiled({"type": "object", "properties": {"p": {"type": "integer", "minimum": -3, "maximum": 3}},
+                       "required": ["p"], "additionalProperties": False})
+    assert [dfa.accepts(t.encode()) for t in ('{"p": -0}', '{"p": 0}', '{"p": -4}')] == [True, True, False]
 
 
 def compiled(schema: Any):
