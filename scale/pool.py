@@ -126,9 +126,10 @@ class ActorPool:
 
         def lose(slot: Slot, exc: BaseException) -> None:
             reason = f"the Ray actor answering it died {MAX_ATTEMPTS} times (last: {_one_line(exc)})"
-            held = [g for g, f in flights.items() if f.slot is slot]  # in the order sent: the first was running
+            held = [g for g, f in flights.items() if f.slot is slot]  # in the order sent
+            running = running_flight([flights[g] for g in held])
             for k in reversed(range(len(held))):
-                send_back(flights.pop(held[k]), reason, counted=k == 0)
+                send_back(flights.pop(held[k]), reason, counted=k == running)
             if slot.lost >= MAX_ATTEMPTS:
                 raise CallmaybeError(f"Ray actors keep dying ({self.replaced + 1} replaced): {_one_line(exc)}")
             ray.kill(slot.handle)  # gone already, or unreachable: never let it answer again
@@ -191,6 +192,15 @@ class ActorPool:
                 gen = method.options(num_returns="streaming").remote([(p, items[p]) for p in positions])
                 flights[gen] = Flight(slot, set(positions))
                 slot.busy += 1
+
+
+def running_flight(held: list[Flight]) -> int | None:
+    """Which of an actor's flights (in the order sent) it was answering when it died: the first with items
+    not yet answered, or None when every item was answered. The first flight sent is not always it: a flight
+    whose last answer came but whose stream's end did not (the actor died before the end reached the driver)
+    is still held, and charging the death to it left the item that killed the actor uncharged, so that it
+    killed one slot's actors past :data:`MAX_ATTEMPTS` ("Ray actors keep dying (4 replaced)" under load)."""
+    return next((k for k, flight in enumerate(held) if flight.left), None)
 
 
 def _one_line(exc: BaseException) -> str:
