@@ -17,6 +17,8 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import signal
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +48,22 @@ def journal_path(output: Path) -> Path:
     """The journal of a run writing ``output``: ``<output>.journal.jsonl`` in the same folder."""
     output = Path(output)
     return output.with_name(output.name + ".journal.jsonl")
+
+
+@contextmanager
+def _signals_held():
+    """Within the block, SIGINT and SIGTERM wait (blocked in this thread, where the platform can) and come when
+    it ends, so that a record is written and counted, or neither: an interrupted run said "1 of 8 answers are
+    kept" of a journal holding 2 (the signal's handler ran between the line's fsync and its count)."""
+    held = {signal.SIGINT, signal.SIGTERM}
+    if not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, before)
 
 
 class Journal:
@@ -112,14 +130,16 @@ class Journal:
     def add(self, position: int, prompt: Any, entry: dict) -> None:
         """Append one answer and sync it to disk. Raises OutputError (one line naming the journal, how many
         answers it keeps and how to go on) when it cannot be written: a full disk, say."""
-        try:
-            self._write({"position": position, "prompt": prompt, "entry": entry})
-        except OSError as exc:
-            kept = len(self.answers)
-            where = (f"the {kept} answer{'s' if kept != 1 else ''} before it are kept in {self.path}: rerun the same "
-                     "command with --resume once there is room" if kept else "no answer was kept")
-            raise OutputError(f"{self.path}: cannot append to the journal: {exc.strerror or exc}; {where}") from None
-        self.answers[position] = (prompt, entry)
+        with _signals_held():  # a SIGINT between the line and its count would say one answer fewer than kept
+            try:
+                self._write({"position": position, "prompt": prompt, "entry": entry})
+            except OSError as exc:
+                kept = len(self.answers)
+                where = (f"the {kept} answer{'s' if kept != 1 else ''} before it are kept in {self.path}: rerun the "
+                         "same command with --resume once there is room" if kept else "no answer was kept")
+                raise OutputError(f"{self.path}: cannot append to the journal: {exc.strerror or exc}; {where}") \
+                    from None
+            self.answers[position] = (prompt, entry)
 
     def close(self) -> None:
         """Close the file (nothing is buffered: every record was written and synced, or cut off)."""
