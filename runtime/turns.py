@@ -12,7 +12,7 @@ modes:
   answer may still turn into a call when the model writes its call marker. A call the first token wants is
   checked by the model's verdict over the whole catalog (the ``judge`` callback, :mod:`~.relevance`) before
   it is decoded; a text answer follows when the model doubts it. A call that repeats one the conversation
-  already answered (a tool result follows it), and, with the optional value check, a call none of whose
+  already answered since the last user message (a tool result follows it), and, with the optional value check, a call none of whose
   values the request states (:func:`~.evidence.first_call`), is declined once decoded: the turn goes back to
   where the call began, its first token or the end of the text that turned into the call (the row's keys and
   values after that point are dropped, ``truncate_to``), and answers in text from there, opening no call
@@ -623,13 +623,16 @@ class TurnDecoding:
 
 
 def answered_calls(messages: list[dict]) -> list[tuple[str, Any]]:
-    """The calls of ``messages`` that a tool result answers: (name, arguments as a JSON value; ``{}`` where they
-    are left out, null or empty) of each assistant ``tool_calls`` entry after which a ``tool`` message comes
-    (by ``tool_call_id`` where both carry ids)."""
+    """The calls of ``messages`` since the last user message that a tool result answers: (name, arguments as a
+    JSON value; ``{}`` where they are left out, null or empty) of each assistant ``tool_calls`` entry after which
+    a ``tool`` message comes (by ``tool_call_id`` where both carry ids). Calls answered before the last user
+    message do not count: a user who asks again ("and Paris again?") gets a new call, while a loop that would
+    call again for the same question does not."""
+    since = max((i for i, m in enumerate(messages) if m.get("role") == "user"), default=-1)
     results = [(i, m.get("tool_call_id")) for i, m in enumerate(messages) if m.get("role") == "tool"]
     out = []
     for i, m in enumerate(messages):
-        if m.get("role") != "assistant":
+        if m.get("role") != "assistant" or i < since:
             continue
         for c in m.get("tool_calls") or []:
             if not isinstance(c, dict):

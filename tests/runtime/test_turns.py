@@ -16,7 +16,7 @@ from callmaybe.core.vocabulary import Vocabulary
 from callmaybe.runtime.masks import TokenIndex
 from callmaybe.runtime.runner import Grounded
 from callmaybe.runtime.turn import Sampling, TurnRequest
-from callmaybe.runtime.turns import TurnDecoding, Vocab
+from callmaybe.runtime.turns import TurnDecoding, Vocab, answered_calls
 
 from .tiny import TinyTokenizer
 
@@ -612,6 +612,19 @@ def test_a_call_the_conversation_already_answered_is_not_made_again(index):
     assert [(c.name, c.arguments) for c in result.calls] == [("add", {"a": 2, "b": 3})]
     result, _ = turn(index, script, messages=ANSWERED, tool_choice="required")  # required: the call stands
     assert [(c.name, c.arguments) for c in result.calls] == [("add", {"a": 2, "b": 3})]
+
+
+def test_a_call_answered_before_the_last_user_message_may_be_made_again(index):
+    # the user asks again after the answer: a new call (the weather may have changed); only calls answered
+    # since the last user message are repeats (before, "check it again" was declined for the whole conversation)
+    script = f"<tool_call>\n{CALL}"
+    again = ANSWERED + [{"role": "assistant", "content": "It is 5."}, {"role": "user", "content": ASKED}]
+    result, _ = turn(index, None, model=prefers_call(script, "It is 5."), messages=again)
+    assert [(c.name, c.arguments) for c in result.calls] == [("add", {"a": 2, "b": 3})]
+    assert answered_calls(again) == [] and answered_calls(ANSWERED) == [("add", {"a": 2, "b": 3})]
+    looped = again + ANSWERED[1:]  # asked again, called, answered: the same call a third time is a repeat
+    result, _ = turn(index, None, model=prefers_call(script, "It is 5."), messages=looped)
+    assert (result.calls, result.content) == ([], "It is 5.")
 
 
 def test_the_threshold_decides_and_a_text_answer_starts_with_no_call_opening(index):
