@@ -15,6 +15,8 @@ string value is kept when
 * it is a label the catalog offers (written in the parameter's description, ``enum``, ``default`` or
   ``examples``) and at least half of its words of 3 letters or more are words of the request
   ("Early Entry Pass" for "early entry");
+* it is one of the parameter's ``enum`` labels other than its default (:func:`chosen_label`: the model's
+  choice among the only values the grammar allows, in any language);
 * it is such a label inside a list whose other items the request grounds (``["vegan", "dairy-free"]`` for
   "plant-based and dairy-free": the request asks for labels of that list; which one names "plant-based"
   takes knowledge the rule does not have, and the model's).
@@ -120,7 +122,20 @@ def grounds(value: str, request: str, schema: dict) -> str | None:
     hits = partly_stated(value, request)
     if hits and offered(value, schema):
         return f"a label the catalog offers; the request states {', '.join(hits)}"
+    if chosen_label(value, schema):
+        return "a label of the parameter's enum other than its default: the model's choice"
     return None
+
+
+def chosen_label(value: str, schema: dict) -> bool:
+    """True when ``value`` is one of the parameter's ``enum`` labels and not its default. Which label a
+    request means takes knowledge no word rule has ("Comic" is ``Comedy``, "in Chinese" is ``zh-CN``, 北京's
+    weather in ``celsius``, "suspenseful" is ``Thriller``), and the grammar lets the model write no other
+    value, so its choice is kept. Measured with ``bench/wordrules.py`` on the expected calls of BFCL live's
+    development part (simple, multiple, messages): the word rule left out 29 right optional values, every one
+    such a label (27 in English requests, 2 in others); with this rule, none."""
+    labels = schema.get("enum")
+    return isinstance(labels, list) and value in labels and fold(value).strip() not in defaults(schema)
 
 
 def doubt(value: str, schema: dict) -> str:

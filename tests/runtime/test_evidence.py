@@ -81,6 +81,32 @@ def test_weigh(value, request_text, schema, expected):
     assert weigh(value, request_text, schema) == expected
 
 
+GENRE = {"type": "string", "enum": ["Comedy", "Drama", "Horror", "Thriller", "Sci-fi", "dontcare"],
+         "default": "dontcare", "description": "Genre of the movie."}
+VOICE = {"type": "string", "enum": ["en-US", "fr-FR", "es-ES", "de-DE", "zh-CN", "ja-JP"], "default": "en-US"}
+LABEL = "a label of the parameter's enum other than its default: the model's choice"
+
+
+@pytest.mark.parametrize("value, request_text, schema, expected", [
+    # BFCL live (development part), live_simple_211-117-3, live_simple_227-118-1, live_multiple_186-81-0:
+    # right labels that no word of the request names; the word rule left them out
+    ("Comedy", "Can you help me find a movie in the Comic genre with James Corden in it?", GENRE, Verdict(True, LABEL)),
+    ("zh-CN", "Listen to the phrase '我爱学习' in a male voice and in Chinese", VOICE, Verdict(True, LABEL)),
+    ("celsius", "北京后天的天气如何？", {"type": "string", "enum": ["celsius", "fahrenheit"], "default": "fahrenheit"},
+     Verdict(True, LABEL)),
+    # bench/catalogs/optional_args_cases.jsonl: the same in other languages
+    ("Horror", "Che film dell'orrore danno a Milano?", GENRE, Verdict(True, LABEL)),
+    ("es-ES", "Lee en voz alta 'hola a todos' en español con voz de hombre.", VOICE, Verdict(True, LABEL)),
+    # the default is still a copy from the catalog, a label the description offers still needs the request's words
+    ("dontcare", "Che film dell'orrore danno a Milano?", GENRE,
+     Verdict(False, 'the parameter\'s default ("dontcare"), copied from the catalog')),
+    ("Drama", "find a film by Nolan", CATEGORY,
+     Verdict(False, 'a value the catalog offers ("Drama"), which the request does not name')),
+])
+def test_an_enum_label_other_than_the_default_is_the_models_choice(value, request_text, schema, expected):
+    assert weigh(value, request_text, schema) == expected
+
+
 def test_verdicts_keep_required_arguments():
     fn = parse_catalog([{"type": "function", "function": {"name": "f", "parameters": {
         "type": "object", "properties": {"city": {"type": "string"}, "unit": UNIT}, "required": ["city"]}}}], "t")[0]
