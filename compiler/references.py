@@ -130,7 +130,7 @@ def expand(ctx: SchemaContext, schema: dict[str, Any], path: list[str], refs: tu
                 schema = merged
         if rule is _UNSET:
             return schema, refs, at
-        schema, rule = unevaluated.apply(ctx, schema, rule, path, refs, at), _UNSET
+        schema, rule = unevaluated.apply(ctx, schema, rule, path, refs, at, expand), _UNSET
 
 
 _LAYER_KEYS = ("properties", "patternProperties", "additionalProperties")
