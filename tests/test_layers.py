@@ -46,3 +46,13 @@ def test_no_layer_imports_the_root_package():
             elif isinstance(node, ast.Import) and any(a.name == "callmaybe" for a in node.names):
                 offenders.append(f"{path.relative_to(REPO)}:{node.lineno}")
     assert offenders == []
+
+
+def test_no_function_above_complexity_15():
+    """ruff's McCabe check (C901, ``max-complexity = 15`` in pyproject.toml) over the package, its tests and
+    its benchmarks: a function past it is split by the cases it handles."""
+    ruff = shutil.which("ruff", path=str(Path(sys.executable).parent))
+    assert ruff, "ruff not installed (pip install -e '.[test]')"
+    proc = subprocess.run([ruff, "check", "--no-cache", "--output-format", "concise", str(REPO)], cwd=REPO,
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
