@@ -37,7 +37,7 @@ _EXPORTS = {
     "load_vocabulary": "callmaybe.core.vocabulary",
     "compile_catalog": "callmaybe.compiler.build",
     "TokenIndex": "callmaybe.runtime.masks",
-    "load_index": "callmaybe.runtime.masks",
+    "load_index": "callmaybe.runtime.index",
     "Matcher": "callmaybe.runtime.matcher",
     "CallmaybeError": "callmaybe.core.errors",
 }

@@ -314,9 +314,9 @@ class CallmaybeEngine:
 
     def load(self, path: Path, built):
         from callmaybe.core.indexfile import read_index_for
-        from callmaybe.runtime.masks import TokenIndex
+        from callmaybe.runtime.index import open_index
 
-        return TokenIndex(read_index_for(path), self.vocabulary.token_bytes)
+        return open_index(read_index_for(path), self.vocabulary.token_bytes)
 
     def session(self, loaded) -> "CallmaybeSession":
         return CallmaybeSession(loaded)

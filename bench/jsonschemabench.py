@@ -130,38 +130,50 @@ def run_subset(name: str, limit: int | None, timeout: float, verbose: bool):
         cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
         validator = cls(schema, format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER)
         order = declared_order(schema)
-        for inst in rec["valid"]:
-            text = canonical(inst)
-            if dfa.accepts(text.encode()):
-                stats["valid accepted"] += 1
-                continue
-            if past_caps(inst) or integral_floats(inst):
-                stats["valid apart: number caps / integral floats"] += 1
-            elif dfa.accepts(canonical(reorder(inst, order)).encode()):
-                stats["valid apart: keys not in declaration order"] += 1
-            elif dfa.accepts(canonical(reorder(inst, order, True)).encode()) or _has_undeclared(inst, order):
-                stats["valid apart: undeclared keys"] += 1
-            else:
-                stats["valid REJECTED"] += 1
-                disagreements.append((rec["id"], "valid rejected", text[:300]))
-        for inst in rec["invalid"]:
-            text = canonical(inst)
-            if not dfa.accepts(text.encode()):
-                stats["invalid rejected"] += 1
-                continue
-            errors = list(validator.iter_errors(inst))
-            kws = {e.validator for e in errors}
-            if not errors:
-                stats["invalid apart: label needs format checkers not installed"] += 1
-            elif all(explained(e, not_enforced) for e in errors):
-                stats["invalid apart: only not-enforced keywords"] += 1
-                named = sorted({f"{n.keyword} ({n.detail})" if n.detail else n.keyword for n in notes
-                                if n.kind == "not enforced" and n.keyword in kws | _under(errors)})
-                apart.append((rec["id"], ", ".join(named) or ", ".join(sorted(not_enforced))))
-            else:
-                stats["invalid ACCEPTED"] += 1
-                disagreements.append((rec["id"], f"invalid accepted ({', '.join(sorted(kws))})", text[:300]))
+        check_valid(rec, dfa, order, stats, disagreements)
+        check_invalid(rec, dfa, validator, notes, not_enforced, stats, disagreements, apart)
     return stats, refusals, disagreements, compile_times, apart
+
+
+def check_valid(rec: dict, dfa, order, stats, disagreements) -> None:
+    """Count how the automaton takes each valid instance of ``rec``: accepted, apart (number caps, key order,
+    undeclared keys: what the grammar leaves out by design) or rejected (a disagreement)."""
+    for inst in rec["valid"]:
+        text = canonical(inst)
+        if dfa.accepts(text.encode()):
+            stats["valid accepted"] += 1
+            continue
+        if past_caps(inst) or integral_floats(inst):
+            stats["valid apart: number caps / integral floats"] += 1
+        elif dfa.accepts(canonical(reorder(inst, order)).encode()):
+            stats["valid apart: keys not in declaration order"] += 1
+        elif dfa.accepts(canonical(reorder(inst, order, True)).encode()) or _has_undeclared(inst, order):
+            stats["valid apart: undeclared keys"] += 1
+        else:
+            stats["valid REJECTED"] += 1
+            disagreements.append((rec["id"], "valid rejected", text[:300]))
+
+
+def check_invalid(rec: dict, dfa, validator, notes, not_enforced: set, stats, disagreements, apart) -> None:
+    """Count how the automaton takes each invalid instance of ``rec``: rejected, apart (only keywords noted
+    as not enforced fail; or a format the installed checkers cannot judge) or accepted (a disagreement)."""
+    for inst in rec["invalid"]:
+        text = canonical(inst)
+        if not dfa.accepts(text.encode()):
+            stats["invalid rejected"] += 1
+            continue
+        errors = list(validator.iter_errors(inst))
+        kws = {e.validator for e in errors}
+        if not errors:
+            stats["invalid apart: label needs format checkers not installed"] += 1
+        elif all(explained(e, not_enforced) for e in errors):
+            stats["invalid apart: only not-enforced keywords"] += 1
+            named = sorted({f"{n.keyword} ({n.detail})" if n.detail else n.keyword for n in notes
+                            if n.kind == "not enforced" and n.keyword in kws | _under(errors)})
+            apart.append((rec["id"], ", ".join(named) or ", ".join(sorted(not_enforced))))
+        else:
+            stats["invalid ACCEPTED"] += 1
+            disagreements.append((rec["id"], f"invalid accepted ({', '.join(sorted(kws))})", text[:300]))
 
 
 def _under(errors) -> set[str]:

@@ -80,41 +80,24 @@ def array(ctx: SchemaContext, schema: dict[str, Any], path: list[str], refs: tup
     prefix, rest, rest_at, evaluated = _positions(ctx, schema, path, at)
     rest_schema = rest  # the schema of the items after the prefix (for exact_split)
 
-    contains = schema.get("contains") if "contains" in schema else None
-    cmin, cmax = counts(ctx, schema, path, "minContains", "maxContains", default=1) if "contains" in schema \
-        else (0, None)
-    if "contains" in schema and cmax is not None and cmax < cmin:
+    has_contains = "contains" in schema
+    contains = schema.get("contains") if has_contains else None
+    cmin, cmax = counts(ctx, schema, path, "minContains", "maxContains", default=1) if has_contains else (0, None)
+    if has_contains and cmax is not None and cmax < cmin:
         return None
 
-    everything = "contains" in schema and (contains is True or contains == {})
-    # unevaluatedItems: the items after the prefix when no items/additionalItems (or contains: true)
-    # evaluates them
-    unevaluated = schema.get("unevaluatedItems", True)
-    applies = unevaluated is not True and unevaluated != {} and not evaluated and not everything
-    unseen = [k for k in UNSEEN_EVALUATORS if k in schema]
-    if applies and unseen:
-        ctx.note("not enforced", path, "unevaluatedItems", f"the items {', '.join(unseen)} evaluates are not "
-                 "followed")
-        applies = False
+    everything = has_contains and (contains is True or contains == {})
+    applies = _unevaluated_applies(ctx, schema, path, evaluated, everything)
     cond: Node | None = None  # the contains node, when it counts or evaluates items
-    if "contains" in schema and not everything and contains is not False and (cmin or cmax is not None or applies):
+    if has_contains and not everything and contains is not False and (cmin or cmax is not None or applies):
         cond = ctx.value(contains, sub, refs, f"{at}/contains")
     if applies:
+        unevaluated = schema["unevaluatedItems"]
         tail = None if unevaluated is False else ctx.value(unevaluated, sub, refs, f"{at}/unevaluatedItems")
         rest = _alt([n for n in (cond, tail) if n is not None])
         rest_at, rest_schema = None, unevaluated
-    prefix_nodes = [ctx.value(p, sub, refs, f"{at}/{'prefixItems' if 'prefixItems' in schema else 'items'}/{i}")
-                    for i, p in enumerate(prefix)]
-    if rest_at is not None:
-        rest = ctx.value(rest, sub, refs, rest_at) if rest is not False else None
+    prefix_nodes, rest = _item_nodes(ctx, schema, prefix, rest, rest_at, sub, refs, at)
     usable = len(prefix_nodes)
-    for i, n in enumerate(prefix_nodes):
-        if n is None:
-            usable = i
-            break
-    prefix_nodes = prefix_nodes[:usable]
-    if usable < len(prefix):
-        rest = None
     cap = hi
     if rest is None:
         cap = usable if cap is None else min(cap, usable)
@@ -123,28 +106,14 @@ def array(ctx: SchemaContext, schema: dict[str, Any], path: list[str], refs: tup
 
     # contains: every item matches (a count of items), none can, or a count of matches
     if everything:
-        lo = max(lo, cmin)
-        cap = cmax if cap is None else min(cap, cmax) if cmax is not None else cap
-        if cap is not None and cap < lo:
-            return None
-        cmin, cmax = 0, None
-    elif "contains" in schema:
-        if cond is None:
-            if cmin > 0:
-                return None
-            cmin, cmax = 0, None
-        if cap is not None:
-            if cmin > cap:
-                return None
-            if cmax is not None and cmax >= cap:
-                cmax = None
-        if cmin > CONTAINS_BOUND:
-            ctx.note("not enforced", path, "minContains", f"above {CONTAINS_BOUND}: {CONTAINS_BOUND} matches "
-                     "enforced")
-            cmin = CONTAINS_BOUND
-        if cmax is not None and cmax > CONTAINS_BOUND:
-            ctx.note("not enforced", path, "maxContains", f"above {CONTAINS_BOUND}")
-            cmax = None
+        settled = _every_item_contains(lo, cap, cmin, cmax)
+    elif has_contains:
+        settled = _contains_bounds(ctx, path, cond, lo, cap, cmin, cmax)
+    else:
+        settled = lo, cap, cmin, cmax
+    if settled is None:
+        return None
+    lo, cap, cmin, cmax = settled
     counting = cond is not None and (cmin > 0 or cmax is not None)
 
     positions = prefix_nodes + ([rest] if rest is not None and (cap is None or cap > usable) else [])
@@ -157,6 +126,18 @@ def array(ctx: SchemaContext, schema: dict[str, Any], path: list[str], refs: tup
                                    1 + (cmin if cmax is None else cmax) if counting else 1)
     if not counting:
         return ArrayNode(prefix_nodes, rest, lo, cap, counter=counter)
+    return _counting_contains(ctx, path, contains, cond, prefix[:usable] + [rest_schema], positions, prefix_nodes,
+                              rest, lo, cap, cmin, cmax)
+
+
+def _counting_contains(ctx: SchemaContext, path: list[str], contains: Any, cond: Node, item_schemas: list,
+                       positions: list[Node], prefix_nodes: list[Node], rest: Node | None, lo: int, cap: int | None,
+                       cmin: int, cmax: int | None) -> Node | None:
+    """The array node that counts the items matching ``contains`` (``cond``, its node) between ``cmin`` and
+    ``cmax``. With a ``maxContains``, items whose texts are few are split by jsonschema itself (exact);
+    otherwise the split is by ``cond``'s automaton, and ``maxContains`` is noted as not enforced for the other
+    spellings unless :func:`exact_split` of ``item_schemas`` (the prefix's and the rest's) holds. None when
+    no array can hold ``cmin`` matches."""
     if cmax is not None:
         finite = _finite_tables(ctx, positions, UNIQUE_VALUES * 4)
         if finite is not None:  # every item text classified by jsonschema: an exact split
@@ -168,10 +149,78 @@ def array(ctx: SchemaContext, schema: dict[str, Any], path: list[str], refs: tup
                 cond = Literals(matching) if matching else None
                 if cond is None:
                     return None if cmin > 0 else ArrayNode(prefix_nodes, rest, lo, cap)
-        elif not exact_split(contains, prefix[:usable] + [rest_schema]):
+        elif not exact_split(contains, item_schemas):
             ctx.note("not enforced", path, "maxContains", "items matching contains in another spelling than "
                      "its automaton reads (1.0 for an integer, \\u0061, keys in another order) are not counted")
     return ArrayNode(prefix_nodes, rest, lo, cap, cond, cmin, cmax)
+
+
+def _unevaluated_applies(ctx: SchemaContext, schema: dict[str, Any], path: list[str], evaluated: bool,
+                         everything: bool) -> bool:
+    """Whether ``unevaluatedItems`` constrains the items after the prefix: no ``items``/``additionalItems``
+    (nor ``contains: true``) evaluates them, and no keyword whose evaluation is not followed is present
+    (then it is noted as not enforced)."""
+    unevaluated = schema.get("unevaluatedItems", True)
+    applies = unevaluated is not True and unevaluated != {} and not evaluated and not everything
+    unseen = [k for k in UNSEEN_EVALUATORS if k in schema]
+    if applies and unseen:
+        ctx.note("not enforced", path, "unevaluatedItems", f"the items {', '.join(unseen)} evaluates are not "
+                 "followed")
+        return False
+    return applies
+
+
+def _item_nodes(ctx: SchemaContext, schema: dict[str, Any], prefix: list, rest: Any, rest_at: str | None,
+                sub: list[str], refs: tuple[str, ...], at: str) -> tuple[list[Node], Node | None]:
+    """(the nodes of the prefix items up to the first that admits no value, the node of the items after them
+    or None): ``rest`` is compiled from its schema at ``rest_at`` unless that is None (a node already), and
+    is None when a prefix item admits no value (the array stops before it)."""
+    nodes = [ctx.value(p, sub, refs, f"{at}/{'prefixItems' if 'prefixItems' in schema else 'items'}/{i}")
+             for i, p in enumerate(prefix)]
+    if rest_at is not None:
+        rest = ctx.value(rest, sub, refs, rest_at) if rest is not False else None
+    usable = len(nodes)
+    for i, n in enumerate(nodes):
+        if n is None:
+            usable = i
+            break
+    if usable < len(prefix):
+        rest = None
+    return nodes[:usable], rest
+
+
+def _every_item_contains(lo: int, cap: int | None, cmin: int, cmax: int | None):
+    """``contains: true``: the contains counts bound the item count. (lo, cap, 0, None), or None when no
+    count is left."""
+    lo = max(lo, cmin)
+    cap = cmax if cap is None else min(cap, cmax) if cmax is not None else cap
+    if cap is not None and cap < lo:
+        return None
+    return lo, cap, 0, None
+
+
+def _contains_bounds(ctx: SchemaContext, path: list[str], cond: Node | None, lo: int, cap: int | None,
+                     cmin: int, cmax: int | None):
+    """The ``contains`` counts the array enforces: (lo, cap, cmin, cmax), or None when no array can hold
+    ``cmin`` matches. No item can match (``cond`` None): no count; a ``maxContains`` of at least ``cap`` bounds
+    nothing; counts past :data:`CONTAINS_BOUND` are noted (a ``minContains`` enforces that bound)."""
+    if cond is None:
+        if cmin > 0:
+            return None
+        cmin, cmax = 0, None
+    if cap is not None:
+        if cmin > cap:
+            return None
+        if cmax is not None and cmax >= cap:
+            cmax = None
+    if cmin > CONTAINS_BOUND:
+        ctx.note("not enforced", path, "minContains", f"above {CONTAINS_BOUND}: {CONTAINS_BOUND} matches "
+                 "enforced")
+        cmin = CONTAINS_BOUND
+    if cmax is not None and cmax > CONTAINS_BOUND:
+        ctx.note("not enforced", path, "maxContains", f"above {CONTAINS_BOUND}")
+        cmax = None
+    return lo, cap, cmin, cmax
 
 
 def _affordable(ctx: SchemaContext, path: list[str], prefix: list[Node], rest: Node | None, lo: int,

@@ -155,7 +155,15 @@ def assemble(start: Hashable, slot: Callable[[Any], Tagged | None], after: Calla
             slots[q] = slot(q)
         return slots[q]
 
-    # explore the control states that hold a copy, and the moves out of each copy's tags
+    order, moves = _explore(start, slot_of, after, closes)
+    return _layout(start, order, moves, slots, closes)
+
+
+def _explore(start: Hashable, slot_of: Callable[[Any], Tagged | None], after: Callable[[Any, int], Any],
+             closes: Callable[[Any], bool]) -> tuple[list[Any], dict[Any, list[tuple[int, Any]]]]:
+    """The control states that hold a copy (breadth first from ``start``) and, for each, the moves out of its
+    copy's tags: (tag, next control state), those leading nowhere (no slot, no ``]``) left out. Counts
+    each copy against the compile budget as it is found (a long count stops at the limit)."""
     order: list[Any] = []
     moves: dict[Any, list[tuple[int, Any]]] = {}
     seen = {start}
@@ -177,6 +185,14 @@ def assemble(start: Hashable, slot: Callable[[Any], Tagged | None], after: Calla
                 seen.add(q2)
                 queue.append(q2)
         moves[q] = out
+    return order, moves
+
+
+def _layout(start: Hashable, order: list[Any], moves: dict[Any, list[tuple[int, Any]]],
+            slots: dict[Any, Tagged | None], closes: Callable[[Any], bool]) -> ByteDFA:
+    """The automaton of :func:`assemble` from the explored control states (``order``, ``moves``) and their
+    copies (``slots``): the fixed states around ``[``, ``,`` and ``]``, then one block per copy, each item's
+    end wired to the next copy or to ``]``. Raises Clash as :func:`assemble`."""
     entries = [q for q in dict.fromkeys(q2 for q in order for _, q2 in moves[q]) if q in moves]
     # layout: 0 before "[", 1 after "[", 2 the accepting end after "]", then for each control state entered
     # after a comma: the state after "," and the state after ", "; then the copies

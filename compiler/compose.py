@@ -25,6 +25,7 @@ from . import dfa as D
 from . import counters
 from .dfa import ByteDFA
 from .limits import count_states
+from .reach import coreachable
 
 
 class Clash(Exception):
@@ -161,7 +162,7 @@ def difference(a: ByteDFA, b: ByteDFA) -> ByteDFA:
 
 def is_empty(dfa: ByteDFA) -> bool:
     """True when ``dfa`` accepts no text (no accepting state reachable from the start)."""
-    return not D.coreachable(dfa.transitions, dfa.accepting)[dfa.start] if dfa.num_states else True
+    return not coreachable(dfa.transitions, dfa.accepting)[dfa.start] if dfa.num_states else True
 
 
 def exactly_one(parts: list[ByteDFA], loose: list[ByteDFA | None] | None = None) -> ByteDFA:

@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..core.effects import apply
+from .reach import bfs_order
 
 #: Bytes that never occur in UTF-8 text: the markers, two per counter (reset, next).
 MARKER_BYTES = (0xC0, 0xC1, 0xF5, 0xF6, 0xF7, 0xF8, 0xF9, 0xFA, 0xFB, 0xFC, 0xFD, 0xFE, 0xFF)
@@ -347,8 +348,6 @@ def resolve(transitions: np.ndarray, accepting: np.ndarray, start: int, his: lis
     Raises CounterClash where one byte (or the end) follows two different marker paths, or where the end
     follows an advance.
     """
-    from .dfa import bfs_order
-
     table = EffectTable(his)
     t = transitions
     trans = np.where(MARKER_MASK[None, :], -1, t).astype(np.int32)

@@ -30,6 +30,8 @@ from interegular.fsm import anything_else
 
 from ..core.errors import SchemaError
 from . import limits
+from .counters import CounterClash, resolve
+from .reach import bfs_order, coreachable
 from ..core.intervals import MAX_CODE_POINT, SURROGATES, complement, normalize, restrict, subtract
 
 
@@ -80,8 +82,6 @@ class ByteDFA:
             return None
         got = self.__dict__.get("_transducer")
         if got is None:
-            from .counters import resolve
-
             got = self.__dict__["_transducer"] = resolve(self.transitions, self.accepting, self.start, self.counters)
         return got
 
@@ -254,8 +254,6 @@ def _expand(fsm: interegular.FSM, atoms: dict[str, list[tuple[int, int]]] | None
         if symbol is None:
             continue
         if symbol_intervals.get(symbol) or symbol in raw_symbols:  # grouped with other characters
-            from .counters import CounterClash
-
             raise CounterClash("a counter marker shares its symbol with other characters")
         raw_symbols[symbol] = byte
     builder = _ByteBuilder(len(states))
@@ -302,50 +300,6 @@ def byte_classes(transitions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     byte_class = rank[inverse].astype(np.uint8)
     class_trans = np.ascontiguousarray(transitions[:, np.sort(first)]).astype(np.int32)
     return byte_class, class_trans
-
-
-def coreachable(transitions: np.ndarray, accepting: np.ndarray) -> np.ndarray:
-    """Bool (states,): the states from which an accepting state can be reached (reverse BFS, numpy only)."""
-    n = transitions.shape[0]
-    src, byte = np.nonzero(transitions >= 0)
-    dst = transitions[src, byte].astype(np.int64)
-    order = np.argsort(dst, kind="stable")
-    src_by_dst = src[order]
-    starts = np.searchsorted(dst[order], np.arange(n + 1))
-    alive = accepting.copy()
-    frontier = np.flatnonzero(alive)
-    while len(frontier):
-        limits.tick()
-        lo, hi = starts[frontier], starts[frontier + 1]
-        counts = hi - lo
-        if not counts.sum():
-            break
-        idx = np.repeat(lo - np.concatenate([[0], np.cumsum(counts)[:-1]]), counts) + np.arange(counts.sum())
-        preds = np.unique(src_by_dst[idx])
-        frontier = preds[~alive[preds]]
-        alive[frontier] = True
-    return alive
-
-
-def bfs_order(transitions: np.ndarray, start: int) -> np.ndarray:
-    """The states reachable from ``start`` (int64 array, ``start`` first) in breadth-first order, each level
-    in (parent order, byte) order."""
-    seen = np.zeros(transitions.shape[0], dtype=bool)
-    seen[start] = True
-    order = [np.array([start])]
-    frontier = order[0]
-    while len(frontier):
-        limits.tick()
-        targets = transitions[frontier].reshape(-1)
-        targets = targets[targets >= 0]
-        targets = targets[~seen[targets]]
-        if not len(targets):
-            break
-        _, first = np.unique(targets, return_index=True)
-        frontier = targets[np.sort(first)]
-        seen[frontier] = True
-        order.append(frontier)
-    return np.concatenate(order)
 
 
 def trim(dfa: ByteDFA) -> ByteDFA:

@@ -45,10 +45,9 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, fields, replace
-from typing import Any
+from typing import Any, Callable
 
 from ..core.errors import SchemaError
-from . import long_counts
 
 #: name -> (default, what it bounds); see :class:`CompileLimits` for why these values.
 LIMITS: dict[str, tuple[int, str]] = {
@@ -244,12 +243,14 @@ class Budget:
     def count_states(self, n: int, leaf: bool = False) -> None:
         """Count ``n`` more automaton states built; raise past the ``states`` limit, or (joins only, which
         no cache makes depend on what the process compiled before) past :data:`~.long_counts.LONG_STATES`
-        while long counts are enforced."""
+        while long counts are enforced (the check :func:`checking_joins` set)."""
         self.tick()
         self.used["states"] += n
         if not leaf:
             self.joined += n
-            long_counts.check_states(self.joined)
+            check = _JOINS_CHECK.get()
+            if check is not None:
+                check(self.joined)
         if self.used["states"] > self.limits.states:
             raise self.error("states", self.at, f"more than {self.limits.states:,} automaton states to build")
 
@@ -273,6 +274,22 @@ class Budget:
 
 
 _ACTIVE: contextvars.ContextVar[Budget | None] = contextvars.ContextVar("callmaybe_compile_budget", default=None)
+#: Called with the states of joins counted so far, after each join (:meth:`Budget.count_states`); set by
+#: :mod:`.long_counts` while an attempt runs (:func:`checking_joins`), which raises past its own bound.
+_JOINS_CHECK: contextvars.ContextVar[Callable[[int], None] | None] = contextvars.ContextVar(
+    "callmaybe_joins_check", default=None)
+
+
+@contextmanager
+def checking_joins(check: Callable[[int], None]) -> Iterator[None]:
+    """Inside the block, every join counted calls ``check(states of joins so far)``, which may raise
+    CompileLimitError (:func:`~.long_counts.check_states`: the states a first attempt with long counts may
+    build). A callback, so that the attempts (above this module) are not imported here."""
+    token = _JOINS_CHECK.set(check)
+    try:
+        yield
+    finally:
+        _JOINS_CHECK.reset(token)
 
 
 @contextmanager

@@ -25,6 +25,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
+from . import counters
+from .limits import CompileLimitError, checking_joins
+
 #: Counts up to this are always enforced.
 SHORT_COUNT = 64
 #: Counts up to this are enforced when the schema affords them; above it, never.
@@ -84,8 +87,6 @@ def check_states(joined: int) -> None:
     more than :data:`LONG_STATES` states of joins (so that the second attempt starts early)."""
     policy = _POLICY.get()
     if policy is not None and policy.allowed and policy.used and joined > LONG_STATES:
-        from .limits import CompileLimitError
-
         raise CompileLimitError(f"more than {LONG_STATES:,} automaton states with long counts enforced",
                                 limit=LONG_COUNTS_LIMIT)
 
@@ -120,21 +121,17 @@ def attempts_with_policy(build: Callable[[], T]) -> tuple[T, Policy]:
     With counters (:mod:`.counters`) allowed by the enclosing attempt, the first attempt counts long
     repetitions with counters; where they cannot be carried exactly (CounterClash) the attempts are made
     again without them."""
-    from .counters import CounterClash
-
     outer = _POLICY.get()
     use_counters = True if outer is None else outer.counters
     if use_counters:
         try:
             return _attempts(build, outer, True)
-        except CounterClash:
+        except counters.CounterClash:
             pass
     return _attempts(build, outer, False)
 
 
 def _attempts(build: Callable[[], T], outer: Policy | None, use_counters: bool) -> tuple[T, Policy]:
-    from .limits import CompileLimitError
-
     first = Policy(counters=use_counters) if outer is None else Policy(allowed=outer.allowed, reason=outer.reason,
                                                                         counters=use_counters)
     try:
@@ -152,15 +149,14 @@ def under(policy: Policy, build: Callable[[], T]) -> T:
 
 
 def _run(build: Callable[[], T], policy: Policy, outer: Policy | None) -> T:
-    from . import counters
-
     reg = counters.registry()
     if policy.counters and reg is None:
         reg = counters.Registry()  # the outermost attempt numbers the compile's counters
     token = _POLICY.set(policy)
     reg_token = counters.set_registry(reg if policy.counters else None)
     try:
-        result = build()
+        with checking_joins(check_states):
+            result = build()
     finally:
         counters.restore(reg_token)
         _POLICY.reset(token)

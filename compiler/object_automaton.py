@@ -26,10 +26,10 @@ import numpy as np
 
 from ..core.errors import SchemaError
 from . import counters
-from . import dfa as D
 from .compose import literals, merge_rows
 from .dfa import ByteDFA
 from .limits import count_states
+from .reach import bfs_order, coreachable
 from .nodes import Node
 from .syntax import object_regex
 
@@ -115,11 +115,11 @@ def trim_tagged(t: Tagged) -> Tagged | None:
     """``t`` without the states that reach no tagged state nor are reached (renumbered breadth-first), or
     None when no tagged state is reachable."""
     trans = t.dfa.transitions
-    alive = D.coreachable(trans, t.tags >= 0)
+    alive = coreachable(trans, t.tags >= 0)
     if not alive[t.dfa.start]:
         return None
     trans = np.where((trans >= 0) & alive[np.maximum(trans, 0)], trans, -1)
-    old = D.bfs_order(trans, t.dfa.start)
+    old = bfs_order(trans, t.dfa.start)
     remap = np.full(t.dfa.num_states + 1, -1, dtype=np.int32)
     remap[old] = np.arange(len(old), dtype=np.int32)
     tags = t.tags[old].copy()

@@ -232,35 +232,39 @@ class _Reader:
                     raise PatternError("inline flags are not ECMA-262")
                 out += ["(?:", *self.translate(av[-1]), ")"]
             elif op in (C.MAX_REPEAT, C.MIN_REPEAT, getattr(C, "POSSESSIVE_REPEAT", None)):
-                lo, hi, body = av
-                if hi is not C.MAXREPEAT and hi - lo > long_counts.SHORT_COUNT and (self.counted or self.uncapped):
-                    if self.counted:
-                        out += self.counted_repeat(lo, hi, self.translate(body))
-                        continue
-                    if lo > long_counts.cap():  # the regex of the header: the repeat as written
-                        raise PatternError(f"a repeat count {long_counts.why_not(lo)}")
-                    out += ["(?:", *self.translate(body), ")", f"{{{lo},{hi}}}"]
-                    continue
-                top = lo if hi is C.MAXREPEAT else max(lo, hi)
-                if top > long_counts.cap():
-                    raise PatternError(f"a repeat count {long_counts.why_not(top)}")
-                inner = self.translate(body)
-                if self.max_copies is not None and top > long_counts.SHORT_COUNT and top * len(inner) > self.max_copies:
-                    raise PatternError(f"a repeat count {top} of a part of {len(inner)} symbols (its copies would "
-                                       f"pass {self.max_copies:,} symbols)")
-                long_counts.use(top)
-                out += ["(?:", *inner, ")"]
-                if hi is C.MAXREPEAT:
-                    out.append("*" if lo == 0 else "+" if lo == 1 else f"{{{lo},}}")
-                elif lo == hi:
-                    out.append(f"{{{lo}}}")
-                else:
-                    out.append(f"{{{lo},{hi}}}")
+                out += self.repeat(*av)
             elif op is C.AT:
                 raise PatternError(f"anchor {av} inside the pattern is not supported")
             else:
                 raise PatternError(f"unsupported construct {op}")
         return out
+
+    def repeat(self, lo: int, hi: int, body) -> Piece:
+        """``body`` repeated ``lo`` to ``hi`` times (``hi`` C.MAXREPEAT: no bound). A long optional part is
+        counted (:meth:`counted_repeat`) where the compile uses counters, written as the repeat itself for
+        the header's regex (``uncapped``), else copied. Raises PatternError for a count above
+        :func:`~.long_counts.cap` or copies past ``max_copies`` symbols."""
+        if hi is not C.MAXREPEAT and hi - lo > long_counts.SHORT_COUNT and (self.counted or self.uncapped):
+            if self.counted:
+                return self.counted_repeat(lo, hi, self.translate(body))
+            if lo > long_counts.cap():  # the regex of the header: the repeat as written
+                raise PatternError(f"a repeat count {long_counts.why_not(lo)}")
+            return ["(?:", *self.translate(body), ")", f"{{{lo},{hi}}}"]
+        top = lo if hi is C.MAXREPEAT else max(lo, hi)
+        if top > long_counts.cap():
+            raise PatternError(f"a repeat count {long_counts.why_not(top)}")
+        inner = self.translate(body)
+        if self.max_copies is not None and top > long_counts.SHORT_COUNT and top * len(inner) > self.max_copies:
+            raise PatternError(f"a repeat count {top} of a part of {len(inner)} symbols (its copies would "
+                               f"pass {self.max_copies:,} symbols)")
+        long_counts.use(top)
+        if hi is C.MAXREPEAT:
+            count = "*" if lo == 0 else "+" if lo == 1 else f"{{{lo},}}"
+        elif lo == hi:
+            count = f"{{{lo}}}"
+        else:
+            count = f"{{{lo},{hi}}}"
+        return ["(?:", *inner, ")", count]
 
     def counted_repeat(self, lo: int, hi: int, body: Piece) -> Piece:
         """``body{lo,hi}`` with the ``hi - lo`` optional repeats counted by a counter: ``lo`` copies, the

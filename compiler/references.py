@@ -85,52 +85,68 @@ def expand(ctx: SchemaContext, schema: dict[str, Any], path: list[str], refs: tu
     while True:
         while "$ref" in schema or "$dynamicRef" in schema or "allOf" in schema:
             if "$ref" in schema or "$dynamicRef" in schema:
-                key = "$ref" if "$ref" in schema else "$dynamicRef"
-                ref = schema[key]
-                target, location = resolve(ctx, ref, path, at, refs, dynamic=key == "$dynamicRef")
-                if refs.count(location) >= ctx.max_recursion:
-                    ctx.note("unrolled", path, key, f"recursion through {ref} cut at depth {ctx.max_recursion}")
-                    ctx.cuts.append((location, at))
-                    return ({} if location in ctx.assume or ctx.loose else None), refs, at
-                refs = refs + (FROM + at, location)
-                at = location
-                rest = {} if ctx.ref_overrides else {k: v for k, v in schema.items() if k != key}
-                if isinstance(target, dict) and "unevaluatedProperties" in target:  # its own, first
-                    target, refs, _ = expand(ctx, target, path, refs, at)
-                    if target is None:
-                        return None, refs, at
-                if target is True or target == {}:
-                    schema = rest or {}
-                    if not schema and rule is _UNSET:
-                        return {}, refs, at
-                    continue
-                if target is False:
-                    return None, refs, at
-                if not isinstance(target, dict):
-                    raise ctx.error(path, f"{key} {ref!r} points to a {type(target).__name__}, not a schema")
-                # the schema's own keywords first (its declared properties before those it refers to)
-                schema = merge(ctx, rest, target, path, at, local="b") if rest else dict(target)
+                schema, refs, at, final = _inline_reference(ctx, schema, path, refs, at, rule is _UNSET)
             else:
-                subs = schema["allOf"]
-                if not isinstance(subs, list) or not subs:
-                    raise ctx.error(path, "'allOf' must be a non-empty list")
-                merged = {k: v for k, v in schema.items() if k != "allOf"}
-                for i, sub in enumerate(subs):
-                    if sub is False:
-                        return None, refs, at
-                    if sub is True:
-                        continue
-                    if not isinstance(sub, dict):
-                        raise ctx.error(path, "'allOf' entries must be schemas")
-                    if "$ref" in sub or "$dynamicRef" in sub or "unevaluatedProperties" in sub:
-                        sub, refs, _ = expand(ctx, sub, path, refs, f"{at}/allOf/{i}")
-                        if sub is None:
-                            return None, refs, at
-                    merged = merge(ctx, merged, sub, path, at)
-                schema = merged
+                schema, refs, at, final = _merge_all_of(ctx, schema, path, refs, at)
+            if final:
+                return schema, refs, at
         if rule is _UNSET:
             return schema, refs, at
-        schema, rule = unevaluated.apply(ctx, schema, rule, path, refs, at), _UNSET
+        schema, rule = unevaluated.apply(ctx, schema, rule, path, refs, at, expand), _UNSET
+
+
+def _inline_reference(ctx: SchemaContext, schema: dict[str, Any], path: list[str], refs: tuple[str, ...], at: str,
+                      last: bool):
+    """One step of :func:`expand`: ``schema``'s ``$ref`` (or ``$dynamicRef``) replaced by its target, merged
+    with the keywords beside it. ``last``: no ``unevaluatedProperties`` waits for the result, so a schema
+    left empty is final. Returns (schema, refs, place, final): ``final`` when :func:`expand` returns them as
+    they are (recursion cut, a target that admits no value, or nothing left)."""
+    key = "$ref" if "$ref" in schema else "$dynamicRef"
+    ref = schema[key]
+    target, location = resolve(ctx, ref, path, at, refs, dynamic=key == "$dynamicRef")
+    if refs.count(location) >= ctx.max_recursion:
+        ctx.note("unrolled", path, key, f"recursion through {ref} cut at depth {ctx.max_recursion}")
+        ctx.cuts.append((location, at))
+        return ({} if location in ctx.assume or ctx.loose else None), refs, at, True
+    refs = refs + (FROM + at, location)
+    at = location
+    rest = {} if ctx.ref_overrides else {k: v for k, v in schema.items() if k != key}
+    if isinstance(target, dict) and "unevaluatedProperties" in target:  # its own, first
+        target, refs, _ = expand(ctx, target, path, refs, at)
+        if target is None:
+            return None, refs, at, True
+    if target is True or target == {}:
+        schema = rest or {}
+        return schema, refs, at, not schema and last
+    if target is False:
+        return None, refs, at, True
+    if not isinstance(target, dict):
+        raise ctx.error(path, f"{key} {ref!r} points to a {type(target).__name__}, not a schema")
+    # the schema's own keywords first (its declared properties before those it refers to)
+    return (merge(ctx, rest, target, path, at, local="b") if rest else dict(target)), refs, at, False
+
+
+def _merge_all_of(ctx: SchemaContext, schema: dict[str, Any], path: list[str], refs: tuple[str, ...], at: str):
+    """One step of :func:`expand`: ``schema``'s ``allOf`` merged into it (a branch with a reference or its
+    own ``unevaluatedProperties`` expanded first). Returns (schema, refs, place, final): ``final`` (schema
+    None) when a branch admits no value. Raises SchemaError for a malformed ``allOf``."""
+    subs = schema["allOf"]
+    if not isinstance(subs, list) or not subs:
+        raise ctx.error(path, "'allOf' must be a non-empty list")
+    merged = {k: v for k, v in schema.items() if k != "allOf"}
+    for i, sub in enumerate(subs):
+        if sub is False:
+            return None, refs, at, True
+        if sub is True:
+            continue
+        if not isinstance(sub, dict):
+            raise ctx.error(path, "'allOf' entries must be schemas")
+        if "$ref" in sub or "$dynamicRef" in sub or "unevaluatedProperties" in sub:
+            sub, refs, _ = expand(ctx, sub, path, refs, f"{at}/allOf/{i}")
+            if sub is None:
+                return None, refs, at, True
+        merged = merge(ctx, merged, sub, path, at)
+    return merged, refs, at, False
 
 
 _LAYER_KEYS = ("properties", "patternProperties", "additionalProperties")
@@ -208,63 +224,89 @@ def merge(ctx: SchemaContext, a: dict[str, Any], b: dict[str, Any], path: list[s
     for key, value in b.items():
         if key not in out:
             out[key] = value
-            continue
-        mine = out[key]
-        if mine == value:
-            continue
-        if key == "properties":
-            props = dict(mine)
-            for name, sub in value.items():  # short where one side is trivial: false stays false
-                props[name] = conj(props[name], sub) if name in props else sub
-            out[key] = props
-        elif key == "required":
-            out[key] = list(dict.fromkeys([*mine, *value]))
-        elif key == "type":
-            ta = {mine} if isinstance(mine, str) else set(mine)
-            tb = {value} if isinstance(value, str) else set(value)
-            both = (ta & tb) | ({"integer"} if ("integer" in ta and "number" in tb) or
-                                ("number" in ta and "integer" in tb) else set())
-            out[key] = sorted(both)
-        elif key == "enum":
-            out[key] = [v for v in mine if v in value]
-        elif key in _LOWER and is_number(mine) and is_number(value):
-            out[key] = max(mine, value)
-        elif key in _UPPER and is_number(mine) and is_number(value):
-            out[key] = min(mine, value)
-        elif key in ("items", "additionalProperties") and isinstance(mine, (dict, bool)) \
-                and isinstance(value, (dict, bool)):
-            if mine is False or value is False:
-                out[key] = False
-            elif mine is True:
-                out[key] = value
-            elif value is not True:
-                out[key] = {"allOf": [mine, value]}
-        elif key in ("anyOf", "oneOf"):
-            if isinstance(mine, list) and isinstance(value, list):
-                ctx.budget.check_nodes(len(mine) * len(value), at)
-            out[key] = [merge(ctx, x, y, path, at) if isinstance(x, dict) and isinstance(y, dict) else x
-                        for x in mine for y in value]
-            if key == "oneOf" and (ONEOF_LOOSE in a or ONEOF_LOOSE in b):
-                # exactly one of a's and one of b's branches <=> exactly one pair: each pair's loose schema
-                # is both sides' loose schemas together
-                out[ONEOF_LOOSE] = [conj(x, y) for x in a.get(ONEOF_LOOSE, mine)
-                                    for y in b.get(ONEOF_LOOSE, value)]
-        elif key == ONEOF_LOOSE:
-            continue  # taken with "oneOf"
-        elif key == "allOf" and isinstance(mine, list) and isinstance(value, list):
-            out[key] = [*mine, *value]
-        elif key == "propertyNames":
-            out[key] = {"allOf": [mine, value]}
-        elif key in ("dependentRequired", "dependentSchemas", "dependencies") and isinstance(mine, dict) \
-                and isinstance(value, dict):
-            out[key] = _merge_dependencies(mine, value)
-        elif key == "multipleOf" and is_number(mine) and is_number(value) and mine > 0 and value > 0:
-            out[key] = _common_multiple(mine, value)
-        elif key in ANNOTATIONS:
-            continue
-        else:
-            ctx.note("not enforced", path, key, "conflicting values in allOf; the first is used")
+        elif out[key] != value:
+            _merge_keyword(ctx, out, key, value, a, b, path, at)
     return out
+
+
+#: :func:`_merge_value`'s answer for a keyword it does not merge.
+_NOT_A_VALUE = object()
+
+
+def _merge_keyword(ctx: SchemaContext, out: dict[str, Any], key: str, value: Any, a: dict[str, Any],
+                   b: dict[str, Any], path: list[str], at: str) -> None:
+    """Set ``out[key]`` (holding ``a``'s value) to the conjunction with ``b``'s different ``value`` (see
+    :func:`merge`): a value keyword (:func:`_merge_value`), a keyword of sub-schemas
+    (:func:`_merge_subschemas`), else the first value is kept (an annotation silently, any other noted)."""
+    merged = _merge_value(key, out[key], value)
+    if merged is not _NOT_A_VALUE:
+        out[key] = merged
+    elif not _merge_subschemas(ctx, out, key, value, a, b, path, at) and key not in ANNOTATIONS:
+        ctx.note("not enforced", path, key, "conflicting values in allOf; the first is used")
+
+
+def _merge_value(key: str, mine: Any, value: Any) -> Any:
+    """Both sides' ``properties`` merged per name, ``required`` joined, ``type`` and ``enum`` intersected,
+    numeric bounds tightened; :data:`_NOT_A_VALUE` for any other keyword (or a bound that is no number)."""
+    if key == "properties":
+        props = dict(mine)
+        for name, sub in value.items():  # short where one side is trivial: false stays false
+            props[name] = conj(props[name], sub) if name in props else sub
+        return props
+    if key == "required":
+        return list(dict.fromkeys([*mine, *value]))
+    if key == "type":
+        ta = {mine} if isinstance(mine, str) else set(mine)
+        tb = {value} if isinstance(value, str) else set(value)
+        both = (ta & tb) | ({"integer"} if ("integer" in ta and "number" in tb) or
+                            ("number" in ta and "integer" in tb) else set())
+        return sorted(both)
+    if key == "enum":
+        return [v for v in mine if v in value]
+    if key in _LOWER and is_number(mine) and is_number(value):
+        return max(mine, value)
+    if key in _UPPER and is_number(mine) and is_number(value):
+        return min(mine, value)
+    return _NOT_A_VALUE
+
+
+def _merge_subschemas(ctx: SchemaContext, out: dict[str, Any], key: str, value: Any, a: dict[str, Any],
+                      b: dict[str, Any], path: list[str], at: str) -> bool:
+    """``out[key]`` conjoined with ``value`` for the keywords of sub-schemas (``items``,
+    ``additionalProperties``, ``anyOf``/``oneOf`` multiplied out, ``allOf``, ``propertyNames``, dependencies)
+    and ``multipleOf``; False (``out`` unchanged) for any other keyword or malformed values. The
+    :data:`~.keywords.ONEOF_LOOSE` of ``b`` counts as merged: it is taken with ``oneOf``."""
+    mine = out[key]
+    if key in ("items", "additionalProperties") and isinstance(mine, (dict, bool)) and isinstance(value, (dict, bool)):
+        if mine is False or value is False:
+            out[key] = False
+        elif mine is True:
+            out[key] = value
+        elif value is not True:
+            out[key] = {"allOf": [mine, value]}
+    elif key in ("anyOf", "oneOf"):
+        if isinstance(mine, list) and isinstance(value, list):
+            ctx.budget.check_nodes(len(mine) * len(value), at)
+        out[key] = [merge(ctx, x, y, path, at) if isinstance(x, dict) and isinstance(y, dict) else x
+                    for x in mine for y in value]
+        if key == "oneOf" and (ONEOF_LOOSE in a or ONEOF_LOOSE in b):
+            # exactly one of a's and one of b's branches <=> exactly one pair: each pair's loose schema
+            # is both sides' loose schemas together
+            out[ONEOF_LOOSE] = [conj(x, y) for x in a.get(ONEOF_LOOSE, mine) for y in b.get(ONEOF_LOOSE, value)]
+    elif key == ONEOF_LOOSE:
+        pass  # taken with "oneOf"
+    elif key == "allOf" and isinstance(mine, list) and isinstance(value, list):
+        out[key] = [*mine, *value]
+    elif key == "propertyNames":
+        out[key] = {"allOf": [mine, value]}
+    elif key in ("dependentRequired", "dependentSchemas", "dependencies") and isinstance(mine, dict) \
+            and isinstance(value, dict):
+        out[key] = _merge_dependencies(mine, value)
+    elif key == "multipleOf" and is_number(mine) and is_number(value) and mine > 0 and value > 0:
+        out[key] = _common_multiple(mine, value)
+    else:
+        return False
+    return True
 
 
 def _own_conditional(schema: dict[str, Any]) -> dict[str, Any]:

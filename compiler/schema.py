@@ -208,29 +208,7 @@ class SchemaCompiler(SchemaContext):
         (:meth:`settle`). Raises SchemaError for a malformed ``oneOf``.
         """
         base = {k: v for k, v in schema.items() if k not in ("oneOf", ONEOF_LOOSE, "not", "if", "then", "else")}
-        if "oneOf" in schema:
-            subs = schema["oneOf"]
-            if not isinstance(subs, list) or not subs:
-                raise self.error(path, "'oneOf' must be a non-empty list")
-            raws = schema.get(ONEOF_LOOSE, subs)  # what each branch is exclusive of (keywords.ONEOF_LOOSE)
-            if not isinstance(raws, list) or len(raws) != len(subs):
-                raise self.error(path, f"'{ONEOF_LOOSE}' must list one schema per 'oneOf' branch")
-            strict, loose = [], []
-            for i, sub in enumerate(subs):
-                sub_at, sub_refs = f"{at}/oneOf/{i}", refs
-                if isinstance(sub, dict):  # its references first, so that the base's keys come first
-                    sub, sub_refs, sub_at = expand(self, sub, path, refs, sub_at)
-                    sub = False if sub is None else sub
-                both = self.conjoin(base, sub, path, sub_at)
-                strict.append(None if both is None else self.value(both, path, sub_refs, sub_at))
-            with self.loosened(strict):
-                for i, raw in enumerate(raws):
-                    loose.append(None if raw is False else self.value(raw, path, refs, f"{at}/oneOf/{i}"))
-            if all(p is None for p in strict):
-                return None
-            node = self.settle(OneOf(strict, loose)) if len(subs) > 1 else strict[0]
-        else:
-            node = self.value(base, path, refs, at)
+        node = self._one_of(schema, base, path, refs, at) if "oneOf" in schema else self.value(base, path, refs, at)
         if node is None:
             return None
         if "not" in schema:
@@ -242,38 +220,87 @@ class SchemaCompiler(SchemaContext):
                     return None
         annotated = "unevaluatedItems" in base  # an if passing evaluates its items for unevaluatedItems
         if "if" in schema and ("then" in schema or "else" in schema or annotated):
-            plain = not ("oneOf" in schema or "not" in schema)  # node is then the base alone
-            names = _names(schema["if"])  # keys the condition declares may be written in either branch
-            parts = []
-            for key, within in (("then", True), ("else", False)):
-                branch, sub = node, base
-                if key in schema or names or annotated:
-                    sub = self.conjoin(base, schema.get(key, True), path, f"{at}/{key}")
-                    if sub is not None and names:  # first: the condition comes before its branches
-                        sub = self.conjoin(names, sub, path, f"{at}/{key}")
-                    if sub is not None and within and annotated:  # its items seen as evaluated
-                        sub = self.conjoin(sub if isinstance(sub, dict) else {}, schema["if"], path, f"{at}/if")
-                    extra = None if sub is None else self.value(sub, path, refs, f"{at}/{key}")
-                    if extra is None:
-                        continue
-                    branch = extra if plain else Both([node, extra])
-                if within:
-                    # the condition with the branch's declared properties (any value), so that its objects
-                    # are closed to the same names as the branch's and the intersection keeps them
-                    seen = expand(self, sub, path, refs, f"{at}/{key}")[0] if isinstance(sub, dict) else sub
-                    shaped = self.conjoin(_shape(seen), schema["if"], path, f"{at}/if")
-                    condition = None if shaped is None else self.value(shaped, path, refs, f"{at}/if")
-                    if condition is None:
-                        continue
-                    part = self.settle(Both([branch, condition]))
-                else:
-                    with self.loosened([branch]):
-                        outside = self.value(schema["if"], path, refs, f"{at}/if")
-                    part = branch if outside is None else self.settle(Minus(branch, outside))
-                if part is not None:
-                    parts.append(part)
-            node = _alt(parts)
+            node = self._conditional(schema, base, node, annotated, path, refs, at)
         return node
+
+    def _one_of(self, schema: dict[str, Any], base: dict[str, Any], path: list[str], refs: tuple[str, ...],
+                at: str) -> Node | None:
+        """The ``oneOf`` of :meth:`logic`: each branch merged with ``base`` (the other keywords), minus the other
+        branches compiled loosely; None when no branch admits a value. Raises SchemaError for a malformed
+        ``oneOf`` or :data:`~.keywords.ONEOF_LOOSE`."""
+        subs = schema["oneOf"]
+        if not isinstance(subs, list) or not subs:
+            raise self.error(path, "'oneOf' must be a non-empty list")
+        raws = schema.get(ONEOF_LOOSE, subs)  # what each branch is exclusive of (keywords.ONEOF_LOOSE)
+        if not isinstance(raws, list) or len(raws) != len(subs):
+            raise self.error(path, f"'{ONEOF_LOOSE}' must list one schema per 'oneOf' branch")
+        strict, loose = [], []
+        for i, sub in enumerate(subs):
+            sub_at, sub_refs = f"{at}/oneOf/{i}", refs
+            if isinstance(sub, dict):  # its references first, so that the base's keys come first
+                sub, sub_refs, sub_at = expand(self, sub, path, refs, sub_at)
+                sub = False if sub is None else sub
+            both = self.conjoin(base, sub, path, sub_at)
+            strict.append(None if both is None else self.value(both, path, sub_refs, sub_at))
+        with self.loosened(strict):
+            for i, raw in enumerate(raws):
+                loose.append(None if raw is False else self.value(raw, path, refs, f"{at}/oneOf/{i}"))
+        if all(p is None for p in strict):
+            return None
+        return self.settle(OneOf(strict, loose)) if len(subs) > 1 else strict[0]
+
+    def _conditional(self, schema: dict[str, Any], base: dict[str, Any], node: Node, annotated: bool,
+                     path: list[str], refs: tuple[str, ...], at: str) -> Node | None:
+        """The ``if``/``then``/``else`` of :meth:`logic` applied to ``node`` (the schema without them):
+        the ``then`` side within the condition, the ``else`` side outside it (see :meth:`logic`);
+        ``annotated``: an ``unevaluatedItems`` beside them (the ``then`` side merged with the condition). None
+        when neither side admits a value."""
+        plain = not ("oneOf" in schema or "not" in schema)  # node is then the base alone
+        names = _names(schema["if"])  # keys the condition declares may be written in either branch
+        parts = []
+        for key, within in (("then", True), ("else", False)):
+            branch, sub = node, base
+            if key in schema or names or annotated:
+                sub = self._branch_schema(schema, base, key, within, names, annotated, path, at)
+                extra = None if sub is None else self.value(sub, path, refs, f"{at}/{key}")
+                if extra is None:
+                    continue
+                branch = extra if plain else Both([node, extra])
+            part = self._within(schema, sub, branch, key, path, refs, at) if within else \
+                self._outside(schema, branch, path, refs, at)
+            if part is not None:
+                parts.append(part)
+        return _alt(parts)
+
+    def _branch_schema(self, schema: dict[str, Any], base: dict[str, Any], key: str, within: bool, names: Any,
+                       annotated: bool, path: list[str], at: str) -> dict[str, Any] | bool | None:
+        """The schema of the ``then`` or ``else`` side (``key``): ``base`` and the branch, the names the
+        condition declares first, and (``within`` beside ``unevaluatedItems``) the condition itself."""
+        sub = self.conjoin(base, schema.get(key, True), path, f"{at}/{key}")
+        if sub is not None and names:  # first: the condition comes before its branches
+            sub = self.conjoin(names, sub, path, f"{at}/{key}")
+        if sub is not None and within and annotated:  # its items seen as evaluated
+            sub = self.conjoin(sub if isinstance(sub, dict) else {}, schema["if"], path, f"{at}/if")
+        return sub
+
+    def _within(self, schema: dict[str, Any], sub: Any, branch: Node, key: str, path: list[str],
+                refs: tuple[str, ...], at: str) -> Node | None:
+        """``branch`` (the ``then`` side, of schema ``sub``) within the condition compiled exactly: the condition
+        with the branch's declared properties (any value), so that its objects are closed to the same names as
+        the branch's and the intersection keeps them. None when none is left."""
+        seen = expand(self, sub, path, refs, f"{at}/{key}")[0] if isinstance(sub, dict) else sub
+        shaped = self.conjoin(_shape(seen), schema["if"], path, f"{at}/if")
+        condition = None if shaped is None else self.value(shaped, path, refs, f"{at}/if")
+        if condition is None:
+            return None
+        return self.settle(Both([branch, condition]))
+
+    def _outside(self, schema: dict[str, Any], branch: Node, path: list[str], refs: tuple[str, ...],
+                 at: str) -> Node | None:
+        """``branch`` (the ``else`` side) outside the condition compiled loosely."""
+        with self.loosened([branch]):
+            outside = self.value(schema["if"], path, refs, f"{at}/if")
+        return branch if outside is None else self.settle(Minus(branch, outside))
 
     loose_depth = 0  # how deep the exact side a loose language is subtracted from nests (loosened)
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from .diagnostics import SchemaContext
 from .keywords import LAYERS, ONEOF_LOOSE
@@ -123,10 +123,11 @@ def _layer(e: Evaluated, rule: Any) -> Any:
 
 
 def apply(ctx: SchemaContext, schema: dict[str, Any], rule: Any, path: list[str], refs: tuple[str, ...],
-          at: str) -> dict[str, Any]:
+          at: str, expand: Callable) -> dict[str, Any]:
     """``schema`` (merged: no ``$ref``/``allOf`` at its top) with ``unevaluatedProperties: rule`` turned into
     ``allOf`` layers (see the module docstring). ``refs``, ``at``: as in :func:`~.references.expand`, which
-    expands the branches. Raises SchemaError for a branch that does not resolve, CompileLimitError past the
+    calls this with itself as ``expand`` to expand the branches (passed in, so that this module imports
+    nothing of that one). Raises SchemaError for a branch that does not resolve, CompileLimitError past the
     ``nodes`` limit."""
     if rule is True or rule == {}:  # no constraint, but every key is evaluated now (for an outer rule)
         return schema if "additionalProperties" in schema else {**schema, "additionalProperties": True}
@@ -134,7 +135,7 @@ def apply(ctx: SchemaContext, schema: dict[str, Any], rule: Any, path: list[str]
     if base.every:
         return schema
     groups = alternatives(schema)
-    work = _Work(ctx, rule, path, refs, at)
+    work = _Work(ctx, rule, path, refs, at, expand)
     layer = work.distribute(groups, base)
     if work.partial:
         ctx.note("limited", path, "unevaluatedProperties", "keys evaluated through $dynamicRef count as unevaluated")
@@ -147,17 +148,17 @@ def apply(ctx: SchemaContext, schema: dict[str, Any], rule: Any, path: list[str]
 class _Work:
     """One distribution of ``rule`` over alternatives; ``partial`` is set when some evaluation was unknown."""
 
-    def __init__(self, ctx: SchemaContext, rule: Any, path: list[str], refs: tuple[str, ...], at: str):
+    def __init__(self, ctx: SchemaContext, rule: Any, path: list[str], refs: tuple[str, ...], at: str,
+                 expand: Callable):
         self.ctx, self.rule, self.path, self.refs, self.at = ctx, rule, path, refs, at
+        self._expand = expand
         self.partial = False
 
     def expand(self, schema: Any) -> Any:
         """A branch merged (:func:`~.references.expand`); False when it admits no value."""
-        from .references import expand  # noqa: PLC0415 (references imports this module)
-
         if not isinstance(schema, dict):
             return schema
-        out, _, _ = expand(self.ctx, schema, self.path, self.refs, self.at)
+        out, _, _ = self._expand(self.ctx, schema, self.path, self.refs, self.at)
         return False if out is None else out
 
     def distribute(self, groups: list[Group], e: Evaluated) -> Any:

@@ -52,6 +52,35 @@ def _is_object_schema(parameters: Any) -> bool:
     )
 
 
+def _object_parameters(raw: dict[str, Any], where: str) -> dict[str, Any]:
+    """``parameters`` written as an object schema (the function-calling spelling), with ``type``,
+    ``properties`` and ``required`` filled in. Raises CatalogError for malformed ``properties`` or
+    ``required``, or ``required`` naming a property that is not declared (unless an in-place keyword may)."""
+    params = dict(raw)
+    params.setdefault("type", "object")
+    props = params.get("properties", {})
+    if not isinstance(props, dict):
+        raise CatalogError(f"{where}: 'properties' must be a JSON object")
+    required = params.get("required", [])
+    if not isinstance(required, list) or not all(isinstance(r, str) for r in required):
+        raise CatalogError(f"{where}: 'required' must be a list of property names")
+    unknown = [r for r in required if r not in props]
+    if unknown and not any(k in params for k in _IN_PLACE):  # else allOf, $ref ... may declare them
+        raise CatalogError(f"{where}: 'required' names unknown properties {unknown}")
+    params["properties"] = props
+    params["required"] = required
+    return params
+
+
+def _native_parameters(raw: dict[str, Any], where: str) -> dict[str, Any]:
+    """``parameters`` written as name -> schema (the exercise's spelling): an object schema requiring each.
+    Raises CatalogError for a parameter whose schema is no object or boolean."""
+    for pname, pschema in raw.items():
+        if not isinstance(pschema, (dict, bool)):
+            raise CatalogError(f"{where}: parameter '{pname}' must be a JSON schema object")
+    return {"type": "object", "properties": dict(raw), "required": list(raw)}
+
+
 def parse_function(entry: Any, where: str) -> Function:
     """Turn one catalog entry into a :class:`Function`.
 
@@ -85,24 +114,9 @@ def parse_function(entry: Any, where: str) -> Function:
     if _is_object_schema(raw) or (spelling == "openai" and not raw):
         if spelling == "native":
             spelling = "function"
-        params = dict(raw)
-        params.setdefault("type", "object")
-        props = params.get("properties", {})
-        if not isinstance(props, dict):
-            raise CatalogError(f"{where}: 'properties' must be a JSON object")
-        required = params.get("required", [])
-        if not isinstance(required, list) or not all(isinstance(r, str) for r in required):
-            raise CatalogError(f"{where}: 'required' must be a list of property names")
-        unknown = [r for r in required if r not in props]
-        if unknown and not any(k in params for k in _IN_PLACE):  # else allOf, $ref ... may declare them
-            raise CatalogError(f"{where}: 'required' names unknown properties {unknown}")
-        params["properties"] = props
-        params["required"] = required
+        params = _object_parameters(raw, where)
     else:
-        for pname, pschema in raw.items():
-            if not isinstance(pschema, (dict, bool)):
-                raise CatalogError(f"{where}: parameter '{pname}' must be a JSON schema object")
-        params = {"type": "object", "properties": dict(raw), "required": list(raw)}
+        params = _native_parameters(raw, where)
     # Parameters are always closed: the grammar emits exactly the declared properties. Where allOf, $ref or
     # another in-place keyword declares some of them, additionalProperties would refuse those (it sees only
     # the properties beside it): unevaluatedProperties closes the object instead.

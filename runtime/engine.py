@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import threading
 from collections import deque
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any, Callable, Iterable, Iterator
 
 from ..core.errors import CallmaybeError, InputError
 from .decision import CALL_LOG_ODDS_MIN
 from .relevance import VERDICT_LOG_ODDS_MIN
+from .turn import Event
 
 
 class QueueFull(CallmaybeError):
@@ -28,14 +29,6 @@ class QueueFull(CallmaybeError):
 
 class EngineClosed(CallmaybeError):
     """The engine is shutting down and takes no more turns."""
-
-
-@dataclass(frozen=True)
-class Event:
-    """One report of a turn's progress (see the module docstring)."""
-
-    kind: str
-    data: Any
 
 
 class Ticket:

@@ -11,7 +11,6 @@ milliseconds.
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import numpy as np
 import torch
@@ -94,21 +93,17 @@ class Mask:
 
 
 class TokenIndex:
-    """Decode-time view of an :class:`~callmaybe.core.indexfile.IndexData` (of an index with counters: a
-    :class:`~.counted.CountedTokenIndex`, which this constructor returns for it).
+    """Decode-time view of an :class:`~callmaybe.core.indexfile.IndexData` without counters (one with counters is
+    a :class:`~.counted.CountedTokenIndex`; :func:`~.index.open_index` picks the one an index needs).
 
     ``token_bytes``: the vocabulary's bytes per token id (the same table the index was fingerprinted on).
-    Raises IndexFileError when the vocabulary has more tokens than the index's vocab_size.
+    Raises IndexFileError when the vocabulary has more tokens than the index's vocab_size, or for an index with
+    counters given to this class itself (its masks would ignore the counts).
     """
 
-    def __new__(cls, data: IndexData, token_bytes=None):
-        if cls is TokenIndex and data.header.get("counters"):  # an index with counters (version 4 or 5)
-            from .counted import CountedTokenIndex
-
-            cls = CountedTokenIndex
-        return super().__new__(cls)
-
     def __init__(self, data: IndexData, token_bytes: tuple[bytes | None, ...] | list[bytes | None]):
+        if type(self) is TokenIndex and data.header.get("counters"):
+            raise IndexFileError("an index with counters needs CountedTokenIndex: open it with open_index()")
         self.data = data
         self.vocab_size = data.vocab_size
         if len(token_bytes) > self.vocab_size:
@@ -369,18 +364,3 @@ class TokenIndex:
                 data = data[:-1]
         self._forced[state] = data
         return data
-
-
-def load_index(index: str | Path | IndexData, vocabulary) -> TokenIndex:
-    """Public API: the decode-time view of an index file (or of an :class:`IndexData` in memory) for
-    ``vocabulary`` (a :class:`~callmaybe.core.vocabulary.Vocabulary`).
-
-    Raises IndexFileError (one line naming the file) for a missing or corrupt file, or one compiled for another
-    tokenizer.
-    """
-    from ..core.indexfile import check_fingerprints, read_index
-
-    in_memory = isinstance(index, IndexData)
-    data = index if in_memory else read_index(index)
-    check_fingerprints(data, "index" if in_memory else index, vocabulary.fingerprint(), None)
-    return TokenIndex(data, vocabulary.token_bytes)

@@ -26,7 +26,7 @@ from ..core.registry import DEFAULT_MODEL
 from ..core.sources import HUB, PATH, REGISTRY, classify
 from ..core.vocabulary import Vocabulary, load_vocabulary, vocabulary_from_tokenizer
 from .decoder import PrefixCache
-from .masks import TokenIndex
+from .index import open_index
 from .profile import Profile
 from .runner import Answerer, RunStats, answer_all
 
@@ -163,7 +163,7 @@ class Runtime:
 
     def answerer(self, functions: list[Function], store: bool = True, prefix_cache: bool | None = None) -> Answerer:
         """An :class:`~.runner.Answerer` for ``functions`` under this runtime's configuration."""
-        index = TokenIndex(self.index_for(functions, store), self.vocabulary.token_bytes)
+        index = open_index(self.index_for(functions, store), self.vocabulary.token_bytes)
         c = self.config
         enabled = c.prefix_cache if prefix_cache is None else prefix_cache
         return Answerer(self.loaded.model, self.loaded.tokenizer, index, functions, c.max_tokens, enabled,

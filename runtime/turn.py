@@ -110,3 +110,13 @@ class TurnResult:
     forced_tokens: int = 0
     decision: str | None = None
     refusal: str | None = None
+
+
+@dataclass(frozen=True)
+class Event:
+    """One report of a turn's progress, passed to a turn's ``on_event`` callback: ``kind`` "text" (``data``
+    more text of the answer), "call" ((position, :class:`ToolCall`)), "done" (the :class:`TurnResult`) or
+    "error" (a one-line message). See :mod:`.engine`."""
+
+    kind: str
+    data: Any

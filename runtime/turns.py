@@ -60,14 +60,13 @@ from ..core.errors import CallmaybeError, InputError, TokenNotAllowed
 from .calls import InvalidCall, to_call
 from .decision import CALL_LOG_ODDS_MIN, call_start_ids, decide
 from .decoder import Decoding
-from .engine import Event
 from .evidence import another_call, claimed, first_call
 from .grounding import drop
 from .masks import TokenIndex
 from .parallel import settle
 from .profile import Profile
 from .sampling import generator, pick
-from .turn import ToolCall, TurnRequest, TurnResult
+from .turn import Event, ToolCall, TurnRequest, TurnResult
 
 #: The text that closes a call in the "tools" call format, before EOS or the next call.
 TOOLS_CLOSING = "\n</tool_call>"
@@ -122,7 +121,7 @@ class TurnDecoding:
     ``request.functions`` (None when no call may be made); ``schema_index``: the index of
     ``request.response_schema``. ``ground(fn, arguments, context_ids, call_tokens)`` returns a
     :class:`~.runner.Grounded` (:func:`~.runner.ground`); ``on_event`` gets the turn's
-    :class:`~.engine.Event` s. ``judge(functions, asked)`` returns a :class:`~.relevance.Relevance` for a
+    :class:`~.turn.Event` s. ``judge(functions, asked)`` returns a :class:`~.relevance.Relevance` for a
     call the first token wants under "auto", unless a tool result follows the last user message (None: no
     check); ``pair(key, first, second)`` a probability
     (:func:`~.parallel.pair_probability`; None: a parallel turn splits no value); ``evidence``: decline a first

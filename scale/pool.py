@@ -105,65 +105,19 @@ class ActorPool:
         answer at all), or CallmaybeError when actors keep dying (more than ``MAX_ATTEMPTS`` per slot)."""
         import ray
 
-        queue: deque[int] = deque(range(len(items)))
-        attempts = [0] * len(items)
-        done = [False] * len(items)
-        flights: dict[Any, Flight] = {}
-        given_up: list[tuple[int, str]] = []
-
-        def send_back(flight: Flight, reason: str, counted: bool = True) -> None:
-            """Put the flight's unanswered items back at the front of the queue; ``counted``: they were being
-            answered (not waiting in the actor's mailbox), so this counts as one of their attempts."""
-            for position in sorted(flight.left, reverse=True):
-                attempts[position] += counted
-                if attempts[position] >= MAX_ATTEMPTS:
-                    done[position] = True
-                    given_up.append((position, reason))
-                else:
-                    queue.appendleft(position)  # retried first
-                    self.retried += 1
-            flight.left.clear()
-
-        def lose(slot: Slot, exc: BaseException) -> None:
-            reason = f"the Ray actor answering it died {MAX_ATTEMPTS} times (last: {_one_line(exc)})"
-            held = [g for g, f in flights.items() if f.slot is slot]  # in the order sent
-            running = running_flight([flights[g] for g in held])
-            for k in reversed(range(len(held))):
-                send_back(flights.pop(held[k]), reason, counted=k == running)
-            if slot.lost >= MAX_ATTEMPTS:
-                raise CallmaybeError(f"Ray actors keep dying ({self.replaced + 1} replaced): {_one_line(exc)}")
-            ray.kill(slot.handle)  # gone already, or unreachable: never let it answer again
-            slot.handle, slot.pid, slot.busy = self.make(), None, 0
-            slot.lost += 1
-            self.replaced += 1
-
+        run = _Run(self, len(items))
         while True:
-            while given_up:
-                position, reason = given_up.pop()
+            while run.given_up:
+                position, reason = run.given_up.pop()
                 yield position, failed(position, reason), None
-            self._fill(queue, attempts, items, flights)
-            if not flights:
+            self._fill(run.queue, run.attempts, items, run.flights)
+            if not run.flights:
                 return
-            ready, _ = ray.wait(list(flights), num_returns=1)
+            ready, _ = ray.wait(list(run.flights), num_returns=1)
             gen = ready[0]
-            flight = flights[gen]
-            try:
-                value = ray.get(next(gen))
-            except StopIteration:
-                del flights[gen]
-                flight.slot.busy -= 1
-                send_back(flight, "the Ray actor ended its chunk without answering it")
-                continue
-            except ray.exceptions.RayTaskError as exc:  # the actor lives; its method raised
-                cause = getattr(exc, "cause", None)
-                if isinstance(cause, CallmaybeError):
-                    raise cause from None
-                del flights[gen]
-                flight.slot.busy -= 1
-                send_back(flight, f"answering it raised {_one_line(exc)}")
-                continue
-            except ray.exceptions.RayError as exc:  # the actor died, or its node
-                lose(flight.slot, exc)
+            flight = run.flights[gen]
+            value = run.receive(gen, flight)
+            if value is None:
                 continue
             if value[0] == "profile":
                 if self.on_profile is not None:
@@ -171,8 +125,8 @@ class ActorPool:
                 continue
             _, position, entry, result = value
             flight.left.discard(position)
-            if not done[position]:
-                done[position] = True
+            if not run.done[position]:
+                run.done[position] = True
                 yield position, entry, result
 
     def _fill(self, queue: deque[int], attempts: list[int], items: list[Any], flights: dict[Any, Flight]) -> None:
@@ -192,6 +146,75 @@ class ActorPool:
                 gen = method.options(num_returns="streaming").remote([(p, items[p]) for p in positions])
                 flights[gen] = Flight(slot, set(positions))
                 slot.busy += 1
+
+
+class _Run:
+    """The bookkeeping of one :meth:`ActorPool.run` over ``n`` items: the positions waiting (``queue``), the
+    attempts and whether each is done, the chunks in flight (generator -> :class:`Flight`) and the items
+    given up (position, reason), which the pool yields as error entries."""
+
+    def __init__(self, pool: ActorPool, n: int):
+        self.pool = pool
+        self.queue: deque[int] = deque(range(n))
+        self.attempts = [0] * n
+        self.done = [False] * n
+        self.flights: dict[Any, Flight] = {}
+        self.given_up: list[tuple[int, str]] = []
+
+    def receive(self, gen: Any, flight: Flight) -> Any:
+        """The next value of ``flight`` (its generator ``gen``), or None when there is none to handle: the
+        chunk ended, the actor's method raised (its items go back to the queue) or the actor died (replaced,
+        :meth:`lose`). Raises the CallmaybeError the method raised, or what :meth:`lose` raises."""
+        import ray
+
+        try:
+            return ray.get(next(gen))
+        except StopIteration:
+            del self.flights[gen]
+            flight.slot.busy -= 1
+            self.send_back(flight, "the Ray actor ended its chunk without answering it")
+        except ray.exceptions.RayTaskError as exc:  # the actor lives; its method raised
+            cause = getattr(exc, "cause", None)
+            if isinstance(cause, CallmaybeError):
+                raise cause from None
+            del self.flights[gen]
+            flight.slot.busy -= 1
+            self.send_back(flight, f"answering it raised {_one_line(exc)}")
+        except ray.exceptions.RayError as exc:  # the actor died, or its node
+            self.lose(flight.slot, exc)
+        return None
+
+    def send_back(self, flight: Flight, reason: str, counted: bool = True) -> None:
+        """Put the flight's unanswered items back at the front of the queue; ``counted``: they were being
+        answered (not waiting in the actor's mailbox), so this counts as one of their attempts."""
+        for position in sorted(flight.left, reverse=True):
+            self.attempts[position] += counted
+            if self.attempts[position] >= MAX_ATTEMPTS:
+                self.done[position] = True
+                self.given_up.append((position, reason))
+            else:
+                self.queue.appendleft(position)  # retried first
+                self.pool.retried += 1
+        flight.left.clear()
+
+    def lose(self, slot: Slot, exc: BaseException) -> None:
+        """``slot``'s actor died: its flights go back to the queue (the one it was answering counted,
+        :func:`running_flight`) and a new actor takes the slot. Raises CallmaybeError when the slot lost
+        :data:`MAX_ATTEMPTS` actors."""
+        import ray
+
+        pool = self.pool
+        reason = f"the Ray actor answering it died {MAX_ATTEMPTS} times (last: {_one_line(exc)})"
+        held = [g for g, f in self.flights.items() if f.slot is slot]  # in the order sent
+        running = running_flight([self.flights[g] for g in held])
+        for k in reversed(range(len(held))):
+            self.send_back(self.flights.pop(held[k]), reason, counted=k == running)
+        if slot.lost >= MAX_ATTEMPTS:
+            raise CallmaybeError(f"Ray actors keep dying ({pool.replaced + 1} replaced): {_one_line(exc)}")
+        ray.kill(slot.handle)  # gone already, or unreachable: never let it answer again
+        slot.handle, slot.pid, slot.busy = pool.make(), None, 0
+        slot.lost += 1
+        pool.replaced += 1
 
 
 def running_flight(held: list[Flight]) -> int | None:

@@ -2,7 +2,7 @@
 ``POST /v1/responses`` is :mod:`.responses`'.
 
 A request is checked (:mod:`.protocol`), its tools' index found or compiled off the event loop
-(:mod:`.tools`), and its turn submitted to the engine, whose events (called on the engine's thread) reach
+(:mod:`.tools`), and its turn submitted to the engine (:mod:`.submit`), whose events (called on the engine's thread) reach
 the request through an asyncio queue. A client that goes away, while its turn waits or while it streams,
 has its turn cancelled. Every error leaves as an API error object (:mod:`.errors`); the server keeps serving.
 """
@@ -13,7 +13,7 @@ import asyncio
 import hmac
 from contextlib import aclosing
 import logging
-from typing import Any, Protocol
+from typing import Any
 
 from fastapi import APIRouter, Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -21,29 +21,15 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect
 
-from ..core.errors import CallmaybeError, CatalogError, InputError
-from ..runtime.engine import EngineClosed, Event, QueueFull
-from ..runtime.turn import TurnRequest
-from .errors import ApiError, bad_request, not_found, one_line, server_error, too_many, unauthorized, unavailable
+from ..core.errors import CallmaybeError, CatalogError
+from .errors import ApiError, bad_request, not_found, one_line, server_error, unauthorized
 from .protocol import DONE, ChatRequest, Completion, parse_chat, sse
 from .limits import json_body
+from .responses import create_response
+from .submit import EngineLike, engine_error, events_of, start_turn
 from .tools import IndexCache
 
 log = logging.getLogger("callmaybe.server")
-
-
-class EngineLike(Protocol):
-    """What the server needs of :class:`callmaybe.runtime.engine.Engine`."""
-
-    def submit(self, request: TurnRequest, on_event, index=None, schema_index=None) -> Any: ...
-
-    def cancel(self, ticket: Any) -> None: ...
-
-    @property
-    def queued(self) -> int: ...
-
-    @property
-    def decoding(self) -> int: ...
 
 
 def create_app(engine: EngineLike, indexes: IndexCache, model: str, api_key: str | None = None,
@@ -100,8 +86,6 @@ def create_app(engine: EngineLike, indexes: IndexCache, model: str, api_key: str
             log.error("chat completion failed: %s: %s", type(exc).__name__, one_line(str(exc), 300))
             raise server_error(f"internal error ({type(exc).__name__}): {one_line(str(exc), 300)}") from None
 
-    from .responses import create_response  # here: it imports this module's helpers
-
     @v1.post("/responses")
     async def responses(request: Request) -> Response:
         """One assistant turn in OpenAI's Responses API: a ``response`` object, or its stream of events."""
@@ -150,28 +134,6 @@ def _handlers(app: FastAPI) -> None:
         return JSONResponse(err.body(), status_code=500)
 
 
-async def start_turn(engine: EngineLike, indexes: IndexCache, turn, schema_name: str | None,
-                     schema_param: str) -> tuple[Any, asyncio.Queue]:
-    """Find or compile the indexes of ``turn`` (its tools unless ``tool_choice`` is "none"; its response schema,
-    named ``schema_name``) and submit it; returns (ticket, the queue its events arrive on). Shared by the chat
-    and Responses routes. Raises ApiError 400 (param ``schema_param``) for a response schema the compiler
-    refuses, and what :func:`_submit` raises."""
-    index = await indexes.for_tools(turn.functions) if turn.functions and turn.tool_choice != "none" else None
-    schema_index = None
-    if turn.response_schema is not None:
-        try:
-            schema_index = await indexes.for_schema(schema_name, turn.response_schema)
-        except CatalogError as exc:
-            raise bad_request(str(exc), schema_param) from None
-    loop = asyncio.get_running_loop()
-    events: asyncio.Queue[Event] = asyncio.Queue()
-
-    def on_event(event: Event) -> None:  # on the engine's thread
-        loop.call_soon_threadsafe(events.put_nowait, event)
-
-    return await _submit(engine, turn, on_event, index, schema_index), events
-
-
 async def _chat(request: Request, engine: EngineLike, indexes: IndexCache, model: str) -> Response:
     chat = parse_chat(await json_body(request), model)
     ticket, events = await start_turn(engine, indexes, chat.turn, chat.schema_name, "response_format")
@@ -181,80 +143,18 @@ async def _chat(request: Request, engine: EngineLike, indexes: IndexCache, model
     return await _whole(request, engine, ticket, events, chat)
 
 
-async def _submit(engine: EngineLike, turn: TurnRequest, on_event, index, schema_index) -> Any:
-    """Submit in a worker thread (it tokenizes the prompt). Raises ApiError 400 for a prompt the engine
-    refuses (too long for the context, a template that cannot render it), 429 when its queue is full, 503 when
-    it is shutting down."""
-    future = asyncio.get_running_loop().run_in_executor(None, engine.submit, turn, on_event, index, schema_index)
-    try:
-        return await asyncio.shield(future)
-    except InputError as exc:
-        raise bad_request(str(exc), getattr(exc, "param", "messages")) from None
-    except QueueFull as exc:
-        raise too_many(f"the server is busy: {exc}", code="queue_full") from None
-    except EngineClosed as exc:
-        raise unavailable(str(exc)) from None
-    except asyncio.CancelledError:  # the request went away while submitting: free the turn once it exists
-        future.add_done_callback(lambda f: f.cancelled() or f.exception() or engine.cancel(f.result()))
-        raise
-
-
-async def _disconnected(request: Request) -> None:
-    """Return when the client goes away (the body is read already, so the next message is the disconnect)."""
-    while True:
-        message = await request.receive()
-        if message["type"] == "http.disconnect":
-            return
-
-
-async def _events(request: Request, events: asyncio.Queue):
-    """The turn's events until ``done`` or ``error`` (included); stops early, without it, when the client
-    goes away. Every task it starts is cancelled when it ends, however it ends (Starlette cancels a stream
-    whose client hung up while it waits here)."""
-    gone = asyncio.ensure_future(_disconnected(request))
-    getter: asyncio.Future | None = None
-    try:
-        while True:
-            if events.empty():
-                getter = asyncio.ensure_future(events.get())
-                await asyncio.wait({getter, gone}, return_when=asyncio.FIRST_COMPLETED)
-                if not getter.done():
-                    return
-                event, getter = getter.result(), None
-            else:
-                event = events.get_nowait()
-            if event.kind == "done" and getattr(event.data, "decision", None):
-                log.info("call or answer: %s", event.data.decision)  # never the answer's content
-            yield event
-            if event.kind in ("done", "error"):
-                return
-    finally:
-        gone.cancel()
-        if getter is not None:
-            getter.cancel()
-
-
-def _engine_error(message: str) -> ApiError:
-    """The API error of a turn the engine failed: 503 while shutting down; else 500 with the engine's one-line
-    message (an answer that fails a keyword the grammar does not enforce says which), logged."""
-    if "shutting down" in message:
-        return unavailable(message)
-    log.warning("turn failed: %s", one_line(message, 300))
-    return server_error(message)
-
-
 async def _whole(request: Request, engine: EngineLike, ticket: Any, events: asyncio.Queue,
                  chat: ChatRequest) -> Response:
     finished = False
     try:
-        async with aclosing(_events(request, events)) as stream:
+        async with aclosing(events_of(request, events)) as stream:
             async for event in stream:
                 if event.kind == "done":
                     finished = True
                     return JSONResponse(Completion(chat.model).whole(event.data))
                 if event.kind == "error":
                     finished = True
-                    raise _engine_error(str(event.data))
+                    raise engine_error(str(event.data))
         return Response(status_code=499)  # the client went away; nobody reads this
     finally:
         if not finished:
@@ -267,7 +167,7 @@ async def _stream(request: Request, engine: EngineLike, ticket: Any, events: asy
     finished = False
     try:
         yield sse(completion.first(usage))
-        async with aclosing(_events(request, events)) as stream:
+        async with aclosing(events_of(request, events)) as stream:
             async for event in stream:
                 if event.kind == "text":
                     yield sse(completion.text(event.data, usage))
@@ -281,7 +181,7 @@ async def _stream(request: Request, engine: EngineLike, ticket: Any, events: asy
                     yield DONE
                 elif event.kind == "error":
                     finished = True
-                    yield sse(_engine_error(str(event.data)).body())
+                    yield sse(engine_error(str(event.data)).body())
                     yield DONE
     finally:
         if not finished:

@@ -41,9 +41,9 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from ..core.catalog import check_schema
 from ..core.errors import CallmaybeError, CatalogError
 from ..runtime.turn import ToolCall, TurnRequest, TurnResult
-from .app import EngineLike, _engine_error, _events, start_turn
 from .errors import ApiError, bad_request, model_not_found, one_line, server_error
 from .limits import json_body
+from .submit import EngineLike, engine_error, events_of, start_turn
 from .protocol import DEFAULT_MAX_TOKENS, JSON_OBJECT, _get, _json_type, i_d, parse_sampling, parse_tools
 from .tools import IndexCache
 
@@ -503,14 +503,14 @@ async def _whole(request: Request, engine: EngineLike, ticket: Any, events: asyn
                  response: ResponseObject) -> Response:
     finished = False
     try:
-        async with aclosing(_events(request, events)) as stream:
+        async with aclosing(events_of(request, events)) as stream:
             async for event in stream:
                 if event.kind == "done":
                     finished = True
                     return JSONResponse(response.whole(event.data))
                 if event.kind == "error":
                     finished = True
-                    raise _engine_error(str(event.data))
+                    raise engine_error(str(event.data))
         return Response(status_code=499)  # the client went away; nobody reads this
     finally:
         if not finished:
@@ -523,7 +523,7 @@ async def _stream(request: Request, engine: EngineLike, ticket: Any, events: asy
     try:
         for out in response.start():
             yield sse_event(out)
-        async with aclosing(_events(request, events)) as stream:
+        async with aclosing(events_of(request, events)) as stream:
             async for event in stream:
                 if event.kind == "text":
                     made = response.text(event.data)
@@ -534,7 +534,7 @@ async def _stream(request: Request, engine: EngineLike, ticket: Any, events: asy
                     made = response.finish(event.data)
                 elif event.kind == "error":
                     finished = True
-                    made = response.fail(_engine_error(str(event.data)))
+                    made = response.fail(engine_error(str(event.data)))
                 else:
                     made = []
                 for out in made:

@@ -13,7 +13,9 @@ from ..core.indexfile import REPEATED_KEYS, IndexData
 from ..core.linear import UncheckablePattern, linear_regex
 from ..core.patterns import each_pattern
 from ..runtime.masks import TokenIndex
-from .app import EngineLike, create_app
+from ..runtime.index import open_index
+from .app import create_app
+from .submit import EngineLike
 from .limits import CompileRate
 from .tools import IndexCache
 
@@ -48,9 +50,9 @@ def runtime_indexes(runtime, capacity: int = 32, per_minute: int = 30) -> IndexC
     :class:`TokenIndex` es of its vocabulary; at most ``capacity`` in memory, at most ``per_minute`` new tool
     lists compiled per minute."""
     token_bytes = runtime.vocabulary.token_bytes
-    return IndexCache(lambda functions: TokenIndex(enforced(runtime.index_for(functions), {
+    return IndexCache(lambda functions: open_index(enforced(runtime.index_for(functions), {
                           f"function {f.name!r}": f.parameters for f in functions}), token_bytes),
-                      lambda name, schema: TokenIndex(enforced(runtime.index_for_schema(name, schema), {
+                      lambda name, schema: open_index(enforced(runtime.index_for_schema(name, schema), {
                           f"schema {name!r}": schema}), token_bytes),
                       runtime.options, capacity, CompileRate(per_minute))
 

@@ -26,6 +26,7 @@ from callmaybe.core.files import cache_dir
 from callmaybe.core.catalog import load_catalog, parse_catalog
 from callmaybe.compiler.compile import compile_index
 from callmaybe.runtime.masks import TokenIndex
+from callmaybe.runtime.index import open_index
 from callmaybe.core.vocabulary import Vocabulary, load_vocabulary
 
 REPO = Path(__file__).resolve().parent.parent
@@ -220,7 +221,7 @@ def token_index(family_name: str, catalog: str, vocab: Vocabulary) -> TokenIndex
     if key not in _INDEXES:
         functions = load_catalog(PUBLIC) if catalog == "public" else parse_catalog(OWN_CATALOG, "own")
         data, _ = compile_index(functions, vocab)
-        _INDEXES[key] = TokenIndex(data, vocab.token_bytes)
+        _INDEXES[key] = open_index(data, vocab.token_bytes)
     return _INDEXES[key]
 
 

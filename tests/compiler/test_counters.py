@@ -21,7 +21,7 @@ from callmaybe.core.errors import IndexFileError
 from callmaybe.core.indexfile import read_header, read_index, save_index
 from callmaybe.core.vocabulary import Vocabulary
 from callmaybe.runtime.decoder import generate
-from callmaybe.runtime.masks import TokenIndex
+from callmaybe.runtime.index import open_index
 
 from ..runtime.tiny import TinyTokenizer
 
@@ -143,8 +143,8 @@ LOCKSTEP = [
 @pytest.mark.parametrize("params", LOCKSTEP, ids=lambda p: ",".join(p))
 def test_counted_index_allows_what_the_copies_allow_at_every_step(params):
     fns = parse_catalog([{"name": "f", "description": "", "parameters": params}], "t")
-    counted = TokenIndex(compile_index(fns, VOCAB)[0], VOCAB.token_bytes)
-    copies = TokenIndex(without_counters(lambda: compile_index(fns, VOCAB))[0], VOCAB.token_bytes)
+    counted = open_index(compile_index(fns, VOCAB)[0], VOCAB.token_bytes)
+    copies = open_index(without_counters(lambda: compile_index(fns, VOCAB))[0], VOCAB.token_bytes)
     assert type(counted).__name__ == "CountedTokenIndex" and type(copies).__name__ == "TokenIndex"
     rng = random.Random(0)
     for _ in range(12):
@@ -168,7 +168,7 @@ def test_counted_index_allows_what_the_copies_allow_at_every_step(params):
 
 def test_at_the_bound_only_the_closing_tokens_are_allowed():
     fns = parse_catalog([{"name": "f", "description": "", "parameters": {"s": S(maxLength=70)}}], "t")
-    index = TokenIndex(compile_index(fns, VOCAB)[0], VOCAB.token_bytes)
+    index = open_index(compile_index(fns, VOCAB)[0], VOCAB.token_bytes)
     s = index.state_after(index.start, b'{"name": "f", "parameters": {"s": "' + b"a" * 66)
     allowed = {TOKENS[t] for t in index.mask(s).token_ids().tolist()}
     assert b"aaaa" in allowed and b"a" * 16 not in allowed  # 66 + 16 would pass 70
@@ -195,7 +195,7 @@ class WantsMore:
 
 def test_a_model_that_wants_a_longer_value_still_gets_a_valid_call():
     fns = parse_catalog([{"name": "f", "description": "", "parameters": {"s": S(maxLength=70)}}], "t")
-    index = TokenIndex(compile_index(fns, VOCAB)[0], VOCAB.token_bytes)
+    index = open_index(compile_index(fns, VOCAB)[0], VOCAB.token_bytes)
     gen = generate(WantsMore(), TinyTokenizer(list(TOKENS) + [None]), index, [ID[b"1"]], max_tokens=200)
     alphabet = "abcdefghijklmnopqrstuvwxyz"
     assert json.loads(gen.text) == {"name": "f", "parameters": {"s": (alphabet * 3)[:70]}}
@@ -265,7 +265,7 @@ def test_a_token_no_count_can_take_is_out_of_every_mask():
     vocab = Vocabulary(name="x", token_bytes=tuple(tokens) + (None,), eos_ids=(len(tokens),),
                        vocab_size=len(tokens) + 1)
     fns = parse_catalog([{"name": "f", "description": "", "parameters": {"s": S(maxLength=100)}}], "t")
-    index = TokenIndex(compile_index(fns, vocab)[0], vocab.token_bytes)
+    index = open_index(compile_index(fns, vocab)[0], vocab.token_bytes)
     big = tokens.index(b"a" * 200)
     for text in (b'{"name": "f", "parameters": {"s": "', b'{"name": "f", "parameters": {"s": "t'):
         s = index.state_after(index.start, text)
@@ -308,7 +308,7 @@ def test_a_version_4_index_with_a_guard_list_per_state_is_still_read_and_decodes
     old = read_index(tmp_path / "v4.safetensors")
     assert old.header["index_version"] == 4
     assert old.arrays["state_guard"].tolist() == list(range(index.num_states))
-    new_ix, old_ix = TokenIndex(index, VOCAB.token_bytes), TokenIndex(old, VOCAB.token_bytes)
+    new_ix, old_ix = open_index(index, VOCAB.token_bytes), open_index(old, VOCAB.token_bytes)
     text = b'{"name": "f", "parameters": {"s": "' + b"ab" * 35 + b'", "t": "' + b"x" * 90
     a = b = new_ix.start
     for byte in text:

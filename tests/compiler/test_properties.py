@@ -727,6 +727,15 @@ def valid(schema: Any, root: dict) -> st.SearchStrategy:
         return st.none()
     if t == "boolean":
         return st.booleans()
+    if t in ("number", "integer", "string"):
+        return valid_scalar(schema, t)
+    if t == "array":
+        return array_instances(schema, root)
+    return object_instances(schema, root)
+
+
+def valid_scalar(schema: dict, t: str) -> st.SearchStrategy:
+    """Instances valid for ``schema`` of type ``t``: a number, an integer or a string."""
     if t == "number":
         if not set(schema) & {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"}:
             return numbers
@@ -746,9 +755,7 @@ def valid(schema: Any, root: dict) -> st.SearchStrategy:
                 values = values.filter(lambda v: lo <= len(v) <= hi)
             return values
         return st.text(string_chars, min_size=lo, max_size=hi)
-    if t == "array":
-        return array_instances(schema, root)
-    return object_instances(schema, root)
+    raise AssertionError(t)
 
 
 @st.composite
@@ -781,24 +788,39 @@ def near(schema: Any, root: dict, depth: int = 0) -> st.SearchStrategy:
         return st.one_of(*base, *[near(s, root, depth + 1) for s in schema["anyOf"]])
     if "const" in schema or "enum" in schema:
         values = [schema["const"]] if "const" in schema else schema["enum"]
-        variants = []
-        for v in values:
-            if isinstance(v, str):
-                variants += [v + "x", v[:-1], v.upper(), v.replace("\\", "/")]
-            elif isinstance(v, bool):
-                variants += [not v, int(v)]
-            elif isinstance(v, (int, float)):
-                variants += [v + 1, float(v), -v, str(v)]
-            elif isinstance(v, list):
-                variants += [v[:-1], v + [None], list(reversed(v))]
-            elif isinstance(v, dict):
-                variants += [dict(reversed(list(v.items()))), {**v, "extra": 1}, dict(list(v.items())[:-1])]
-        return st.one_of(*base, st.sampled_from(variants + [None, 0, "", [], {}]))
+        return st.one_of(*base, st.sampled_from(value_variants(values) + [None, 0, "", [], {}]))
     t = schema["type"]
     if isinstance(t, list):
         return st.one_of(*base, *[near({**schema, "type": x}, root, depth + 1) for x in t])
     if t in ("null", "boolean"):
         return st.one_of(*base, st.sampled_from([None, True, False, 0, 1, "true", "null", [], {}]))
+    if t in ("integer", "number", "string"):
+        return near_scalar(schema, t, base)
+    if t == "array":
+        return near_arrays(schema, root, depth)
+    return near_objects(schema, root, depth)
+
+
+def value_variants(values: list) -> list:
+    """Values near each of ``values`` (a ``const`` or an ``enum``): edited, retyped, reordered."""
+    variants = []
+    for v in values:
+        if isinstance(v, str):
+            variants += [v + "x", v[:-1], v.upper(), v.replace("\\", "/")]
+        elif isinstance(v, bool):
+            variants += [not v, int(v)]
+        elif isinstance(v, (int, float)):
+            variants += [v + 1, float(v), -v, str(v)]
+        elif isinstance(v, list):
+            variants += [v[:-1], v + [None], list(reversed(v))]
+        elif isinstance(v, dict):
+            variants += [dict(reversed(list(v.items()))), {**v, "extra": 1}, dict(list(v.items())[:-1])]
+    return variants
+
+
+def near_scalar(schema: dict, t: str, base: list) -> st.SearchStrategy:
+    """Instances close to the boundary of ``schema`` of type ``t`` (an integer, a number or a string), and
+    ``base``'s."""
     if t == "integer":
         lo, hi = _int_bounds(schema)
         edges = [lo - 1, lo, lo + 1, hi - 1, hi, hi + 1, 0, -1, 2**63, -(2**63) - 1]
@@ -827,9 +849,7 @@ def near(schema: Any, root: dict, depth: int = 0) -> st.SearchStrategy:
             extra.append(FORMAT_VALUES[schema["format"]].map(lambda v: v[:-1]))
             extra.append(FORMAT_VALUES[schema["format"]].map(lambda v: v + "0"))
         return st.one_of(*base, *extra)
-    if t == "array":
-        return near_arrays(schema, root, depth)
-    return near_objects(schema, root, depth)
+    raise AssertionError(t)
 
 
 @st.composite

@@ -156,13 +156,13 @@ def test_a_row_that_goes_back_past_its_prompt_while_another_leaves_and_the_cache
 def answerer(smollm2):
     from callmaybe.compiler.build import runtime_compiler
     from callmaybe.core.callformat import compile_options
-    from callmaybe.runtime.masks import TokenIndex
+    from callmaybe.runtime.index import open_index
     from callmaybe.runtime.session import model_vocabulary
 
     functions = load_catalog(REPO / "schemas" / "functions_definition.json")
     vocabulary = model_vocabulary(FIXTURE_MODEL, smollm2)
     data = runtime_compiler(functions, vocabulary, compile_options("plain"), True)
-    index = TokenIndex(data, vocabulary.token_bytes)
+    index = open_index(data, vocabulary.token_bytes)
     return Answerer(smollm2.model, smollm2.tokenizer, index, functions)
 
 

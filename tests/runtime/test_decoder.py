@@ -10,7 +10,7 @@ from callmaybe.core.catalog import parse_catalog
 from callmaybe.compiler.compile import compile_index
 from callmaybe.runtime.decoder import BudgetExhausted, generate
 from callmaybe.runtime.loops import repeating
-from callmaybe.runtime.masks import TokenIndex
+from callmaybe.runtime.index import open_index
 from callmaybe.core.vocabulary import Vocabulary
 
 from .tiny import TinyTokenizer
@@ -45,7 +45,7 @@ class ScriptedModel:
 def index():
     fns = parse_catalog([{"name": "f", "parameters": {"s": {"type": "string"}}}], "t")
     data, _ = compile_index(fns, VOCAB)
-    return TokenIndex(data, VOCAB.token_bytes)
+    return open_index(data, VOCAB.token_bytes)
 
 
 def test_forced_text_is_one_pass_and_model_chooses_the_rest(index):
@@ -90,7 +90,7 @@ class SequenceModel(ScriptedModel):
 
 def test_digits_of_a_number_are_not_a_loop():
     fns = parse_catalog([{"name": "f", "parameters": {"s": {"type": "integer"}}}], "t")
-    idx = TokenIndex(compile_index(fns, VOCAB)[0], VOCAB.token_bytes)
+    idx = open_index(compile_index(fns, VOCAB)[0], VOCAB.token_bytes)
     gen = generate(SequenceModel([b"1"] + [b"0"] * 8 + [b"}}"]), Tokenizer(), idx, [ID[b"1"]], max_tokens=100)
     assert gen.text == '{"name": "f", "parameters": {"s": 100000000}}'
     assert not gen.loop_closed
@@ -149,7 +149,7 @@ def test_logits_processor_follows_input_ids_that_are_rewritten(index):
 
 def test_a_runaway_array_is_closed():
     fns = parse_catalog([{"name": "f", "parameters": {"s": {"type": "array", "items": {"type": "integer"}}}}], "t")
-    idx = TokenIndex(compile_index(fns, VOCAB)[0], VOCAB.token_bytes)
+    idx = open_index(compile_index(fns, VOCAB)[0], VOCAB.token_bytes)
     # the model writes "1, " forever: 3 bytes per repeat, so the rule waits for 11 repeats (>= 32 bytes)
     gen = generate(SequenceModel([b"1"] + [b", ", b"1"] * 60), Tokenizer(), idx, [ID[b"1"]], max_tokens=200)
     assert gen.loop_closed

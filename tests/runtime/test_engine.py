@@ -15,7 +15,7 @@ from callmaybe.core.catalog import load_catalog
 from callmaybe.core.errors import InputError
 from callmaybe.core.registry import FIXTURE_MODEL
 from callmaybe.runtime.engine import Engine, QueueFull
-from callmaybe.runtime.masks import TokenIndex
+from callmaybe.runtime.index import open_index
 from callmaybe.runtime.session import RunConfig, Runtime
 from callmaybe.runtime.turn import Sampling, TurnRequest
 
@@ -31,7 +31,7 @@ def runtime():
 @pytest.fixture(scope="module")
 def catalog(runtime):
     functions = load_catalog(REPO / "schemas" / "functions_definition.json")
-    return functions, TokenIndex(runtime.index_for(functions), runtime.vocabulary.token_bytes)
+    return functions, open_index(runtime.index_for(functions), runtime.vocabulary.token_bytes)
 
 
 def requests(functions):

@@ -10,7 +10,7 @@ import torch
 from callmaybe.compiler.compile import compile_index
 from callmaybe.core.catalog import parse_catalog
 from callmaybe.core.vocabulary import Vocabulary
-from callmaybe.runtime.masks import TokenIndex
+from callmaybe.runtime.index import open_index
 from callmaybe.runtime.runner import Answerer
 
 from .tiny import TinyTokenizer
@@ -54,7 +54,7 @@ class Tokenizer(TinyTokenizer):
 
 def answer(tool: dict, request: str, call: str, keep_unstated: bool = False):
     fns = parse_catalog([{"type": "function", "function": tool}], "t")
-    index = TokenIndex(compile_index(fns, VOCAB)[0], VOCAB.token_bytes)
+    index = open_index(compile_index(fns, VOCAB)[0], VOCAB.token_bytes)
     answerer = Answerer(CallModel(call), Tokenizer(), index, fns, max_tokens=80, prefix_cache=False,
                         keep_unstated=keep_unstated)
     return answerer.answer({"prompt": request})

@@ -7,7 +7,8 @@ import torch
 from callmaybe.core.catalog import parse_catalog
 from callmaybe.compiler.compile import compile_index
 from callmaybe.core.indexfile import ROW_BITS, ROW_IDS
-from callmaybe.runtime.masks import Mask, TokenIndex
+from callmaybe.runtime.masks import Mask
+from callmaybe.runtime.index import open_index
 from callmaybe.core.vocabulary import Vocabulary
 
 # every single byte, a few JSON pieces and 600 letter pairs: string states allow ~680 tokens (a packed
@@ -25,7 +26,7 @@ def index():
     fns = parse_catalog([{"name": "go", "parameters": {"city": {"type": "string"}, "n": {"type": "integer"}}},
                          {"name": "stop", "parameters": {}}], "t")
     data, _ = compile_index(fns, VOCAB)
-    return TokenIndex(data, VOCAB.token_bytes)
+    return open_index(data, VOCAB.token_bytes)
 
 
 def expected(index, state) -> set[int]:
@@ -90,3 +91,21 @@ def test_apply_keeps_the_dtype_and_never_allows_ids_past_the_width(index):
 def test_no_mask_for_the_dead_state(index):
     with pytest.raises(IndexError):
         index.mask(-1)
+
+
+def test_open_index_picks_the_counted_view_and_the_plain_class_refuses_counters():
+    """An index with counters (a maxLength past 64) opens as a CountedTokenIndex; TokenIndex itself refuses it
+    (its masks would ignore the counts) with one line, and opens a plain index as before."""
+    from callmaybe.core.errors import IndexFileError
+    from callmaybe.runtime.counted import CountedTokenIndex
+    from callmaybe.runtime.masks import TokenIndex
+
+    fns = parse_catalog([{"name": "go", "parameters": {"city": {"type": "string", "maxLength": 100}}}], "t")
+    data, _ = compile_index(fns, VOCAB)
+    assert data.header.get("counters")
+    assert type(open_index(data, VOCAB.token_bytes)) is CountedTokenIndex
+    with pytest.raises(IndexFileError) as err:
+        TokenIndex(data, VOCAB.token_bytes)
+    assert str(err.value) == "an index with counters needs CountedTokenIndex: open it with open_index()"
+    plain, _ = compile_index(parse_catalog([{"name": "stop", "parameters": {}}], "t"), VOCAB)
+    assert type(TokenIndex(plain, VOCAB.token_bytes)) is TokenIndex

@@ -5,7 +5,7 @@ import torch
 
 from callmaybe.compiler.compile import compile_index
 from callmaybe.core.catalog import parse_catalog
-from callmaybe.runtime.masks import TokenIndex
+from callmaybe.runtime.index import open_index
 from callmaybe.runtime.matcher import BudgetExhausted, Matcher, TokenNotAllowed
 
 from .test_decoder import EOS, ID, VOCAB, Tokenizer
@@ -16,7 +16,7 @@ FORCED = ID[b'{"name": "f", "parameters": {"s": "']
 @pytest.fixture(scope="module")
 def index():
     fns = parse_catalog([{"name": "f", "parameters": {"s": {"type": "string"}}}], "t")
-    return TokenIndex(compile_index(fns, VOCAB)[0], VOCAB.token_bytes)
+    return open_index(compile_index(fns, VOCAB)[0], VOCAB.token_bytes)
 
 
 def allowed(matcher: Matcher) -> set[bytes | str]:

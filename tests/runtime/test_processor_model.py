@@ -6,7 +6,7 @@ from transformers import LogitsProcessorList
 from callmaybe.core.catalog import load_catalog
 from callmaybe.compiler.build import runtime_compiler
 from callmaybe.runtime.decoder import generate
-from callmaybe.runtime.masks import TokenIndex
+from callmaybe.runtime.index import open_index
 from callmaybe.runtime.processor import IndexLogitsProcessor
 from callmaybe.runtime.prompt import prompt_ids
 from callmaybe.runtime.session import RunConfig, Runtime
@@ -17,7 +17,7 @@ def test_generate_with_processor_matches_our_loop(public_catalog_path):
     runtime = Runtime(RunConfig(model="smollm2-135m-instruct", dtype="float32"), runtime_compiler)
     loaded, vocabulary = runtime.loaded, runtime.vocabulary
     functions = load_catalog(public_catalog_path)
-    index = TokenIndex(runtime.index_for(functions), vocabulary.token_bytes)
+    index = open_index(runtime.index_for(functions), vocabulary.token_bytes)
     for request in ["What is the sum of 2 and 3?", "Reverse the string 'hello'"]:
         ids = prompt_ids(loaded.tokenizer, functions, request)
         ours = generate(loaded.model, loaded.tokenizer, index, ids, max_tokens=64)

@@ -10,7 +10,7 @@ import torch
 from callmaybe.core.catalog import parse_catalog
 from callmaybe.compiler.compile import compile_index
 from callmaybe.runtime.grounding import fold
-from callmaybe.runtime.masks import TokenIndex
+from callmaybe.runtime.index import open_index
 from callmaybe.runtime.restate import Restated, grounded_prefix, restate, value_start
 from callmaybe.runtime.runner import Answerer
 from callmaybe.core.vocabulary import Vocabulary
@@ -81,7 +81,7 @@ FNS = parse_catalog([{"type": "function", "function": {"name": "f", "parameters"
 
 @pytest.fixture(scope="module")
 def index():
-    return TokenIndex(compile_index(FNS, VOCAB)[0], VOCAB.token_bytes)
+    return open_index(compile_index(FNS, VOCAB)[0], VOCAB.token_bytes)
 
 
 def model_preferring_cm(in_logit):

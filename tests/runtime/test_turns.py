@@ -13,7 +13,7 @@ from callmaybe.compiler.compile import CompileOptions, compile_index
 from callmaybe.core.catalog import Function, parse_catalog
 from callmaybe.core.errors import InputError
 from callmaybe.core.vocabulary import Vocabulary
-from callmaybe.runtime.masks import TokenIndex
+from callmaybe.runtime.index import open_index
 from callmaybe.runtime.runner import Grounded
 from callmaybe.runtime.turn import Sampling, TurnRequest
 from callmaybe.runtime.turns import TurnDecoding, Vocab, answered_calls
@@ -137,7 +137,7 @@ FUNCTIONS = parse_catalog([ADD, GREET], "test")
 @pytest.fixture(scope="module")
 def index():
     options = CompileOptions(parameters_key="arguments", opening="<tool_call>\n")
-    return TokenIndex(compile_index(FUNCTIONS, VOCAB, options)[0], VOCAB.token_bytes)
+    return open_index(compile_index(FUNCTIONS, VOCAB, options)[0], VOCAB.token_bytes)
 
 
 def turn(index, script, call_format="tools", fallback=EOS, schema_index=None, judge=None, model=None, asked=None,
@@ -237,7 +237,7 @@ def test_parallel_stops_when_the_budget_holds_no_other_call(index):
 
 
 def test_parallel_plain_format_one_call_per_line(index):
-    plain = TokenIndex(compile_index(FUNCTIONS, VOCAB, CompileOptions(parameters_key="parameters"))[0],
+    plain = open_index(compile_index(FUNCTIONS, VOCAB, CompileOptions(parameters_key="parameters"))[0],
                        VOCAB.token_bytes)
     script = CALL.replace("arguments", "parameters") + "\n" + GREET_BOB.replace("arguments", "parameters")
     result, _ = turn(plain, script, call_format="plain", tool_choice="auto", parallel=True)
@@ -247,7 +247,7 @@ def test_parallel_plain_format_one_call_per_line(index):
 def test_parallel_tries_another_call_where_the_model_would_stop(index):
     """After a call the model is not asked whether to go on (Qwen2.5-Coder-1.5B puts p < 0.02 on the newline
     in the plain format): another call is tried, and kept because the request asks for it."""
-    plain = TokenIndex(compile_index(FUNCTIONS, VOCAB, CompileOptions(parameters_key="parameters"))[0],
+    plain = open_index(compile_index(FUNCTIONS, VOCAB, CompileOptions(parameters_key="parameters"))[0],
                        VOCAB.token_bytes)
     first = CALL.replace("arguments", "parameters")
     script = ScriptModel(first + "\n" + GREET_BOB.replace("arguments", "parameters"))
@@ -302,7 +302,7 @@ def test_response_schema_answer_is_valid_json(index):
     schema = {"type": "object", "properties": {"answer": {"type": "integer"}}, "required": ["answer"],
               "additionalProperties": False}
     fns = parse_catalog([{"name": "reply", "parameters": schema}], "schema")
-    value = TokenIndex(compile_index(fns, VOCAB, CompileOptions(parameters_key="arguments"))[0], VOCAB.token_bytes)
+    value = open_index(compile_index(fns, VOCAB, CompileOptions(parameters_key="arguments"))[0], VOCAB.token_bytes)
     # a call-shaped index stands in for the schema's own: the answer is the whole constrained text
     result, events = turn(index, "Sure: 5", tool_choice="none", schema_index=value, fallback=ord("7") - 32)
     assert result.finish_reason == "stop" and result.calls == []
@@ -379,7 +379,7 @@ def test_a_character_cut_in_half_by_the_budget_is_dropped(index):
 
 def value_index(schema):
     fns = [Function(name="answer", description="", parameters=schema)]  # as Runtime.index_for_schema wraps it
-    return TokenIndex(compile_index(fns, VOCAB, CompileOptions(form="value"))[0], VOCAB.token_bytes)
+    return open_index(compile_index(fns, VOCAB, CompileOptions(form="value"))[0], VOCAB.token_bytes)
 
 
 def test_a_json_answer_is_checked_after_generation(index):
@@ -494,7 +494,7 @@ def _kept(fn, arguments, context, tokens):
 @pytest.fixture(scope="module")
 def loop_index():
     options = CompileOptions(parameters_key="arguments", opening="<tool_call>\n")
-    return TokenIndex(compile_index(LOOP, VOCAB, options)[0], VOCAB.token_bytes)
+    return open_index(compile_index(LOOP, VOCAB, options)[0], VOCAB.token_bytes)
 
 
 def test_optional_numbers_whose_mention_a_required_argument_takes_are_left_out(loop_index):
@@ -675,7 +675,7 @@ def test_a_json_answer_under_auto_with_tools_is_not_taken_for_a_call(index):
     schema = {"type": "object", "properties": {"answer": {"type": "integer"}}, "required": ["answer"],
               "additionalProperties": False}
     fns = parse_catalog([{"name": "reply", "parameters": schema}], "schema")
-    value = TokenIndex(compile_index(fns, VOCAB, CompileOptions(parameters_key="arguments"))[0], VOCAB.token_bytes)
+    value = open_index(compile_index(fns, VOCAB, CompileOptions(parameters_key="arguments"))[0], VOCAB.token_bytes)
     answer = '{"name": "reply", "arguments": {"answer": 42}}'  # the schema index's JSON (see above)
     result, events = turn(index, answer, schema_index=value)
     assert (result.content, result.calls, result.finish_reason) == (answer, [], "stop")
@@ -742,7 +742,7 @@ def test_a_named_function_needs_its_own_shortest_call():
         {"name": "get_time", "parameters": {"type": "object", "properties": {
             "timezone": {"type": "string", "pattern": "^[A-Za-z_]+/[A-Za-z_]+$"}}, "required": ["timezone"]}}],
         "test")
-    idx = TokenIndex(compile_index(fns, VOCAB, CompileOptions(parameters_key="arguments",
+    idx = open_index(compile_index(fns, VOCAB, CompileOptions(parameters_key="arguments",
                                                                opening="<tool_call>\n"))[0], VOCAB.token_bytes)
     vocab = Vocab(VOCAB.token_bytes, VOCAB.eos_ids, VOCAB.vocab_size, Tokenizer(), "tools")
     req = TurnRequest([{"role": "user", "content": "#"}], fns, "required", function="get_time")
@@ -766,7 +766,7 @@ def test_a_call_the_check_after_generation_fails_is_withheld_with_a_refusal():
     tags = {"name": "tag", "parameters": {"type": "object", "properties": {
         "tags": {"type": "array", "items": {"type": "string"}, "uniqueItems": True}}, "required": ["tags"]}}
     fns = parse_catalog([tags], "test")
-    idx = TokenIndex(compile_index(fns, VOCAB, CompileOptions(parameters_key="arguments",
+    idx = open_index(compile_index(fns, VOCAB, CompileOptions(parameters_key="arguments",
                                                                opening="<tool_call>\n"))[0], VOCAB.token_bytes)
     result, events = turn(idx, '<tool_call>\n{"name": "tag", "arguments": {"tags": ["x", "x"]}}', functions=fns,
                           tool_choice="required")
@@ -785,7 +785,7 @@ def test_an_answered_call_without_arguments_is_not_made_again(index):
     # None and "" never matched {}, so the loop went on
     functions = parse_catalog([ADD, NOW], "now")
     options = CompileOptions(parameters_key="arguments", opening="<tool_call>\n")
-    now_index = TokenIndex(compile_index(functions, VOCAB, options)[0], VOCAB.token_bytes)
+    now_index = open_index(compile_index(functions, VOCAB, options)[0], VOCAB.token_bytes)
     script = '<tool_call>\n{"name": "now", "arguments": {}}'
     for arguments in ("", None, "{}", {}):
         call = {"type": "function", "function": {"name": "now"}}

@@ -14,7 +14,7 @@ from callmaybe.compiler.compile import compile_index
 from callmaybe.core.catalog import parse_catalog
 from callmaybe.core.vocabulary import Vocabulary
 from callmaybe.runtime.decoder import generate
-from callmaybe.runtime.masks import TokenIndex
+from callmaybe.runtime.index import open_index
 
 from .tiny import TinyTokenizer
 
@@ -56,7 +56,7 @@ CASES = [
 def test_a_stubborn_model_still_writes_a_valid_call(schema, preference, expected):
     fns = parse_catalog([{"name": "f", "parameters": {"p": schema}}], "t")
     data, _ = compile_index(fns, VOCAB)
-    gen = generate(Stubborn(preference), TinyTokenizer(TOKENS), TokenIndex(data, VOCAB.token_bytes),
+    gen = generate(Stubborn(preference), TinyTokenizer(TOKENS), open_index(data, VOCAB.token_bytes),
                    [ID[b"x"]], max_tokens=64)
     call = json.loads(gen.text)
     value = call["parameters"]["p"]
