@@ -18,6 +18,7 @@ import fcntl
 import json
 import os
 import signal
+import threading
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -52,18 +53,26 @@ def journal_path(output: Path) -> Path:
 
 @contextmanager
 def _signals_held():
-    """Within the block, SIGINT and SIGTERM wait (blocked in this thread, where the platform can) and come when
-    it ends, so that a record is written and counted, or neither: an interrupted run said "1 of 8 answers are
-    kept" of a journal holding 2 (the signal's handler ran between the line's fsync and its count)."""
-    held = {signal.SIGINT, signal.SIGTERM}
-    if not hasattr(signal, "pthread_sigmask"):
-        yield
+    """Within the block, SIGINT and SIGTERM are held and raised again when it ends, to the handlers there were,
+    so that a record is written and counted, or neither: an interrupted run said "1 of 8 answers are kept" of a
+    journal holding 2 (the signal's handler ran between the line's fsync and its count). A handler is recorded,
+    not a signal mask: a blocked signal still reaches the process through any other thread, and Python runs
+    its handler in the main thread all the same. Off the main thread (where handlers cannot be set), or where a
+    handler was set outside Python, nothing is held."""
+    held = (signal.SIGINT, signal.SIGTERM)
+    if threading.current_thread() is not threading.main_thread() or any(signal.getsignal(s) is None for s in held):
+        yield  # a handler set outside Python could not be put back
         return
-    before = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    caught: list[int] = []
+    previous = {signum: signal.signal(signum, lambda signum, frame: caught.append(signum))
+                for signum in held}
     try:
         yield
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, before)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        for signum in caught:
+            signal.raise_signal(signum)
 
 
 class Journal:
