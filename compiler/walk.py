@@ -28,7 +28,7 @@ import numpy as np
 
 from .limits import entries_error
 from .trie import TokenTrie
-from .uniq import distinct_rows
+from .uniq import distinct_rows, unique_rows
 
 
 def member_bits(rows: np.ndarray) -> np.ndarray:
@@ -505,7 +505,8 @@ def state_groups(transitions: np.ndarray, states: np.ndarray,
 
 def iter_state_groups(transitions: np.ndarray, states: np.ndarray,
                       class_transitions: np.ndarray | None = None,
-                      class_effects: np.ndarray | None = None) -> Iterator[StateGroup]:
+                      class_effects: np.ndarray | None = None,
+                      shape: np.ndarray | None = None) -> Iterator[StateGroup]:
     """Group the many-byte states of ``states`` (e.g. the contents of different string values) whose
     automata look alike from there, so that one walk of the trie serves each group.
 
@@ -514,8 +515,9 @@ def iter_state_groups(transitions: np.ndarray, states: np.ndarray,
     :func:`_match`); the candidates it leaves out are grouped around the next rep (:data:`GROUP_REPS`).
     ``class_transitions``: ``byte_classes(transitions)[1]`` when the caller has it already (computed here
     otherwise); a transducer's caller passes its classes of (transition, effect) instead, with
-    ``class_effects`` (see :func:`_match`). Groups are made one at a time (each holds a members x states
-    table), so that a walk can stop after any of them.
+    ``class_effects`` (see :func:`_match`). ``shape``: int64 (num_states,), a finer key to class the
+    candidates by instead of their pattern (:func:`shapes`: alike to some depth). Groups are made one at a
+    time (each holds a members x states table), so that a walk can stop after any of them.
     """
     from .dfa import byte_classes
 
@@ -523,12 +525,16 @@ def iter_state_groups(transitions: np.ndarray, states: np.ndarray,
     cand = states[live_bytes >= GROUP_MIN_LIVE_BYTES]
     if len(cand) < 2:
         return
-    rows = transitions[cand]
-    pattern = np.where(rows < 0, 0, np.where(rows == cand[:, None], 1, 2)).astype(np.uint8)
     ctrans = byte_classes(transitions)[1] if class_transitions is None else class_transitions
-    by_pattern: dict[bytes, list[int]] = {}
-    for st, pat in zip(cand.tolist(), pattern):
-        by_pattern.setdefault(pat.tobytes(), []).append(st)
+    by_pattern: dict[bytes | int, list[int]] = {}
+    if shape is not None:
+        for st, key in zip(cand.tolist(), shape[cand].tolist()):
+            by_pattern.setdefault(key, []).append(st)
+    else:
+        rows = transitions[cand]
+        pattern = np.where(rows < 0, 0, np.where(rows == cand[:, None], 1, 2)).astype(np.uint8)
+        for st, pat in zip(cand.tolist(), pattern):
+            by_pattern.setdefault(pat.tobytes(), []).append(st)
     chunk = max(2, min(GROUP_MAX_MEMBERS, GROUP_MAX_ENTRIES // transitions.shape[0]))
     for alike in by_pattern.values():
         for at in range(0, len(alike), chunk):
@@ -539,6 +545,34 @@ def iter_state_groups(transitions: np.ndarray, states: np.ndarray,
                 group, pool = _group(ctrans, pool, class_effects)
                 if group is not None:
                     yield group
+
+
+#: How many bytes deep :func:`shapes` tells heavy members (grouped again apart) by what follows.
+SHAPE_DEPTH = 8
+
+
+def shapes(class_transitions: np.ndarray, class_effects: np.ndarray | None = None,
+           depth: int = SHAPE_DEPTH) -> np.ndarray:
+    """int64 (num_states,): states numbered alike when the automaton looks alike from them to ``depth``
+    bytes: the same pattern of dead, self-looping and other transitions per class (and the same effects,
+    ``class_effects`` given), and, ``depth`` times over, the same such number for each class's target
+    (a partition refinement cut short, as in Moore's minimization). Candidates classed by it are grouped
+    around a rep of their own kind: the four hex digits after ``\\u`` in a counted string all have one
+    pattern, but only those at the same depth walk alike."""
+    ctrans = np.asarray(class_transitions, dtype=np.int64)
+    n = ctrans.shape[0]
+    own = np.arange(n, dtype=np.int64)[:, None]
+    pattern = np.where(ctrans < 0, 0, np.where(ctrans == own, 1, 2))
+    if class_effects is not None:
+        pattern = np.concatenate([pattern, np.asarray(class_effects, dtype=np.int64)], axis=1)
+    shape = unique_rows(pattern)[1]
+    for _ in range(depth):
+        nxt = np.where(ctrans < 0, 0, shape[np.maximum(ctrans, 0)] + 1)
+        refined = unique_rows(np.concatenate([shape[:, None], nxt], axis=1))[1]
+        if refined.max(initial=0) == shape.max(initial=0):  # no class split: stable
+            break
+        shape = refined
+    return shape
 
 
 #: The most reps tried per pattern: a pattern's candidates can be of several kinds (the positions of a
@@ -650,14 +684,20 @@ def walk(transitions: np.ndarray, trie: TokenTrie, states: np.ndarray | None = N
         return WalkResult(empty, empty, empty)
     entries = _Entries(max_entries)
     groups, grouped = [], [np.zeros(0, np.int64)]
+    shape: np.ndarray | None = None  # made when a group first has heavy members
     rounds = [iter_state_groups(transitions, states, class_transitions, class_effects)] if share else []
     for round_, found in enumerate(rounds):
         for g in found:
             last = round_ + 1 >= GROUP_ROUNDS
             walked = _walk_group(flat_t, trie, g, heavy=not last)
             heavy = walked.heavy()
-            if heavy.any() and not last:  # grouped again apart, around a rep of their own
-                rounds.append(iter_state_groups(transitions, g.members[heavy], class_transitions, class_effects))
+            if heavy.any() and not last:  # grouped again apart, around a rep of their own kind
+                if shape is None:
+                    from .dfa import byte_classes
+                    ctrans = byte_classes(transitions)[1] if class_transitions is None else class_transitions
+                    shape = shapes(ctrans, class_effects)
+                rounds.append(iter_state_groups(transitions, g.members[heavy], class_transitions, class_effects,
+                                                shape))
                 g = g.without(heavy)
                 if g is None:
                     continue
