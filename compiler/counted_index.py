@@ -337,21 +337,31 @@ def _members(sh: _Shared, fx: TokenEffects, needs: _Numbered, n: int) -> list[_M
     g = sh.g
     width = 2 * len(sh.end)
     pairs_of: dict[bytes, tuple] = {}
-    parts = []
+    got_of = []
     for i, (key, mine, met) in enumerate(_columns(g)):
         got = pairs_of.get(key)
         if got is None:
             pair = sh.cls * 2 + met
-            got = pairs_of[key] = (pair, np.flatnonzero(np.bincount(pair[mine], minlength=width)), mine)
-        pair, pairs, mine = got
-        c, same = pairs // 2, (pairs % 2).astype(bool)
-        target = np.where(same, sh.end[c], g.group.phi_of(i, sh.end[c]))
-        need, ok = fx.needs(sh.add[c], sh.reset[c], sh.after[c], sh.possible[c], fx.rem[target])
-        state = int(g.members[i])
-        parts.append((key, pair, pairs, mine, need, ok, sh.effect[c] | need.any(axis=1),
-                      state * n + target[fx.tight(need, state) & ok]))
-    ids = needs.ids(np.concatenate([p[4] for p in parts])) if parts else np.zeros(0, np.int64)
-    bounds = np.cumsum([0] + [len(p[2]) for p in parts])
+            got = pairs_of[key] = (key, pair, np.flatnonzero(np.bincount(pair[mine], minlength=width)), mine)
+        got_of.append(got)
+    # every member's (class, met or not) pairs at once: their targets, needs and tightness in one pass
+    counts = [len(got[2]) for got in got_of]
+    member = np.repeat(np.arange(len(got_of)), counts)
+    pairs = np.concatenate([got[2] for got in got_of]) if got_of else np.zeros(0, np.int64)
+    c, same = pairs // 2, (pairs % 2).astype(bool)
+    col = g.group.col_of[sh.end[c]]
+    mapped = np.where(col >= 0, g.group.phi[member, np.maximum(col, 0)], -1)
+    target = np.where(same, sh.end[c], mapped)
+    need, ok = fx.needs(sh.add[c], sh.reset[c], sh.after[c], sh.possible[c], fx.rem[target])
+    state = g.members.astype(np.int64)[member]
+    tight = fx.tight(need, state) & ok
+    guarded = sh.effect[c] | need.any(axis=1)
+    edge = state * n + target
+    bounds = np.cumsum([0] + counts)
+    parts = []
+    for (key, pair, pairs_i, mine), lo, hi in zip(got_of, bounds[:-1], bounds[1:]):
+        parts.append((key, pair, pairs_i, mine, need[lo:hi], ok[lo:hi], guarded[lo:hi], edge[lo:hi][tight[lo:hi]]))
+    ids = needs.ids(need)
     made: dict[tuple, tuple] = {}
     out = []
     for (key, pair, pairs, mine, _, ok, guarded, edges), lo, hi in zip(parts, bounds[:-1], bounds[1:]):
