@@ -22,7 +22,7 @@ import numpy as np
 from .counters import UNREACHABLE, Transducer
 from .dfa import byte_classes
 from .table import RowStore, content_key, min_tokens_from_edges, unique_edges
-from .uniq import unique_rows
+from .uniq import unique_keys, unique_rows
 from .walk import GroupWalk, WalkResult
 
 
@@ -271,9 +271,12 @@ class _Entries:
                  target: np.ndarray):
         # what the table needs of an entry depends on its (effect, target, state) only: computed once each
         eid = fx.effect_ids(state, tok)
-        n = np.int64(fx.tr.num_states)
-        kinds, inverse = np.unique((eid * n + target) * n + state, return_inverse=True)
-        k_state, k_target, k_eid = kinds % n, (kinds // n) % n, kinds // (n * n)
+        n = fx.tr.num_states
+        x = len(fx.rows)
+        pairs, pair = unique_keys(eid * n + target, x * n)  # (effect, target), then (that pair, state)
+        kinds, inverse = unique_keys(pair * n + state, len(pairs) * n)
+        k_state, k_pair = kinds % n, pairs[kinds // n]
+        k_target, k_eid = k_pair % n, k_pair // n
         k = len(fx.his)
         rows = fx.rows[k_eid]
         need, ok = fx.needs(rows[:, :k], rows[:, k : 2 * k], rows[:, 2 * k :], k_eid != IMPOSSIBLE, fx.rem[k_target])
@@ -310,8 +313,7 @@ class _Shared:
         self.g = g
         eid = fx.effect_ids(np.full(len(g.tok), g.group.rep, dtype=np.int64), g.tok)
         ends, end_at = np.unique(g.end, return_inverse=True)
-        kinds, cls = np.unique(eid * len(ends) + end_at.reshape(-1), return_inverse=True)
-        self.cls = cls.reshape(-1)
+        kinds, self.cls = unique_keys(eid * len(ends) + end_at.reshape(-1), len(fx.rows) * len(ends))
         rows = fx.rows[kinds // len(ends)]
         self.add, self.reset, self.after = rows[:, :k], rows[:, k : 2 * k], rows[:, 2 * k : 3 * k]
         self.possible = kinds // len(ends) != IMPOSSIBLE

@@ -285,8 +285,16 @@ def _sorted_triples(out_s: list[np.ndarray], out_t: list[np.ndarray], out_n: lis
     s = np.concatenate(out_s).astype(np.int32, copy=False) if out_s else empty
     t = np.concatenate(out_t).astype(np.int32, copy=False) if out_t else empty
     n = np.concatenate(out_n).astype(np.int32, copy=False) if out_n else empty
-    order = np.argsort(s.astype(np.int64) << 32 | t.astype(np.int64), kind="stable")  # by (state, token)
-    return s[order], t[order], n[order]
+    if not len(s):
+        return s, t, n
+    # (state, token) pairs are distinct: one sort of the three packed into an int64 when they fit in 63 bits
+    sb, tb, nb = (max(1, int(a.max()).bit_length()) for a in (s, t, n))
+    if sb + tb + nb > 63 or min(int(s.min()), int(t.min()), int(n.min())) < 0:
+        order = np.argsort(s.astype(np.int64) << 32 | t.astype(np.int64))  # by (state, token)
+        return s[order], t[order], n[order]
+    key = np.sort(s.astype(np.int64) << (tb + nb) | t.astype(np.int64) << nb | n.astype(np.int64))
+    return ((key >> (tb + nb)).astype(np.int32), ((key >> nb) & ((1 << tb) - 1)).astype(np.int32),
+            (key & ((1 << nb) - 1)).astype(np.int32))
 
 
 class _Entries:
