@@ -556,17 +556,18 @@ def iter_state_groups(transitions: np.ndarray, states: np.ndarray,
 
 
 #: How many bytes deep :func:`shapes` tells heavy members (grouped again apart) by what follows.
-SHAPE_DEPTH = 8
+SHAPE_DEPTH = 2
 
 
 def shapes(class_transitions: np.ndarray, class_effects: np.ndarray | None = None,
-           depth: int = SHAPE_DEPTH) -> np.ndarray:
+           depth: int | None = None) -> np.ndarray:
     """int64 (num_states,): states numbered alike when the automaton looks alike from them to ``depth``
     bytes: the same pattern of dead, self-looping and other transitions per class (and the same effects,
     ``class_effects`` given), and, ``depth`` times over, the same such number for each class's target
     (a partition refinement cut short, as in Moore's minimization). Candidates classed by it are grouped
     around a rep of their own kind: the four hex digits after ``\\u`` in a counted string all have one
     pattern, but only those at the same depth walk alike."""
+    depth = SHAPE_DEPTH if depth is None else depth
     ctrans = np.asarray(class_transitions, dtype=np.int64)
     n = ctrans.shape[0]
     own = np.arange(n, dtype=np.int64)[:, None]
