@@ -388,7 +388,8 @@ def _columns(g: GroupWalk) -> list[tuple]:
     (E,)), from the group's bit matrices unpacked once."""
     serves, met = g.columns()
     met_keys = np.packbits(met, axis=1)
-    return [(g.member_keys()[i] + content_key(met_keys[i]), serves[i], met[i]) for i in range(len(g.members))]
+    keys = g.member_keys(serves)
+    return [(keys[i] + content_key(met_keys[i]), serves[i], met[i]) for i in range(len(g.members))]
 
 
 def _member_guards(g: GroupWalk, sh: _Shared, mem: list[_Member], own: _Entries, bounds: list[int],

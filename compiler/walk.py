@@ -128,10 +128,13 @@ class GroupWalk:
         met = np.unpackbits(self.met.view(np.uint8), axis=1, bitorder="little")[:, :k].T.astype(bool)
         return serves, met
 
-    def member_keys(self) -> list[bytes]:
-        """A key per member of what it takes of the shared walk (equal keys: equal sets), kept."""
+    def member_keys(self, serves: np.ndarray | None = None) -> list[bytes]:
+        """A key per member of what it takes of the shared walk (equal keys: equal sets), kept. ``serves``:
+        the first of :meth:`columns` when the caller has it (unpacked here otherwise)."""
         if self._keys is None:
-            serves = self.columns()[0]
+            if serves is None:
+                k = len(self.members)
+                serves = np.unpackbits(self.bits.view(np.uint8), axis=1, bitorder="little")[:, :k].T
             packed = np.packbits(serves, axis=1)
             self._keys = [row.tobytes() if packed.shape[1] <= 64 else hashlib.blake2b(row.tobytes(), digest_size=16).digest()
                           for row in packed]
