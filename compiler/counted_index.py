@@ -13,6 +13,10 @@ transitions have the same effects, so a member's shared tokens have the rep's ef
 shared walk, whose entries are classed by (effect, end state): what a member needs of each counter after a
 token depends on the token's effect and on the member's state it ends in only, so a member's guards are
 computed per class and each distinct list is made once.
+
+An entry's effect is carried as a number (:meth:`TokenEffects.effect_ids`: each distinct (effect so far, byte
+effect) pair composed once), and what the table needs of an entry (its need, whether it is possible, guarded,
+tight) is computed once per distinct (effect, target, state), not per entry and counter.
 """
 
 from __future__ import annotations
