@@ -220,9 +220,9 @@ class Budget:
         counted, and in the loops of trimming and minimization).
 
         The CPU clock is a system call (~3 us; JSONSchemaBench o11666 ticks 100,000 times), so it is read
-        only when the limit could have been passed: a thread's CPU time
-        grows no faster than the wall clock, so not before the CPU time left at the last reading has passed
-        on the (cheap) wall clock. The verdict is the same as reading it at every tick."""
+        only when the limit could have been passed: a thread's CPU time grows no faster than the wall clock,
+        so not before the CPU time left at the last reading has passed on the (cheap) wall clock. The verdict
+        is the same as reading it at every tick."""
         if self._since is None:
             return
         now = time.perf_counter()
