@@ -13,6 +13,10 @@ transitions have the same effects, so a member's shared tokens have the rep's ef
 shared walk, whose entries are classed by (effect, end state): what a member needs of each counter after a
 token depends on the token's effect and on the member's state it ends in only, so a member's guards are
 computed per class and each distinct list is made once.
+
+An entry's effect is carried as a number (:meth:`TokenEffects.effect_ids`: each distinct (effect so far, byte
+effect) pair composed once), and what the table needs of an entry (its need, whether it is possible, guarded,
+tight) is computed once per distinct (effect, target, state), not per entry and counter.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ import numpy as np
 from .counters import UNREACHABLE, Transducer
 from .dfa import byte_classes
 from .table import RowStore, content_key, min_tokens_from_edges, unique_edges
-from .uniq import unique_rows
+from .uniq import unique_keys, unique_rows
 from .walk import GroupWalk, WalkResult
 
 
@@ -71,6 +75,10 @@ def token_matrix(token_bytes) -> tuple[np.ndarray, np.ndarray]:
     return lengths, padded
 
 
+#: The numbers of no effect and of an impossible one in :attr:`TokenEffects.rows`.
+NO_EFFECT, IMPOSSIBLE = 0, 1
+
+
 class TokenEffects:
     """What tokens do to the counters of ``tr``: each entry's effect, and what it needs of each counter.
 
@@ -88,29 +96,47 @@ class TokenEffects:
         self._flat_trans = np.ascontiguousarray(tr.transitions).reshape(-1).astype(np.int64)
         self._distance = _effect_distance(tr)
         self.rem = tr.remaining()
+        zero = np.zeros(3 * len(self.his), dtype=np.int64)
+        self._ids: dict[bytes, int] = {zero.tobytes(): NO_EFFECT}
+        self._row_list: list[np.ndarray] = [zero, zero]  # NO_EFFECT, IMPOSSIBLE
+        self._rows: np.ndarray | None = None
+        self._comp = np.full((16, len(self._steps[0])), -1, dtype=np.int64)  # (effect so far, byte effect) -> effect
+        self._comp[IMPOSSIBLE] = IMPOSSIBLE
 
     def effects(self, state: np.ndarray, token: np.ndarray) -> tuple[np.ndarray, ...]:
         """The effect on the counters of each entry (``state``, ``token``: int arrays (E,)): the composition
-        of its bytes' effects, vectorized over the entries byte by byte (the longest tokens first, so that the
-        entries still reading bytes are a prefix). Returns int32 arrays (E, K) ``add``, ``reset`` (0/1),
-        ``after`` (see :data:`~.counters.Effect`) and bool (E,) ``possible`` (False where an advance after a
-        reset already passes the bound: no count can take the token)."""
-        tr, his = self.tr, self.his.astype(np.int32)
-        step_add, step_reset, step_after = self._steps
-        n, k = len(state), len(his)
-        add = np.zeros((n, k), dtype=np.int32)  # int32: bounded by a counter's bound plus a token's length
-        reset = np.zeros((n, k), dtype=bool)
-        after = np.zeros((n, k), dtype=np.int32)
-        possible = np.ones(n, dtype=bool)
+        of its bytes' effects. Returns int32 arrays (E, K) ``add``, ``reset`` (0/1), ``after`` (see
+        :data:`~.counters.Effect`) and bool (E,) ``possible`` (False where an advance after a reset already
+        passes the bound: no count can take the token; its other arrays are then zero). See
+        :meth:`effect_ids`."""
+        eid = self.effect_ids(state, token)
+        rows = self.rows[eid]
+        k = len(self.his)
+        return (rows[:, :k].astype(np.int32), rows[:, k : 2 * k].astype(np.int32), rows[:, 2 * k :].astype(np.int32),
+                eid != IMPOSSIBLE)
+
+    def effect_ids(self, state: np.ndarray, token: np.ndarray) -> np.ndarray:
+        """int64 (E,): the number of each entry's composed effect (``state``, ``token``: int arrays (E,)) in
+        :attr:`rows` (int64 (X, 3K): ``add``, ``reset``, ``after`` per counter); :data:`NO_EFFECT` for none,
+        :data:`IMPOSSIBLE` where an advance after a reset already passes the bound (no count can take the
+        token).
+
+        The entries are walked byte by byte (the longest tokens first, so that the entries still reading
+        bytes are a prefix), each carrying the number of its effect so far; a step composes a number with a
+        byte's effect through a table of the pairs met so far, so that the work per byte is a few gathers,
+        whatever the number of counters, and each distinct (effect so far, byte effect) pair is composed
+        once (the counted strings of a schema make a few hundred)."""
+        n = len(state)
+        eid = np.zeros(n, dtype=np.int64)
         tok_len = self._lengths[token]
         rows = np.flatnonzero(self._distance[state] < tok_len)  # only tokens that reach an effect
         if not len(rows):
-            return add, reset.astype(np.int32), after, possible
+            return eid
         rows = rows[np.argsort(-tok_len[rows], kind="stable")]
         length = tok_len[rows]
         active = np.searchsorted(-length, -np.arange(int(length[0])), side="left")  # rows longer than j
         toks, cur = token[rows], state[rows].astype(np.int64)
-        a, r, b, ok = add[rows], reset[rows], after[rows], possible[rows]
+        ids = np.zeros(len(rows), dtype=np.int64)
         effect, trans, column = self._flat_effect, self._flat_trans, self._bytes.T
         for j, m in enumerate(active.tolist()):
             at = cur[:m] * 256 + column[j][toks[:m]]
@@ -118,15 +144,54 @@ class TokenEffects:
             cur[:m] = trans[at]
             at = np.flatnonzero(e)
             if len(at):
-                e = e[at]
-                sa, sr, sb = step_add[e], step_reset[e].astype(bool), step_after[e]
-                aa, rr, bb = a[at], r[at], b[at]
-                ok[at] &= ~(rr & sr & (bb + sa > his)).any(axis=1)
-                a[at] = np.where(rr, aa, aa + sa)
-                b[at] = np.where(sr, sb, np.where(rr, bb + sa, bb))
-                r[at] = rr | sr
-        add[rows], reset[rows], after[rows], possible[rows] = a, r, b, ok
-        return add, reset.astype(np.int32), after, possible
+                ids[at] = self._compose(ids[at], e[at].astype(np.int64))
+        eid[rows] = ids
+        return eid
+
+    def _compose(self, ids: np.ndarray, e: np.ndarray) -> np.ndarray:
+        """int64: the number of effect ``ids`` followed by byte effect ``e`` (int64 arrays), from the table
+        of composed pairs, the pairs not in it composed (once each) and added."""
+        if ids.max() >= self._comp.shape[0]:
+            grow = max(int(ids.max()) + 1, 2 * self._comp.shape[0]) - self._comp.shape[0]
+            self._comp = np.concatenate([self._comp, np.full((grow, self._comp.shape[1]), -1, np.int64)])
+        got = self._comp[ids, e]
+        miss = got < 0
+        if miss.any():
+            pairs = np.unique(ids[miss] * self._comp.shape[1] + e[miss])
+            pi, pe = pairs // self._comp.shape[1], pairs % self._comp.shape[1]
+            k, his = len(self.his), self.his
+            old = self.rows[pi]
+            aa, rr, bb = old[:, :k], old[:, k : 2 * k] > 0, old[:, 2 * k :]
+            step_add, step_reset, step_after = self._steps
+            sa, sr, sb = (step_add[pe].astype(np.int64), step_reset[pe].astype(bool),
+                          step_after[pe].astype(np.int64))
+            ok = ~(rr & sr & (bb + sa > his)).any(axis=1) & (pi != IMPOSSIBLE)
+            new = np.concatenate([np.where(rr, aa, aa + sa), rr | sr, np.where(sr, sb, np.where(rr, bb + sa, bb))],
+                                 axis=1).astype(np.int64)
+            out = np.full(len(pairs), IMPOSSIBLE, dtype=np.int64)
+            for x in np.flatnonzero(ok).tolist():
+                out[x] = self._intern(new[x])
+            self._comp[pi, pe] = out
+            got = self._comp[ids, e]
+        return got
+
+    def _intern(self, row: np.ndarray) -> int:
+        """The number of composed effect ``row`` (int64 (3K,)), added to :attr:`rows` when new."""
+        key = row.tobytes()
+        i = self._ids.get(key)
+        if i is None:
+            i = self._ids[key] = len(self._row_list)
+            self._row_list.append(row)
+            self._rows = None
+        return i
+
+    @property
+    def rows(self) -> np.ndarray:
+        """int64 (X, 3K): each composed effect's ``add``, ``reset`` (0/1), ``after`` per counter (numbered by
+        :meth:`effect_ids`; :data:`IMPOSSIBLE`'s row is zero)."""
+        if self._rows is None:
+            self._rows = np.asarray(self._row_list, dtype=np.int64).reshape(-1, 3 * len(self.his))
+        return self._rows
 
     def needs(self, add: np.ndarray, reset: np.ndarray, after: np.ndarray, possible: np.ndarray,
               rem_target: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -208,18 +273,29 @@ class _Entries:
 
     def __init__(self, fx: TokenEffects, codes: _Numbered, needs: _Numbered, state: np.ndarray, tok: np.ndarray,
                  target: np.ndarray):
-        add, reset, after, possible = fx.effects(state, tok)
-        need, ok = fx.needs(add, reset, after, possible, fx.rem[target])
-        code_rows = np.concatenate([add, reset, after], axis=1)[ok]
-        need = need[ok]
-        self.state, self.tok, self.target = state[ok], tok[ok].astype(np.int32), target[ok]
-        self.guarded = (code_rows != 0).any(axis=1) | need.any(axis=1)
-        self.code = np.zeros(len(need), dtype=np.int64)  # numbered only where listed (guarded)
-        self.need = np.zeros(len(need), dtype=np.int64)
-        self.code[self.guarded] = codes.ids(code_rows[self.guarded])
-        self.need[self.guarded] = needs.ids(need[self.guarded])
-        self.tight = fx.tight(need, self.state)
-        self.before = np.concatenate([[0], np.cumsum(ok)]).astype(np.int64)
+        # what the table needs of an entry depends on its (effect, target, state) only: computed once each
+        eid = fx.effect_ids(state, tok)
+        n = fx.tr.num_states
+        x = len(fx.rows)
+        pairs, pair = unique_keys(eid * n + target, x * n)  # (effect, target), then (that pair, state)
+        kinds, inverse = unique_keys(pair * n + state, len(pairs) * n)
+        k_state, k_pair = kinds % n, pairs[kinds // n]
+        k_target, k_eid = k_pair % n, k_pair // n
+        k = len(fx.his)
+        rows = fx.rows[k_eid]
+        need, ok = fx.needs(rows[:, :k], rows[:, k : 2 * k], rows[:, 2 * k :], k_eid != IMPOSSIBLE, fx.rem[k_target])
+        guarded = ((rows != 0).any(axis=1) | need.any(axis=1)) & ok
+        code = np.zeros(len(kinds), dtype=np.int64)  # numbered only where listed (guarded)
+        code[guarded] = codes.ids(rows[guarded])
+        need_id = np.zeros(len(kinds), dtype=np.int64)
+        need_id[guarded] = needs.ids(need[guarded])
+        tight = fx.tight(need, k_state)
+        inverse = inverse.reshape(-1)
+        keep = ok[inverse]
+        at = inverse[keep]
+        self.state, self.tok, self.target = state[keep], tok[keep].astype(np.int32), target[keep]
+        self.guarded, self.code, self.need, self.tight = guarded[at], code[at], need_id[at], tight[at]
+        self.before = np.concatenate([[0], np.cumsum(keep)]).astype(np.int64)
 
     def edges(self, n: int) -> np.ndarray:
         """int64 keys ``state * n + target`` of the tight entries."""
@@ -239,15 +315,14 @@ class _Shared:
     def __init__(self, g: GroupWalk, fx: TokenEffects, codes: _Numbered):
         k = len(fx.his)
         self.g = g
-        add, reset, after, possible = fx.effects(np.full(len(g.tok), g.group.rep, dtype=np.int64), g.tok)
+        eid = fx.effect_ids(np.full(len(g.tok), g.group.rep, dtype=np.int64), g.tok)
         ends, end_at = np.unique(g.end, return_inverse=True)
-        key = np.concatenate([add, reset, after, possible[:, None], end_at.reshape(-1, 1)], axis=1).astype(np.int64)
-        rows, cls = unique_rows(key)
-        self.cls = cls.reshape(-1)
+        kinds, self.cls = unique_keys(eid * len(ends) + end_at.reshape(-1), len(fx.rows) * len(ends))
+        rows = fx.rows[kinds // len(ends)]
         self.add, self.reset, self.after = rows[:, :k], rows[:, k : 2 * k], rows[:, 2 * k : 3 * k]
-        self.possible = rows[:, 3 * k].astype(bool)
-        self.end = ends[rows[:, 3 * k + 1]].astype(np.int64)
-        self.code = codes.ids(rows[:, : 3 * k])
+        self.possible = kinds // len(ends) != IMPOSSIBLE
+        self.end = ends[kinds % len(ends)].astype(np.int64)
+        self.code = codes.ids(rows)
         self.effect = (rows[:, : 3 * k] != 0).any(axis=1)
 
 
@@ -268,21 +343,31 @@ def _members(sh: _Shared, fx: TokenEffects, needs: _Numbered, n: int) -> list[_M
     g = sh.g
     width = 2 * len(sh.end)
     pairs_of: dict[bytes, tuple] = {}
-    parts = []
+    got_of = []
     for i, (key, mine, met) in enumerate(_columns(g)):
         got = pairs_of.get(key)
         if got is None:
             pair = sh.cls * 2 + met
-            got = pairs_of[key] = (pair, np.flatnonzero(np.bincount(pair[mine], minlength=width)), mine)
-        pair, pairs, mine = got
-        c, same = pairs // 2, (pairs % 2).astype(bool)
-        target = np.where(same, sh.end[c], g.group.phi_of(i, sh.end[c]))
-        need, ok = fx.needs(sh.add[c], sh.reset[c], sh.after[c], sh.possible[c], fx.rem[target])
-        state = int(g.members[i])
-        parts.append((key, pair, pairs, mine, need, ok, sh.effect[c] | need.any(axis=1),
-                      state * n + target[fx.tight(need, state) & ok]))
-    ids = needs.ids(np.concatenate([p[4] for p in parts])) if parts else np.zeros(0, np.int64)
-    bounds = np.cumsum([0] + [len(p[2]) for p in parts])
+            got = pairs_of[key] = (key, pair, np.flatnonzero(np.bincount(pair[mine], minlength=width)), mine)
+        got_of.append(got)
+    # every member's (class, met or not) pairs at once: their targets, needs and tightness in one pass
+    counts = [len(got[2]) for got in got_of]
+    member = np.repeat(np.arange(len(got_of)), counts)
+    pairs = np.concatenate([got[2] for got in got_of]) if got_of else np.zeros(0, np.int64)
+    c, same = pairs // 2, (pairs % 2).astype(bool)
+    col = g.group.col_of[sh.end[c]]
+    mapped = np.where(col >= 0, g.group.phi[member, np.maximum(col, 0)], -1)
+    target = np.where(same, sh.end[c], mapped)
+    need, ok = fx.needs(sh.add[c], sh.reset[c], sh.after[c], sh.possible[c], fx.rem[target])
+    state = g.members.astype(np.int64)[member]
+    tight = fx.tight(need, state) & ok
+    guarded = sh.effect[c] | need.any(axis=1)
+    edge = state * n + target
+    bounds = np.cumsum([0] + counts)
+    parts = []
+    for (key, pair, pairs_i, mine), lo, hi in zip(got_of, bounds[:-1], bounds[1:]):
+        parts.append((key, pair, pairs_i, mine, need[lo:hi], ok[lo:hi], guarded[lo:hi], edge[lo:hi][tight[lo:hi]]))
+    ids = needs.ids(need)
     made: dict[tuple, tuple] = {}
     out = []
     for (key, pair, pairs, mine, _, ok, guarded, edges), lo, hi in zip(parts, bounds[:-1], bounds[1:]):
@@ -307,7 +392,8 @@ def _columns(g: GroupWalk) -> list[tuple]:
     (E,)), from the group's bit matrices unpacked once."""
     serves, met = g.columns()
     met_keys = np.packbits(met, axis=1)
-    return [(g.member_keys()[i] + content_key(met_keys[i]), serves[i], met[i]) for i in range(len(g.members))]
+    keys = g.member_keys(serves)
+    return [(keys[i] + content_key(met_keys[i]), serves[i], met[i]) for i in range(len(g.members))]
 
 
 def _member_guards(g: GroupWalk, sh: _Shared, mem: list[_Member], own: _Entries, bounds: list[int],

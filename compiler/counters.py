@@ -319,26 +319,40 @@ class Transducer:
 
     def live(self) -> np.ndarray:
         """uint8 (S, counters): 1 where the counter's value at the state matters (an advance of it can
-        follow before a reset); elsewhere the runtime keeps it at 0."""
+        follow before a reset); elsewhere the runtime keeps it at 0.
+
+        A least fixpoint over the distinct (state, next state, effect) transitions, every counter at once
+        (one bit each in uint64 words): a state is live for a counter when a transition from it advances
+        the counter, or leaves it untouched into a state live for it."""
         n, k = self.num_states, len(self.table.his)
-        out = np.zeros((n, k), dtype=np.uint8)
-        t = self.transitions
         arrays = self.table.arrays()
-        add, reset = arrays["effect_add"], arrays["effect_reset"] > 0
-        for c in range(k):
-            advances = add[:, c] > 0
-            untouched = ~advances & ~reset[:, c]
-            ok = t >= 0
-            direct = (ok & advances[self.effect]).any(axis=1)
-            through = ok & untouched[self.effect]
-            live = direct.copy()
-            while True:
-                nxt = direct | (through & live[np.maximum(t, 0)]).any(axis=1)
-                if (nxt == live).all():
-                    break
-                live = nxt
-            out[:, c] = live
-        return out
+        advances = arrays["effect_add"] > 0
+        untouched = ~advances & ~(arrays["effect_reset"] > 0)
+        x = len(advances)
+        src, byte = np.nonzero(self.transitions >= 0)
+        if not len(src) or not k:
+            return np.zeros((n, k), dtype=np.uint8)
+        key = np.unique((src.astype(np.int64) * n + self.transitions[src, byte]) * x + self.effect[src, byte])
+        src, dst, eff = key // (n * x), (key // x) % n, key % x  # sorted by src
+
+        def bits(rows: np.ndarray) -> np.ndarray:
+            words = (k + 63) // 64
+            padded = np.zeros((len(rows), words * 64), dtype=bool)
+            padded[:, :k] = rows
+            return np.packbits(padded, axis=1, bitorder="little").view(np.uint64)
+
+        adv, thr = bits(advances), bits(untouched)
+        heads, starts = np.unique(src, return_index=True)
+        direct = np.zeros((n, adv.shape[1]), dtype=np.uint64)
+        direct[heads] = np.bitwise_or.reduceat(adv[eff], starts, axis=0)
+        live = direct
+        while True:
+            nxt = direct.copy()
+            nxt[heads] |= np.bitwise_or.reduceat(thr[eff] & live[dst], starts, axis=0)
+            if np.array_equal(nxt, live):
+                break
+            live = nxt
+        return np.unpackbits(live.view(np.uint8), axis=1, bitorder="little")[:, :k].astype(np.uint8)
 
 
 def resolve(transitions: np.ndarray, accepting: np.ndarray, start: int, his: list[int] | tuple[int, ...]) -> Transducer:

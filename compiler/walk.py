@@ -28,7 +28,7 @@ import numpy as np
 
 from .limits import entries_error
 from .trie import TokenTrie
-from .uniq import distinct_rows
+from .uniq import distinct_rows, unique_rows
 
 
 def member_bits(rows: np.ndarray) -> np.ndarray:
@@ -128,10 +128,13 @@ class GroupWalk:
         met = np.unpackbits(self.met.view(np.uint8), axis=1, bitorder="little")[:, :k].T.astype(bool)
         return serves, met
 
-    def member_keys(self) -> list[bytes]:
-        """A key per member of what it takes of the shared walk (equal keys: equal sets), kept."""
+    def member_keys(self, serves: np.ndarray | None = None) -> list[bytes]:
+        """A key per member of what it takes of the shared walk (equal keys: equal sets), kept. ``serves``:
+        the first of :meth:`columns` when the caller has it (unpacked here otherwise)."""
         if self._keys is None:
-            serves = self.columns()[0]
+            if serves is None:
+                k = len(self.members)
+                serves = np.unpackbits(self.bits.view(np.uint8), axis=1, bitorder="little")[:, :k].T
             packed = np.packbits(serves, axis=1)
             self._keys = [row.tobytes() if packed.shape[1] <= 64 else hashlib.blake2b(row.tobytes(), digest_size=16).digest()
                           for row in packed]
@@ -285,8 +288,16 @@ def _sorted_triples(out_s: list[np.ndarray], out_t: list[np.ndarray], out_n: lis
     s = np.concatenate(out_s).astype(np.int32, copy=False) if out_s else empty
     t = np.concatenate(out_t).astype(np.int32, copy=False) if out_t else empty
     n = np.concatenate(out_n).astype(np.int32, copy=False) if out_n else empty
-    order = np.argsort(s.astype(np.int64) << 32 | t.astype(np.int64), kind="stable")  # by (state, token)
-    return s[order], t[order], n[order]
+    if not len(s):
+        return s, t, n
+    # (state, token) pairs are distinct: one sort of the three packed into an int64 when they fit in 63 bits
+    sb, tb, nb = (max(1, int(a.max()).bit_length()) for a in (s, t, n))
+    if sb + tb + nb > 63 or min(int(s.min()), int(t.min()), int(n.min())) < 0:
+        order = np.argsort(s.astype(np.int64) << 32 | t.astype(np.int64))  # by (state, token)
+        return s[order], t[order], n[order]
+    key = np.sort(s.astype(np.int64) << (tb + nb) | t.astype(np.int64) << nb | n.astype(np.int64))
+    return ((key >> (tb + nb)).astype(np.int32), ((key >> nb) & ((1 << tb) - 1)).astype(np.int32),
+            (key & ((1 << nb) - 1)).astype(np.int32))
 
 
 class _Entries:
@@ -505,7 +516,8 @@ def state_groups(transitions: np.ndarray, states: np.ndarray,
 
 def iter_state_groups(transitions: np.ndarray, states: np.ndarray,
                       class_transitions: np.ndarray | None = None,
-                      class_effects: np.ndarray | None = None) -> Iterator[StateGroup]:
+                      class_effects: np.ndarray | None = None,
+                      shape: np.ndarray | None = None) -> Iterator[StateGroup]:
     """Group the many-byte states of ``states`` (e.g. the contents of different string values) whose
     automata look alike from there, so that one walk of the trie serves each group.
 
@@ -514,8 +526,9 @@ def iter_state_groups(transitions: np.ndarray, states: np.ndarray,
     :func:`_match`); the candidates it leaves out are grouped around the next rep (:data:`GROUP_REPS`).
     ``class_transitions``: ``byte_classes(transitions)[1]`` when the caller has it already (computed here
     otherwise); a transducer's caller passes its classes of (transition, effect) instead, with
-    ``class_effects`` (see :func:`_match`). Groups are made one at a time (each holds a members x states
-    table), so that a walk can stop after any of them.
+    ``class_effects`` (see :func:`_match`). ``shape``: int64 (num_states,), a finer key to class the
+    candidates by instead of their pattern (:func:`shapes`: alike to some depth). Groups are made one at a
+    time (each holds a members x states table), so that a walk can stop after any of them.
     """
     from .dfa import byte_classes
 
@@ -523,12 +536,16 @@ def iter_state_groups(transitions: np.ndarray, states: np.ndarray,
     cand = states[live_bytes >= GROUP_MIN_LIVE_BYTES]
     if len(cand) < 2:
         return
-    rows = transitions[cand]
-    pattern = np.where(rows < 0, 0, np.where(rows == cand[:, None], 1, 2)).astype(np.uint8)
     ctrans = byte_classes(transitions)[1] if class_transitions is None else class_transitions
-    by_pattern: dict[bytes, list[int]] = {}
-    for st, pat in zip(cand.tolist(), pattern):
-        by_pattern.setdefault(pat.tobytes(), []).append(st)
+    by_pattern: dict[bytes | int, list[int]] = {}
+    if shape is not None:
+        for st, key in zip(cand.tolist(), shape[cand].tolist()):
+            by_pattern.setdefault(key, []).append(st)
+    else:
+        rows = transitions[cand]
+        pattern = np.where(rows < 0, 0, np.where(rows == cand[:, None], 1, 2)).astype(np.uint8)
+        for st, pat in zip(cand.tolist(), pattern):
+            by_pattern.setdefault(pat.tobytes(), []).append(st)
     chunk = max(2, min(GROUP_MAX_MEMBERS, GROUP_MAX_ENTRIES // transitions.shape[0]))
     for alike in by_pattern.values():
         for at in range(0, len(alike), chunk):
@@ -539,6 +556,35 @@ def iter_state_groups(transitions: np.ndarray, states: np.ndarray,
                 group, pool = _group(ctrans, pool, class_effects)
                 if group is not None:
                     yield group
+
+
+#: How many bytes deep :func:`shapes` tells heavy members (grouped again apart) by what follows.
+SHAPE_DEPTH = 2
+
+
+def shapes(class_transitions: np.ndarray, class_effects: np.ndarray | None = None,
+           depth: int | None = None) -> np.ndarray:
+    """int64 (num_states,): states numbered alike when the automaton looks alike from them to ``depth``
+    bytes: the same pattern of dead, self-looping and other transitions per class (and the same effects,
+    ``class_effects`` given), and, ``depth`` times over, the same such number for each class's target
+    (a partition refinement cut short, as in Moore's minimization). Candidates classed by it are grouped
+    around a rep of their own kind: the four hex digits after ``\\u`` in a counted string all have one
+    pattern, but only those at the same depth walk alike."""
+    depth = SHAPE_DEPTH if depth is None else depth
+    ctrans = np.asarray(class_transitions, dtype=np.int64)
+    n = ctrans.shape[0]
+    own = np.arange(n, dtype=np.int64)[:, None]
+    pattern = np.where(ctrans < 0, 0, np.where(ctrans == own, 1, 2))
+    if class_effects is not None:
+        pattern = np.concatenate([pattern, np.asarray(class_effects, dtype=np.int64)], axis=1)
+    shape = unique_rows(pattern)[1]
+    for _ in range(depth):
+        nxt = np.where(ctrans < 0, 0, shape[np.maximum(ctrans, 0)] + 1)
+        refined = unique_rows(np.concatenate([shape[:, None], nxt], axis=1))[1]
+        if refined.max(initial=0) == shape.max(initial=0):  # no class split: stable
+            break
+        shape = refined
+    return shape
 
 
 #: The most reps tried per pattern: a pattern's candidates can be of several kinds (the positions of a
@@ -650,14 +696,20 @@ def walk(transitions: np.ndarray, trie: TokenTrie, states: np.ndarray | None = N
         return WalkResult(empty, empty, empty)
     entries = _Entries(max_entries)
     groups, grouped = [], [np.zeros(0, np.int64)]
+    shape: np.ndarray | None = None  # made when a group first has heavy members
     rounds = [iter_state_groups(transitions, states, class_transitions, class_effects)] if share else []
     for round_, found in enumerate(rounds):
         for g in found:
             last = round_ + 1 >= GROUP_ROUNDS
             walked = _walk_group(flat_t, trie, g, heavy=not last)
             heavy = walked.heavy()
-            if heavy.any() and not last:  # grouped again apart, around a rep of their own
-                rounds.append(iter_state_groups(transitions, g.members[heavy], class_transitions, class_effects))
+            if heavy.any() and not last:  # grouped again apart, around a rep of their own kind
+                if shape is None:
+                    from .dfa import byte_classes
+                    ctrans = byte_classes(transitions)[1] if class_transitions is None else class_transitions
+                    shape = shapes(ctrans, class_effects)
+                rounds.append(iter_state_groups(transitions, g.members[heavy], class_transitions, class_effects,
+                                                shape))
                 g = g.without(heavy)
                 if g is None:
                     continue
