@@ -36,9 +36,9 @@ _EXPORTS = {
     "Vocabulary": "callmaybe.core.vocabulary",
     "load_vocabulary": "callmaybe.core.vocabulary",
     "compile_catalog": "callmaybe.compiler.build",
-    "TokenIndex": "callmaybe.runtime.masks",
-    "load_index": "callmaybe.runtime.index",
-    "Matcher": "callmaybe.runtime.matcher",
+    "TokenIndex": "callmaybe.runtime.decoding.masks",
+    "load_index": "callmaybe.runtime.decoding.index",
+    "Matcher": "callmaybe.runtime.decoding.matcher",
     "CallmaybeError": "callmaybe.core.errors",
 }
 

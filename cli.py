@@ -207,13 +207,13 @@ def _not_nan(ctx, param, value: float) -> float:
 
 def decision_options() -> list:
     """The options of the call-or-answer decision under tool_choice auto (run, eval, serve)."""
-    from .runtime.decision import CALL_LOG_ODDS_MIN
+    from .runtime.policy.decision import CALL_LOG_ODDS_MIN
 
     return [
         click.option("--call-threshold", type=float, default=CALL_LOG_ODDS_MIN, show_default=True,
                      callback=_not_nan,
                      help="Under tool_choice auto: the model calls when its log-odds (nats) of starting a call at "
-                          "the first token reach this (runtime/decision.py); lower calls more often."),
+                          "the first token reach this (runtime/policy/decision.py); lower calls more often."),
         click.option("--relevance-check/--no-relevance-check", default=True, show_default=True,
                      help="Under tool_choice auto: before a call the first token wants, ask the model whether a "
                           "function of the catalog does what the request asks; text when it doubts it."),
@@ -304,7 +304,7 @@ def ray_answering(ray_address: str | None, ray_actors: int | None, threads: int 
 
 def show_trace(record: dict) -> None:
     """Print one request's trace on stderr as soon as it is answered (above the progress bar)."""
-    from .runtime.runner import trace_lines
+    from .runtime.answering.runner import trace_lines
 
     say("\n".join(trace_lines(record)))
 
@@ -329,8 +329,8 @@ def eval_cmd(data, model, max_tokens, threads, call_format, tool_choice, paralle
     (one error line).
     """
     from .compiler.build import runtime_compiler
-    from .runtime.evaluation import evaluate
-    from .runtime.session import RunConfig
+    from .runtime.evaluation.evaluate import evaluate
+    from .runtime.answering.session import RunConfig
 
     config = RunConfig(model=model, max_tokens=max_tokens, threads=threads,
                        call_format=resolve_call_format(call_format),
@@ -427,7 +427,7 @@ def serve_cmd(model, host, port, max_batch, max_queue, api_key, per_minute, inde
         from functools import partial
 
         from .compiler.build import prepare_vocabulary, runtime_compiler
-        from .runtime.session import RunConfig, Runtime
+        from .runtime.answering.session import RunConfig, Runtime
         from .server.compiling import ProcessCompiler
         from .server.serve import runtime_app, serve
 
@@ -449,7 +449,7 @@ def serve_cmd(model, host, port, max_batch, max_queue, api_key, per_minute, inde
         # new tool lists compile in a worker process of their own, off the decoding path (issue 31)
         runtime.compile = ProcessCompiler(partial(runtime_compiler, limits=compile_limits), runtime.vocabulary,
                                           prepare_vocabulary)
-        from .runtime.engine import Engine
+        from .runtime.answering.engine import Engine
 
         engine = Engine(runtime, max_batch=max_batch, max_queue=max_queue)
     except CallmaybeError as exc:
@@ -502,7 +502,7 @@ def run_cmd(input_pos, functions, input_opt, output, model, max_tokens, threads,
     try:
         with signals_interrupt():
             from .compiler.build import runtime_compiler
-            from .runtime.session import RunConfig, interactive as interactive_session, run_file
+            from .runtime.answering.session import RunConfig, interactive as interactive_session, run_file
 
             config = RunConfig(model=model, index_path=index_path, max_tokens=max_tokens, threads=threads,
                                call_format=resolve_call_format(call_format),

@@ -203,7 +203,7 @@ def tokenizer_json(vocab: str) -> Path | None:
         return found[0]
     if vocab == "qwen3":
         return None
-    from callmaybe.runtime.model import resolve_model_dir
+    from callmaybe.runtime.model.load import resolve_model_dir
 
     return resolve_model_dir(name) / "tokenizer.json"
 
@@ -282,13 +282,13 @@ class CallmaybeEngine:
     """callmaybe: index compiled ahead of time; a step is a cached row lookup plus a memoized DFA walk."""
 
     grammar = "callmaybe catalog"
-    modules = ("callmaybe.compiler.compile", "callmaybe.compiler.nodes", "callmaybe.core.indexfile",
-               "callmaybe.runtime.masks", "callmaybe.runtime.matcher", "interegular")
+    modules = ("callmaybe.compiler.compile", "callmaybe.compiler.automata.nodes", "callmaybe.core.indexfile",
+               "callmaybe.runtime.decoding.masks", "callmaybe.runtime.decoding.matcher", "interegular")
 
     @staticmethod
     def clear_caches() -> None:
         """Forget the per-process cache of scalar automata, so that every build is a cold build."""
-        from callmaybe.compiler.nodes import LEAF_CACHE
+        from callmaybe.compiler.automata.nodes import LEAF_CACHE
 
         LEAF_CACHE.clear()
 
@@ -314,7 +314,7 @@ class CallmaybeEngine:
 
     def load(self, path: Path, built):
         from callmaybe.core.indexfile import read_index_for
-        from callmaybe.runtime.index import open_index
+        from callmaybe.runtime.decoding.index import open_index
 
         return open_index(read_index_for(path), self.vocabulary.token_bytes)
 
@@ -322,7 +322,7 @@ class CallmaybeEngine:
         return CallmaybeSession(loaded)
 
     def apply(self, logits, snapshot) -> None:
-        """As runtime/decoder.py does: ``TokenIndex.apply_mask`` of the matcher's mask (a short id row scatters
+        """As runtime/decoding/decoder.py does: ``TokenIndex.apply_mask`` of the matcher's mask (a short id row scatters
         the allowed logits into a -inf tensor; a longer row adds its cached 0/-inf float bias, built on the
         untimed first call)."""
         index, mask = snapshot
@@ -335,7 +335,7 @@ class CallmaybeSession:
     plus EOS when accepting)."""
 
     def __init__(self, index):
-        from callmaybe.runtime.matcher import Matcher, TokenNotAllowed
+        from callmaybe.runtime.decoding.matcher import Matcher, TokenNotAllowed
 
         self.matcher, self.m, self.refused = Matcher(index), None, TokenNotAllowed
 

@@ -1,4 +1,4 @@
-"""Measure the call-or-answer decision (``runtime/decision.py``) on data sets with expected answers.
+"""Measure the call-or-answer decision (``runtime/policy/decision.py``) on data sets with expected answers.
 
 For each case: one forward pass over the chat (the catalog in the call format's prompt, the case's messages)
 up to the assistant's first token, and the model's probability of starting a call there. Writes one JSON line
@@ -21,18 +21,18 @@ from pathlib import Path
 
 import torch
 
-from callmaybe.runtime.decision import CALL_LOG_ODDS_MIN, call_start_ids, decide
-from callmaybe.runtime.evaluation import evaluation_cases, id_number, language
-from callmaybe.runtime.prompt import chat_ids
+from callmaybe.runtime.policy.decision import CALL_LOG_ODDS_MIN, call_start_ids, decide
+from callmaybe.runtime.evaluation.evaluate import evaluation_cases, id_number, language
+from callmaybe.runtime.decoding.prompt import chat_ids
 
 THRESHOLDS = [-8, -6, -5, -4, -3, -2.5, -2, -1.5, -1, -0.5, 0, 0.5, 1, 2, 3]
 
 
 def measure(paths: list[Path], output: Path, model_name: str, call_format: str, ids: str | None,
             limit: int | None, system: str | None = None, threads: int = 1, verdict: bool = True) -> None:
-    from callmaybe.runtime.model import load_model
-    from callmaybe.runtime.session import model_vocabulary
-    from callmaybe.runtime.turns import Vocab
+    from callmaybe.runtime.model.load import load_model
+    from callmaybe.runtime.answering.session import model_vocabulary
+    from callmaybe.runtime.answering.turns import Vocab
 
     loaded = load_model(model_name, threads=threads)
     tok = loaded.tokenizer
@@ -74,8 +74,8 @@ def measure(paths: list[Path], output: Path, model_name: str, call_format: str, 
                        "p_call": d.p_call, "log_odds": d.log_odds, **parts, "top": tok.decode([top]),
                        "tokens": len(prompt), "seconds": round(time.perf_counter() - t0, 2)}
                 if verdict:
-                    from callmaybe.runtime.relevance import relevance
-                    from callmaybe.runtime.turns import request_text
+                    from callmaybe.runtime.policy.relevance import relevance
+                    from callmaybe.runtime.answering.turns import request_text
 
                     judged = relevance(loaded.model, tok, case["functions"], request_text(messages))
                     row["verdict"] = judged.log_odds
@@ -178,7 +178,7 @@ def main() -> None:
         if args.fit:
             fit(args.table)
         else:
-            from callmaybe.runtime.relevance import VERDICT_LOG_ODDS_MIN
+            from callmaybe.runtime.policy.relevance import VERDICT_LOG_ODDS_MIN
 
             report(load_rows(args.table), CALL_LOG_ODDS_MIN, VERDICT_LOG_ODDS_MIN)
         return

@@ -58,13 +58,13 @@ DATA = {"public": (SHARED / "data" / "public", None),
 
 def cases(data: str) -> list[dict]:
     """The benchmark's cases: ``{"prompt", "functions", "expected", "rules"}``."""
-    from callmaybe.runtime.evaluation import evaluation_cases
+    from callmaybe.runtime.evaluation.evaluate import evaluation_cases
 
     return evaluation_cases(*DATA[data])
 
 
 def score(call: dict | None, case: dict) -> bool:
-    from callmaybe.runtime.scoring import bfcl_match, public_match
+    from callmaybe.runtime.evaluation.scoring import bfcl_match, public_match
 
     if not call or "name" not in call:
         return False
@@ -80,8 +80,8 @@ def score(call: dict | None, case: dict) -> bool:
 def child_callmaybe(data: str, dtype: str, max_batch: int = 1) -> dict:
     """callmaybe's own ``eval`` on the benchmark's cases (the same scoring and answerer cache as the command)."""
     from callmaybe.compiler.build import runtime_compiler
-    from callmaybe.runtime.evaluation import evaluate
-    from callmaybe.runtime.session import RunConfig
+    from callmaybe.runtime.evaluation.evaluate import evaluate
+    from callmaybe.runtime.answering.session import RunConfig
 
     t0 = time.perf_counter()
     path, limit = DATA[data]
@@ -100,7 +100,7 @@ def call_schema(functions) -> dict:
 
 def chat_messages(case: dict) -> list[dict]:
     """The peers' chat: callmaybe's own system message listing the catalog, then the request."""
-    from callmaybe.runtime.prompt import system_message
+    from callmaybe.runtime.decoding.prompt import system_message
 
     return [{"role": "system", "content": system_message(case["functions"])},
             {"role": "user", "content": case["prompt"]}]
@@ -108,7 +108,7 @@ def chat_messages(case: dict) -> list[dict]:
 
 def peer_call(text: str, fns) -> dict | None:
     """A peer's output text as a call with numbers typed as callmaybe types them, or None when it is not one."""
-    from callmaybe.runtime.calls import type_numbers
+    from callmaybe.runtime.decoding.calls import type_numbers
 
     try:
         call = json.loads(text)
@@ -125,7 +125,7 @@ def child_outlines(data: str) -> dict:
     from outlines.types import JsonSchema
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from callmaybe.runtime.model import resolve_model_dir
+    from callmaybe.runtime.model.load import resolve_model_dir
 
     t0 = time.perf_counter()
     path = resolve_model_dir(MODEL, torch.float32)

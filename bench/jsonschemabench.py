@@ -30,7 +30,7 @@ import jsonschema
 
 from callmaybe.core.catalog import parse_catalog
 from callmaybe.compiler.grammar import compile_grammar, schema_dfa
-from callmaybe.compiler.lexical import canonical
+from callmaybe.compiler.automata.lexical import canonical
 from callmaybe.core.errors import CallmaybeError
 
 from _schema_checks import declared_order, integral_floats  # bench/ is on sys.path when run as a script

@@ -49,7 +49,7 @@ from urllib.parse import urldefrag, urljoin
 import jsonschema
 
 from callmaybe.compiler.grammar import schema_dfa
-from callmaybe.compiler.lexical import canonical
+from callmaybe.compiler.automata.lexical import canonical
 from callmaybe.core.errors import CallmaybeError
 
 from _schema_checks import (declared_order, integral_floats, keys_out_of_order,  # bench/ is on sys.path

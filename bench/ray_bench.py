@@ -53,7 +53,7 @@ class Instant:
 def timed_run(config, catalog: Path, requests: Path, folder: Path, answering=None):
     """(outcome, wall seconds, output bytes) of one ``run_file``."""
     from callmaybe.compiler.build import runtime_compiler
-    from callmaybe.runtime.session import run_file
+    from callmaybe.runtime.answering.session import run_file
 
     out = folder / f"out-{time.monotonic_ns()}.json"
     t0 = time.perf_counter()
@@ -90,7 +90,7 @@ def main() -> None:
     import ray
 
     from callmaybe.compiler.build import runtime_compiler
-    from callmaybe.runtime.session import RunConfig
+    from callmaybe.runtime.answering.session import RunConfig
     from callmaybe.scale.batch import RayAnswering, RayPlan
 
     public = SHARED / "data" / "public"

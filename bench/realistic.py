@@ -123,7 +123,7 @@ class Callmaybe:
 
     def compile(self, item) -> dict:
         from callmaybe.compiler.compile import CompileOptions, compile_index
-        from callmaybe.compiler.nodes import LEAF_CACHE
+        from callmaybe.compiler.automata.nodes import LEAF_CACHE
         from callmaybe.core.catalog import Function, parse_catalog
         from callmaybe.core.indexfile import to_bytes
 

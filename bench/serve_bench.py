@@ -49,7 +49,7 @@ DATA = {"public": (SHARED / "data" / "public", None),
 
 def cases(data: str, limit: int | None) -> list[dict]:
     """The cases: ``{"id", "prompt", "functions", "expected", "rules"}`` (see ``evaluation_cases``)."""
-    from callmaybe.runtime.evaluation import evaluation_cases
+    from callmaybe.runtime.evaluation.evaluate import evaluation_cases
 
     path, default = DATA[data]
     found = evaluation_cases(path, default)
@@ -129,8 +129,8 @@ def invalid_calls(result: dict, case: dict) -> int:
 
 
 def right(result: dict, case: dict) -> bool:
-    from callmaybe.runtime.calls import type_numbers
-    from callmaybe.runtime.scoring import bfcl_match, public_match
+    from callmaybe.runtime.decoding.calls import type_numbers
+    from callmaybe.runtime.evaluation.scoring import bfcl_match, public_match
 
     if not result["calls"] or case["rules"] not in ("public", "bfcl"):
         return False
@@ -176,13 +176,13 @@ def run_clients(url: str, model: str, todo: list[dict], clients: int, max_tokens
 def sequential_child(args) -> dict:
     """In a child process: the same prompts answered one at a time; the answering seconds (loading excluded)."""
     from callmaybe.compiler.build import runtime_compiler
-    from callmaybe.runtime.session import RunConfig
+    from callmaybe.runtime.answering.session import RunConfig
 
     config = RunConfig(model=args.model, dtype=args.dtype, threads=args.threads, max_batch=1,
                        call_format=args.call_format)
     path, default = DATA[args.data]
     if args.data == "public":  # `callmaybe run`'s own path: one catalog, a requests file
-        from callmaybe.runtime.session import run_file
+        from callmaybe.runtime.answering.session import run_file
 
         requests = json.loads((path / "function_calling_tests.json").read_text())[: args.limit or None]
         with tempfile.TemporaryDirectory() as tmp:
@@ -190,7 +190,7 @@ def sequential_child(args) -> dict:
             inp.write_text(json.dumps(requests))
             outcome = run_file(config, path / "functions_definition.json", inp, out, runtime_compiler)
         return {"seconds": outcome.answer_seconds, "requests": len(requests)}
-    from callmaybe.runtime.evaluation import evaluate  # each case with its own catalog: `callmaybe eval`'s path
+    from callmaybe.runtime.evaluation.evaluate import evaluate  # each case with its own catalog: `callmaybe eval`'s path
 
     totals = evaluate(config, path, args.limit or default, None, runtime_compiler)
     return {"seconds": totals["answer_seconds"], "requests": totals["cases"]}

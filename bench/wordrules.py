@@ -1,6 +1,6 @@
 """What the word rules of grounding lose on right calls, per language, without a model (issue 29, item 4).
 
-The optional-argument rules (``runtime/evidence.py``: a value the request states, reformats or names is kept;
+The optional-argument rules (``runtime/policy/evidence.py``: a value the request states, reformats or names is kept;
 a placeholder, a copy from the catalog or a value the request gives no ground for is restated or left out)
 read the request's words. This bench takes the expected call of every case that needs one (the first value
 BFCL's answer key accepts for each argument; an argument the key lets be left out is left out) as if the
@@ -21,9 +21,9 @@ import re
 from collections import Counter, defaultdict
 from pathlib import Path
 
-from callmaybe.runtime.evaluation import evaluation_cases, language
-from callmaybe.runtime.evidence import verdicts
-from callmaybe.runtime.turns import request_text
+from callmaybe.runtime.evaluation.evaluate import evaluation_cases, language
+from callmaybe.runtime.policy.evidence import verdicts
+from callmaybe.runtime.answering.turns import request_text
 
 
 def right_call(expected: dict) -> dict:

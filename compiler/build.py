@@ -20,7 +20,7 @@ from ..core.vocabulary import Vocabulary
 from .compile import CompileOptions, CompileReport, compile_index, write_index
 from .grammar import compile_grammar, schema_dfa
 from .limits import CompileLimits
-from .schema import Note
+from .schema.compiler import Note
 
 
 def report_notes(notes: list[Note], strict: bool) -> None:
@@ -132,7 +132,7 @@ def build_index(functions: list[Function], vocabulary: Vocabulary, path: Path | 
 
 def runtime_compiler(functions: list[Function], vocabulary: Vocabulary, options: dict[str, str],
                      quiet: bool, limits: CompileLimits | None = None) -> IndexData:
-    """The compiler handed to the runtime (``callmaybe.runtime.session.Compile``): in memory, see
+    """The compiler handed to the runtime (``callmaybe.runtime.answering.session.Compile``): in memory, see
     :func:`build_index` (``limits``: the compile limits, the defaults when None)."""
     return build_index(functions, vocabulary, None, options, quiet=quiet, limits=limits)
 
@@ -141,7 +141,7 @@ def prepare_vocabulary(vocabulary: Vocabulary) -> None:
     """Build what every compile for ``vocabulary`` needs, ahead of the first: its token trie and its token
     bytes matrix (kept per process; a compile worker calls this when it starts)."""
     from .compile import token_trie
-    from .counted_index import token_matrix
+    from .index.counted_index import token_matrix
 
     token_trie(vocabulary)
     token_matrix(vocabulary.token_bytes)

@@ -1,7 +1,7 @@
 """Catalog + vocabulary -> index in memory (and on disk), with the time of each phase.
 
-Phases: the vocabulary's token trie (:mod:`.trie`), the grammar (:mod:`.grammar`: regex and byte DFA), the
-token walk (:mod:`.walk`: every token from every state), and the table (:mod:`.table`: deduplicated rows,
+Phases: the vocabulary's token trie (:mod:`.index.trie`), the grammar (:mod:`.grammar`: regex and byte DFA), the
+token walk (:mod:`.index.walk`: every token from every state), and the table (:mod:`.index.table`: deduplicated rows,
 fewest tokens to completion). The arrays and header are those of :mod:`callmaybe.core.indexfile`.
 """
 
@@ -18,15 +18,15 @@ from ..core.callformat import INDEX_FORMS
 from ..core.catalog import Function, catalog_fingerprint
 from ..core.indexfile import GRAMMAR_REVISION, IndexData, save_index
 from ..core.vocabulary import Vocabulary
-from .counted_index import counted_arrays, effect_classes
-from .counters import Transducer
-from .dfa import byte_classes
-from . import long_counts
+from .index.counted_index import counted_arrays, effect_classes
+from .automata.counters import Transducer
+from .automata.dfa import byte_classes
+from .automata import long_counts
 from .grammar import Grammar, compile_grammar, value_grammar
 from .limits import CompileLimits
-from .table import build_rows, min_tokens
-from .trie import TRIE_CACHE, TokenTrie
-from .walk import WalkResult, walk
+from .index.table import build_rows, min_tokens
+from .index.trie import TRIE_CACHE, TokenTrie
+from .index.walk import WalkResult, walk
 
 
 @dataclass(frozen=True)
@@ -58,7 +58,7 @@ class CompileReport:
     "join" (see :func:`~.grammar.compile_grammar`), "token walk", "table", and "write" (file only).
     ``states``/``accepting_states``: of the call DFA; ``entries``: allowed (state, token) pairs; ``rows``:
     distinct rows of allowed tokens; ``size_bytes``: the index file's size (0 until written); ``notes``: the
-    grammar's :class:`~.schema.Note` list.
+    grammar's :class:`~.schema.compiler.Note` list.
     """
 
     timings: dict[str, float] = field(default_factory=dict)
@@ -81,8 +81,8 @@ HEADER_REGEX = 1_000_000
 
 
 def token_trie(vocabulary: Vocabulary) -> TokenTrie:
-    """The token trie of ``vocabulary`` from the process-wide :data:`~.trie.TRIE_CACHE` (kept per process,
-    and on disk for large vocabularies; see :class:`~.trie.TrieCache`)."""
+    """The token trie of ``vocabulary`` from the process-wide :data:`~.index.trie.TRIE_CACHE` (kept per process,
+    and on disk for large vocabularies; see :class:`~.index.trie.TrieCache`)."""
     return TRIE_CACHE.get(vocabulary)
 
 

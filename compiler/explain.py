@@ -1,6 +1,6 @@
 """``callmaybe compile --explain``: for each function and each of its parameters, the keywords the grammar
 enforces by construction and those left to the check after generation (jsonschema), from the compiler's
-notes (:class:`~.diagnostics.Note`)."""
+notes (:class:`~.schema.diagnostics.Note`)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from typing import Any
 
 from ..core.catalog import Function
 from .grammar import compile_grammar
-from .keywords import ANNOTATIONS
+from .schema.keywords import ANNOTATIONS
 from .limits import CompileLimits
-from .schema import Note
+from .schema.compiler import Note
 
 #: Keys whose values are names or data, not keywords of sub-schemas (their own keys are not keywords).
 _NAMED = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas", "dependencies")

@@ -1,7 +1,7 @@
 """A catalog -> the regex and the byte-level DFA of one call ``{"name": "<fn>", "parameters": {...}}``.
 
 Technique: per-function automata joined after the literal name. Each function's parameters automaton is
-composed on its own (:mod:`.nodes`) and minimized; the call automaton is then the
+composed on its own (:mod:`.automata.nodes`) and minimized; the call automaton is then the
 literal ``{"name": `` followed by a trie of ``"<fn>", "parameters": `` prefixes, each leading into its
 function's automaton, followed by ``}``. This never determinizes the whole-catalog regex, whose subset
 construction dominates compile time for large catalogs; the whole regex is still built and recorded.
@@ -18,14 +18,14 @@ import numpy as np
 
 from ..core.catalog import Function
 from ..core.errors import SchemaError
-from . import dfa as dfa_mod
-from . import counters, long_counts
-from .compose import structure
-from .dfa import ByteDFA
+from .automata import dfa as dfa_mod
+from .automata import counters, long_counts
+from .automata.compose import structure
+from .automata.dfa import ByteDFA
 from .limits import Budget, CompileLimits, active
-from .nodes import Node
-from .schema import Note, SchemaCompiler
-from .syntax import call_regex
+from .automata.nodes import Node
+from .schema.compiler import Note, SchemaCompiler
+from .automata.syntax import call_regex
 
 
 @dataclass
@@ -34,7 +34,7 @@ class Grammar:
     ``notes`` of every function (what the grammar does not enforce, ignores, limits or unrolls).
     ``exact``: whether ``regex`` is a regex of exactly the automaton's language; False where some part of it
     is a description (an intersection, a difference, an automaton built directly, a structure that writes a
-    long part once: :class:`~.nodes.Node.regular`)."""
+    long part once: :class:`~.automata.nodes.Node.regular`)."""
 
     regex: str
     dfa: ByteDFA
@@ -42,7 +42,7 @@ class Grammar:
     exact: bool = True
 
     def transducer(self) -> counters.Transducer | None:
-        """The automaton with its counter markers resolved (:func:`~.counters.resolve`), or None when the
+        """The automaton with its counter markers resolved (:func:`~.automata.counters.resolve`), or None when the
         grammar counts nothing with counters. Raises CounterClash where the markers are ambiguous."""
         return self.dfa.transducer()
 
@@ -86,7 +86,7 @@ def compile_grammar(
     unrolled on a path; ``limits`` bound each function's work (:mod:`.limits`; the defaults when None).
     ``timings`` (if given) receives seconds spent in "automaton" (interegular on the leaf regexes), "byte
     expansion" (their UTF-8 byte DFAs) and "join" (composing objects, arrays and the call, and minimizing);
-    leaves found in :data:`~.nodes.LEAF_CACHE` cost nothing. Raises SchemaError for an uncompilable schema,
+    leaves found in :data:`~.automata.nodes.LEAF_CACHE` cost nothing. Raises SchemaError for an uncompilable schema,
     CompileLimitError (a SchemaError) for one past a limit. The automata are built before the regexes,
     whose size grows like theirs, so a limit stops both.
     """
@@ -138,7 +138,7 @@ def compile_grammar(
 
 def with_counters(dfa: ByteDFA) -> ByteDFA:
     """``dfa`` with the bounds of the running attempt's counters attached (``dfa.counters``) when it reads
-    counter markers (:mod:`.counters`)."""
+    counter markers (:mod:`.automata.counters`)."""
     reg = counters.registry()
     if reg is not None and counters.uses_markers(dfa.transitions):
         dfa.counters = tuple(reg.his)

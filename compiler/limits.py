@@ -19,16 +19,16 @@ What can grow without bound, and the limit that stops it (per function, or per s
   trimming and minimization: the backstop for growth the others do not model (minimization rounds of a
   long automaton, unions of many alternatives). The only limit that depends on the machine's speed;
 * ``entries``: the allowed (state, token) entries of the whole catalog's index, counted by the token walk
-  (:mod:`.walk`) as it finds them: every state inside a string value allows most of the vocabulary
+  (:mod:`.index.walk`) as it finds them: every state inside a string value allows most of the vocabulary
   (~150,000 of Qwen's tokens), so a catalog with thousands of string values would need tens of GB.
 
 Counted repetitions of strings (``minLength``/``maxLength`` and ``{m,n}`` in patterns) are enforced up to
-64, and up to 256 where the schema affords it (:mod:`.long_counts`: a first attempt past a limit gives way
+64, and up to 256 where the schema affords it (:mod:`.automata.long_counts`: a first attempt past a limit gives way
 to one that leaves them to the check after generation; larger counts always are); item counts
-(``minItems``/``maxItems``) are not capped: an array is one copy of its item per count (:mod:`.arrays`), so
+(``minItems``/``maxItems``) are not capped: an array is one copy of its item per count (:mod:`.automata.arrays`), so
 ``states`` refuses a count too large for its item; a number range has a few states per digit of its bounds
-and a ``multipleOf`` one per remainder, bounded (:data:`~.numbers.MAX_REMAINDERS`,
-:data:`~.numbers.MAX_PRODUCT`; a larger step is left to the check), so each is cheap alone; nested ones
+and a ``multipleOf`` one per remainder, bounded (:data:`~.schema.numbers.MAX_REMAINDERS`,
+:data:`~.schema.numbers.MAX_PRODUCT`; a larger step is left to the check), so each is cheap alone; nested ones
 multiply, and ``states`` bounds the product.
 
 Each limit exceeded raises :class:`CompileLimitError` (a SchemaError: the command line prints one line and
@@ -98,7 +98,7 @@ class CompileLimits:
       takes 15 s;
     * ``entries`` 50,000,000: the 30-function benchmark catalog needs 7.3 million, the shipped one 0.5
       million; 50 million is about 330 string values, 1.5 GB at the peak and 6 s. The positions of a counted
-      string derive their entries from one shared walk (:class:`~.walk.GroupWalk`) and count one tenth.
+      string derive their entries from one shared walk (:class:`~.index.walk.GroupWalk`) and count one tenth.
     """
 
     bytes: int = LIMITS["bytes"][0]
@@ -256,7 +256,7 @@ class Budget:
 
     def count_states(self, n: int, leaf: bool = False) -> None:
         """Count ``n`` more automaton states built; raise past the ``states`` limit, or (joins only, which
-        no cache makes depend on what the process compiled before) past :data:`~.long_counts.LONG_STATES`
+        no cache makes depend on what the process compiled before) past :data:`~.automata.long_counts.LONG_STATES`
         while long counts are enforced (the check :func:`checking_joins` set)."""
         self.tick()
         self.used["states"] += n
@@ -289,7 +289,7 @@ class Budget:
 
 _ACTIVE: contextvars.ContextVar[Budget | None] = contextvars.ContextVar("callmaybe_compile_budget", default=None)
 #: Called with the states of joins counted so far, after each join (:meth:`Budget.count_states`); set by
-#: :mod:`.long_counts` while an attempt runs (:func:`checking_joins`), which raises past its own bound.
+#: :mod:`.automata.long_counts` while an attempt runs (:func:`checking_joins`), which raises past its own bound.
 _JOINS_CHECK: contextvars.ContextVar[Callable[[int], None] | None] = contextvars.ContextVar(
     "callmaybe_joins_check", default=None)
 
@@ -297,7 +297,7 @@ _JOINS_CHECK: contextvars.ContextVar[Callable[[int], None] | None] = contextvars
 @contextmanager
 def checking_joins(check: Callable[[int], None]) -> Iterator[None]:
     """Inside the block, every join counted calls ``check(states of joins so far)``, which may raise
-    CompileLimitError (:func:`~.long_counts.check_states`: the states a first attempt with long counts may
+    CompileLimitError (:func:`~.automata.long_counts.check_states`: the states a first attempt with long counts may
     build). A callback, so that the attempts (above this module) are not imported here."""
     token = _JOINS_CHECK.set(check)
     try:
@@ -323,7 +323,7 @@ def current() -> Budget | None:
 
 
 def count_states(n: int, leaf: bool = False) -> None:
-    """Count ``n`` automaton states against the current budget, if any (:mod:`.compose`, :mod:`.dfa`);
+    """Count ``n`` automaton states against the current budget, if any (:mod:`.automata.compose`, :mod:`.automata.dfa`);
     ``leaf``: states of a leaf automaton (a regex, a length, a number range), which the process caches (a
     cache hit counts nothing), as opposed to those of joins, built anew by every compile."""
     budget = _ACTIVE.get()
@@ -332,7 +332,7 @@ def count_states(n: int, leaf: bool = False) -> None:
 
 
 def tick() -> None:
-    """Check the current budget's ``seconds`` limit, if any (the loops of :mod:`.dfa`)."""
+    """Check the current budget's ``seconds`` limit, if any (the loops of :mod:`.automata.dfa`)."""
     budget = _ACTIVE.get()
     if budget is not None:
         budget.tick()

@@ -1,5 +1,5 @@
-"""Counter effects, as the index file stores them and both sides apply them (:mod:`callmaybe.compiler.counters`
-writes them, :mod:`callmaybe.runtime.counted` decodes with them). No torch, no regex engine.
+"""Counter effects, as the index file stores them and both sides apply them (:mod:`callmaybe.compiler.automata.counters`
+writes them, :mod:`callmaybe.runtime.decoding.counted` decodes with them). No torch, no regex engine.
 
 An effect is a tuple of ``(k, add, reset, after)``, one per counter ``k`` it touches, sorted by ``k``:
 without a reset counter ``k`` grows by ``add``; with one it grows by ``add`` (checked), is reset to 0, then

@@ -15,7 +15,7 @@ stored as the uint8 tensor ``header``. Arrays (S states, C byte classes, R disti
 * ``min_tokens``  int32 (S,): the fewest tokens that lead from the state to an accepting state.
 
 An index with counters (version 5, or 4 before guard lists were shared; header ``counters``: the bound ``hi_k`` of each counter, K counters,
-X effects, G guarded entries; see :mod:`callmaybe.compiler.counters`) adds:
+X effects, G guarded entries; see :mod:`callmaybe.compiler.automata.counters`) adds:
 
 * ``counter_hi``   int32 (K,): the bounds again, as an array.
 * ``counter_live`` uint8 (S, K): 1 where counter k's value matters at the state (0 elsewhere, where the

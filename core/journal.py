@@ -2,7 +2,7 @@
 
 A journal is a JSON-lines file beside the output, named ``<output name>.journal.jsonl``. Its first line is the
 header: ``{"journal": 1, "run": {...}}``, where ``run`` names what decides the answers (the model, the index,
-the flags; :func:`callmaybe.runtime.session.run_identity`). Each following line is one answer:
+the flags; :func:`callmaybe.runtime.answering.session.run_identity`). Each following line is one answer:
 ``{"position": i, "prompt": <the request's prompt>, "entry": <its result entry>}``, flushed and synced to disk
 as soon as it is written. A line cut short by a kill or a full disk is ignored (a failed append is cut off
 again where it can be). A journal that holds nothing (empty, or a header cut short: its disk was full when the

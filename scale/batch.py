@@ -3,7 +3,7 @@
 
 ``run``: the index of the catalog is found or compiled once, before the job, by one Ray task on the cluster
 (:func:`_prepare_index`; from ``--index`` on the driver when one is given), and its file's bytes go to every
-actor as one Ray object. The driver keeps the journal: :func:`callmaybe.runtime.session.run_file` journals
+actor as one Ray object. The driver keeps the journal: :func:`callmaybe.runtime.answering.session.run_file` journals
 each answer as it arrives (in the order answers come, as a local ``--max-batch`` run does; positions say which
 request each answers) and writes the output in the requests' order, so ``--resume`` continues a Ray run
 locally and a local one on Ray. ``eval``: each case's catalog is found or compiled by the actor answering it.
@@ -16,9 +16,9 @@ from typing import Any, Callable, Iterator
 
 from ..core.catalog import Function
 from ..core.errors import CallmaybeError
-from ..runtime.profile import Profile
-from ..runtime.runner import RunStats
-from ..runtime.session import Compile, RunConfig, Runtime, collect
+from ..runtime.decoding.profile import Profile
+from ..runtime.answering.runner import RunStats
+from ..runtime.answering.session import Compile, RunConfig, Runtime, collect
 from .cluster import cluster_cpus, connect
 from .pool import ActorPool
 from .workers import Worker, add_profile
@@ -65,7 +65,7 @@ class RayPlan:
 
 
 class RayAnswering:
-    """:class:`~callmaybe.runtime.session.Answering` on a Ray cluster (``run --ray``): :meth:`prepare`
+    """:class:`~callmaybe.runtime.answering.session.Answering` on a Ray cluster (``run --ray``): :meth:`prepare`
     compiles or finds the index once and starts the actors; :meth:`answer` sends them the requests
     (:class:`~.pool.ActorPool`: each answered once, whatever actor dies); :meth:`close` kills them.
     ``profile`` sums the actors' phases (seconds of parallel actors add up, so they may pass the wall time)."""
@@ -105,7 +105,7 @@ class RayAnswering:
 
 def ray_case_answers(config: RunConfig, compile: Compile, plan: RayPlan,
                      ) -> Callable[[list[dict]], tuple[Iterator[tuple[int, dict, Any]], Profile]]:
-    """``eval --ray``: a :data:`~callmaybe.runtime.evaluation.CaseAnswering` that starts the actors, then
+    """``eval --ray``: a :data:`~callmaybe.runtime.evaluation.evaluate.CaseAnswering` that starts the actors, then
     answers the cases on them (each case's catalog found or compiled by the actor that answers it); the actors
     are killed once every case is answered, or when the iteration is given up."""
 

@@ -1,8 +1,8 @@
 """``serve --ray``: the HTTP API (:mod:`callmaybe.server`) as a Ray Serve application of N replicas behind one
 OpenAI-compatible endpoint.
 
-Each replica is the server ``callmaybe serve`` runs, whole: a :class:`~callmaybe.runtime.session.Runtime`, its
-:class:`~callmaybe.runtime.engine.Engine` batching the replica's own requests (``--max-batch``, ``--max-queue``)
+Each replica is the server ``callmaybe serve`` runs, whole: a :class:`~callmaybe.runtime.answering.session.Runtime`, its
+:class:`~callmaybe.runtime.answering.engine.Engine` batching the replica's own requests (``--max-batch``, ``--max-queue``)
 and the FastAPI app (:func:`callmaybe.server.serve.runtime_app`), given to Ray Serve through
 ``serve.ingress()`` and ``__serve_build_asgi_app__`` (the app is built in the replica, after the model loads).
 Ray Serve's proxy spreads requests over the replicas, sends at most ``max_batch + max_queue`` at once to one,
@@ -22,7 +22,7 @@ from typing import Any
 
 from ..core.errors import CallmaybeError
 from ..core.messages import say
-from ..runtime.session import Compile, RunConfig
+from ..runtime.answering.session import Compile, RunConfig
 from .cluster import connect
 
 #: the Ray Serve application's and deployment's name
@@ -50,8 +50,8 @@ class Replica:
 
     def __init__(self, config: RunConfig, compile: Compile, options: ServeOptions):
         from ..core.files import cache_dir
-        from ..runtime.engine import Engine
-        from ..runtime.session import Runtime
+        from ..runtime.answering.engine import Engine
+        from ..runtime.answering.session import Runtime
         from ..server.serve import runtime_app
         from .shared_index import SharedCompile
 

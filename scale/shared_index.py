@@ -25,11 +25,11 @@ from ..core.indexes import cache_path, options_match
 from ..core.indexfile import IndexData, read_index_for, save_index
 from ..core.messages import say
 from ..core.vocabulary import Vocabulary
-from ..runtime.session import Compile
+from ..runtime.answering.session import Compile
 
 
 class SharedCompile:
-    """``compile`` (a :data:`~callmaybe.runtime.session.Compile`) behind the folder ``folder`` (module
+    """``compile`` (a :data:`~callmaybe.runtime.answering.session.Compile`) behind the folder ``folder`` (module
     docstring); picklable, so Ray can hand it to every replica. ``counts``: ``{"compiled": catalogs this
     process compiled itself, "shared": catalogs it read from the folder instead}`` (``serve --ray`` shows them
     in each replica's ``/health``)."""

@@ -1,4 +1,4 @@
-"""The actor of a Ray batch job: one :class:`~callmaybe.runtime.session.Runtime` (the model loaded once) that
+"""The actor of a Ray batch job: one :class:`~callmaybe.runtime.answering.session.Runtime` (the model loaded once) that
 answers chunks of ``run`` requests or ``eval`` cases, as :class:`~.pool.ActorPool` asks.
 
 For ``run`` the index comes from the driver, compiled once before the job, as the bytes of its file (a Ray
@@ -17,8 +17,8 @@ from typing import Any, Iterator
 
 from ..core.catalog import Function
 from ..core.errors import CallmaybeError
-from ..runtime.evaluation import case_answers
-from ..runtime.session import Compile, RunConfig, Runtime, request_answers
+from ..runtime.evaluation.evaluate import case_answers
+from ..runtime.answering.session import Compile, RunConfig, Runtime, request_answers
 
 #: the file name of the index an actor gets from the driver, in a temporary folder of its own
 INDEX_NAME = "index.safetensors"
@@ -78,9 +78,9 @@ class Worker:
             raise self.error
 
     def _turns(self):
-        """The actor's one :class:`~callmaybe.runtime.engine.Engine` under ``config.turns``, else None."""
+        """The actor's one :class:`~callmaybe.runtime.answering.engine.Engine` under ``config.turns``, else None."""
         if self.config.turns and self._engine is None:
-            from ..runtime.engine import Engine
+            from ..runtime.answering.engine import Engine
 
             self._engine = Engine(self.runtime, self.config.max_batch, max_queue=1 << 30)
         return self._engine
@@ -98,7 +98,7 @@ def _snapshot(profile) -> dict[str, dict[str, float]]:
 
 
 def add_profile(profile, delta: dict[str, dict[str, float]]) -> None:
-    """Add an actor's ``("profile", delta)`` report to the driver's :class:`~callmaybe.runtime.profile.Profile`."""
+    """Add an actor's ``("profile", delta)`` report to the driver's :class:`~callmaybe.runtime.decoding.profile.Profile`."""
     for phase, seconds in delta["seconds"].items():
         calls, tokens = delta["calls"].get(phase, 0), delta["tokens"].get(phase, 0)
         if seconds or calls or tokens:

@@ -3,7 +3,7 @@
 The server's engine decodes in its own thread with torch's threads; a compile is CPU-bound Python and numpy
 that, in the server's process, took the GIL and a core from decoding (a request with a known tool list took
 5-6.7 s instead of 0.6 s while a new list compiled: issue 31). :class:`ProcessCompiler` is a compile function
-of the runtime's kind (``callmaybe.runtime.session.Compile``) that runs the injected compiler in one worker
+of the runtime's kind (``callmaybe.runtime.answering.session.Compile``) that runs the injected compiler in one worker
 process (``spawn``: the server's threads are not forked), niced so that the scheduler gives decoding the
 cores first. The worker loads nothing of the model: it is handed the vocabulary once, when it starts, and
 builds its token trie then, before the first tool list arrives. Which tool lists are compiled, and that two

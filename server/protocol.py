@@ -1,5 +1,5 @@
-"""The chat completions protocol: a request body in, a :class:`~callmaybe.runtime.turn.TurnRequest` out;
-a :class:`~callmaybe.runtime.turn.TurnResult` or the turn's events in, a ``chat.completion`` or
+"""The chat completions protocol: a request body in, a :class:`~callmaybe.runtime.decoding.turn.TurnRequest` out;
+a :class:`~callmaybe.runtime.decoding.turn.TurnResult` or the turn's events in, a ``chat.completion`` or
 ``chat.completion.chunk`` objects out.
 
 Every field is checked here and a bad one raises :class:`~.errors.ApiError` 400 naming it (``param``).
@@ -19,7 +19,7 @@ from typing import Any
 from ..core import __version__
 from ..core.catalog import Function, check_schema, parse_function
 from ..core.errors import CatalogError
-from ..runtime.turn import FINISH_REASONS, SEED_MAX, SEED_MIN, Sampling, ToolCall, TurnRequest, TurnResult
+from ..runtime.decoding.turn import FINISH_REASONS, SEED_MAX, SEED_MIN, Sampling, ToolCall, TurnRequest, TurnResult
 from .errors import bad_request, model_not_found
 
 ROLES = ("system", "developer", "user", "assistant", "tool")

@@ -1,5 +1,5 @@
 """OpenAI's Responses API (``POST /v1/responses``): a request body in, the same
-:class:`~callmaybe.runtime.turn.TurnRequest` the chat completions route builds (:mod:`.protocol`) out; the
+:class:`~callmaybe.runtime.decoding.turn.TurnRequest` the chat completions route builds (:mod:`.protocol`) out; the
 turn's result or events in, a ``response`` object or the Responses stream of events out.
 
 The request: ``input`` (a string, or a list of items: messages with role ``user``, ``system``, ``developer``
@@ -40,7 +40,7 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from ..core.catalog import check_schema
 from ..core.errors import CallmaybeError, CatalogError
-from ..runtime.turn import ToolCall, TurnRequest, TurnResult
+from ..runtime.decoding.turn import ToolCall, TurnRequest, TurnResult
 from .errors import ApiError, bad_request, model_not_found, one_line, server_error
 from .limits import json_body
 from .submit import EngineLike, engine_error, events_of, start_turn

@@ -12,8 +12,8 @@ from ..core.errors import SchemaError
 from ..core.indexfile import REPEATED_KEYS, IndexData
 from ..core.linear import UncheckablePattern, linear_regex
 from ..core.patterns import each_pattern
-from ..runtime.masks import TokenIndex
-from ..runtime.index import open_index
+from ..runtime.decoding.masks import TokenIndex
+from ..runtime.decoding.index import open_index
 from .app import create_app
 from .submit import EngineLike
 from .limits import CompileRate
@@ -45,7 +45,7 @@ def enforced(index: IndexData, schemas: dict[str, Any]) -> IndexData:
 
 
 def runtime_indexes(runtime, capacity: int = 32, per_minute: int = 30) -> IndexCache[TokenIndex]:
-    """An :class:`~.tools.IndexCache` of ``runtime``'s indexes (:class:`~callmaybe.runtime.session.Runtime`):
+    """An :class:`~.tools.IndexCache` of ``runtime``'s indexes (:class:`~callmaybe.runtime.answering.session.Runtime`):
     found or compiled (and stored on disk) by the runtime, refused unless :func:`enforced`, loaded as
     :class:`TokenIndex` es of its vocabulary; at most ``capacity`` in memory, at most ``per_minute`` new tool
     lists compiled per minute."""

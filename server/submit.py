@@ -12,8 +12,8 @@ from typing import Any, Protocol
 from fastapi import Request
 
 from ..core.errors import CatalogError, InputError
-from ..runtime.engine import EngineClosed, QueueFull
-from ..runtime.turn import Event, TurnRequest
+from ..runtime.answering.engine import EngineClosed, QueueFull
+from ..runtime.decoding.turn import Event, TurnRequest
 from .errors import ApiError, bad_request, one_line, server_error, too_many, unavailable
 from .tools import IndexCache
 
@@ -21,7 +21,7 @@ log = logging.getLogger("callmaybe.server")
 
 
 class EngineLike(Protocol):
-    """What the server needs of :class:`callmaybe.runtime.engine.Engine`."""
+    """What the server needs of :class:`callmaybe.runtime.answering.engine.Engine`."""
 
     def submit(self, request: TurnRequest, on_event, index=None, schema_index=None) -> Any: ...
 

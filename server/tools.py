@@ -29,7 +29,7 @@ class IndexCache(Generic[T]):
     """Indexes per tool list and per response schema, compiled once, at most ``capacity`` in memory.
 
     ``load_tools(functions)`` and ``load_schema(name, schema)`` find or compile an index (blocking; run in
-    the worker thread): for a :class:`~callmaybe.runtime.session.Runtime`, ``open_index(runtime.index_for(
+    the worker thread): for a :class:`~callmaybe.runtime.answering.session.Runtime`, ``open_index(runtime.index_for(
     functions), token_bytes)`` and the same with ``index_for_schema``. ``options``: the runtime's compile
     options (part of every key). ``rate``: the bound on new compiles per minute. ``executor``: where loads
     run (default: one worker thread).

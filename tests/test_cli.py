@@ -181,11 +181,11 @@ def test_compile_never_imports_torch_and_runtime_never_imports_interegular(tmp_p
         f"'-o', {str(tmp_path)!r}])\n"
         "assert r.exit_code == 0, r.output\n"
         "assert 'torch' not in sys.modules\n"
-        "import callmaybe.runtime.runner, callmaybe.runtime.masks, callmaybe.runtime.decoder\n"
-        "assert 'interegular' not in sys.modules or 'callmaybe.compiler.dfa' in sys.modules\n"
+        "import callmaybe.runtime.answering.runner, callmaybe.runtime.decoding.masks, callmaybe.runtime.decoding.decoder\n"
+        "assert 'interegular' not in sys.modules or 'callmaybe.compiler.automata.dfa' in sys.modules\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
-    code = "import sys, callmaybe.runtime.runner, callmaybe.runtime.processor; assert 'interegular' not in sys.modules"
+    code = "import sys, callmaybe.runtime.answering.runner, callmaybe.runtime.decoding.processor; assert 'interegular' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True)
 
 

@@ -13,7 +13,7 @@ from callmaybe.compiler.compile import CompileOptions, compile_index
 from callmaybe.core import indexes
 from callmaybe.core.catalog import catalog_fingerprint, parse_catalog
 from callmaybe.core.vocabulary import Vocabulary
-from callmaybe.runtime.session import Runtime
+from callmaybe.runtime.answering.session import Runtime
 
 TOKENS = tuple(bytes([b]) for b in range(32, 127)) + (None,)
 VOCAB = Vocabulary(name="tiny-cache", token_bytes=TOKENS, eos_ids=(len(TOKENS) - 1,), vocab_size=len(TOKENS))

@@ -13,7 +13,7 @@ from callmaybe.core.catalog import parse_function
 from callmaybe.core.errors import CatalogError
 from callmaybe.core.linear import UncheckablePattern, re2_syntax, search
 from callmaybe.core.validation import Checker
-from callmaybe.runtime.calls import schema_error
+from callmaybe.runtime.decoding.calls import schema_error
 
 SCHEMA = {"type": "object", "properties": {"a": {"type": "string", "pattern": "(x+x+)+y"}}, "required": ["a"]}
 

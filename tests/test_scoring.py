@@ -1,4 +1,4 @@
-from callmaybe.runtime.scoring import bfcl_match, bfcl_normalize, public_match
+from callmaybe.runtime.evaluation.scoring import bfcl_match, bfcl_normalize, public_match
 
 
 def test_public_rules():
@@ -32,7 +32,7 @@ PARALLEL = {"calls": [{"name": "play", "parameters": {"artist": ["Taylor Swift"]
 
 
 def test_bfcl_parallel_rules():
-    from callmaybe.runtime.scoring import bfcl_calls_match, bfcl_parallel_match
+    from callmaybe.runtime.evaluation.scoring import bfcl_calls_match, bfcl_parallel_match
 
     swift = {"name": "play", "parameters": {"artist": "taylor swift", "minutes": 20}}
     maroon = {"name": "play", "parameters": {"artist": "Maroon 5", "minutes": 15}}
@@ -47,7 +47,7 @@ def test_bfcl_parallel_rules():
 
 
 def test_bipartite_matching_does_not_depend_on_order():
-    from callmaybe.runtime.scoring import bfcl_calls_match
+    from callmaybe.runtime.evaluation.scoring import bfcl_calls_match
 
     # the first expected call accepts either company; a greedy matcher fails when Apple comes first
     expected = [{"name": "f", "parameters": {"c": ["Microsoft", "Apple"]}},

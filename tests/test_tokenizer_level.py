@@ -3,7 +3,7 @@
 For three tokenizer families (Qwen's byte-level BPE rebuilt from the ``qwen.tiktoken`` ranks, SmolLM2's
 byte-level BPE, and a SentencePiece-style BPE with ``▁`` and ``<0xNN>`` byte fallback trained here), valid call
 texts are encoded by the tokenizer itself (not by the index's token bytes), and the ids are walked through
-the compiled :class:`~callmaybe.runtime.masks.TokenIndex`: every id must be allowed by the mask of the state
+the compiled :class:`~callmaybe.runtime.decoding.masks.TokenIndex`: every id must be allowed by the mask of the state
 it is read in, the walk must end in an accepting state, and there every EOS id must be allowed. Texts with an
 invalid tail must not reach an accepting state.
 
@@ -25,8 +25,8 @@ from callmaybe.core import registry
 from callmaybe.core.files import cache_dir
 from callmaybe.core.catalog import load_catalog, parse_catalog
 from callmaybe.compiler.compile import compile_index
-from callmaybe.runtime.masks import TokenIndex
-from callmaybe.runtime.index import open_index
+from callmaybe.runtime.decoding.masks import TokenIndex
+from callmaybe.runtime.decoding.index import open_index
 from callmaybe.core.vocabulary import Vocabulary, load_vocabulary
 
 REPO = Path(__file__).resolve().parent.parent
@@ -335,7 +335,7 @@ def test_shared_walk_equals_walking_every_state_apart(family_name, catalog, fami
 
     from callmaybe.compiler.compile import token_trie
     from callmaybe.compiler.grammar import compile_grammar
-    from callmaybe.compiler.walk import state_groups, walk as walk_trie
+    from callmaybe.compiler.index.walk import state_groups, walk as walk_trie
     from tests.conftest import shared_path
 
     _, vocab = family(family_name, families, tmp_path_factory)

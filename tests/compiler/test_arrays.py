@@ -1,6 +1,6 @@
 """Arrays: item counts without a cap, ``contains`` with ``minContains``/``maxContains``, ``uniqueItems``,
 ``unevaluatedItems``, the tuple forms, whole-number float counts (issue 13 item 3, the array parts of item
-12); the automata of :mod:`callmaybe.compiler.arrays`; Moore's refinement continued by a worklist; and the
+12); the automata of :mod:`callmaybe.compiler.automata.arrays`; Moore's refinement continued by a worklist; and the
 JSON Schema Test Suite files of these keywords.
 
 Values are written in the canonical layout (``json.dumps`` with ``", "`` and ``": "``, non-ASCII kept).
@@ -13,11 +13,11 @@ import json
 import numpy as np
 import pytest
 
-from callmaybe.compiler import arrays
-from callmaybe.compiler import dfa as D
-from callmaybe.compiler.compose import literals
+from callmaybe.compiler.automata import arrays
+from callmaybe.compiler.automata import dfa as D
+from callmaybe.compiler.automata.compose import literals
 from callmaybe.compiler.grammar import schema_dfa
-from callmaybe.compiler.lexical import INTEGER, STRING, canonical
+from callmaybe.compiler.automata.lexical import INTEGER, STRING, canonical
 from callmaybe.core.errors import SchemaError
 
 from ..conftest import shared_path
@@ -173,7 +173,7 @@ def test_a_thousand_items_are_counted_exactly():
 
 def test_long_item_counts_are_counted_and_huge_minimums_noted():
     """Past 64 items, the items after those that must be copied (the prefix and minItems) are counted by a
-    counter (compiler/counters.py), whatever the item; a minItems past 64 is still left to the check after
+    counter (compiler/automata/counters.py), whatever the item; a minItems past 64 is still left to the check after
     generation, as a note that says why."""
     strings = {"type": "array", "items": {"type": "string"}, "maxItems": 1000}
     assert not_enforced(strings) == {} and verdicts(strings, [["a"] * 1000, ["a"] * 1001]) == [True, False]
@@ -194,7 +194,7 @@ def test_without_counters_copies_that_cost_too_much_are_noted():
     its copies of the item stay within 50,000 states, 64 states of string contents (each allows most of
     the vocabulary: 1,000 strings would pass the index's entries limit) and 32,000 bytes of the shortest
     array that tells the counts apart; else it is noted with why."""
-    from callmaybe.compiler import long_counts
+    from callmaybe.compiler.automata import long_counts
 
     def plain(schema):
         return long_counts.under(long_counts.Policy(counters=False), lambda: not_enforced(schema))
@@ -519,7 +519,7 @@ def test_nested_structures_write_their_regex_once(kind):
     members after an optional one) describes itself instead: the regex of 40 levels grows linearly (it
     doubled at every level: 16 levels wrote 4.7 MB into the index header), and the automaton is unchanged."""
     from callmaybe.compiler.grammar import compile_grammar
-    from callmaybe.compiler.syntax import SHARED_TEXT
+    from callmaybe.compiler.automata.syntax import SHARED_TEXT
     from callmaybe.core.catalog import parse_catalog
 
     def nested(depth):
@@ -550,7 +550,7 @@ def test_nested_structures_write_their_regex_once(kind):
 
 
 def test_a_long_item_regex_is_written_once():
-    from callmaybe.compiler.syntax import SHARED_TEXT, array_regex, map_regex, object_regex
+    from callmaybe.compiler.automata.syntax import SHARED_TEXT, array_regex, map_regex, object_regex
 
     long, short = "x" * (SHARED_TEXT + 1), "x" * SHARED_TEXT
     assert array_regex([], long, 0, None) == r"\[<items 0..: then (?:" + long + r")>\]"

@@ -1,4 +1,4 @@
-"""Long counts with counters (compiler/counters.py): automata, index (version 5), masks and decoding.
+"""Long counts with counters (compiler/automata/counters.py): automata, index (version 5), masks and decoding.
 
 The oracle for the index is the same catalog compiled without counters (copies of the counted part, exact
 up to 256): on random walks over a tiny vocabulary the two give the same allowed tokens at every step.
@@ -13,15 +13,15 @@ import numpy as np
 import pytest
 import torch
 
-from callmaybe.compiler import long_counts
+from callmaybe.compiler.automata import long_counts
 from callmaybe.compiler.compile import compile_index
 from callmaybe.compiler.grammar import schema_dfa
 from callmaybe.core.catalog import parse_catalog
 from callmaybe.core.errors import IndexFileError
 from callmaybe.core.indexfile import read_header, read_index, save_index
 from callmaybe.core.vocabulary import Vocabulary
-from callmaybe.runtime.decoder import generate
-from callmaybe.runtime.index import open_index
+from callmaybe.runtime.decoding.decoder import generate
+from callmaybe.runtime.decoding.index import open_index
 
 from ..runtime.tiny import TinyTokenizer
 
@@ -346,10 +346,10 @@ def test_a_counted_index_made_from_shared_walks_is_the_one_made_from_every_state
     allowed tokens, the effect and need of each of them, and the fewest tokens to completion are what walking
     every state apart gives. An email under maxLength (the domain label's positions group), two free strings
     and a counted one (their contents group across fields)."""
-    from callmaybe.compiler.counted_index import counted_arrays, effect_classes
+    from callmaybe.compiler.index.counted_index import counted_arrays, effect_classes
     from callmaybe.compiler.grammar import compile_grammar
-    from callmaybe.compiler.trie import build_trie
-    from callmaybe.compiler.walk import walk
+    from callmaybe.compiler.index.trie import build_trie
+    from callmaybe.compiler.index.walk import walk
 
     tokens = list(TOKENS) + [b"ab.cd", b"x-y", b"abc@", b".com", b'om"', b'm", "']
     vocab = Vocabulary(name="lock2", token_bytes=tuple(tokens) + (None,), eos_ids=(len(tokens),),

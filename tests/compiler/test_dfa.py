@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 
 from callmaybe.core.catalog import load_catalog, parse_catalog
-from callmaybe.compiler import dfa as D
+from callmaybe.compiler.automata import dfa as D
 from callmaybe.compiler.grammar import compile_grammar
-from callmaybe.compiler.lexical import INTEGER, NUMBER, STRING
+from callmaybe.compiler.automata.lexical import INTEGER, NUMBER, STRING
 
 
 def accepts(regex, text):
@@ -101,7 +101,7 @@ def test_accepting_states_are_terminal_in_calls(public_catalog_path):
 def test_byte_classes_survive_a_hash_collision(monkeypatch):
     """With every hash multiplier 1, columns (0, 1) and (1, 0) collide; the exact check must split them."""
     import numpy as np
-    from callmaybe.compiler import dfa as dfa_mod
+    from callmaybe.compiler.automata import dfa as dfa_mod
 
     t = np.full((2, 256), -1, dtype=np.int32)
     t[:, ord("a")] = [0, 1]
@@ -121,7 +121,7 @@ def test_byte_classes_survive_a_hash_collision(monkeypatch):
 
 
 def test_leaf_cache_is_bounded_and_times_only_what_it_builds():
-    from callmaybe.compiler.nodes import LeafCache
+    from callmaybe.compiler.automata.nodes import LeafCache
 
     cache = LeafCache(maxsize=2)
     timings = {}

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from callmaybe.compiler.compose import literals, members_any_order
+from callmaybe.compiler.automata.compose import literals, members_any_order
 from callmaybe.compiler.explain import explain
 from callmaybe.compiler.grammar import schema_dfa
-from callmaybe.compiler.lexical import canonical
+from callmaybe.compiler.automata.lexical import canonical
 from callmaybe.core.catalog import parse_catalog
 from callmaybe.core.errors import SchemaError
 

@@ -1,4 +1,4 @@
-"""Integers and numbers (:mod:`callmaybe.compiler.numbers`): bounds, ``multipleOf`` and the number forms,
+"""Integers and numbers (:mod:`callmaybe.compiler.schema.numbers`): bounds, ``multipleOf`` and the number forms,
 against jsonschema (Draft 2020-12, as the runtime checks calls after json.loads).
 
 Every accepted text must be valid for jsonschema (sound, on any text); the canonical text (json.dumps) of
@@ -24,12 +24,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
-from callmaybe.compiler import dfa as D
-from callmaybe.compiler import numbers as N
+from callmaybe.compiler.automata import dfa as D
+from callmaybe.compiler.schema import numbers as N
 from callmaybe.compiler.grammar import schema_dfa
-from callmaybe.compiler.lexical import INTEGER, NUMBER, canonical
+from callmaybe.compiler.automata.lexical import INTEGER, NUMBER, canonical
 from callmaybe.compiler.limits import CompileLimitError
-from callmaybe.compiler.nodes import LEAF_CACHE
+from callmaybe.compiler.automata.nodes import LEAF_CACHE
 from callmaybe.core.errors import SchemaError
 
 DBL_MAX = sys.float_info.max
@@ -305,7 +305,7 @@ def test_huge_steps_past_the_product_bound_are_noted():
 
 
 def test_exploration_backstop(monkeypatch):
-    from callmaybe.compiler import digits
+    from callmaybe.compiler.automata import digits
 
     monkeypatch.setattr(digits, "MAX_EXPLORED", 10)
     LEAF_CACHE.clear()
@@ -344,7 +344,7 @@ def test_enum_numbers_in_both_spellings_when_exact(value, texts, not_texts):
 
 def test_the_runtime_keeps_integers_without_a_double():
     """A number field holding an int is written as a float only where the double is the same value."""
-    from callmaybe.runtime.calls import type_numbers
+    from callmaybe.runtime.decoding.calls import type_numbers
 
     schema = {"type": "object", "properties": {"x": {"type": "number"}}}
     assert type_numbers({"x": 2}, schema) == {"x": 2.0} and isinstance(type_numbers({"x": 2}, schema)["x"], float)

@@ -20,9 +20,9 @@ from hypothesis import strategies as st
 from jsonschema import Draft202012Validator, Draft7Validator
 
 from callmaybe.compiler.grammar import compile_grammar, schema_dfa
-from callmaybe.compiler.lexical import canonical
+from callmaybe.compiler.automata.lexical import canonical
 from callmaybe.compiler.limits import CompileLimitError, CompileLimits
-from callmaybe.compiler.objects import MAX_DEPENDENCIES, MAX_REGIONS
+from callmaybe.compiler.schema.objects import MAX_DEPENDENCIES, MAX_REGIONS
 from callmaybe.core.catalog import parse_catalog
 from callmaybe.core.errors import SchemaError
 

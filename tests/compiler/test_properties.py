@@ -17,7 +17,7 @@ The oracle is jsonschema's Draft 2020-12 validator with its format checker, exte
 design rules of the grammar (see :data:`Oracle`): integers are spelled without fraction or exponent, objects
 are closed to their declared properties and emit them in declaration order, enum/const compare canonical
 texts, ``pattern`` follows ECMA-262 (``\\d`` is ASCII, ``$`` is the end of the string), ``multipleOf`` is read
-on decimals with the limits of :mod:`callmaybe.compiler.numbers` (no exponent form; within 2**53 where
+on decimals with the limits of :mod:`callmaybe.compiler.schema.numbers` (no exponent form; within 2**53 where
 jsonschema's float division must be exact). Texts whose number tokens are outside the number forms
 (at most 16 digits before a point or an exponent, at most 20 zeros after ``0.`` before a digit, the
 exponent at most 292 after two or more integer digits and 308 after ``0.``, nothing above the largest
@@ -48,9 +48,9 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator, ValidationError
 
-from callmaybe.compiler import dfa as D
+from callmaybe.compiler.automata import dfa as D
 from callmaybe.compiler.grammar import schema_dfa
-from callmaybe.compiler.ranges import integer_range
+from callmaybe.compiler.automata.ranges import integer_range
 from callmaybe.core.errors import SchemaError
 
 # --------------------------------------------------------------------------------------------------------------
@@ -66,7 +66,7 @@ def _no_constants(name: str):
     raise ValueError(f"not JSON: {name}")
 
 
-# The number forms, written independently of callmaybe.compiler.lexical: an integer (-0 included), a point form
+# The number forms, written independently of callmaybe.compiler.automata.lexical: an integer (-0 included), a point form
 # (at most 16 digits before the point), either then an exponent (at most 16 digits before it).
 _NUMBER_FORM = re.compile(r"(-?0|-?[1-9][0-9]*)|-?(0|[1-9][0-9]{0,15})(?:\.([0-9]+))?(?:[eE]([+-]?[0-9]+))?")
 DBL_MAX = Decimal(repr(sys.float_info.max))
@@ -222,7 +222,7 @@ _base_multiple_of = Draft202012Validator.VALIDATORS["multipleOf"]
 
 def multiple_limit(q: Any, instance: Any) -> str | None:
     """Why the grammar does not write ``instance`` under ``multipleOf: q`` although it may be a multiple (the
-    documented limits of callmaybe.compiler.numbers, for an int q or a float q whose double is its
+    documented limits of callmaybe.compiler.schema.numbers, for an int q or a float q whose double is its
     decimal), or None."""
     if isinstance(instance, float) and "e" in repr(instance):
         return "no exponent form under multipleOf"
@@ -1191,7 +1191,7 @@ def _check_range(lo: int | None, hi: int | None, use_dfa: bool = False) -> None:
     compiled_rx = re.compile(rx)
     dfa = D.from_regex(rx) if use_dfa else None
     if dfa is not None:
-        from callmaybe.compiler.numbers import NONE, NumberSpec, _build
+        from callmaybe.compiler.schema.numbers import NONE, NumberSpec, _build
 
         direct = _build(NumberSpec((lo, hi), None, NONE, None))
         assert (direct.transitions.tolist(), direct.accepting.tolist()) == (dfa.transitions.tolist(),

@@ -1,9 +1,9 @@
 import pytest
 
 from callmaybe.core.catalog import parse_catalog
-from callmaybe.compiler.lexical import BOOLEAN, INTEGER, NUMBER, STRING, escape
-from callmaybe.compiler.schema import SchemaCompiler
-from callmaybe.compiler.syntax import call_regex, object_regex
+from callmaybe.compiler.automata.lexical import BOOLEAN, INTEGER, NUMBER, STRING, escape
+from callmaybe.compiler.schema.compiler import SchemaCompiler
+from callmaybe.compiler.automata.syntax import call_regex, object_regex
 from callmaybe.core.errors import SchemaError
 
 

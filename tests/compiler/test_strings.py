@@ -18,12 +18,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
-from callmaybe.compiler import dfa as D
-from callmaybe.compiler.formats import HOSTNAME_MAX
+from callmaybe.compiler.automata import dfa as D
+from callmaybe.compiler.automata.formats import HOSTNAME_MAX
 from callmaybe.compiler.grammar import schema_dfa
-from callmaybe.compiler.lengths import length_dfa, unit
-from callmaybe.compiler.lexical import canonical
-from callmaybe.compiler.pattern import PatternError, pattern_dfa, pattern_regex
+from callmaybe.compiler.automata.lengths import length_dfa, unit
+from callmaybe.compiler.automata.lexical import canonical
+from callmaybe.compiler.automata.pattern import PatternError, pattern_dfa, pattern_regex
 from callmaybe.core.errors import SchemaError
 
 from ..conftest import SHARED
@@ -156,7 +156,7 @@ def test_lengths_up_to_256_are_exact_and_longer_ones_are_named():
     dfa, notes = schema_dfa({"type": "object", "properties": {"s": {"type": "string", "maxLength": 255}}})
     assert notes == []
     assert dfa.accepts(canonical({"s": "x" * 255}).encode()) and not dfa.accepts(canonical({"s": "x" * 256}).encode())
-    # past 256 a maximum is counted by a counter (compiler/counters.py); a minimum is named
+    # past 256 a maximum is counted by a counter (compiler/automata/counters.py); a minimum is named
     dfa, notes = schema_dfa({"type": "object", "properties": {"s": {"type": "string", "maxLength": 1000}}})
     assert notes == [] and dfa.counters == (1000,)
     assert dfa.accepts(canonical({"s": "x" * 1000}).encode()) and not dfa.accepts(canonical({"s": "x" * 1001}).encode())
@@ -164,7 +164,7 @@ def test_lengths_up_to_256_are_exact_and_longer_ones_are_named():
     assert [str(n) for n in notes] == ["schema 'schema', parameter 's': minLength (1000 above 256)"]
     assert dfa.accepts(canonical({"s": "x"}).encode())
     # without counters (a composition they cannot carry) the maximum is named too
-    from callmaybe.compiler import long_counts
+    from callmaybe.compiler.automata import long_counts
 
     dfa, notes = long_counts.under(long_counts.Policy(counters=False), lambda: schema_dfa(
         {"type": "object", "properties": {"s": {"type": "string", "maxLength": 1000}}}))
@@ -185,7 +185,7 @@ def test_pattern_repeats_up_to_256_are_exact():
 def test_functions_that_share_parameters_share_the_long_count_policy(monkeypatch):
     """Two functions with the same parameters share one automaton: the second gets the note (and the regex)
     of the attempt that automaton was built by, not a first attempt of its own that builds nothing."""
-    from callmaybe.compiler import long_counts
+    from callmaybe.compiler.automata import long_counts
     from callmaybe.compiler.grammar import compile_grammar
     from callmaybe.core.catalog import parse_catalog
 
@@ -212,7 +212,7 @@ def test_long_counts_give_way_when_the_schema_cannot_afford_them(monkeypatch):
     """Without counters, long lengths (65..256) are enforced by a first attempt of copies; when it passes a
     compile limit (here the states it may build with long counts), the schema is compiled again with them
     left to the check, each named with the limit; short ones stay exact."""
-    from callmaybe.compiler import long_counts
+    from callmaybe.compiler.automata import long_counts
 
     schema = {"type": "object", "properties": {"a": {"type": "string", "maxLength": 200},
                                                "b": {"type": "string", "pattern": "^x{0,100}$"},

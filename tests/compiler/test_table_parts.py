@@ -7,12 +7,12 @@ import time
 import numpy as np
 import pytest
 
-from callmaybe.compiler.counted_index import IMPOSSIBLE, TokenEffects
-from callmaybe.compiler.dfa import byte_classes
+from callmaybe.compiler.index.counted_index import IMPOSSIBLE, TokenEffects
+from callmaybe.compiler.automata.dfa import byte_classes
 from callmaybe.compiler.grammar import compile_grammar, schema_dfa
-from callmaybe.compiler.trie import build_trie
-from callmaybe.compiler.uniq import unique_keys
-from callmaybe.compiler.walk import shapes, walk
+from callmaybe.compiler.index.trie import build_trie
+from callmaybe.compiler.index.uniq import unique_keys
+from callmaybe.compiler.index.walk import shapes, walk
 from callmaybe.core.catalog import parse_catalog
 
 from .test_counters import S, VOCAB

@@ -3,9 +3,9 @@
 
 from callmaybe.core.catalog import parse_catalog
 from callmaybe.compiler.compile import compile_index
-from callmaybe.compiler.trie import TrieCache, build_trie, trie_from_file
-from callmaybe.compiler.walk import walk
-from callmaybe.compiler import dfa as D
+from callmaybe.compiler.index.trie import TrieCache, build_trie, trie_from_file
+from callmaybe.compiler.index.walk import walk
+from callmaybe.compiler.automata import dfa as D
 from callmaybe.core.vocabulary import Vocabulary
 
 TOKENS = [b'{"', b"name", b'":', b" ", b'"', b"f", b"g", b"fg", b", ", b"parameters", b"{", b"}", b"}}",
@@ -85,8 +85,8 @@ def test_shared_walk_equals_the_walk_of_every_state_apart(monkeypatch):
         {"name": "g", "parameters": {"x": {"type": "string"}, "y": {"type": "array", "items": {"type": "string"}}}},
     ], "t")
     from callmaybe.compiler.grammar import compile_grammar
-    from callmaybe.compiler import walk as walk_mod
-    from callmaybe.compiler.walk import state_groups
+    from callmaybe.compiler.index import walk as walk_mod
+    from callmaybe.compiler.index.walk import state_groups
     import numpy as np
 
     dfa = compile_grammar(fns).dfa
@@ -114,13 +114,13 @@ def test_counted_string_positions_share_one_walk_as_far_as_each_corresponds():
     fewer entries than it serves."""
     import numpy as np
     from callmaybe.compiler.grammar import compile_grammar
-    from callmaybe.compiler.table import build_rows, min_tokens
-    from callmaybe.compiler.walk import state_groups
+    from callmaybe.compiler.index.table import build_rows, min_tokens
+    from callmaybe.compiler.index.walk import state_groups
 
     tokens = SHARED_TOKENS + [b"abcdefgh", b"abcdefghijklmnop", b'abcd"', b'abcdefgh", "', rb"\u00e9\u00e9"]
     fns = parse_catalog([{"name": "f", "parameters": {"s": {"type": "string", "minLength": 2, "maxLength": 40},
                                                       "t": {"type": "string", "maxLength": 70}}}], "t")
-    from callmaybe.compiler import long_counts
+    from callmaybe.compiler.automata import long_counts
 
     dfa = long_counts.under(long_counts.Policy(counters=False), lambda: compile_grammar(fns)).dfa  # copies
     trie = build_trie(tokens)
@@ -154,8 +154,8 @@ def test_counted_string_positions_share_one_walk_as_far_as_each_corresponds():
 
 def test_distinct_edges_and_min_tokens_by_bitmap_and_by_sort(monkeypatch):
     import numpy as np
-    from callmaybe.compiler import table
-    from callmaybe.compiler.walk import WalkResult
+    from callmaybe.compiler.index import table
+    from callmaybe.compiler.index.walk import WalkResult
 
     # 0 -a-> 1 -b-> 2 (accepting), 0 -c-> 2 twice through different tokens, 3 -> 3 only (never completes)
     r = WalkResult(np.array([0, 0, 0, 1, 1, 3], np.int32), np.array([1, 2, 3, 4, 5, 6], np.int32),

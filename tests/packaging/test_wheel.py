@@ -82,7 +82,7 @@ def test_wheel_carries_every_module_and_index_and_nothing_else(wheel):
 
 
 def test_installed_run_uses_the_shipped_index(fresh_venv, tmp_path):
-    from callmaybe.runtime.model import resolve_model_dir
+    from callmaybe.runtime.model.load import resolve_model_dir
 
     resolve_model_dir(MODEL)  # fetch and convert once, in the test's own cache
     env = {**os.environ, "CALLMAYBE_CACHE": str(shared_cache_without_indexes(tmp_path))}
@@ -113,8 +113,8 @@ def test_an_index_in_the_model_folder_is_found(tmp_path, monkeypatch):
     """A model folder carrying ``callmaybe/*.safetensors``: the runtime finds the index there, with an empty
     cache and a compiler that must not be called."""
     from callmaybe import compile_catalog, load_catalog
-    from callmaybe.runtime.model import resolve_model_dir
-    from callmaybe.runtime.session import RunConfig, Runtime
+    from callmaybe.runtime.model.load import resolve_model_dir
+    from callmaybe.runtime.answering.session import RunConfig, Runtime
 
     converted = resolve_model_dir(MODEL)
     folder = tmp_path / "published-model"

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from callmaybe.compiler.trie import TRIE_FIELDS, TrieCache, build_trie, trie_to_bytes
+from callmaybe.compiler.index.trie import TRIE_FIELDS, TrieCache, build_trie, trie_to_bytes
 from callmaybe.core import files
 from callmaybe.core import registry
 from callmaybe.core.registry import WheelPin, extract_member, gguf_path

@@ -179,7 +179,7 @@ def _verdict_beside_busy_threads(schema: dict, threads: int) -> tuple[str, float
     import threading
     import time
 
-    from callmaybe.compiler.nodes import LEAF_CACHE
+    from callmaybe.compiler.automata.nodes import LEAF_CACHE
 
     LEAF_CACHE.clear()
     stop = threading.Event()

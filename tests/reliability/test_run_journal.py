@@ -89,7 +89,7 @@ def test_exit_status_is_1_when_every_request_failed_and_0_when_all_were_answered
 
 def test_a_failed_final_write_keeps_every_answer_in_the_journal(tmp_path, monkeypatch):
     from callmaybe.core.errors import InputError
-    from callmaybe.runtime import session
+    from callmaybe.runtime.answering import session
 
     def full_disk(path, data):
         raise InputError(f"{path}: cannot write: No space left on device")
@@ -207,7 +207,7 @@ def test_a_journal_another_run_is_writing_is_refused(tmp_path):
 def test_journaled_entries_are_checked_again_on_resume(tmp_path, monkeypatch):
     """An edited journal cannot put an invalid call (or a non-entry) into the output: it is answered again."""
     from callmaybe.core.errors import InputError
-    from callmaybe.runtime import session
+    from callmaybe.runtime.answering import session
 
     def full_disk(path, data):
         raise InputError(f"{path}: cannot write: No space left on device")
@@ -230,7 +230,7 @@ def test_journaled_entries_are_checked_again_on_resume(tmp_path, monkeypatch):
 
 
 def test_an_interrupt_before_any_answer_leaves_no_journal(tmp_path, monkeypatch):
-    from callmaybe.runtime import session
+    from callmaybe.runtime.answering import session
 
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt

@@ -20,7 +20,7 @@ import pytest
 from callmaybe.core.callformat import TOOLS_OPENING
 from callmaybe.core.catalog import load_catalog, parse_catalog
 from callmaybe.core.registry import FIXTURE_MODEL
-from callmaybe.runtime.prompt import plain_text_ids, prompt_ids, shared_prefix_length, system_message, tool_spec
+from callmaybe.runtime.decoding.prompt import plain_text_ids, prompt_ids, shared_prefix_length, system_message, tool_spec
 
 from ..conftest import REPO
 from ..test_tokenizer_level import qwen_tokenizer, sentencepiece_tokenizer
@@ -115,7 +115,7 @@ def load(family: str, tmp_path_factory):
     if family == "smollm2":
         from transformers import AutoTokenizer
 
-        from callmaybe.runtime.model import resolve_model_dir
+        from callmaybe.runtime.model.load import resolve_model_dir
 
         return AutoTokenizer.from_pretrained(resolve_model_dir(FIXTURE_MODEL))  # the tokenizer load_model gives
     if family == "qwen":
@@ -315,7 +315,7 @@ def chat(text: str) -> list[dict]:
 
 
 def test_chat_history_and_tool_results_add_no_added_token(case):
-    from callmaybe.runtime.prompt import chat_ids
+    from callmaybe.runtime.decoding.prompt import chat_ids
 
     tokenizer, call_format, markers = case
     clean = added_counts(tokenizer, chat_ids(tokenizer, catalog(), chat("ready"), call_format))
@@ -327,7 +327,7 @@ def test_chat_history_and_tool_results_add_no_added_token(case):
 
 
 def test_a_chat_of_one_request_is_the_run_prompt(case):
-    from callmaybe.runtime.prompt import chat_ids
+    from callmaybe.runtime.decoding.prompt import chat_ids
 
     tokenizer, call_format, _ = case
     functions = catalog()

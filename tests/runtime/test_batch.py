@@ -8,11 +8,11 @@ import torch
 
 from callmaybe.core.catalog import load_catalog
 from callmaybe.core.registry import FIXTURE_MODEL
-from callmaybe.runtime import batch as batch_module
-from callmaybe.runtime.batch import Batch, Started
-from callmaybe.runtime.decoder import forward
-from callmaybe.runtime.model import load_model
-from callmaybe.runtime.runner import Answerer, answer_batched, run_requests
+from callmaybe.runtime.decoding import batch as batch_module
+from callmaybe.runtime.decoding.batch import Batch, Started
+from callmaybe.runtime.decoding.decoder import forward
+from callmaybe.runtime.model.load import load_model
+from callmaybe.runtime.answering.runner import Answerer, answer_batched, run_requests
 
 from ..conftest import REPO
 
@@ -156,8 +156,8 @@ def test_a_row_that_goes_back_past_its_prompt_while_another_leaves_and_the_cache
 def answerer(smollm2):
     from callmaybe.compiler.build import runtime_compiler
     from callmaybe.core.callformat import compile_options
-    from callmaybe.runtime.index import open_index
-    from callmaybe.runtime.session import model_vocabulary
+    from callmaybe.runtime.decoding.index import open_index
+    from callmaybe.runtime.answering.session import model_vocabulary
 
     functions = load_catalog(REPO / "schemas" / "functions_definition.json")
     vocabulary = model_vocabulary(FIXTURE_MODEL, smollm2)
@@ -195,8 +195,8 @@ def test_answers_come_as_calls_finish_and_a_failed_step_fails_only_its_rows(answ
 
 
 def test_a_prefix_cache_shared_by_two_catalogs_computes_only_what_differs(smollm2):
-    from callmaybe.runtime.decoder import PrefixCache
-    from callmaybe.runtime.profile import Profile
+    from callmaybe.runtime.decoding.decoder import PrefixCache
+    from callmaybe.runtime.decoding.profile import Profile
 
     model, profile = smollm2.model, Profile()
     cache = PrefixCache(model, profile=profile)

@@ -6,7 +6,7 @@ import jsonschema
 import pytest
 
 from callmaybe.core.catalog import parse_catalog
-from callmaybe.runtime.calls import InvalidCall, schema_error, to_call
+from callmaybe.runtime.decoding.calls import InvalidCall, schema_error, to_call
 
 FNS = {f.name: f for f in parse_catalog([
     {"name": "ping", "parameters": {"type": "object", "properties": {"ip": {"type": "string", "format": "ipv4"}},

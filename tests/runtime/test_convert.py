@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from callmaybe.core.errors import ModelError
-from callmaybe.runtime.convert import (
+from callmaybe.runtime.model.convert import (
     QUANTIZATION_FILE,
     SCHEME_VERSION,
     TensorSpec,
@@ -20,8 +20,8 @@ from callmaybe.runtime.convert import (
     llama_rows,
     write_safetensors,
 )
-from callmaybe.runtime.model import _load_int8, read_safetensors
-from callmaybe.runtime.quant import Int8Embedding, Int8Linear, quantize
+from callmaybe.runtime.model.load import _load_int8, read_safetensors
+from callmaybe.runtime.model.quant import Int8Embedding, Int8Linear, quantize
 
 gguf = pytest.importorskip("gguf")
 Q = gguf.GGMLQuantizationType

@@ -1,4 +1,4 @@
-"""The call-or-answer decision (runtime/decision.py): which tokens begin a call, and the log-odds rule."""
+"""The call-or-answer decision (runtime/policy/decision.py): which tokens begin a call, and the log-odds rule."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import math
 
 import torch
 
-from callmaybe.runtime.decision import CALL_LOG_ODDS_MIN, call_start_ids, decide
+from callmaybe.runtime.policy.decision import CALL_LOG_ODDS_MIN, call_start_ids, decide
 
 TOKENS = [b"{", b' {"', b"\n{", b"```", b"  ```json", b"`", b"Hello", b"{}", b"}", None, b"\t[{", b" "]
 

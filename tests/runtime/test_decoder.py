@@ -8,9 +8,9 @@ import torch
 
 from callmaybe.core.catalog import parse_catalog
 from callmaybe.compiler.compile import compile_index
-from callmaybe.runtime.decoder import BudgetExhausted, generate
-from callmaybe.runtime.loops import repeating
-from callmaybe.runtime.index import open_index
+from callmaybe.runtime.decoding.decoder import BudgetExhausted, generate
+from callmaybe.runtime.decoding.loops import repeating
+from callmaybe.runtime.decoding.index import open_index
 from callmaybe.core.vocabulary import Vocabulary
 
 from .tiny import TinyTokenizer
@@ -118,7 +118,7 @@ def test_repeating():
 
 
 def test_logits_processor_matches_the_mask(index):
-    from callmaybe.runtime.processor import IndexLogitsProcessor
+    from callmaybe.runtime.decoding.processor import IndexLogitsProcessor
 
     proc = IndexLogitsProcessor(index, prompt_length=1)
     scores = torch.zeros(1, VOCAB.vocab_size)
@@ -132,7 +132,7 @@ def test_logits_processor_matches_the_mask(index):
 def test_logits_processor_follows_input_ids_that_are_rewritten(index):
     """Reused for a new generation (shorter input) or given several new tokens at once, each row's matcher is
     synced to the tokens after the prompt."""
-    from callmaybe.runtime.processor import IndexLogitsProcessor
+    from callmaybe.runtime.decoding.processor import IndexLogitsProcessor
 
     forced = ID[b'{"name": "f", "parameters": {"s": "']
     proc = IndexLogitsProcessor(index, prompt_length=1)

@@ -14,10 +14,10 @@ from callmaybe.compiler.build import runtime_compiler
 from callmaybe.core.catalog import load_catalog
 from callmaybe.core.errors import InputError
 from callmaybe.core.registry import FIXTURE_MODEL
-from callmaybe.runtime.engine import Engine, QueueFull
-from callmaybe.runtime.index import open_index
-from callmaybe.runtime.session import RunConfig, Runtime
-from callmaybe.runtime.turn import Sampling, TurnRequest
+from callmaybe.runtime.answering.engine import Engine, QueueFull
+from callmaybe.runtime.decoding.index import open_index
+from callmaybe.runtime.answering.session import RunConfig, Runtime
+from callmaybe.runtime.decoding.turn import Sampling, TurnRequest
 
 from ..conftest import REPO
 

@@ -6,7 +6,7 @@ import json
 import pytest
 
 from callmaybe.core.errors import InputError
-from callmaybe.runtime.evaluation import compare_grounding, evaluation_cases, id_number, score, select_ids
+from callmaybe.runtime.evaluation.evaluate import compare_grounding, evaluation_cases, id_number, score, select_ids
 
 TOOL = [{"type": "function", "function": {"name": "f", "parameters": {
     "type": "object", "properties": {"x": {"type": "string"}, "unit": {"type": "string"}}, "required": ["x"]}}}]
@@ -93,7 +93,7 @@ def test_compare_grounding_counts_won_and_lost():
 
 
 def test_compare_entries_scores_a_calls_list_without_grounding():
-    from callmaybe.runtime.evaluation import compare_entries
+    from callmaybe.runtime.evaluation.evaluate import compare_entries
 
     case = {"rules": "bfcl_parallel", "expected": {"calls": [{"name": "f", "parameters": {"x": ["a"], "unit": [""]}},
                                                              {"name": "f", "parameters": {"x": ["b"], "unit": [""]}}]}}
@@ -107,7 +107,7 @@ def test_compare_entries_scores_a_calls_list_without_grounding():
 
 
 def test_messages_cases_and_declines_per_language(tmp_path):
-    from callmaybe.runtime.evaluation import _request, count_declines
+    from callmaybe.runtime.evaluation.evaluate import _request, count_declines
 
     messages = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Règle sur a"}]
     lines = [{"id": "m_0", "tools": TOOL, "prompt": "Règle sur a", "messages": messages,

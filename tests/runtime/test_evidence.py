@@ -4,7 +4,7 @@ copied, a placeholder, a guess."""
 import pytest
 
 from callmaybe.core.catalog import parse_catalog
-from callmaybe.runtime.evidence import Verdict, defaults, offered, partly_stated, placeholder, verdicts, weigh
+from callmaybe.runtime.policy.evidence import Verdict, defaults, offered, partly_stated, placeholder, verdicts, weigh
 
 UNIT = {"type": "string", "description": "The unit of measure. Defaults to 'cm'."}
 CATEGORY = {"type": "string", "description": "The category of the film (e.g. Drama, Comedy, etc). Default is 'all'"}
@@ -117,7 +117,7 @@ def test_verdicts_keep_required_arguments():
 
 
 def test_another_call_must_bring_a_stated_value_and_no_guess():
-    from callmaybe.runtime.evidence import another_call
+    from callmaybe.runtime.policy.evidence import another_call
 
     request = "Compute the Pythagorean Theorem of two side lengths: 3 and 4, 5 and 12."
     first = [{"a": 3, "b": 4}]
@@ -181,7 +181,7 @@ def test_another_call_must_bring_a_stated_value_and_no_guess():
 
 
 def test_another_call_may_use_a_value_the_request_states_again():
-    from callmaybe.runtime.evidence import another_call
+    from callmaybe.runtime.policy.evidence import another_call
 
     # BFCL parallel_92: New York City and Miami are each stated twice, so the way back is asked for
     trip = ("What is the shortest driving distance in miles from New York City to Los Angeles and then from Los "
@@ -233,7 +233,7 @@ def test_another_call_may_use_a_value_the_request_states_again():
 
 
 def test_values_the_request_spells_in_two_cases_are_two_values():
-    from callmaybe.runtime.evidence import another_call
+    from callmaybe.runtime.policy.evidence import another_call
 
     # BFCL parallel_116: the genotypes AA, Aa and aa are three values; the second call was taken for a repeat
     asked = ("Can you calculate the frequency of the homozygous dominant genotype (AA), heterozygous genotype "
@@ -254,7 +254,7 @@ def test_values_the_request_spells_in_two_cases_are_two_values():
 
 
 def test_another_call_may_choose_a_label_the_catalog_offers():
-    from callmaybe.runtime.evidence import another_call
+    from callmaybe.runtime.policy.evidence import another_call
 
     # BFCL parallel_8: "USA" is stated; "country" is offered by the description, not stated
     census = {"type": "object", "properties": {
@@ -274,7 +274,7 @@ def test_another_call_may_choose_a_label_the_catalog_offers():
 
 
 def test_numbers_in_scientific_notation_are_stated():
-    from callmaybe.runtime.evidence import _scaled_mentions, another_call
+    from callmaybe.runtime.policy.evidence import _scaled_mentions, another_call
 
     # BFCL parallel_96: "8.854 x 10^-12 F/m", then "5 x 10^-12 F/m"
     asked = "a permittivity of 8.854 x 10^-12 F/m, then a relative permittivity of 5 x 10^-12 F/m"
@@ -286,7 +286,7 @@ def test_numbers_in_scientific_notation_are_stated():
 
 
 def test_numbers_as_people_write_them():
-    from callmaybe.runtime.evidence import another_call
+    from callmaybe.runtime.policy.evidence import another_call
 
     # thousands separators with decimals; trailing zeros; a sign is part of the number
     assert weigh(1234.56, "Transfer $1,234.56 from checking to savings", {}) == Verdict(True, "stated in the request")
@@ -313,7 +313,7 @@ def test_numbers_as_people_write_them():
 
 
 def test_joined_first_call():
-    from callmaybe.runtime.evidence import joined
+    from callmaybe.runtime.policy.evidence import joined
 
     # BFCL parallel_7 and parallel_18: "5,10 and 15" read as 510, "1,5 and 10 years" as 15
     later = [{"number": 5}, {"number": 10}, {"number": 15}]
@@ -340,7 +340,7 @@ def test_joined_first_call():
 
 
 def test_first_call_needs_one_stated_value():
-    from callmaybe.runtime.evidence import first_call
+    from callmaybe.runtime.policy.evidence import first_call
 
     triangle = "Calculate the area of a triangle given the base is 10 meters and height is 5 meters."
     assert first_call({"weight": 70.0, "height": 1.75}, triangle) == Verdict(False,
@@ -351,7 +351,7 @@ def test_first_call_needs_one_stated_value():
 
 
 def test_claimed_numbers_left_out():
-    from callmaybe.runtime.evidence import claimed
+    from callmaybe.runtime.policy.evidence import claimed
 
     # BFCL parallel_95: "a radius of 1 meter" is the radius of the second setup, not a permeability
     loops = ("In the first setup, the loop has a radius of 0.5 meters and is carrying a current of 10 Amperes. "

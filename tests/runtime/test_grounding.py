@@ -2,8 +2,8 @@
 ground for are left out, everything else is kept."""
 
 from callmaybe.core.catalog import parse_catalog
-from callmaybe.runtime.evidence import verdicts
-from callmaybe.runtime.grounding import drop, is_stated, normalize
+from callmaybe.runtime.policy.evidence import verdicts
+from callmaybe.runtime.policy.grounding import drop, is_stated, normalize
 
 
 def drop_unstated(params, fn, request):
@@ -70,7 +70,7 @@ def test_draft7_dependencies_are_respected():
 
 
 def test_words_up_to_an_ending_are_stated():
-    from callmaybe.runtime.grounding import close, words
+    from callmaybe.runtime.policy.grounding import close, words
 
     assert words("Opening_hours, ticket-PRICE") == ["opening", "hours", "ticket", "price"]
     assert close("strengths", "strength") and close("detailed", "detail") and close("women", "woman")

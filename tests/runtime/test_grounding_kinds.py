@@ -10,8 +10,8 @@ import torch
 from callmaybe.compiler.compile import compile_index
 from callmaybe.core.catalog import parse_catalog
 from callmaybe.core.vocabulary import Vocabulary
-from callmaybe.runtime.index import open_index
-from callmaybe.runtime.runner import Answerer
+from callmaybe.runtime.decoding.index import open_index
+from callmaybe.runtime.answering.runner import Answerer
 
 from .tiny import TinyTokenizer
 

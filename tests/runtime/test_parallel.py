@@ -12,9 +12,9 @@ import torch
 
 from callmaybe.core.catalog import parse_catalog
 from callmaybe.core.registry import FIXTURE_MODEL
-from callmaybe.runtime import parallel as P
-from callmaybe.runtime.model import load_model
-from callmaybe.runtime.turn import ToolCall
+from callmaybe.runtime.policy import parallel as P
+from callmaybe.runtime.model.load import load_model
+from callmaybe.runtime.decoding.turn import ToolCall
 
 RELIGION = parse_catalog([{"name": "religion_history.track", "description": "Track a religion's history.",
                            "parameters": {"type": "object", "properties": {

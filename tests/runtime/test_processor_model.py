@@ -5,11 +5,11 @@ from transformers import LogitsProcessorList
 
 from callmaybe.core.catalog import load_catalog
 from callmaybe.compiler.build import runtime_compiler
-from callmaybe.runtime.decoder import generate
-from callmaybe.runtime.index import open_index
-from callmaybe.runtime.processor import IndexLogitsProcessor
-from callmaybe.runtime.prompt import prompt_ids
-from callmaybe.runtime.session import RunConfig, Runtime
+from callmaybe.runtime.decoding.decoder import generate
+from callmaybe.runtime.decoding.index import open_index
+from callmaybe.runtime.decoding.processor import IndexLogitsProcessor
+from callmaybe.runtime.decoding.prompt import prompt_ids
+from callmaybe.runtime.answering.session import RunConfig, Runtime
 
 
 def test_generate_with_processor_matches_our_loop(public_catalog_path):

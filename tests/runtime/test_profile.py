@@ -1,6 +1,6 @@
 """The per-phase breakdown that --profile prints."""
 
-from callmaybe.runtime.profile import Profile
+from callmaybe.runtime.decoding.profile import Profile
 
 
 def test_lines_give_each_phase_its_share_and_the_rest_as_other():

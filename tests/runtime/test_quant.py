@@ -5,9 +5,9 @@ import pytest
 import torch
 from torch import nn
 
-from callmaybe.runtime import quant
-from callmaybe.runtime.convert import INT8_FOLDER
-from callmaybe.runtime.quant import (SMALL_ROWS, Int8Embedding, Int8Linear, hadamard, quantize, quantize_rows, rotate,
+from callmaybe.runtime.model import quant
+from callmaybe.runtime.model.convert import INT8_FOLDER
+from callmaybe.runtime.model.quant import (SMALL_ROWS, Int8Embedding, Int8Linear, hadamard, quantize, quantize_rows, rotate,
                                      rotation_block)
 
 
@@ -108,8 +108,8 @@ def test_quantize_makes_the_embeddings_int8_and_keeps_tied_ones_tied(tied):
 
 def test_a_registry_model_in_int8_is_converted_once_and_loaded_without_float_weights(monkeypatch):
     from callmaybe.core.registry import FIXTURE_MODEL
-    from callmaybe.runtime import model as model_module
-    from callmaybe.runtime.model import QUANTIZATION_FILE, load_model
+    from callmaybe.runtime.model import load as model_module
+    from callmaybe.runtime.model.load import QUANTIZATION_FILE, load_model
 
     lm = load_model(FIXTURE_MODEL, dtype="int8", device="cpu")
     assert lm.dtype == torch.int8 and lm.path.name == INT8_FOLDER and (lm.path / QUANTIZATION_FILE).is_file()
@@ -126,7 +126,7 @@ def test_a_registry_model_in_int8_is_converted_once_and_loaded_without_float_wei
 def test_a_local_checkpoint_in_int8_is_quantized_at_load(tmp_path):
     """A model folder that is not a registry model has no int8 checkpoint: its weights are quantized in memory."""
     from callmaybe.core.registry import FIXTURE_MODEL
-    from callmaybe.runtime.model import load_model, resolve_model_dir
+    from callmaybe.runtime.model.load import load_model, resolve_model_dir
 
     folder = tmp_path / "local-model"
     folder.mkdir()

@@ -2,11 +2,11 @@
 
 import pytest
 
-from callmaybe.runtime.reformat import abbreviates, reformat, request_numbers
+from callmaybe.runtime.policy.reformat import abbreviates, reformat, request_numbers
 
 
 def test_number_mentions():
-    from callmaybe.runtime.reformat import number_mentions
+    from callmaybe.runtime.policy.reformat import number_mentions
 
     assert number_mentions("a = 1, b = -3, c = 2; a = 1, b = 2, c = 1") == {1.0: 3, 2.0: 2, -3.0: 1}
     # a range's dash is no sign; words count only where no digits state the value
@@ -65,13 +65,13 @@ def test_reformat(value, request_text, expected):
     ("cm", "circumference", False), ("ca", "calculate", False), ("km", "km", False), ("mi", "miles", False),
 ])
 def test_shortens(short, word, expected):
-    from callmaybe.runtime.reformat import shortens
+    from callmaybe.runtime.policy.reformat import shortens
 
     assert shortens(short, word) is expected
 
 
 def test_number_mentions_in_every_form():
-    from callmaybe.runtime.reformat import number_mentions
+    from callmaybe.runtime.policy.reformat import number_mentions
 
     assert number_mentions("a room for two adults and 2 children", every_form=True) == {2.0: 2}
     assert number_mentions("a room for two adults and 2 children") == {2.0: 1}

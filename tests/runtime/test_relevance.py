@@ -12,9 +12,9 @@ import torch
 
 from callmaybe.core.catalog import parse_catalog
 from callmaybe.core.registry import FIXTURE_MODEL
-from callmaybe.runtime import relevance as R
-from callmaybe.runtime.model import load_model
-from callmaybe.runtime.prompt import chat_ids
+from callmaybe.runtime.policy import relevance as R
+from callmaybe.runtime.model.load import load_model
+from callmaybe.runtime.decoding.prompt import chat_ids
 
 FNS = parse_catalog([
     {"name": "get_weather", "description": "Current weather in a city.",

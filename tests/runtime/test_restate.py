@@ -9,10 +9,10 @@ import torch
 
 from callmaybe.core.catalog import parse_catalog
 from callmaybe.compiler.compile import compile_index
-from callmaybe.runtime.grounding import fold
-from callmaybe.runtime.index import open_index
-from callmaybe.runtime.restate import Restated, grounded_prefix, restate, value_start
-from callmaybe.runtime.runner import Answerer
+from callmaybe.runtime.policy.grounding import fold
+from callmaybe.runtime.decoding.index import open_index
+from callmaybe.runtime.policy.restate import Restated, grounded_prefix, restate, value_start
+from callmaybe.runtime.answering.runner import Answerer
 from callmaybe.core.vocabulary import Vocabulary
 
 from .tiny import TinyTokenizer
@@ -163,7 +163,7 @@ def test_answerer_restates_or_leaves_out(index, in_logit, parameters, restated, 
 
 
 def test_trace_lines_say_what_grounding_did():
-    from callmaybe.runtime.runner import grounding_notes, trace_lines
+    from callmaybe.runtime.answering.runner import grounding_notes, trace_lines
 
     grounding = {
         "city": {"action": "kept", "evidence": "required"},

@@ -1,4 +1,4 @@
-"""A turn as tool_choice and parallel calls shape it (runtime/turns.py), with a scripted model over a byte
+"""A turn as tool_choice and parallel calls shape it (runtime/answering/turns.py), with a scripted model over a byte
 vocabulary: the model writes a given text (markers included); the turn decides, constrains and stops."""
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ from callmaybe.compiler.compile import CompileOptions, compile_index
 from callmaybe.core.catalog import Function, parse_catalog
 from callmaybe.core.errors import InputError
 from callmaybe.core.vocabulary import Vocabulary
-from callmaybe.runtime.index import open_index
-from callmaybe.runtime.runner import Grounded
-from callmaybe.runtime.turn import Sampling, TurnRequest
-from callmaybe.runtime.turns import TurnDecoding, Vocab, answered_calls
+from callmaybe.runtime.decoding.index import open_index
+from callmaybe.runtime.answering.runner import Grounded
+from callmaybe.runtime.decoding.turn import Sampling, TurnRequest
+from callmaybe.runtime.answering.turns import TurnDecoding, Vocab, answered_calls
 
 from .tiny import TinyTokenizer
 
@@ -532,7 +532,7 @@ def test_auto_call_in_a_code_fence(index):
 
 
 def test_a_code_fence_counts_as_a_call_start_and_text_never_opens_one(index):
-    from callmaybe.runtime.relevance import Relevance
+    from callmaybe.runtime.policy.relevance import Relevance
 
     code = "```python\nprint(5)\n```"
     result, _ = turn(index, code)  # the fence is where a call may start: the call is decoded under the grammar
@@ -560,7 +560,7 @@ def test_auto_declines_a_call_from_nowhere_and_answers_in_the_models_text(index)
 
 
 def test_a_call_the_models_verdict_doubts_is_a_text_answer(index):
-    from callmaybe.runtime.relevance import Relevance
+    from callmaybe.runtime.policy.relevance import Relevance
 
     asked = []
 

@@ -13,8 +13,8 @@ import torch
 from callmaybe.compiler.compile import compile_index
 from callmaybe.core.catalog import parse_catalog
 from callmaybe.core.vocabulary import Vocabulary
-from callmaybe.runtime.decoder import generate
-from callmaybe.runtime.index import open_index
+from callmaybe.runtime.decoding.decoder import generate
+from callmaybe.runtime.decoding.index import open_index
 
 from .tiny import TinyTokenizer
 

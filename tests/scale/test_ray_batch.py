@@ -17,7 +17,7 @@ from callmaybe.compiler.build import runtime_compiler
 from callmaybe.core import journal as journal_module
 from callmaybe.core.catalog import load_catalog
 from callmaybe.core.journal import Journal, journal_path
-from callmaybe.runtime.session import RunConfig, run_file, run_identity
+from callmaybe.runtime.answering.session import RunConfig, run_file, run_identity
 from callmaybe.scale.batch import RayAnswering, RayPlan
 
 from ..conftest import shared_path

@@ -12,9 +12,9 @@ from typing import Any, Callable
 
 from callmaybe.compiler.grammar import compile_grammar, value_grammar
 from callmaybe.core.errors import InputError
-from callmaybe.runtime.engine import QueueFull
-from callmaybe.runtime.turn import Event
-from callmaybe.runtime.turn import ToolCall, TurnRequest, TurnResult
+from callmaybe.runtime.answering.engine import QueueFull
+from callmaybe.runtime.decoding.turn import Event
+from callmaybe.runtime.decoding.turn import ToolCall, TurnRequest, TurnResult
 
 TOO_LONG = "PROMPT TOO LONG"
 TWO_CALLS = "TWO CALLS"

@@ -19,7 +19,7 @@ import openai
 import pytest
 
 from callmaybe.core.catalog import load_catalog
-from callmaybe.runtime import engine as engine_module
+from callmaybe.runtime.answering import engine as engine_module
 
 from .serving import free_port, streamed_calls
 

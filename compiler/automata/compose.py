@@ -1,0 +1,393 @@
+"""Joins of byte DFAs, so that large automata are composed from small ones instead of determinized from one
+big regex (the grammar nodes of :mod:`.nodes` use these):
+
+* :func:`seq`: parts one after another; each part's accepting states take the next part's start
+  transitions. JSON values never continue with the byte that follows them (``,``, ``}``, ``]``, ``:``), so
+  the merge is deterministic; a clash raises :class:`Clash` (the caller falls back to interegular);
+* :func:`product`: two automata run side by side over pairs of states, accepting by a boolean mode; from it
+  :func:`union` / :func:`union_all` (alternatives), :func:`intersect` (``allOf`` of languages, a length
+  with a pattern), :func:`difference` (``not``, ``if``/``else``) and :func:`exactly_one` (``oneOf``);
+* :func:`literals`: a finite set of byte strings as a trie;
+* :func:`structure`: one copy of each item automaton with literal tries between them (objects: the keys
+  that may come next, every subset of optional members in declaration order, so the size is linear in the
+  members instead of the quadratic regex; arrays and maps loop back into their item).
+
+Results are not minimized here; callers trim and minimize (:func:`~callmaybe.compiler.automata.dfa.minimize`). Each
+join counts the states it builds against the compile budget (:func:`~..limits.count_states`) before it
+allocates them.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import dfa as D
+from . import counters
+from .dfa import ByteDFA
+from ..limits import count_states
+from .reach import coreachable
+
+
+class Clash(Exception):
+    """Two transitions on the same byte to different states met in a sequence."""
+
+
+def _empty(n: int) -> np.ndarray:
+    """int32 (n, 256) transitions, all dead."""
+    return np.full((n, 256), -1, dtype=np.int32)
+
+
+def _shift(t: np.ndarray, off: int) -> np.ndarray:
+    """Transitions ``t`` with every live target moved up by ``off`` (a copy placed at state ``off``)."""
+    return np.where(t >= 0, t + off, -1).astype(np.int32)
+
+
+def merge_rows(trans: np.ndarray, states: np.ndarray, row: np.ndarray) -> None:
+    """Add the transitions ``row`` (int32 (256,), -1 = none) to each of ``states``; raises Clash on conflict."""
+    if len(states) == 0:
+        return
+    cur = trans[states]
+    clash = (cur >= 0) & (row >= 0) & (cur != row)
+    if clash.any():
+        raise Clash()
+    trans[states] = np.where(row >= 0, row, cur)
+
+
+def seq(parts: list[ByteDFA]) -> ByteDFA:
+    """The DFA of ``parts`` one after another (see the module docstring); raises Clash when a part's
+    continuation and the next part's start disagree on a byte."""
+    sizes = [p.num_states for p in parts]
+    count_states(sum(sizes))
+    offs = np.cumsum([0] + sizes)
+    trans = np.concatenate([_shift(p.transitions, int(o)) for p, o in zip(parts, offs)])
+    acc = np.zeros(int(offs[-1]), dtype=bool)
+    # from the last part backwards: a part's accepting states take the next part's start transitions
+    final = parts[-1]
+    acc[int(offs[-1]) - final.num_states:] = final.accepting
+    for k in range(len(parts) - 2, -1, -1):
+        p, o = parts[k], int(offs[k])
+        nxt_start = int(offs[k + 1]) + parts[k + 1].start
+        states = np.flatnonzero(p.accepting) + o
+        merge_rows(trans, states, trans[nxt_start].copy())
+        acc[states] = acc[nxt_start]
+    return ByteDFA(trans, acc, int(offs[0]) + parts[0].start)
+
+
+def product(a: ByteDFA, b: ByteDFA, mode: str) -> ByteDFA:
+    """The product automaton of ``a`` and ``b`` over their reachable pairs of states, accepting by ``mode``:
+    "or" (L(a) | L(b)), "and" (L(a) & L(b)), "minus" (L(a) - L(b)) or "xor" (in exactly one).
+
+    A dead side is written -1 in a pair; pairs that can no longer accept are not built ("and": both sides
+    live; "minus": the left side live). Each new pair counts one state against the compile budget
+    (:func:`~..limits.count_states`). Not minimized. Raises ValueError for an unknown ``mode``.
+    """
+    if mode not in ("or", "and", "minus", "xor"):
+        raise ValueError(f"unknown product mode {mode!r}")
+    dead = np.full((1, 256), -1, dtype=np.int64)
+    ta = np.concatenate([a.transitions.astype(np.int64), dead])  # row -1: the dead side
+    tb = np.concatenate([b.transitions.astype(np.int64), dead])
+    used_a, used_b = counters.markers_used(a.transitions), counters.markers_used(b.transitions)
+    # a side stays put on a counter marker that only the other side reads, where that side reads it: the
+    # count is the other's, and the staying side's verdict does not depend on it
+    only_a, only_b = np.flatnonzero(used_a & ~used_b), np.flatnonzero(used_b & ~used_a)
+    markers = np.flatnonzero(used_a & used_b)  # a counter both sides use must advance on both at once
+    width = b.num_states + 1
+    index: dict[int, int] = {}  # (sa + 1) * width + (sb + 1) -> state
+    pairs_a: list[int] = [a.start]
+    pairs_b: list[int] = [b.start]
+    index[(a.start + 1) * width + b.start + 1] = 0
+    count_states(1)
+    rows: list[np.ndarray] = []
+    lo, hi = 0, 1
+    # breadth first, one level of new pairs at a time: every transition of the level in one numpy pass,
+    # a dictionary lookup only per distinct target pair
+    while lo < hi:
+        sa, sb = np.asarray(pairs_a[lo:hi]), np.asarray(pairs_b[lo:hi])
+        na, nb = ta[sa], tb[sb]
+        if len(only_a) or len(only_b):
+            nb[:, only_a] = np.where(na[:, only_a] >= 0, sb[:, None], -1)
+            na[:, only_b] = np.where(nb[:, only_b] >= 0, sa[:, None], -1)
+        if mode == "and":
+            live = (na >= 0) & (nb >= 0)
+        elif mode == "minus":
+            live = na >= 0
+        else:
+            live = (na >= 0) | (nb >= 0)
+        if len(markers) and mode != "or":
+            # a difference may not let one side's counter decide the other's verdict, and an intersection
+            # may not count one counter in two places of one text (a union's two readings of one text are
+            # found ambiguous when the markers are resolved)
+            both = (sa >= 0) & (sb >= 0)
+            alone = (na[:, markers] >= 0) != (nb[:, markers] >= 0)
+            if (both[:, None] & alone).any():
+                raise counters.CounterClash("one counter counted in two places of one text")
+        keys = (na + 1) * width + (nb + 1)
+        uniq, inverse = np.unique(keys[live], return_inverse=True)
+        ids = np.empty(len(uniq), dtype=np.int32)
+        for j, key in enumerate(uniq.tolist()):
+            s = index.get(key)
+            if s is None:
+                count_states(1)
+                s = len(pairs_a)
+                index[key] = s
+                pairs_a.append(key // width - 1)
+                pairs_b.append(key % width - 1)
+            ids[j] = s
+        level = np.full(na.shape, -1, dtype=np.int32)
+        level[live] = ids[inverse.reshape(-1)]
+        rows.append(level)
+        lo, hi = hi, len(pairs_a)
+    trans = np.concatenate(rows)
+    sa, sb = np.asarray(pairs_a), np.asarray(pairs_b)
+    in_a = (sa >= 0) & np.concatenate([a.accepting, [False]])[sa]
+    in_b = (sb >= 0) & np.concatenate([b.accepting, [False]])[sb]
+    acc = {"or": in_a | in_b, "and": in_a & in_b, "minus": in_a & ~in_b, "xor": in_a ^ in_b}[mode]
+    return ByteDFA(trans, acc, 0)
+
+
+def union(a: ByteDFA, b: ByteDFA) -> ByteDFA:
+    """The DFA of L(a) | L(b) (:func:`product` "or")."""
+    return product(a, b, "or")
+
+
+def intersect(a: ByteDFA, b: ByteDFA) -> ByteDFA:
+    """The DFA of L(a) & L(b) (:func:`product` "and"), minimized; raises SchemaError when it is empty."""
+    return D.minimize(product(D.minimize(a), D.minimize(b), "and"))
+
+
+def difference(a: ByteDFA, b: ByteDFA) -> ByteDFA:
+    """The DFA of L(a) - L(b) (:func:`product` "minus"), minimized; raises SchemaError when it is empty."""
+    return D.minimize(product(D.minimize(a), D.minimize(b), "minus"))
+
+
+def is_empty(dfa: ByteDFA) -> bool:
+    """True when ``dfa`` accepts no text (no accepting state reachable from the start)."""
+    return not coreachable(dfa.transitions, dfa.accepting)[dfa.start] if dfa.num_states else True
+
+
+def exactly_one(parts: list[ByteDFA], loose: list[ByteDFA | None] | None = None) -> ByteDFA:
+    """The texts in exactly one of ``parts`` (JSON Schema ``oneOf``): the union of each part minus the union
+    of the others, minimized; raises EmptyLanguage when no text is in exactly one part.
+
+    ``loose`` (same length as ``parts``, optional): for each part, a language that contains it, subtracted
+    instead of the part itself (a schema compiled exactly where the part is an under-approximation: then
+    a text is kept only when no other part could possibly accept it)."""
+    loose = list(parts) if loose is None else loose
+    present = [q for q in loose if q is not None]
+    if len(present) > 1 and _disjoint_starts(present):  # e.g. a string or an integer: disjoint by type
+        return union_all([p for p in parts if p is not None])
+    pieces = []
+    for i, p in enumerate(parts):
+        if p is None:
+            continue
+        rest = [q for j, q in enumerate(loose) if j != i and q is not None]
+        if not rest:
+            pieces.append(D.minimize(p))
+            continue
+        only = product(D.minimize(p), union_all(rest), "minus")
+        if not is_empty(only):
+            pieces.append(D.minimize(only))
+    if not pieces:
+        raise D.EmptyLanguage("the schema accepts no value (empty language)")
+    return union_all(pieces)
+
+
+def union_all(parts: list[ByteDFA]) -> ByteDFA:
+    """The union of several DFAs, minimized along the way to keep the pairs few. Parts that accept nothing
+    are left out (an impossible ``anyOf`` branch); when every part is empty, so is the result (not
+    minimized: minimizing an empty language raises SchemaError)."""
+    live = [p for p in parts if not is_empty(p)]
+    if not live:
+        return parts[0]
+    if len(live) > 1 and _disjoint_starts(live):
+        return D.minimize(_dispatch(live))
+    out = D.minimize(live[0])
+    for p in live[1:]:
+        out = D.minimize(union(out, D.minimize(p)))
+    return out
+
+
+def _disjoint_starts(parts: list[ByteDFA]) -> bool:
+    """True when no byte leaves the start state of two of ``parts`` (JSON values of different types: the
+    first byte tells them apart)."""
+    used = np.zeros(256, dtype=np.int32)
+    for p in parts:
+        used += p.transitions[p.start] >= 0
+    return bool((used <= 1).all())
+
+
+def _dispatch(parts: list[ByteDFA]) -> ByteDFA:
+    """The union of ``parts`` whose start states share no byte: one copy of each, and a new start state
+    with every part's start transitions (accepting when a part accepts the empty text). Linear in the
+    parts' states, where the product construction would pair them."""
+    count_states(1 + sum(p.num_states for p in parts))
+    offsets = np.cumsum([1] + [p.num_states for p in parts])
+    trans = np.concatenate([_empty(1)] + [_shift(p.transitions, int(o)) for p, o in zip(parts, offsets)])
+    accepting = np.concatenate([[any(bool(p.accepting[p.start]) for p in parts)]] + [p.accepting for p in parts])
+    for p, o in zip(parts, offsets):
+        row = trans[int(o) + p.start]
+        trans[0] = np.where(row >= 0, row, trans[0])
+    return ByteDFA(trans, accepting, 0)
+
+
+def insert_text(rows: list[dict[int, int]], start: int, data: bytes) -> int:
+    """Follow ``data`` from trie node ``start``, adding nodes as needed; returns the node at its end."""
+    s = start
+    for byte in data:
+        nxt = rows[s].get(byte)
+        if nxt is None:
+            nxt = len(rows)
+            rows.append({})
+            rows[s][byte] = nxt
+        s = nxt
+    return s
+
+
+def literals(texts: list[bytes]) -> ByteDFA:
+    """The DFA of a finite set of byte strings (a trie; a string may be a prefix of another)."""
+    rows: list[dict[int, int]] = [{}]
+    acc = {0: False}
+    for t in texts:
+        acc[insert_text(rows, 0, t)] = True
+    count_states(len(rows))
+    trans = _empty(len(rows))
+    for s, row in enumerate(rows):
+        for byte, t in row.items():
+            trans[s, byte] = t
+    accepting = np.zeros(len(rows), dtype=bool)
+    accepting[[s for s, a in acc.items() if a]] = True
+    return ByteDFA(trans, accepting, 0)
+
+
+class _Builder:
+    """Grows one transition table from copies of sub-DFAs (none of their states accepting yet)."""
+
+    def __init__(self):
+        self.blocks: list[np.ndarray] = []
+        self.acc: list[np.ndarray] = []
+        self.n = 0
+
+    def add(self, d: ByteDFA) -> tuple[int, np.ndarray]:
+        """Copy ``d`` in; returns (its start state, its accepting states)."""
+        off = self.n
+        self.blocks.append(_shift(d.transitions, off))
+        self.acc.append(np.zeros(d.num_states, dtype=bool))
+        self.n += d.num_states
+        return off + d.start, np.flatnonzero(d.accepting) + off
+
+    def table(self) -> tuple[np.ndarray, np.ndarray]:
+        """(int32 (states, 256) transitions, bool (states,) accepting) of everything added."""
+        if not self.blocks:
+            return _empty(0), np.zeros(0, dtype=bool)
+        return np.concatenate(self.blocks), np.concatenate(self.acc)
+
+
+def structure(prefix: bytes, items: list[ByteDFA], boundaries: list[list[tuple[bytes, int | None]]],
+              entry: list[tuple[bytes, int | None]]) -> ByteDFA:
+    """A DFA made of one copy of each item and literal tries between them.
+
+    After ``prefix``, the ``entry`` choices apply; after item ``i`` completes, ``boundaries[i]`` apply. A
+    choice ``(bytes, j)`` reads the bytes then continues as item ``j``; ``(bytes, None)`` reads them and
+    accepts (nothing may follow). Raises Clash when choices collide with each other or with an item's own
+    continuation.
+    """
+    count_states(sum(d.num_states for d in items))
+    b = _Builder()
+    starts, accs = [], []
+    for d in items:
+        s, a = b.add(d)
+        starts.append(s)
+        accs.append(a)
+    trans, acc = b.table()
+    rows: list[dict[int, int]] = []  # new trie rows, indexed from len(trans)
+    base = len(trans)
+    merges: list[tuple[int, int | None]] = []  # (trie row, item to continue as / None = accept)
+
+    def trie(choices, lead: bytes = b"") -> int:
+        root = len(rows)
+        rows.append({})
+        for data, j in choices:
+            merges.append((insert_text(rows, root, lead + data), j))
+        count_states(len(rows) - root)  # an object's tries grow with the square of its optional members
+        return root
+
+    start_row = trie(entry, prefix)
+    boundary_rows = [trie(ch) if ch else None for ch in boundaries]
+    more = _empty(len(rows))
+    for r, row in enumerate(rows):
+        for byte, t in row.items():
+            more[r, byte] = base + t
+    trans = np.concatenate([trans, more])
+    acc = np.concatenate([acc, np.zeros(len(rows), dtype=bool)])
+    original_starts = {j: trans[starts[j]].copy() for _, j in merges if j is not None}
+    for r, j in merges:
+        if j is None:
+            if (trans[base + r] >= 0).any():
+                raise Clash()
+            acc[base + r] = True
+        else:
+            merge_rows(trans, np.array([base + r]), original_starts[j])
+    for i, r in enumerate(boundary_rows):
+        if len(accs[i]):
+            if r is not None:
+                merge_rows(trans, accs[i], trans[base + r].copy())
+            acc[accs[i]] = False
+    return ByteDFA(trans, acc, base + start_row)
+
+
+#: Bytes that never occur in UTF-8 text (RFC 3629: 0xC0, 0xC1 and 0xF5-0xFF), used as end markers of the
+#: members of :func:`members_any_order` while it is built.
+NOT_UTF8 = [0xC0, 0xC1] + list(range(0xF5, 0x100))
+
+
+def members_any_order(pairs: list[ByteDFA], required: list[bool]) -> ByteDFA:
+    """An object of members in any order and any number: ``{}`` or ``{M, M, ...}``, each member ``M`` a text of
+    one of ``pairs`` (each the automaton of ``"key": value`` for its keys; the pairs' keys must be disjoint),
+    with every pair marked ``required`` used at least once.
+
+    Built by marking the end of each pair with a byte UTF-8 never uses (one marker per required pair, one
+    shared by the rest), joining the pairs into one minimal automaton, then copying it once per subset of
+    required pairs seen so far and turning each marker into the ``, `` or ``}`` that may follow: states grow
+    like ``2 ** required`` (at most 12 required pairs; raises ValueError past that). Raises Clash when a
+    member's automaton may itself continue with ``,`` or ``}`` (never for JSON values).
+    """
+    if any(counters.uses_markers(p.transitions) for p in pairs):  # its end markers are the counters' bytes
+        raise counters.CounterClash("a counted repetition in the members of an object in any order")
+    need = [i for i, r in enumerate(required) if r]
+    if len(need) > len(NOT_UTF8) - 1:
+        raise ValueError(f"at most {len(NOT_UTF8) - 1} required members, got {len(need)}")
+    mark = {i: NOT_UTF8[n] for n, i in enumerate(need)}
+    rest = NOT_UTF8[-1]
+    union_of = union_all([seq([p, literals([bytes([mark.get(i, rest)])])]) for i, p in enumerate(pairs)])
+    n, k = union_of.num_states, len(need)
+    markers = [mark[i] for i in need] + [rest]
+    base = union_of.transitions.copy()
+    ends = {m: np.flatnonzero(base[:, m] >= 0) for m in markers}
+    base[:, NOT_UTF8] = -1
+    full = (1 << k) - 1
+    count_states(3 + (1 << k) * (n + 1))
+    block = n + 1  # a copy of the members' automaton, then the state after ", " (reads the space)
+    trans = _empty(3 + (1 << k) * block)
+    final = 2
+    trans[0, ord("{")] = 1
+    off = [3 + c * block for c in range(1 << k)]
+    for c in range(1 << k):
+        trans[off[c]:off[c] + n] = _shift(base, off[c])
+    for c in range(1 << k):
+        sep = np.full(256, -1, dtype=np.int32)  # after ",": the space, then a member in this subset's copy
+        sep[ord(" ")] = off[c] + union_of.start
+        trans[off[c] + n] = sep
+    trans[1] = trans[off[0] + union_of.start]
+    if k == 0:
+        trans[1, ord("}")] = final
+    for c in range(1 << k):
+        for bit, m in enumerate(markers):
+            after = c | (1 << bit) if bit < k else c
+            row = np.full(256, -1, dtype=np.int32)
+            row[ord(",")] = off[after] + n
+            if after == full:
+                row[ord("}")] = final
+            merge_rows(trans, ends[m] + off[c], row)
+    accepting = np.zeros(len(trans), dtype=bool)
+    accepting[final] = True
+    return ByteDFA(trans, accepting, 0)

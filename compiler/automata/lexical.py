@@ -1,0 +1,102 @@
+"""Regexes of JSON's lexical pieces (RFC 8259) in interegular's dialect, and literal escaping.
+
+* strings: any code point except ``"``, ``\\`` and U+0000-U+001F, or the escapes ``\\" \\\\ \\/ \\b \\f \\n \\r
+  \\t \\uXXXX`` (:data:`STRING_CHAR`, :data:`STRING`);
+* numbers (:data:`NUMBER`, the forms of :mod:`..schema.numbers`): an integer of any number of digits; a point form
+  ``I.F`` with at most 16 digits before the point (Python writes every double below 1e16 so) and, after
+  ``0.``, at most 20 zeros before the first nonzero digit (or zeros only); an exponent form, either of them
+  then ``e X``, whose value is at most the largest double 1.7976931348623157e308 (so nothing reads as
+  infinity: after one digit before the point the exponent goes up to that value, after more digits up to
+  292 and after ``0.`` up to 308); integers (:data:`INTEGER`) have no fraction or exponent and any number
+  of digits (runaway digits are the runtime's token budget's concern). ``-0`` is written too (valid JSON: the
+  value 0, as ``-0.0`` and ``-0e0`` are).
+
+For length-bounded strings each *decoded code point* must be one unit, so :data:`COUNTED_CHAR` reads a
+surrogate-pair escape ``\\ud83d\\ude00`` as one unit and refuses lone surrogate escapes.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+STRING_CHAR = r'(?:[^"\\\x00-\x1f]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})'
+STRING = '"' + STRING_CHAR + '*"'
+_HEX = "[0-9a-fA-F]"
+COUNTED_CHAR = (
+    r'(?:[^"\\\x00-\x1f]|\\["\\/bfnrt]'
+    r"|\\u(?:[0-9a-cA-CefEF]" + _HEX + "{3}|[dD][0-7]" + _HEX + "{2})"
+    r"|\\u[dD][89abAB]" + _HEX + r"{2}\\u[dD][c-fC-F]" + _HEX + "{2})"
+)
+INTEGER = r"-?(?:0|[1-9][0-9]*)"
+
+
+def fraction_at_most(digits: str) -> str:
+    """The regex of the nonempty digit strings F with 0.F <= 0.``digits`` (``digits``: no trailing zeros)."""
+    rest = "0*"
+    for i in range(len(digits) - 1, 0, -1):  # the digits after position i, possibly none
+        d = int(digits[i])
+        lower = "" if d == 0 else ("0" if d == 1 else f"[0-{d - 1}]") + "[0-9]*|"
+        rest = f"(?:{lower}{digits[i]}{rest})?"
+    d = int(digits[0])
+    lower = "" if d == 0 else ("0" if d == 1 else f"[0-{d - 1}]") + "[0-9]*|"
+    return f"(?:{lower}{digits[0]}{rest})"
+
+
+_POINT = r"(?:[1-9][0-9]{0,15}\.[0-9]+|0\.(?:0{0,20}[1-9][0-9]*|0+))"
+# exponents after one nonzero digit: up to 307, 308 while the value is at most 1.7976931348623157e308 (the
+# largest double); after 2 to 16 integer digits up to 292 and after 0. up to 308 (the value below 1e308);
+# after a zero mantissa any
+_EXPONENT = (r"[1-9](?:\.[0-9]+)?[eE](?:-[0-9]+|\+?0*(?:[0-9]{1,2}|[12][0-9]{2}|30[0-7]))"
+             r"|1(?:\." + fraction_at_most("7976931348623157") + r")?[eE]\+?0*308"
+             r"|[1-9][0-9]{1,15}(?:\.[0-9]+)?[eE](?:-[0-9]+|\+?0*(?:[0-9]{1,2}|1[0-9]{2}|2[0-8][0-9]|29[0-2]))"
+             r"|0\.0{0,20}[1-9][0-9]*[eE](?:-[0-9]+|\+?0*(?:[0-9]{1,2}|[12][0-9]{2}|30[0-8]))"
+             r"|0(?:\.0+)?[eE][+\-]?[0-9]+")
+NUMBER = r"-?(?:0|[1-9][0-9]*|" + _POINT + "|" + _EXPONENT + ")"
+#: Numbers with an integral value written as floats (``3.0``, ``1.5e+16``, and more: a superset), which JSON
+#: Schema counts as integers; only loose languages use it (the grammar writes integers without a fraction).
+INTEGRAL_FLOAT = r"-?(?:0|[1-9][0-9]*)(?:\.0+|(?:\.[0-9]+)?[eE]\+?[0-9]+)"
+BOOLEAN = "(?:true|false)"
+NULL = "null"
+
+_META = set("\\.^$|?*+()[]{}-/")
+
+
+def escape(text: str) -> str:
+    """Escape ``text`` so that interegular matches it literally.
+
+    Regex metacharacters get a backslash; control characters become ``\\xNN``; anything else (including
+    non-ASCII) stays as it is.
+    """
+    out = []
+    for ch in text:
+        if ch in _META:
+            out.append("\\" + ch)
+        elif ord(ch) < 0x20 or ord(ch) == 0x7F:
+            out.append(f"\\x{ord(ch):02x}")
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+def canonical(value: Any) -> str:
+    """``value`` as canonical JSON text: one space after ``:`` and ``,``, non-ASCII kept as UTF-8."""
+    return json.dumps(value, ensure_ascii=False, separators=(", ", ": "))
+
+
+def literal(value: Any) -> str:
+    """The regex of one JSON value written canonically."""
+    return escape(canonical(value))
+
+
+def alternation(parts: list[str]) -> str:
+    """``(?:a|b|...)`` of distinct parts in first-seen order; a single part is returned as it is."""
+    unique = list(dict.fromkeys(parts))
+    if len(unique) == 1:
+        return unique[0]
+    return "(?:" + "|".join(unique) + ")"
+
+
+def string_of(content: str) -> str:
+    """The regex of a JSON string whose content (between the quotes) matches ``content``."""
+    return '"' + content + '"'

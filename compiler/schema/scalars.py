@@ -1,0 +1,122 @@
+"""Keywords of the scalar types: ``enum``/``const`` (exact literal sets), strings (``format``, ``pattern``,
+``minLength``/``maxLength``), integers and numbers (``minimum``/``maximum``, their exclusive forms and
+``multipleOf``, built by :mod:`.numbers`).
+Each function returns the grammar node of the values allowed, or None when the keywords admit none."""
+
+from __future__ import annotations
+
+import math
+import sys
+from typing import Any
+
+import jsonschema
+
+from ...core.patterns import python_schema
+from .diagnostics import SchemaContext
+from .keywords import ANNOTATIONS, is_number
+from ..limits import CompileLimitError
+from ..automata.lexical import canonical
+from ..automata.nodes import Literals, Node
+from .numbers import NumberNode, number_dfa, plan
+from .strings import string_node
+
+
+def enum(ctx: SchemaContext, schema: dict[str, Any], path: list[str]) -> Node | None:
+    """The literal node of ``const``/``enum`` values that also satisfy the schema's other keywords (checked
+    with jsonschema), each written as canonical JSON; integral numbers also in their other spelling (1 and
+    1.0). None when no value is left; raises SchemaError when ``enum`` is not a list."""
+    if "const" in schema:
+        values = [schema["const"]]
+    else:
+        values = schema["enum"]
+        if not isinstance(values, list):
+            raise ctx.error(path, "'enum' must be a list")
+    rest = {k: v for k, v in schema.items() if k not in ("enum", "const") and k not in ANNOTATIONS}
+    if "enum" in schema and "const" in schema:
+        values = [v for v in values if v in schema["enum"]]
+    if rest:
+        # check each value against its sibling keywords (with the root's definitions for $ref)
+        defs = {k: ctx.root[k] for k in ("$defs", "definitions") if isinstance(ctx.root, dict) and k in ctx.root}
+        try:
+            cls = jsonschema.validators.validator_for(ctx.root)
+            validator = cls(python_schema({**defs, **rest}), format_checker=cls.FORMAT_CHECKER)  # formats asserted
+            values = [v for v in values if validator.is_valid(v)]
+        except Exception:  # a sibling keyword jsonschema cannot evaluate: keep every value
+            ctx.note("not enforced", path, "enum", "sibling keywords not checked")
+    if not values:
+        return None
+    texts = []
+    for v in values:
+        texts.append(canonical(v))
+        # JSON Schema compares numbers by value: 1 and 1.0 are the same enum value (the other spelling
+        # only where it is the same value exactly: 2**60 + 1 has no double)
+        if isinstance(v, float) and v.is_integer():
+            texts.append(canonical(int(v)))
+        elif isinstance(v, int) and not isinstance(v, bool) and abs(v) <= sys.float_info.max and float(v) == v:
+            texts.append(canonical(float(v)))
+    return Literals(list(dict.fromkeys(texts)))
+
+
+def string(ctx: SchemaContext, schema: dict[str, Any], path: list[str]) -> Node | None:
+    """The node of a string: ``format``, ``pattern`` and ``minLength``/``maxLength`` (in decoded code points)
+    enforced together (:func:`.strings.string_node`); what is not enforced is noted. None when the lengths
+    admit no string; raises SchemaError for malformed lengths."""
+    return string_node(ctx, schema, path)
+
+
+def bounds(schema: dict[str, Any]) -> tuple[Any, bool, Any, bool]:
+    """(lower, exclusive, upper, exclusive) across draft 4 (boolean) and draft 6+ (number) spellings; a bound
+    that is absent or not a number is None."""
+    lo, hi = schema.get("minimum"), schema.get("maximum")
+    lo_x = hi_x = False
+    emin, emax = schema.get("exclusiveMinimum"), schema.get("exclusiveMaximum")
+    if emin is True:
+        lo_x = True
+    elif is_number(emin) and (lo is None or emin >= lo):
+        lo, lo_x = emin, True
+    if emax is True:
+        hi_x = True
+    elif is_number(emax) and (hi is None or emax <= hi):
+        hi, hi_x = emax, True
+    if lo is not None and not is_number(lo):
+        lo = None
+    if hi is not None and not is_number(hi):
+        hi = None
+    return lo, lo_x, hi, hi_x
+
+
+def _multiple(ctx: SchemaContext, schema: dict[str, Any], path: list[str]) -> Any:
+    """The ``multipleOf`` of ``schema`` (int or float > 0), or None; raises SchemaError when malformed."""
+    if "multipleOf" not in schema:
+        return None
+    q = schema["multipleOf"]
+    if not is_number(q) or not q > 0 or (isinstance(q, float) and not math.isfinite(q)):
+        raise ctx.error(path, f"malformed multipleOf ({q!r}): a number above 0 is expected")
+    return q
+
+
+def _numeric(ctx: SchemaContext, schema: dict[str, Any], path: list[str], integer: bool) -> Node | None:
+    """The node of an integer (``integer``) or a number within its bounds and ``multipleOf``, exactly as
+    :mod:`.numbers` describes; what is not enforced is noted. None when no value fits."""
+    lo, lo_x, hi, hi_x = bounds(schema)
+    try:
+        found = plan(lo, lo_x, hi, hi_x, _multiple(ctx, schema, path), integer)
+        empty = number_dfa(found.spec) is None
+    except CompileLimitError as exc:
+        raise CompileLimitError(f"{ctx.where(path)}: {exc}") from None
+    for keyword, detail in found.notes:
+        ctx.note("not enforced", path, keyword, detail)
+    return None if empty else NumberNode(found.spec)
+
+
+def integer(ctx: SchemaContext, schema: dict[str, Any], path: list[str]) -> Node | None:
+    """The node of an integer (any number of digits) within its bounds and a multiple of ``multipleOf``,
+    exactly (:mod:`.numbers`). None when no integer fits; raises SchemaError for a malformed ``multipleOf``."""
+    return _numeric(ctx, schema, path, True)
+
+
+def number(ctx: SchemaContext, schema: dict[str, Any], path: list[str]) -> Node | None:
+    """The node of a number within its bounds and a multiple of ``multipleOf``, exactly on the forms of
+    :mod:`.numbers` (any finite double as json.dumps writes it, any integer). None when no number fits;
+    raises SchemaError for a malformed ``multipleOf``."""
+    return _numeric(ctx, schema, path, False)

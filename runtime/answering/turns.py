@@ -1,0 +1,705 @@
+"""One assistant turn being decoded: a text answer, one call or several, as the request allows.
+
+:class:`TurnDecoding` is a row as :class:`~..decoding.batch.Batch` and :func:`~..decoding.batch.start` drive it (``pending``,
+``phase``, ``profile``, :meth:`~TurnDecoding.take_forced`, :meth:`~TurnDecoding.choose`). It moves through
+modes:
+
+* ``decide`` (``tool_choice="auto"``): at the first token the model's probability of starting a call (its
+  call marker, Qwen's ``<tool_call>``, or a token opening a JSON object or a code fence, as small models
+  write calls without the marker; the marker alone when the answer must be JSON, ``response_schema``, and the
+  call format has one) against that of writing text decides (:func:`~..policy.decision.decide`): a call
+  is then decoded under the grammar, text is the model's own text with the call's openings left out. A text
+  answer may still turn into a call when the model writes its call marker. A call the first token wants is
+  checked by the model's verdict over the whole catalog (the ``judge`` callback, :mod:`~..policy.relevance`) before
+  it is decoded; a text answer follows when the model doubts it. A call that repeats one the conversation
+  already answered since the last user message (a tool result follows it), and, with the optional value check, a call none of whose
+  values the request states (:func:`~..policy.evidence.first_call`), is declined once decoded: the turn goes back to
+  where the call began, its first token or the end of the text that turned into the call (the row's keys and
+  values after that point are dropped, ``truncate_to``), and answers in text from there, opening no call
+  again. The reason is the result's ``decision``, never its ``content``. A parallel turn leaves out an
+  answered call and tries another (kept as a later call would be, :func:`~..policy.evidence.another_call`); it
+  declines when it made none.
+* ``text``: free text, token by token, until EOS or the budget ("length"). Control tokens other than EOS and
+  (under "auto") the call marker are never picked; under "none" the marker is not either, and with tools
+  the first token opens no call, nor does a token after a blank start (no JSON object, no code fence: a
+  model that would write its call as text writes words).
+* ``json``: a text answer that must match ``response_schema``: decoded under that schema's index.
+* ``call``: one call under the call index (:class:`~..decoding.decoder.Decoding`, so forced text and loop breaking
+  work as for ``run``). A named function is pinned by walking its name's tokens through the index.
+* after a call (``parallel``): the call's closing (``\\n</tool_call>``, "tools"), a newline and (again
+  "tools") ``<tool_call>\\n`` are forced and another call starts, while the budget still holds a whole one,
+  whatever weight the model would give EOS there: Qwen2.5-Coder-1.5B gives the newline p ~ 1 in the
+  "tools" format but p < 0.02 in the "plain" one (12 of 12 BFCL parallel cases), where leaving it the
+  choice ended every turn after one call (0 of the first 100 right). A call after the first is kept only
+  when the request asks for it (:func:`~..policy.evidence.another_call`: each value stated or used before, one
+  stated value new or stated more often than earlier calls used it, or a new combination of a grid's
+  values); the first that is not ends the turn, unreported. A parallel turn's calls wait for its end, where
+  :func:`~..policy.parallel.settle` leaves out a first call that joined what later calls give apart (510 for "5,10
+  and 15", "Paris, London, Rome"), splits a value joined with "and" that the model (the ``pair`` callback)
+  does not read as one name ("Egypt and Turkey"), and leaves out drafts and repeats; the calls are then
+  reported with their final positions.
+
+Every generated token (chosen, forced or marker) counts against ``max_tokens``; a call always completes
+within what is left. When a call is complete it is parsed, checked and grounded (the ``ground`` callback,
+which may run the model to restate) before it is reported; with grounding on, an optional number whose one
+mention a required argument of the turn takes ("a radius of 1 meter" read as the radius and a permeability
+of 1) is then left out (:func:`~..policy.evidence.claimed`: over the whole turn, at its end, when it is parallel).
+"""
+
+from __future__ import annotations
+
+import codecs
+import json
+import time
+from typing import Any, Callable
+
+import torch
+
+from ...core.callformat import TOOLS_OPENING
+from ...core.errors import CallmaybeError, InputError, TokenNotAllowed
+from ..decoding.calls import InvalidCall, to_call
+from ..policy.decision import CALL_LOG_ODDS_MIN, call_start_ids, decide
+from ..decoding.decoder import Decoding
+from ..policy.evidence import another_call, claimed, first_call
+from ..policy.grounding import drop
+from ..decoding.masks import TokenIndex
+from ..policy.parallel import settle
+from ..decoding.profile import Profile
+from ..decoding.sampling import generator, pick
+from ..decoding.turn import Event, ToolCall, TurnRequest, TurnResult
+
+#: The text that closes a call in the "tools" call format, before EOS or the next call.
+TOOLS_CLOSING = "\n</tool_call>"
+
+
+class Vocab:
+    """What a turn needs to know of the vocabulary: token bytes, EOS ids, the call marker (None in the "plain"
+    call format) and the text biases: float32 tensors (vocab_size,), 0 where text may pick the token and -inf
+    where not (control tokens other than EOS and the marker; ``no_call`` bans the marker too; ``text_first``
+    bans every token that begins a call, :func:`~..policy.decision.call_start_ids`: a text answer's first token, and
+    the next ones while it is blank; ``text_lead`` allows the marker among them).
+    ``call_starts``: those ids (int64); ``marker_only``: the marker's id alone (int64, empty without one), what
+    starts a call when the text answer is JSON (a response schema), which opens as a marker-less call does."""
+
+    def __init__(self, token_bytes, eos_ids, vocab_size: int, tokenizer, call_format: str):
+        self.token_bytes, self.eos_ids, self.tokenizer = token_bytes, set(int(e) for e in eos_ids), tokenizer
+        self.call_format = call_format
+        self.newline = _single(tokenizer, "\n")
+        self.marker: int | None = None
+        if call_format == "tools":
+            opening = tokenizer.encode(TOOLS_OPENING, add_special_tokens=False)
+            self.marker = opening[0]
+            self.after_marker = opening[1:]
+            self.closing = tokenizer.encode(TOOLS_CLOSING, add_special_tokens=False)
+        free = torch.full((vocab_size,), float("-inf"))
+        ok = [i for i, b in enumerate(token_bytes) if b is not None] + sorted(self.eos_ids)
+        free[torch.tensor(ok, dtype=torch.long)] = 0.0
+        self.no_call = free.clone()
+        if self.marker is not None:
+            free[self.marker] = 0.0
+        self.free = free
+        self.call_starts = call_start_ids(token_bytes, self.marker)
+        self.marker_only = torch.tensor([] if self.marker is None else [self.marker], dtype=torch.long)
+        self.text_first = self.no_call.clone()
+        self.text_first[self.call_starts] = float("-inf")
+        self.text_lead = self.text_first.clone()  # the same, where the marker may still turn text into a call
+        if self.marker is not None:
+            self.text_lead[self.marker] = 0.0
+
+
+def _single(tokenizer, text: str) -> int:
+    ids = tokenizer.encode(text, add_special_tokens=False)
+    if len(ids) != 1:
+        raise ValueError(f"the tokenizer writes {text!r} as {len(ids)} tokens, not one")
+    return ids[0]
+
+
+class TurnDecoding:
+    """One turn being decoded (see the module docstring).
+
+    ``ids``: the prompt's token ids; ``pending``: those not in the prefix cache. ``index``: the call index of
+    ``request.functions`` (None when no call may be made); ``schema_index``: the index of
+    ``request.response_schema``. ``ground(fn, arguments, context_ids, call_tokens)`` returns a
+    :class:`~.runner.Grounded` (:func:`~.runner.ground`); ``on_event`` gets the turn's
+    :class:`~..decoding.turn.Event` s. ``judge(functions, asked)`` returns a :class:`~..policy.relevance.Relevance` for a
+    call the first token wants under "auto", unless a tool result follows the last user message (None: no
+    check); ``pair(key, first, second)`` a probability
+    (:func:`~..policy.parallel.pair_probability`; None: a parallel turn splits no value); ``evidence``: decline a first
+    call none of whose values the request states (:func:`~..policy.evidence.first_call`); ``threshold``: the
+    decision's log-odds (:data:`~..policy.decision.CALL_LOG_ODDS_MIN`) unless the request sets its own. Raises InputError for a
+    named function that is not in the index, a call required without an index, or a budget that cannot hold
+    the call or JSON answer the turn must give.
+    """
+
+    def __init__(self, request: TurnRequest, vocab: Vocab, ids: list[int], pending: list[int],
+                 index: TokenIndex | None, schema_index: TokenIndex | None, ground: Callable | None,
+                 on_event: Callable[[Event], None], profile: Profile | None = None,
+                 judge: Callable | None = None, pair: Callable | None = None, evidence: bool = False,
+                 threshold: float = CALL_LOG_ODDS_MIN):
+        self.request, self.vocab, self.ids = request, vocab, ids
+        self.index, self.schema_index, self.ground, self.judge, self.pair = index, schema_index, ground, judge, pair
+        self.on_event = on_event
+        self.evidence = evidence
+        self.threshold = request.call_threshold if request.call_threshold is not None else threshold
+        self.decision: str | None = None  # why the turn called or answered in text (result().decision)
+        self.first_logits: torch.Tensor | None = None  # the first position's logits, kept for a decline
+        # where a text answer turned into a call: (tokens generated before the marker, the logits there)
+        self.text_before_call: tuple[int, torch.Tensor] | None = None
+        self.declined = False  # a call was declined: the turn is a text answer and opens no call again
+        self.truncate_to: int | None = None  # set on a decline: the batch keeps this many of the row's tokens
+        self.answered = answered_calls(request.messages)
+        self.skipped: list[ToolCall] = []  # calls of this turn left out: the conversation already answered them
+        self.profile = profile if profile is not None else Profile()
+        self.pending = list(pending)
+        self.by_name = {fn.name: fn for fn in request.functions}
+        self.key = "arguments" if vocab.call_format == "tools" else "parameters"
+        self.gen = generator(request.sampling)
+        self.generated: list[int] = []  # every token after the prompt (chosen, forced, markers)
+        self._utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self.content: list[str] = []
+        self.text_tokens = 0  # tokens of free text so far
+        self.calls: list[ToolCall] = []
+        self.grounding: list[dict] = []
+        self.call: Decoding | None = None
+        self.call_start = 0  # len(self.generated) when the current call began
+        self.finish_reason: str | None = None
+        self.passes = 0
+        self.forced = 0  # generated tokens appended without asking the model
+        self._answer = ""  # the text answer decoded so far (what is sent, then what is held back)
+        self._sent = 0  # characters of it sent as events
+        self._need: int | None = None  # the fewest tokens of a whole call (see _call_need)
+        self._over = False  # the turn's last event ("done" or "error") is out
+        self.refusal: str | None = None  # why the check after generation withheld the answer (_refuse)
+        self.t0 = time.perf_counter()
+        r = request
+        if r.function is not None and r.function not in self.by_name:
+            raise InputError(f"tool_choice names {r.function!r}, which is not among the tools")
+        if index is None and (r.function is not None or r.tool_choice == "required"):
+            raise InputError("a call is required but no tools were given")
+        if r.function is not None or r.tool_choice == "required":
+            need = self._call_need()  # a named function's own shortest call, not the index's
+            if need > r.max_tokens:
+                of = "" if r.function is None else f" of {r.function}"
+                raise InputError(f"max_tokens {r.max_tokens} cannot hold a call{of}: the shortest takes {need} tokens")
+            self.mode = "call"
+            self._begin_call()
+        elif r.tool_choice == "auto" and index is not None:
+            self.mode = "decide"
+        else:
+            self.mode = "json" if schema_index is not None else "text"
+            if self.mode == "json":
+                self._begin_json()
+
+    # -- the row interface of batch.Batch ------------------------------------------------------------------
+
+    @property
+    def phase(self) -> str:
+        return "prefill" if self.passes == 0 else "decode step" if len(self.pending) == 1 else "forced chunk"
+
+    @property
+    def left(self) -> int:
+        """Tokens the budget still allows."""
+        return self.request.max_tokens - len(self.generated)
+
+    def take_forced(self) -> bool:
+        """Append forced text (of a call or a JSON answer) to ``pending``; True when the turn is over. A
+        failure ends this turn with an error event and leaves the other rows alone."""
+        if self.finish_reason is not None:
+            return True
+        try:
+            self._take_forced()
+        except Exception as exc:  # never trusted to be impossible: this row fails, the batch goes on
+            self.fail(_message(exc))
+        return self.finish_reason is not None
+
+    def _take_forced(self) -> None:
+        if self.mode in ("call", "json"):
+            before = len(self.call.pending)  # a chosen token still to feed, not counted again
+            finished = self.call.take_forced()
+            self._take(self.call.pending[before:], forced=True)
+            if self.mode == "json":
+                self._stream(self.call.pending[before:])
+            self.pending += self.call.pending
+            self.call.pending = []
+            if finished:
+                self._end_value()
+
+    def choose(self, logits: torch.Tensor) -> bool:
+        """Take the next token from ``logits`` (the model's output after ``pending``, shape (vocab_size,));
+        True when the turn is over (a failure ends it with an error event, as in :meth:`take_forced`)."""
+        self.passes += 1
+        self.pending = []
+        try:
+            self._choose(logits)
+        except Exception as exc:
+            self.fail(_message(exc))
+        return self.finish_reason is not None
+
+    def _choose(self, logits: torch.Tensor) -> None:
+        if self.mode == "decide":
+            self._decide(logits)
+        elif self.mode == "text":
+            self._text(logits, self._text_bias())
+        else:
+            finished = self.call.choose(logits)
+            last = self.call.matcher.tokens[-1:]
+            self._take(last, count_eos=False)
+            if self.mode == "json":
+                self._stream([t for t in last if t not in self.vocab.eos_ids])
+            self.pending += self.call.pending
+            self.call.pending = []
+            if finished:
+                self._end_value()
+
+    def fail(self, message: str) -> None:
+        """End the turn with an error event (a failed forward pass, a cancelled row, a failure while the turn
+        was being closed), unless its last event is already out."""
+        if not self._over:
+            self.finish_reason, self._over = "error", True
+            self.on_event(Event("error", message))
+
+    def result(self) -> TurnResult:
+        """What the turn became (complete once it is over)."""
+        content = "".join(self.content) if self.content and self.refusal is None else None
+        return TurnResult(content, list(self.calls), self.finish_reason or "stop", len(self.ids),
+                          len(self.generated), time.perf_counter() - self.t0, list(self.grounding),
+                          self.passes, self.forced, self.decision, self.refusal)
+
+    # -- modes --------------------------------------------------------------------------------------------
+
+    def _may_call(self) -> bool:
+        return (self.request.tool_choice == "auto" and self.index is not None and self.vocab.marker is not None
+                and not self.declined)
+
+    def _decide(self, logits: torch.Tensor) -> None:
+        """The first token: the model's odds of starting a call decide (:func:`~..policy.decision.decide`); a call is
+        then decoded under the index (after the marker, where the call format has one), text starts with a
+        token that begins no call."""
+        allowed = self.vocab.free if self.vocab.marker is not None else self.vocab.no_call
+        starts = self.vocab.call_starts
+        if self.schema_index is not None and self.vocab.marker is not None:
+            starts = self.vocab.marker_only  # a JSON answer opens as a call without the marker would
+        verdict = decide(logits, starts, self.threshold, allowed)
+        self.first_logits = logits.detach().clone()
+        if not verdict.call:
+            self.decision = f"answered in text: {verdict.evidence}"
+            return self._as_text_answer(logits, self._pick(logits, self.vocab.text_first))
+        self.decision = f"called: {verdict.evidence}"
+        if self.judge is not None and not _after_tool_result(self.request.messages):
+            judged = self.judge(self.request.functions, request_text(self.request.messages))
+            self.passes += judged.forward_passes
+            if not judged.keep:  # the model would call, and doubts a call does what is asked: text
+                self.decision = f"answered in text: {verdict.evidence}, but {judged.evidence}"
+                return self._as_text_answer(logits, self._pick(logits, self.vocab.text_first))
+            self.decision += f"; {judged.evidence}"
+        if self.vocab.marker is not None:
+            return self._call_after_marker(self.vocab.marker)
+        self.mode = "call"
+        self._begin_call()
+        if self.call is not None and not self.call.matcher.forced_tokens():
+            self._choose(logits)  # the call's first token is chosen here, under its mask
+
+    def _as_text_answer(self, logits: torch.Tensor, tok: int, before: str = "") -> None:
+        """The turn is a text answer after all: a JSON one takes its first token from ``logits`` (under the
+        schema's mask); a free one starts with ``before`` (text already fed) and ``tok``."""
+        self.mode = "json" if self.schema_index is not None else "text"
+        if self.mode == "json":
+            self._begin_json()
+            return self._choose(logits)
+        if before:
+            self._add_text(before)
+        self._text_token(tok)
+
+    def _text_bias(self) -> torch.Tensor:
+        """The bias of a text answer's next token: with tools offered, no token that opens a call (a JSON
+        object, a code fence) while the answer is blank (its first token, or whitespace so far: a model that
+        writes a newline first would write its call as text after it); the call marker only where the turn may
+        still call (:meth:`_may_call`)."""
+        blank = bool(self.request.functions) and not self._answer.strip()
+        if self._may_call():
+            return self.vocab.text_lead if blank else self.vocab.free
+        return self.vocab.text_first if blank else self.vocab.no_call
+
+    def _text(self, logits: torch.Tensor, bias: torch.Tensor) -> None:
+        tok = self._pick(logits, bias)
+        if tok == self.vocab.marker:  # the text turns into a call: a decline comes back here
+            self.text_before_call = (len(self.generated), logits.detach().clone())
+        self._text_token(tok)
+
+    def _pick(self, logits: torch.Tensor, bias: torch.Tensor) -> int:
+        """A token from ``logits`` plus ``bias`` (a text bias of :class:`Vocab`), as the request samples."""
+        return pick(logits + bias.to(logits.device, logits.dtype), self.request.sampling, self.gen)
+
+    def _feed(self, tok: int) -> None:
+        """Count ``tok`` as chosen and feed it to the model next."""
+        self._take([tok])
+        self.pending.append(tok)
+
+    def _call_after_marker(self, tok: int) -> None:
+        """The model wrote its call marker ``tok``: the marker's own newline is forced and the call begins."""
+        self._take([tok])
+        self._take(self.vocab.after_marker, forced=True)
+        self.pending += [tok, *self.vocab.after_marker]
+        self.mode = "call"
+        self._begin_call()
+
+    def _text_token(self, tok: int) -> None:
+        if tok in self.vocab.eos_ids:
+            self._flush_text()
+            self.finish_reason = "stop"
+            self._done()
+            return
+        if tok == self.vocab.marker:  # the text turns into a call
+            self._flush_text()
+            self._call_after_marker(tok)
+            return
+        self._feed(tok)
+        self.text_tokens += 1
+        if self._add_text(self._utf8.decode(self.vocab.token_bytes[tok] or b"")):
+            self.finish_reason = "stop"  # a stop text: the answer ends before it
+            self._done()
+            return
+        cut = self.request.text_tokens
+        if self.left <= 0 or (cut is not None and self.text_tokens >= cut):
+            self._flush_text()
+            self.finish_reason = "length"
+            self._done()
+
+    def _add_text(self, delta: str) -> bool:
+        """Add ``delta`` to the text answer and send what no stop text can still claim; True when a stop text
+        appeared (the text before it is sent, the rest dropped)."""
+        self._answer += delta
+        stops = self.request.stop
+        if stops:
+            first = min((at for at in (self._answer.find(s, max(0, self._sent - len(s) + 1)) for s in stops if s)
+                         if at >= 0), default=-1)
+            if first >= 0:
+                self._send(self._answer[self._sent:first])
+                self._answer = self._answer[:first]
+                return True
+        hold = max((k for stop in stops for k in range(1, len(stop)) if self._answer.endswith(stop[:k])), default=0)
+        self._send(self._answer[self._sent:len(self._answer) - hold])
+        return False
+
+    def _send(self, text: str) -> None:
+        if text:
+            self._sent += len(text)
+            self.content.append(text)
+            self.on_event(Event("text", text))
+
+    def _stream(self, tokens: list[int]) -> None:
+        """Report the text of ``tokens`` of a JSON answer (whole UTF-8 characters; a split one waits for its
+        next bytes)."""
+        self._send(self._utf8.decode(b"".join(self.vocab.token_bytes[t] or b"" for t in tokens)))
+
+    def _flush_text(self) -> None:
+        """The answer's text is over: send what was held back for the stop texts; bytes of a character the
+        budget cut in half are dropped (no replacement character)."""
+        self._utf8.reset()
+        self._send(self._answer[self._sent:])
+
+    def _begin_call(self) -> None:
+        """A new call under the call index, with the budget that is left; a named function is pinned. When
+        the budget cannot hold a whole call, the turn ends without one ("length")."""
+        if self._call_need() > self.left:
+            self.finish_reason = "length"
+            self._done()
+            return
+        self.call_start = len(self.generated)
+        self.call = Decoding(self.index, self.vocab.tokenizer, self.left, [], profile=self.profile,
+                             pick=self._picker())
+        if self.request.function is not None:
+            self._pin(self.request.function)
+
+    def _begin_json(self) -> None:
+        """The JSON answer under the schema's index. Raises InputError when the budget cannot hold it."""
+        need = self.schema_index.min_tokens(self.schema_index.start)
+        if need > self.left:
+            raise InputError(f"max_tokens {self.request.max_tokens} cannot hold a JSON answer: the shortest "
+                             f"takes {need} tokens")
+        self.call_start = len(self.generated)
+        self.call = Decoding(self.schema_index, self.vocab.tokenizer, self.left, [], profile=self.profile,
+                             pick=self._picker())
+
+    def _call_need(self) -> int:
+        """The fewest tokens of a whole call: the index's shortest, or, with a named function, the tokens
+        that pin its name (as :meth:`_pin` takes them) and its shortest completion."""
+        if self.request.function is None:
+            return self.index.min_tokens(self.index.start)
+        if self._need is None:
+            probe = Decoding(self.index, self.vocab.tokenizer, None, [])
+            probe.take_forced()
+            tokens = self._name_tokens(self.request.function, probe.matcher.data)
+            self._need = self.index.min_tokens(self.index.start)  # no such function: _pin says so
+            if tokens is not None:
+                try:
+                    for tok in tokens:
+                        probe.matcher.advance(tok)
+                    self._need = len(probe.pending) + len(tokens) + self.index.min_tokens(probe.matcher.state)
+                except TokenNotAllowed:
+                    pass
+        return self._need
+
+    def _name_tokens(self, name: str, data: bytes) -> list[int] | None:
+        """The tokens that complete ``{"name": "<name>"`` after ``data`` (the call's text so far: its forced
+        text), or None when ``data`` leads elsewhere."""
+        target = b'{"name": ' + json.dumps(name, ensure_ascii=False).encode("utf-8")
+        if not target.startswith(data) and not data.startswith(target):
+            return None
+        rest = target[len(data):]
+        return self.vocab.tokenizer.encode(rest.decode("utf-8"), add_special_tokens=False) if rest else []
+
+    def _picker(self):
+        sampling, gen = self.request.sampling, self.gen
+        return None if sampling.greedy else (lambda masked: pick(masked, sampling, gen))
+
+    def _pin(self, name: str) -> None:
+        """Walk ``{"name": "<name>"`` through the call index (forced text first), so only that function's
+        call can follow. Raises InputError when the index has no such function."""
+        matcher = self.call.matcher
+        self.call.take_forced()
+        self._take(self.call.pending, forced=True)
+        self.pending += self.call.pending
+        self.call.pending = []
+        tokens = self._name_tokens(name, matcher.data)
+        if tokens is None:
+            raise InputError(f"the call index has no function {name!r}")
+        try:
+            for tok in tokens:
+                matcher.advance(tok)
+                self._take([tok], forced=True)
+                self.pending.append(tok)
+        except TokenNotAllowed:
+            raise InputError(f"the call index has no function {name!r}") from None
+
+    def _take(self, tokens: list[int], count_eos: bool = True, forced: bool = False) -> None:
+        """Count ``tokens`` as generated, and as ``forced`` (appended without asking the model) if so (EOS
+        closing a call is not sent to the model nor counted)."""
+        for t in tokens:
+            if not count_eos and t in self.vocab.eos_ids:
+                continue
+            self.generated.append(t)
+            self.forced += forced
+
+    def _end_value(self) -> None:
+        """A call (or the JSON answer) is complete: report it, then stop or (``parallel``) start another."""
+        decoding, self.call = self.call, None
+        text = decoding.matcher.data.decode("utf-8", errors="replace")
+        if self.mode == "json":  # its text went out token by token
+            self._flush_text()
+            problem = json_problem(text, self.request.response_schema)
+            if problem is not None:
+                return self._refuse(f"the answer fails the response schema after generation: {problem}")
+            self.finish_reason = "stop"
+            self._done()
+            return
+        try:
+            call = to_call(text, self.by_name, self.key)
+        except InvalidCall as exc:  # a keyword the grammar does not enforce, failed after generation
+            return self._refuse(f"the call fails the check after generation: {exc}")
+        except Exception as exc:  # cannot happen for a complete call; never trusted
+            self.fail(str(exc))
+            return
+        arguments, grounding, decoded = call["parameters"], {}, None
+        if self.ground is not None and not self.request.keep_unstated:
+            decoded = dict(arguments)
+            context = self.ids + self.generated[:self.call_start]
+            done = self.ground(self.by_name[call["name"]], arguments, context, decoding.matcher.call_tokens())
+            arguments, grounding = done.parameters, done.grounding
+            self.passes += done.forward_passes  # restating
+        asked = request_text(self.request.messages)
+        auto = self.request.tool_choice == "auto"
+        earlier = self.calls + self.skipped
+        if earlier and not another_call(arguments, [c.arguments for c in earlier], asked, call["name"],
+                                        [c.name for c in earlier], self.by_name[call["name"]].parameters).keep:
+            return self._end_calls()  # a repeat or a guess: the model runs on, the turn is over
+        if auto and _repeats(call["name"], (arguments, decoded), self.answered):
+            if self.calls:
+                return self._end_calls()  # the turn's earlier calls stand
+            self.skipped.append(ToolCall(call["name"], arguments, decoded))
+            if not self._another_call():  # a parallel turn goes on: a new call may follow the answered one
+                self._end_calls()
+            return
+        if not self.calls and auto:
+            verdict = first_call(arguments, asked) if self.evidence else None
+            if verdict is not None and not verdict.keep:  # a call from nowhere: decline instead
+                return self._decline(f"{call['name']} would take values the request does not give "
+                                     f"({verdict.evidence})")
+        position = len(self.calls)
+        self.calls.append(ToolCall(call["name"], arguments, decoded))
+        self.grounding.append(grounding)
+        if not self.request.parallel:  # a parallel turn's calls wait for its end (_done)
+            self._claim()
+            self.on_event(Event("call", (position, self.calls[-1])))
+        if not self._another_call():  # one call, or no room for another
+            self._end_calls()
+
+    def _another_call(self) -> bool:
+        """In a parallel turn with room for another whole call, force what comes between two calls and begin
+        the next; False otherwise. Another call is tried whatever weight the model gives EOS here (see the
+        module docstring): the call's closing, a newline, then the marker and its newline."""
+        marked = self.vocab.marker is not None
+        between = [*(self.vocab.closing if marked else []), self.vocab.newline,
+                   *([self.vocab.marker, *self.vocab.after_marker] if marked else [])]
+        if not self.request.parallel or len(between) + self._call_need() > self.left:
+            return False
+        self._take(between, forced=True)
+        self.pending += between
+        self.mode = "call"
+        self._begin_call()
+        return True
+
+    def _end_calls(self) -> None:
+        """The turn's calls are over: it ends with those it made, or, when the only ones it wrote repeat calls
+        the conversation already answered (:attr:`skipped`), it answers in text instead (:meth:`_decline`)."""
+        if not self.calls and self.skipped:
+            return self._decline(f"{self.skipped[0].name} with these arguments was already called and answered")
+        self.finish_reason = "tool_calls"
+        self._done()
+
+    def _refuse(self, reason: str) -> None:
+        """End the turn without its answer: the check after generation failed it (``reason``, one line). The
+        text already streamed stays sent; the result holds no content and no call, and says why."""
+        self.refusal = reason
+        self.calls, self.grounding = [], []
+        self.finish_reason = "content_filter"
+        self._over = True
+        self.pending = []
+        self.on_event(Event("done", self.result()))
+
+    def _decline(self, reason: str) -> None:
+        """Answer in text instead of the call just decoded: the turn goes back to where the call began (the
+        batch drops the row's keys and values after that point: ``truncate_to``) and the model writes text from
+        there, as if it had not called: from its first token, or, when its text turned into the call, after
+        that text (already sent), with the call marker masked out. The turn opens no call after a decline (a
+        model that wrote the same call again would be declined again, without end). ``reason`` goes to
+        ``decision``, not to the answer."""
+        self.decision = f"declined a call: {reason}"
+        self.declined = True
+        self.call, self.pending = None, []
+        if self.text_before_call is not None:  # text, then a call: the text stays, the call goes
+            kept, logits = self.text_before_call
+            self.text_before_call = None
+            self.truncate_to = len(self.ids) + kept
+            self.generated, self.forced = self.generated[:kept], 0  # text tokens: chosen, none forced
+            self.mode = "text"
+            return self._text(logits, self._text_bias())
+        self.truncate_to = len(self.ids)
+        self.generated, self.forced, self.text_tokens = [], 0, 0
+        logits = self.first_logits
+        if logits is None:  # a turn that did not decide (cannot happen under "auto"; never trusted)
+            self.finish_reason = "stop"
+            self._done()
+            return
+        self._as_text_answer(logits, self._pick(logits, self.vocab.text_first))
+
+    def _claim(self) -> None:
+        """Leave out the optional numbers of the turn's calls whose mentions required arguments take
+        (:func:`~..policy.evidence.claimed`), when grounding runs."""
+        if self.ground is None or self.request.keep_unstated or not self.calls:
+            return
+        required = [set(self.by_name[c.name].parameters.get("required", [])) for c in self.calls]
+        taken = claimed([(c.arguments, r) for c, r in zip(self.calls, required)], request_text(self.request.messages))
+        for i, verdicts in enumerate(taken):
+            call = self.calls[i]
+            arguments, dropped = drop(call.arguments, self.by_name[call.name], sorted(verdicts))
+            if dropped:
+                self.calls[i] = ToolCall(call.name, arguments, call.model_arguments)
+                left_out = {k: {"action": "left out", "evidence": verdicts[k].evidence} for k in dropped}
+                self.grounding[i] = {**self.grounding[i], **left_out}
+
+    def _done(self) -> None:
+        self.pending = []
+        if self.request.parallel:  # joined values given apart, drafts and repeats left out (parallel.settle)
+            self._claim()
+            self.calls, self.grounding, passes = settle(self.calls, self.grounding, self.by_name,
+                                                        request_text(self.request.messages), self.pair)
+            self.passes += passes
+            for position, call in enumerate(self.calls):
+                self.on_event(Event("call", (position, call)))
+        self._over = True
+        self.on_event(Event("done", self.result()))
+
+
+def answered_calls(messages: list[dict]) -> list[tuple[str, Any]]:
+    """The calls of ``messages`` since the last user message that a tool result answers: (name, arguments as a
+    JSON value; ``{}`` where they are left out, null or empty) of each assistant ``tool_calls`` entry after which
+    a ``tool`` message comes (by ``tool_call_id`` where both carry ids). Calls answered before the last user
+    message do not count: a user who asks again ("and Paris again?") gets a new call, while a loop that would
+    call again for the same question does not."""
+    since = max((i for i, m in enumerate(messages) if m.get("role") == "user"), default=-1)
+    results = [(i, m.get("tool_call_id")) for i, m in enumerate(messages) if m.get("role") == "tool"]
+    out = []
+    for i, m in enumerate(messages):
+        if m.get("role") != "assistant" or i < since:
+            continue
+        for c in m.get("tool_calls") or []:
+            if not isinstance(c, dict):
+                continue
+            fn = c.get("function", c)
+            if any(j > i and (not rid or not c.get("id") or rid == c.get("id")) for j, rid in results):
+                arguments = fn.get("arguments")
+                if arguments is None or arguments == "":  # left out: no arguments, as the prompt shows it
+                    arguments = {}
+                elif isinstance(arguments, str):
+                    try:
+                        arguments = json.loads(arguments)
+                    except json.JSONDecodeError:
+                        pass
+                out.append((fn.get("name"), arguments))
+    return out
+
+
+def _after_tool_result(messages: list[dict]) -> bool:
+    """True when a tool result came after the last user message (the turn answers from it)."""
+    for m in reversed(messages):
+        if m.get("role") == "tool":
+            return True
+        if m.get("role") == "user":
+            return False
+    return False
+
+
+def _repeats(name: str, arguments: tuple, answered: list[tuple[str, Any]]) -> bool:
+    """True when a call of ``name`` with any of ``arguments`` (after and before grounding; None skipped) is one
+    of ``answered`` (:func:`answered_calls`)."""
+    return any(n == name and a is not None and a == b for n, b in answered for a in arguments)
+
+
+def request_text(messages: list[dict]) -> str:
+    """The text grounding weighs arguments against: the last user message's text."""
+    for m in reversed(messages):
+        if m.get("role") == "user":
+            content = m.get("content")
+            if isinstance(content, list):
+                return "".join(p.get("text", "") for p in content if isinstance(p, dict))
+            return content if isinstance(content, str) else ""
+    return ""
+
+
+
+def _message(exc: Exception) -> str:
+    return str(exc) if isinstance(exc, CallmaybeError) else f"{type(exc).__name__}: {exc}"
+
+
+def json_problem(text: str, schema: dict | None) -> str | None:
+    """What is wrong with a JSON answer ``text`` that its grammar did not prevent: a key repeated in one object
+    (the grammar of an open object cannot track its keys), or an error against ``schema`` under its draft's
+    validator with the format checker (a keyword the grammar does not enforce: ``callmaybe compile
+    --explain`` lists them); None when it is valid."""
+    from ..decoding.calls import schema_error
+
+    repeated: list[str] = []
+
+    def pairs(items: list) -> dict:
+        keys = [k for k, _ in items]
+        repeated.extend(k for i, k in enumerate(keys) if k in keys[:i])
+        return dict(items)
+
+    try:
+        value = json.loads(text, object_pairs_hook=pairs)
+    except json.JSONDecodeError as exc:
+        return f"not JSON ({exc})"
+    if repeated:
+        return f"the key {repeated[0]!r} is given twice in one object"
+    return None if schema is None else schema_error(value, schema)

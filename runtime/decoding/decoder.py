@@ -1,0 +1,225 @@
+"""Greedy constrained decoding of one call with the KV cache, jump-forward, a token budget and loop breaking.
+
+Each step drives a :class:`~.matcher.Matcher`: if the state forces text, its canonical tokens are appended
+without asking the model and fed in the next forward pass together with whatever is pending; otherwise the
+model runs on the pending tokens, its last logits are masked with the matcher's mask (an O(1) lookup, narrowed
+by the token budget when it is tight), and the argmax is taken. Decoding stops at EOS or when nothing may
+follow. When the model loops (:mod:`.loops`), the budget is cut to the shortest completion, which closes the
+call at once.
+
+Shared prompt prefix: :class:`PrefixCache` keeps the keys and values of the prompt prefix shared by all
+requests (the system message listing the catalog) and crops the cache back to it after each request.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import torch
+
+from .loops import LoopGuard
+from .masks import TokenIndex
+from .matcher import BudgetExhausted, Matcher
+from .profile import Profile
+from .prompt import common_length
+
+__all__ = ["BudgetExhausted", "Decoding", "Generation", "PrefixCache", "forward", "generate"]
+
+
+@dataclass
+class Generation:
+    """One decoded call: ``text`` (str), ``tokens`` (generated ids, forced included), counts, seconds."""
+
+    text: str
+    tokens: list[int]
+    forward_passes: int
+    chosen_tokens: int
+    forced_tokens: int
+    seconds: float
+    prompt_tokens: int = 0
+    cached_prompt_tokens: int = 0
+    loop_closed: bool = False
+    trace: list[dict] = field(default_factory=list)
+    dropped: list[str] = field(default_factory=list)  # optional arguments left out as unstated
+    restated: dict[str, dict] = field(default_factory=dict)  # name -> {"from", "to", "probability"}
+    grounding: dict[str, dict] = field(default_factory=dict)  # name -> {"action", "evidence", ...}: why
+    model_parameters: dict | None = None  # the arguments as decoded, before grounding (None: it did not run)
+
+
+class PrefixCache:
+    """Keys and values of a prompt prefix shared by requests, computed once and reused.
+
+    ``lookup(prompt_ids, prefix_len)`` returns (cache to continue from, number of prompt tokens it covers);
+    after a request, :meth:`release` crops the cache back to the prefix so it can serve the next one. When
+    the prefix asked for is another one (another catalog), the tokens both share (the template's header and the
+    instructions before the catalog listing: ~130 tokens of a BFCL prompt) are kept and only the rest is
+    computed: keys and values at a position depend only on the tokens up to it. One PrefixCache may serve
+    every catalog of a run (:class:`~..answering.session.Runtime` shares one).
+    """
+
+    def __init__(self, model, enabled: bool = True, profile: Profile | None = None):
+        self.model = model
+        self.enabled = enabled
+        self.profile = profile if profile is not None else Profile()
+        self.ids: list[int] = []
+        self.cache = None
+
+    def lookup(self, prompt_ids: list[int], prefix_len: int):
+        if not self.enabled or prefix_len <= 0:
+            return None, 0
+        prefix = prompt_ids[:prefix_len]
+        if self.cache is not None and self.ids != prefix:
+            shared = common_length(self.ids, prefix)
+            if shared == 0:
+                self.cache, self.ids = None, []
+            elif shared < len(self.ids):
+                self.cache.crop(shared - len(self.ids))  # transformers 5: a negative count removes that many
+                self.ids = self.ids[:shared]
+        if len(self.ids) < len(prefix):
+            _, self.cache = forward(self.model, prefix[len(self.ids):], self.cache, self.profile, "prefix")
+            self.ids = prefix
+        return self.cache, prefix_len
+
+    def release(self) -> None:
+        if self.cache is not None:
+            extra = self.cache.get_seq_length() - len(self.ids)
+            if extra > 0:
+                self.cache.crop(-extra)  # transformers 5: a negative count removes that many tokens
+
+
+def forward(model, ids: list[int], past, profile: Profile | None = None, phase: str = ""):
+    """Run ``model`` on ``ids`` after ``past``; returns (the logits of the last position, shape (vocab_size,),
+    in the model's dtype and on its device; the cache). Only the last position's logits are computed
+    (``logits_to_keep=1``): the output layer is 151,936 x 1,536 for Qwen, a large share of a prefill's work.
+    With ``profile``, the pass's seconds and ``len(ids)`` tokens are added to its ``phase``."""
+    t0 = time.perf_counter()
+    input_ids = torch.tensor([ids], dtype=torch.long, device=getattr(model, "device", None))
+    with torch.inference_mode():
+        out = model(input_ids=input_ids, cache=past, use_cache=True, logits_to_keep=1)
+    if profile is not None:
+        profile.add(phase, time.perf_counter() - t0, len(ids))
+    return out.logits[0, -1], out.cache
+
+
+class Decoding:
+    """One call being decoded: its :class:`~.matcher.Matcher`, loop guard, the tokens waiting to be fed to the
+    model (``pending``: the prompt's uncached part first, then each chosen token with the forced text after
+    it) and the counts. ``pick`` chooses a token from the masked logits (:func:`~.sampling.pick`; None: the
+    most likely). The caller runs the model on ``pending`` whenever :meth:`take_forced` says the call
+    goes on, and hands the last position's logits to :meth:`choose`; :func:`generate` does this for one call,
+    :class:`~.batch.Batch` for several at once.
+
+    Raises BudgetExhausted when even the shortest completion needs more than ``max_tokens`` tokens.
+    """
+
+    def __init__(self, index: TokenIndex, tokenizer, max_tokens: int, pending: list[int], trace: bool = False,
+                 profile: Profile | None = None, pick=None):
+        self.index, self.tokenizer, self.trace = index, tokenizer, trace
+        self.pick = pick  # (masked logits) -> token id; None: the argmax
+        self.profile = profile if profile is not None else Profile()
+        self.matcher = Matcher(index, max_tokens, tokenizer)
+        self.pending = list(pending)
+        self.loops = LoopGuard()
+        self.passes = self.chosen = self.forced = 0
+        self.loop_closed = False
+        self.steps: list[dict] = []
+        self.t0 = time.perf_counter()
+
+    @property
+    def phase(self) -> str:
+        """The profile phase of the next forward pass: prefill, decode step or forced chunk."""
+        return "prefill" if self.passes == 0 else "decode step" if len(self.pending) == 1 else "forced chunk"
+
+    def take_forced(self) -> bool:
+        """Append the tokens of any forced text to ``pending`` without asking the model; returns True when the
+        call is finished (nothing may follow), False when the model must choose the next token."""
+        clock = time.perf_counter
+        while True:
+            t = clock()
+            ids = self.matcher.forced_tokens()
+            if not ids:
+                self.profile.add("forced tokens", clock() - t, calls=0)  # looked, nothing forced
+                return self.matcher.is_finished()
+            for tok in ids:
+                if self.trace:
+                    self.steps.append({"step": len(self.matcher.tokens), "kind": "forced", "token": tok,
+                                       "text": self.tokenizer.decode([tok])})
+                self.matcher.advance(tok)
+                self.loops.forced(self.index.token_bytes[tok])
+            self.pending += ids
+            self.forced += len(ids)
+            self.profile.add("forced tokens", clock() - t, len(ids))
+
+    def choose(self, logits: torch.Tensor) -> bool:
+        """Take the most likely allowed token from ``logits`` (shape (vocab_size,), the model's output after
+        ``pending``) and advance; returns True when the call is finished. When the model loops (:mod:`.loops`)
+        the budget is cut to the shortest completion."""
+        self.passes += 1
+        t = time.perf_counter()
+        mask = self.matcher.mask()
+        masked = self.index.apply_mask(mask, logits)
+        tok = int(torch.argmax(masked)) if self.pick is None else self.pick(masked)
+        self.profile.add("mask", time.perf_counter() - t)
+        if self.trace:
+            self.steps.append(_chosen_step(self.tokenizer, len(self.matcher.tokens), tok, logits, mask.count()))
+        self.chosen += 1
+        self.matcher.advance(tok)
+        if self.matcher.finished:
+            self.pending = []
+            return True
+        self.pending = [tok]
+        if self.loops.chosen(self.index.token_bytes[tok]) and not self.loop_closed:
+            self.matcher.close_early()  # from here, only the shortest completion fits the budget
+            self.loop_closed = True
+        return False
+
+    def result(self, prompt_tokens: int = 0, cached_prompt_tokens: int = 0) -> Generation:
+        """The decoded call as a :class:`Generation` (seconds since this Decoding was made)."""
+        return Generation(
+            text=self.matcher.data.decode("utf-8", errors="replace"),
+            tokens=self.matcher.call_tokens(),
+            forward_passes=self.passes,
+            chosen_tokens=self.chosen,
+            forced_tokens=self.forced,
+            seconds=time.perf_counter() - self.t0,
+            prompt_tokens=prompt_tokens,
+            cached_prompt_tokens=cached_prompt_tokens,
+            loop_closed=self.loop_closed,
+            trace=self.steps,
+        )
+
+
+def generate(
+    model, tokenizer, index: TokenIndex, prompt_ids: list[int], max_tokens: int = 256, trace: bool = False,
+    prefix: PrefixCache | None = None, prefix_len: int = 0, profile: Profile | None = None,
+) -> Generation:
+    """Decode one call greedily under ``index``'s masks after ``prompt_ids``.
+
+    ``max_tokens`` bounds the generated tokens (forced ones included); the call is always complete within
+    it. ``prefix``/``prefix_len``: reuse the cached keys and values of ``prompt_ids[:prefix_len]``.
+    ``trace``: record every token (forced or chosen; for chosen ones the allowed count and the top 3).
+    ``profile``: where the seconds of each phase are added (:mod:`.profile`).
+    Raises BudgetExhausted when even the shortest completion needs more than ``max_tokens`` tokens.
+    """
+    profile = profile if profile is not None else Profile()
+    past, cached = prefix.lookup(prompt_ids, prefix_len) if prefix is not None else (None, 0)
+    try:
+        row = Decoding(index, tokenizer, max_tokens, prompt_ids[cached:], trace, profile)
+        while not row.take_forced():
+            logits, past = forward(model, row.pending, past, profile, row.phase)
+            if row.choose(logits):
+                break
+    finally:
+        if prefix is not None:
+            prefix.release()
+    return row.result(len(prompt_ids), cached)
+
+
+def _chosen_step(tokenizer, step: int, tok: int, logits: torch.Tensor, allowed: int) -> dict:
+    """The trace record of a chosen token: its probability and the model's top 3 before masking."""
+    probs = torch.softmax(logits.float(), dim=-1)
+    top = torch.topk(probs, 3)
+    return {"step": step, "kind": "chosen", "allowed": allowed, "token": tok, "text": tokenizer.decode([tok]),
+            "prob": round(float(probs[tok]), 4),
+            "top": [[tokenizer.decode([int(i)]), round(float(p), 4)] for p, i in zip(top.values, top.indices)]}

@@ -1,0 +1,310 @@
+"""Load a causal language model and its tokenizer for the runtime, on the CPU or a GPU, in float32 or bfloat16.
+
+A model is named by a registry name (``callmaybe.core.registry.MODELS``), a local transformers checkpoint
+directory, or a model hub id. Registry models ship as GGUF files; on first use they are dequantized once per
+dtype into a safetensors checkpoint under ``cache_dir("models", name)`` (``hf`` for float32, ``hf-bfloat16``,
+``hf-int8-v3`` for int8, streamed by :mod:`.convert`), which later loads in seconds. ``--dtype auto`` picks
+int8 on the CPU (:mod:`.quant`), bfloat16 on a GPU that computes it natively.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ...core.errors import ModelError
+from ...core.files import cache_dir, check_manifest, record_manifest, remove_stale, temporary_dir
+from ...core.messages import say
+from ...core.registry import MODELS, gguf_path
+from ...core.sources import HUB, PATH, REGISTRY, HubUnavailable, classify, fetch_from_hub
+from .convert import QUANTIZATION_FILE
+
+
+@dataclass
+class LoadedModel:
+    """A model ready for decoding.
+
+    ``model`` is a ``torch.nn.Module`` in eval mode with weights of ``dtype`` on ``device``; ``tokenizer`` is a
+    transformers fast tokenizer; ``vocab_size`` is the number of logits per position
+    (``model.config.vocab_size``), which may exceed ``len(tokenizer)`` (Qwen pads its output layer).
+    """
+
+    name: str
+    path: Path
+    model: Any
+    tokenizer: Any
+    vocab_size: int
+    dtype: torch.dtype = torch.float32
+    device: torch.device = torch.device("cpu")
+
+
+#: ``int8`` is int8 weights, with rotated int8 activations in the linear layers (:mod:`.quant`), kept as
+#: ``torch.int8`` here.
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "int8": torch.int8}
+
+
+def bf16_is_fast(device: torch.device) -> bool:
+    """True when ``device`` multiplies bfloat16 matrices natively: a CUDA GPU that supports bf16, or a CPU with
+    AVX512-BF16 or AMX (checked at run time; elsewhere bf16 is emulated and slower than float32)."""
+    if device.type == "cuda":
+        return torch.cuda.is_bf16_supported()
+    cpu = getattr(torch, "cpu", None)
+    checks = [getattr(cpu, name, None) for name in ("_is_avx512_bf16_supported", "_is_amx_tile_supported")]
+    return any(check is not None and check() for check in checks)
+
+
+def choose_device(requested: str = "auto") -> torch.device:
+    """``cuda`` when asked or, for ``auto``, when a GPU is available; else the CPU.
+
+    Raises ModelError when ``cuda`` is asked and there is none, or for an unknown name.
+    """
+    if requested == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if requested == "cuda" and not torch.cuda.is_available():
+        raise ModelError("--device cuda: no CUDA GPU is available to torch here")
+    if requested not in ("cpu", "cuda"):
+        raise ModelError(f"unknown device {requested!r} (expected auto, cpu or cuda)")
+    return torch.device(requested)
+
+
+def choose_dtype(requested: str, device: torch.device) -> torch.dtype:
+    """The weights' dtype: for ``auto``, ``int8`` on the CPU (:mod:`.quant`; ``torch.int8`` stands
+    for it), and on a GPU ``bfloat16`` where :func:`bf16_is_fast`, else ``float32``; an explicit ``float32``,
+    ``bfloat16`` or ``int8`` (CPU only) as asked. Raises ModelError for an unknown name, or int8 on a GPU.
+
+    int8 on the CPU because it is what keeps the default model under 2.5 GB (1.5B parameters are 3.1 GB in
+    bfloat16 alone) and it is as fast as bfloat16 or faster (issue 11's benchmark, in the README).
+
+    Measured on this project's 2-core CPU (AVX512-BF16), Qwen2.5-Coder-1.5B, 250-token context: a decode step
+    383 ms in float32 and 182 ms in bfloat16; an 8-token chunk 660 and 210 ms; a 250-token prefill 4.4-4.8 s and
+    2.4-2.6 s.
+    """
+    if requested == "auto":
+        if device.type == "cpu":
+            return torch.int8
+        return torch.bfloat16 if bf16_is_fast(device) else torch.float32
+    if requested not in DTYPES:
+        raise ModelError(f"unknown dtype {requested!r} (expected auto, {', '.join(DTYPES)})")
+    if requested == "int8" and device.type != "cpu":
+        raise ModelError("--dtype int8 is for the CPU (its kernels are torch's int8 CPU products)")
+    return DTYPES[requested]
+
+
+def resolve_model_dir(spec: str, dtype: torch.dtype = torch.float32) -> Path:
+    """Return a local directory holding a transformers checkpoint (config.json, weights, tokenizer) for ``spec``.
+
+    ``spec`` is classified by :func:`callmaybe.core.sources.classify` as: a registry name (case-insensitive;
+    converted from GGUF to safetensors of ``dtype`` on first use, about a minute, then cached per dtype); a
+    local directory, which must contain config.json; a model hub id (the repository's snapshot, by
+    :func:`callmaybe.core.sources.fetch_from_hub`: local hub cache first, then the network unless offline).
+    Raises ModelError when none of these works, or when fetching or converting a registry model fails.
+    """
+    source = classify(spec)
+    if source.kind == REGISTRY:
+        return _converted_dir(source.name, dtype)
+    if source.kind == PATH and source.path.is_dir():
+        if not (source.path / "config.json").is_file():
+            raise ModelError(f"model directory '{spec}' has no config.json (not a transformers checkpoint)")
+        return source.path
+    if source.kind == HUB:
+        try:
+            return fetch_from_hub(source.name)
+        except HubUnavailable:
+            pass
+    names = ", ".join(MODELS)
+    raise ModelError(
+        f"model '{spec}' not found: not a registry name ({names}), not a local directory, "
+        "and the model hub is unreachable"
+    )
+
+
+def load_model(spec: str, threads: int | None = None, dtype: str = "auto", device: str = "auto",
+               retry: bool = True) -> LoadedModel:
+    """Load the model and tokenizer named by ``spec`` (see :func:`resolve_model_dir`) with weights of ``dtype``
+    (:func:`choose_dtype`) on ``device`` (:func:`choose_device`).
+
+    ``threads`` sets ``torch.set_num_threads`` (a count of CPU threads) when given; None leaves torch's default.
+    Takes a few seconds from a cached checkpoint. A registry model's converted checkpoint is hashed in full
+    against the manifest recorded at conversion (``SHA256SUMS``, :func:`callmaybe.core.files.check_manifest`)
+    on a second thread while it loads; one that differs (or has no manifest) is converted again, once
+    (``retry``). Raises ModelError when the model cannot be found or loaded.
+    """
+    if threads is not None:
+        if threads < 1:
+            raise ModelError(f"threads must be at least 1, got {threads}")
+        torch.set_num_threads(threads)
+    where = choose_device(device)
+    weights = choose_dtype(dtype, where)
+    path = resolve_model_dir(spec, weights)
+    ours = classify(spec).kind == REGISTRY  # a checkpoint this cache converted: checked against its manifest
+    with ThreadPoolExecutor(1) as pool:
+        check = pool.submit(check_manifest, path) if ours else None  # hashes while the model loads
+        loaded = _load(spec, path, weights, where)
+        bad = check.result() if check is not None else []
+    if bad:
+        if not retry:
+            raise ModelError(f"{path}: {', '.join(bad)} still differ from the manifest after converting again")
+        say(f"{path}: {', '.join(bad)} differ from the SHA-256s recorded when it was converted; converting again")
+        shutil.rmtree(path, ignore_errors=True)
+        return load_model(spec, threads, dtype, device, retry=False)
+    return loaded
+
+
+def _load(spec: str, path: Path, weights: torch.dtype, where: torch.device) -> LoadedModel:
+    """Load the checkpoint in ``path`` with weights of ``weights`` on ``where``. Raises ModelError."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(path)
+        if weights == torch.int8 and (path / QUANTIZATION_FILE).is_file():
+            model = _load_int8(path)
+        elif weights == torch.int8:  # a local or hub checkpoint: quantized in memory at each load
+            from .quant import quantize
+
+            model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.bfloat16)
+            quantize(model)
+        else:
+            model = AutoModelForCausalLM.from_pretrained(path, dtype=weights)
+        model = model.to(where)
+    except Exception as exc:
+        raise ModelError(f"cannot load model '{spec}' from {path}: {_one_line(exc)}") from exc
+    if not getattr(tokenizer, "is_fast", False):
+        raise ModelError(f"model '{spec}' has no fast (tokenizers) tokenizer")
+    model.eval()
+    return LoadedModel(spec, path, model, tokenizer, int(model.config.vocab_size), weights, where)
+
+
+def _converted_dir(name: str, dtype: torch.dtype = torch.float32) -> Path:
+    """Return the safetensors checkpoint of registry model ``name`` with weights of ``dtype``, converting the
+    GGUF once per dtype into ``hf`` (float32), ``hf-bfloat16`` or, for int8, :data:`.convert.INT8_FOLDER`
+    (``hf-int8-v3``: the scheme's version is in the name, so a checkpoint of another layout is never read; once
+    the new one is in place, int8 checkpoints of earlier versions are deleted).
+
+    float32 and bfloat16 load the whole model through transformers' GGUF loader, which dequantizes every tensor
+    at once; int8 streams tensor by tensor (:func:`.convert.convert_gguf_int8`). Measured for
+    Qwen2.5-Coder-1.5B (a 1.12 GB GGUF) on this project's 2-core CPU: float32, about 80 s, 9.1 GB of memory at
+    the peak, 6.7 GB on disk; bfloat16, 54 s, 5.7 GB at the peak, 3.4 GB on disk; int8, 48 s, 1.06 GB at the
+    peak (the whole process, torch included), 1.56 GB on disk.
+    """
+    from .convert import INT8_FOLDER
+
+    parent = cache_dir("models", name)
+    remove_stale(parent, (".hf-",))  # what a conversion killed midway left
+    label = str(dtype).removeprefix("torch.")
+    int8 = dtype == torch.int8
+    final = parent / ("hf" if dtype == torch.float32 else INT8_FOLDER if int8 else f"hf-{label}")
+    if (final / "config.json").is_file():
+        return final
+    gguf = gguf_path(name)
+
+    say(f"converting {name} GGUF to {label} safetensors (once for this dtype, ~1 min)...")
+    start = time.monotonic()
+    with temporary_dir(parent, ".hf-") as tmp:
+        try:
+            if int8:
+                from .convert import convert_in_subprocess
+
+                convert_in_subprocess(gguf, tmp)
+            else:
+                _convert_float(gguf, dtype, tmp)
+        except ModelError:
+            raise
+        except Exception as exc:
+            raise ModelError(f"cannot convert {name} from GGUF: {_one_line(exc)}") from exc
+        record_manifest(tmp)  # the SHA-256 of every file, checked at each load
+        try:
+            os.rename(tmp, final)  # atomic; fails if another process got there first
+        except OSError:
+            if not (final / "config.json").is_file():
+                shutil.rmtree(final, ignore_errors=True)  # an empty or broken leftover: replace it
+                os.rename(tmp, final)
+    if int8:  # checkpoints of earlier int8 schemes, which this callmaybe never reads again
+        for old in parent.glob("hf-int8*"):
+            if old.name != INT8_FOLDER:
+                shutil.rmtree(old, ignore_errors=True)
+    say(f"converted {name} in {time.monotonic() - start:.0f} s")
+    return final
+
+
+def _convert_float(gguf: Path, dtype: torch.dtype, folder: Path) -> None:
+    """Write the float checkpoint (weights of ``dtype``) of GGUF file ``gguf`` and its tokenizer into ``folder``,
+    through transformers' GGUF loader (the whole model in memory at once)."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=dtype)
+    model.hf_quantizer = None  # else save_pretrained refuses: "quantized with gguf, not serializable"
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+
+
+def _load_int8(path: Path):
+    """Build the model of ``path``'s config with empty weights, give it the int8 layers, and read the saved
+    state into it tensor by tensor (no second copy of the weights). With tied embeddings the output layer gets
+    the embedding's tensors themselves (:func:`.quant.tied_keys`): one int8 matrix in memory for both.
+    Raises ModelError for a checkpoint of another scheme version (:data:`.convert.SCHEME_VERSION`)."""
+    import json
+
+    from accelerate import init_empty_weights
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    from .convert import SCHEME_VERSION
+    from .quant import empty_like_quantized, tied_keys
+
+    version = json.loads((path / QUANTIZATION_FILE).read_text()).get("version", 1)
+    if version != SCHEME_VERSION:
+        raise ModelError(f"{path}: int8 checkpoint of scheme version {version}, this callmaybe reads "
+                         f"{SCHEME_VERSION}; delete the folder to convert the model again")
+    config = AutoConfig.from_pretrained(path)
+    with init_empty_weights(include_buffers=False):
+        model = AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16)
+    empty_like_quantized(model)
+    state = read_safetensors(path / "model.safetensors")
+    for key, source in tied_keys(model).items():
+        if source in state:  # else load_state_dict names the missing key
+            state[key] = state[source]
+    model.load_state_dict(state, assign=True, strict=True)
+    return model
+
+
+def read_safetensors(path: Path) -> dict[str, torch.Tensor]:
+    """The tensors of a safetensors file (https://github.com/huggingface/safetensors: an 8-byte little-endian
+    header length, a JSON header of name -> dtype, shape, byte offsets, then the data), read with plain reads
+    into each tensor's own memory. ``safetensors.torch.load_file`` maps the file and copies out of the mapping,
+    which holds the file's pages in memory beside the copies until it returns: twice the weights at the peak.
+    Raises ValueError for a dtype it does not know."""
+    import json
+    import struct
+
+    dtypes = {"BF16": torch.bfloat16, "F16": torch.float16, "F32": torch.float32, "I8": torch.int8,
+              "U8": torch.uint8, "I32": torch.int32, "I64": torch.int64, "BOOL": torch.bool}
+    out: dict[str, torch.Tensor] = {}
+    with open(path, "rb", buffering=0) as f:
+        (size,) = struct.unpack("<Q", f.read(8))
+        header = json.loads(f.read(size))
+        header.pop("__metadata__", None)
+        for name, info in sorted(header.items(), key=lambda item: item[1]["data_offsets"][0]):
+            if info["dtype"] not in dtypes:
+                raise ValueError(f"{path}: tensor {name} has dtype {info['dtype']}")
+            start, end = info["data_offsets"]
+            t = torch.empty(info["shape"], dtype=dtypes[info["dtype"]])
+            f.seek(8 + size + start)
+            view = memoryview(t.view(-1).view(torch.uint8).numpy()) if t.numel() else memoryview(bytearray())
+            if f.readinto(view) != end - start:
+                raise ValueError(f"{path}: tensor {name} is truncated")
+            out[name] = t
+    return out
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}"
