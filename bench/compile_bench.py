@@ -283,7 +283,8 @@ class CallmaybeEngine:
 
     grammar = "callmaybe catalog"
     modules = ("callmaybe.compiler.compile", "callmaybe.compiler.automata.nodes", "callmaybe.core.indexfile",
-               "callmaybe.runtime.decoding.masks", "callmaybe.runtime.decoding.matcher", "interegular")
+               "callmaybe.runtime.decoding.masks", "callmaybe.runtime.decoding.index",
+               "callmaybe.runtime.decoding.matcher", "interegular")
 
     @staticmethod
     def clear_caches() -> None:
