@@ -80,7 +80,7 @@ def choose_dtype(requested: str, device: torch.device) -> torch.dtype:
     ``bfloat16`` or ``int8`` (CPU only) as asked. Raises ModelError for an unknown name, or int8 on a GPU.
 
     int8 on the CPU because it is what keeps the default model under 2.5 GB (1.5B parameters are 3.1 GB in
-    bfloat16 alone) and it is as fast as bfloat16 or faster (issue 11's benchmark, in the README).
+    bfloat16 alone) and it is as fast as bfloat16 or faster (issue 11's benchmark, docs/commands.md).
 
     Measured on this project's 2-core CPU (AVX512-BF16), Qwen2.5-Coder-1.5B, 250-token context: a decode step
     383 ms in float32 and 182 ms in bfloat16; an 8-token chunk 660 and 210 ms; a 250-token prefill 4.4-4.8 s and

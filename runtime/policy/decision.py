@@ -8,7 +8,7 @@ part, ``log p(call) - log p(text)`` (nats), reaches :data:`CALL_LOG_ODDS_MIN`, a
 The rule reads no word of the request: it is the same in every language.
 
 :data:`CALL_LOG_ODDS_MIN` (-1.0) was chosen on BFCL live's development part (``bench/decision.py``; the
-README's "Call or answer" gives the figures): fitted on the even-numbered cases at 1.5 it declined 19% of the
+docs/call-or-answer.md gives the figures): fitted on the even-numbered cases at 1.5 it declined 19% of the
 calls due on the odd ones (Qwen2.5-Coder-1.5B opens a fence or a JSON object first on irrelevant requests as on
 calls, log-odds +1 to +4), so it was moved to where it declines text-minded answers only (a haiku: -7.1).
 """

@@ -10,7 +10,7 @@ forms of ``no``): the catalog is the whole list the turn offers, never "the only
 request is read by the model in whatever language it is written; no word of it is matched by this code.
 
 :data:`VERDICT_LOG_ODDS_MIN` (0.5) was set on BFCL live's development part (``bench/decision.py``; figures in
-the README's "Call or answer"): with the first-token rule it declines 0 of 50 calls and 18 of 25 irrelevant
+docs/call-or-answer.md): with the first-token rule it declines 0 of 50 calls and 18 of 25 irrelevant
 requests on the even-numbered cases, 2 of 27 and 10 of 20 on the odd ones, and 0 of 12 calls and 10 of 12
 requests no function fits on the six everyday functions of ``bench/catalogs/everyday_cases.jsonl`` (eight
 languages).
