@@ -1,7 +1,7 @@
 """Sets of Unicode code points as sorted lists of inclusive intervals ``(lo, hi)``.
 
-Shared by the compiler's regex -> byte DFA expansion (``compiler.dfa``: the code points of each interegular
-symbol, split by UTF-8 lead byte) and its JSON Schema ``pattern`` translation (``compiler.pattern``:
+Shared by the compiler's regex -> byte DFA expansion (``compiler.automata.dfa``: the code points of each interegular
+symbol, split by UTF-8 lead byte) and its JSON Schema ``pattern`` translation (``compiler.automata.pattern``:
 character classes, their negation and the characters JSON escapes), and by the Unicode property tables
 (:mod:`.unicode`). Code points run from 0 to :data:`MAX_CODE_POINT` (U+10FFFF); the
 surrogates U+D800-U+DFFF are code points but not scalar values, so UTF-8 cannot encode them (RFC 3629).

@@ -6,7 +6,7 @@ PropertyValueAliases.txt: ``L``/``Letter``, ``Lu``/``Uppercase_Letter``, ``LC``/
 ``Nd``/``digit`` ...) come from Python's :mod:`unicodedata` (its Unicode version: 14.0 on Python 3.11): one
 pass over the 1,114,112 code points, made once per process on the first use (~0.4 s) and kept in
 :data:`_CATEGORIES`; ``Any``, ``ASCII`` and ``Assigned`` (ECMA-262 binary properties) are defined directly.
-The compiler adds scripts and the other binary properties (``compiler.unicode``); the check of values after
+The compiler adds scripts and the other binary properties (``compiler.automata.unicode``); the check of values after
 generation reads these (:mod:`.patterns`).
 """
 

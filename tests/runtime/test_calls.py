@@ -1,4 +1,4 @@
-"""The check after generation (runtime.calls.to_call): parse, validate with the format checker, type numbers."""
+"""The check after generation (runtime.decoding.calls.to_call): parse, validate with the format checker, type numbers."""
 
 import json
 

@@ -1,4 +1,4 @@
-"""How a parallel turn's calls are settled at its end (runtime.parallel): values joined with "and" split
+"""How a parallel turn's calls are settled at its end (runtime.policy.parallel): values joined with "and" split
 unless the model reads them as one name, drafts and repeats left out. The examples are BFCL parallel cases
 Qwen2.5-Coder-1.5B got wrong (parallel_34, parallel_43, parallel_72)."""
 

@@ -1,4 +1,4 @@
-"""The relevance verdict of a call under tool_choice auto (runtime.relevance): the question asked over the
+"""The relevance verdict of a call under tool_choice auto (runtime.policy.relevance): the question asked over the
 whole catalog, the verdict read as the log-odds of "yes" against "no", and the threshold, with SmolLM2's
 tokenizer and a stand-in model whose logits are set."""
 

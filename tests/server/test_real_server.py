@@ -40,7 +40,7 @@ def server_log(tmp_path_factory):
 @pytest.fixture(scope="module")
 def server(server_log):
     if not hasattr(engine_module, "Engine"):
-        pytest.skip("runtime.engine.Engine is not on this branch yet")
+        pytest.skip("runtime.answering.engine.Engine is not on this branch yet")
     port = free_port()
     log = open(server_log, "w")
     proc = subprocess.Popen([sys.executable, "-m", "callmaybe.cli", "serve", "--model", MODEL, "--dtype", "float32",
