@@ -119,8 +119,9 @@ def start_run(tmp_path: Path, prompts: list[str], *extra: str) -> tuple[subproce
     proc = subprocess.Popen(
         [sys.executable, "-m", "callmaybe.cli", "run", "--functions_definition", str(CATALOG), "--input",
          str(requests), "--output", str(out), *MODEL, *extra],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
-    return proc, out
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # as from a terminal: a job started in
+    return proc, out  # the background (a CI script's `&`) inherits SIGINT ignored, and Python then keeps it so
 
 
 def wait_for_answers(journal: Path, count: int, proc: subprocess.Popen, timeout: float = 120) -> None:
@@ -247,6 +248,7 @@ def test_a_signal_while_an_answer_is_journaled_comes_after_it_is_counted(tmp_pat
     """A SIGINT that arrives while a line is written (here: between its write and its fsync) waits until the
     answer is counted: the run's message and the journal agree. Before, the signal's KeyboardInterrupt came
     between the line and its count, and the run said "1 of 8 answers are kept" of a journal holding 2."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)  # SIGINT may be ignored (a background job)
     journal = Journal(tmp_path / "out.json.journal")
     journal.open({"model": "m"}, resume=False)
     real_fsync = os.fsync
@@ -256,8 +258,11 @@ def test_a_signal_while_an_answer_is_journaled_comes_after_it_is_counted(tmp_pat
         real_fsync(fd)
 
     monkeypatch.setattr(os, "fsync", fsync_interrupted)
-    with pytest.raises(KeyboardInterrupt):
-        journal.add(0, "p", {"name": "f", "parameters": {}})
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            journal.add(0, "p", {"name": "f", "parameters": {}})
+    finally:
+        signal.signal(signal.SIGINT, previous)
     monkeypatch.undo()
     journal.close()
     lines = journal.path.read_text().splitlines()
