@@ -198,3 +198,36 @@ def test_a_gguf_converts_to_int4_layers_that_equal_transformers_loader_and_load_
         b = ref(input_ids=ids).logits.float().log_softmax(-1)
     kl = (b.exp() * (b - a)).sum(-1).mean().item()  # bfloat16 activations against float32 ones
     assert kl < 1e-3, kl
+
+
+@pytest.mark.skipif(not Path("/proc/self/maps").is_file(), reason="needs Linux's /proc/self/maps")
+def test_mapped_tensors_are_views_of_the_file_and_a_misaligned_one_is_copied(tmp_path):
+    from callmaybe.runtime.convert import TensorSpec, write_safetensors
+
+    a = torch.arange(64, dtype=torch.int8).reshape(4, 16)  # 64 bytes: b starts aligned
+    b = torch.arange(24, dtype=torch.float32).to(torch.bfloat16)  # 48 bytes: c starts 48 past a boundary
+    c = torch.arange(64, dtype=torch.uint8)
+    path = tmp_path / "t.safetensors"
+    write_safetensors(path, [TensorSpec("a", a.dtype, (4, 16)), TensorSpec("b", b.dtype, (24,)),
+                             TensorSpec("c", c.dtype, (64,))], [("a", a), ("b", b), ("c", c)])
+    got = map_safetensors(path)
+    assert all(torch.equal(got[k], v) for k, v in {"a": a, "b": b, "c": c}.items())
+    assert mapped_from(got["a"].data_ptr()) == str(path) and mapped_from(got["b"].data_ptr()) == str(path)
+    assert mapped_from(got["c"].data_ptr()) is None  # copied out: not on a 64-byte boundary
+    got["a"][0, 0] = 100  # a private mapping: the file is unchanged
+    assert torch.equal(map_safetensors(path)["a"], a)
+
+
+def test_a_file_whose_data_start_unaligned_is_read_instead(tmp_path):
+    """Checkpoints written before the header was padded to 64 bytes (8 only): not mapped (every tensor would be
+    copied beside its mapped pages), read as before."""
+    import struct
+
+    from callmaybe.runtime.model import read_safetensors
+
+    header = json.dumps({"x": {"dtype": "I8", "shape": [3], "data_offsets": [0, 3]}}).encode()
+    header += b" " * (-len(header) % 8)
+    path = tmp_path / "old.safetensors"
+    path.write_bytes(struct.pack("<Q", len(header)) + header + bytes([1, 2, 3]))
+    assert (8 + len(header)) % 64 and map_safetensors(path) is None
+    assert read_safetensors(path)["x"].tolist() == [1, 2, 3]
