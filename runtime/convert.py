@@ -57,11 +57,12 @@ SCHEME = ("int8 per output row (absmax / 127), bfloat16 scales; linear layers ro
           "block Hadamard matrices (callmaybe.runtime.quant.rotation_block)")
 INT8_FOLDER = f"hf-int8-v{SCHEME_VERSION}"
 #: The int4 scheme (``--dtype int4``, :mod:`.int4`): its version and cache folder, as for int8.
-#: 1: linear layers int4 in groups of 32 (Q4_K sub-blocks as they are, other types requantized), packed in torch
-#: 2.13's CPU layout; the embeddings (and a tied output layer) int8 per row as in scheme 3 of int8.
+#: 1: linear layers of 4-bit GGUF types int4 in groups of 32 (Q4_K sub-blocks as they are, other 4-bit types
+#: requantized), packed in torch 2.13's CPU layout; the other linear layers rotated int8 and the embeddings (and a
+#: tied output layer) int8 per row, as in scheme 3 of int8.
 INT4_SCHEME_VERSION = 1
-INT4_SCHEME = ("int4 groups of 32 inputs (scale, zero; Q4_K sub-blocks kept, other types requantized min/max), "
-               "packed for torch's _weight_int4pack_mm_for_cpu; embeddings int8 per row (absmax / 127)")
+INT4_SCHEME = ("linear layers of 4-bit GGUF types int4, groups of 32 inputs (scale, zero; Q4_K sub-blocks kept, "
+               "others requantized min/max), packed for torch's _weight_int4pack_mm_for_cpu; other layers as int8")
 INT4_FOLDER = f"hf-int4-v{INT4_SCHEME_VERSION}"
 #: name -> (version, description, cache folder) of each quantized scheme a checkpoint may hold
 SCHEMES = {"int8": (SCHEME_VERSION, SCHEME, INT8_FOLDER), "int4": (INT4_SCHEME_VERSION, INT4_SCHEME, INT4_FOLDER)}
@@ -189,9 +190,10 @@ def convert_gguf_int8(gguf: Path, folder: Path, chunk_bytes: int = CHUNK_BYTES, 
     """Write the int8 checkpoint of GGUF file ``gguf`` into the existing folder ``folder``: ``config.json``,
     ``generation_config.json``, the tokenizer, ``model.safetensors`` (layout in the module docstring) and
     :data:`QUANTIZATION_FILE`. ``scheme`` ``"int4"`` (:data:`SCHEMES`) writes the int4 checkpoint instead: the
-    linear layers that :func:`.int4.fits` as ``<module>.weight_int4`` (uint8, rows x cols / 2, packed) and
+    linear layers stored in 4 bits that :func:`.int4.fits` (:func:`takes_int4`) as ``<module>.weight_int4`` (uint8, rows x cols / 2, packed) and
     ``<module>.scale_zero`` (bfloat16, cols / 32 x rows x 2), each tensor whole (the largest of Qwen2.5-1.5B,
-    8,960 x 1,536, is 55 MB of float32 where it must be requantized); the embeddings as for int8.
+    8,960 x 1,536, is 55 MB of float32 where it must be requantized); the other linear layers and the
+    embeddings as for int8.
 
     Memory: the metadata is parsed three times, one after the other (by ``gguf.GGUFReader`` for the tensors'
     places, by transformers for the config, then for the tokenizer), each parse freed before the next: for
@@ -210,7 +212,7 @@ def convert_gguf_int8(gguf: Path, folder: Path, chunk_bytes: int = CHUNK_BYTES, 
     if tie is not None:
         config.tie_word_embeddings = True
     heads = (config.num_attention_heads, getattr(config, "num_key_value_heads", None) or config.num_attention_heads)
-    model = _empty_model(config, scheme)
+    model = _empty_model(config, int4_modules(tensors) if scheme == "int4" else set())
     shared = tied_keys(model)
     expected = {k: (v.dtype, tuple(v.shape)) for k, v in model.state_dict().items() if k not in shared}
     layers = sum(1 for m in model.modules() if hasattr(m, "weight_int8") or hasattr(m, "weight_int4"))
@@ -311,7 +313,7 @@ def plan_tensors(gguf: Path, tensors: Sequence[GgufTensor], arch: str, heads: tu
             order = llama_rows(t.shape[0], heads[0] if ".attn_q." in t.name else heads[1])
         int8 = names[1] == "weight" and t.name.rsplit(".", 2)[-2] in _INT8
         block = 0 if not int8 else 1 if names[0] == _TOP["token_embd"] else rotation_block(t.shape[-1])
-        if block > 0 and names[0] != _TOP["token_embd"] and scheme == "int4" and fits(t.shape[-1], t.shape[0]):
+        if block > 0 and names[0] != _TOP["token_embd"] and scheme == "int4" and takes_int4(t):
             block = -1
         plan.append((t, f"{names[0]}.{names[1]}", block, order))
         if block == -1:
@@ -323,6 +325,28 @@ def plan_tensors(gguf: Path, tensors: Sequence[GgufTensor], arch: str, heads: tu
         else:
             specs.append(TensorSpec(f"{names[0]}.{names[1]}", torch.bfloat16, t.shape))
     return plan, specs
+
+
+#: GGUF types of 4 bits per weight or fewer, whose tensors the int4 scheme keeps in 4 bits.
+FOUR_BIT_TYPES = ("Q4_0", "Q4_1", "Q4_K", "IQ4_NL", "IQ4_XS", "Q3_K", "Q2_K")
+
+
+def takes_int4(t: GgufTensor) -> bool:
+    """Whether the int4 scheme makes GGUF tensor ``t`` an int4 layer: a 2-D tensor of 4 bits per weight or fewer
+    (:data:`FOUR_BIT_TYPES`) whose widths :func:`.int4.fits`. A tensor of more bits (Q6_K, Q8_0, F16 ...)
+    becomes a rotated int8 layer instead: requantizing Qwen2.5-1.5B's Q6_K layers to int4 made the mean KL
+    divergence from bfloat16 6x larger (0.0092 against 0.0015 with them in int8; docs/model.md)."""
+    return len(t.shape) == 2 and t.qtype.name in FOUR_BIT_TYPES and fits(t.shape[-1], t.shape[0])
+
+
+def int4_modules(tensors: Sequence[GgufTensor]) -> set[str]:
+    """The transformers modules (``model.layers.0.mlp.up_proj``) that the int4 scheme makes int4 layers."""
+    out = set()
+    for t in tensors:
+        names = hf_name(t.name)
+        if names and names[1] == "weight" and t.name.rsplit(".", 2)[-2] in _INT8 - {"token_embd"} and takes_int4(t):
+            out.add(names[0])
+    return out
 
 
 def same_matrix(gguf: Path, a: GgufTensor, b: GgufTensor, rows: int = SAME_MATRIX_ROWS) -> float:
@@ -424,16 +448,16 @@ def _config(gguf: Path):
     return config
 
 
-def _empty_model(config, scheme: str = "int8"):
+def _empty_model(config, int4: set[str] = frozenset()):
     """The model of ``config`` on the meta device (no memory for weights), with the quantized layers of
-    :func:`.quant.empty_like_quantized` for ``scheme``: its state dict names every tensor the checkpoint must
-    hold."""
+    :func:`.quant.empty_like_quantized` (the modules named in ``int4`` int4 layers): its state dict names every
+    tensor the checkpoint must hold."""
     from accelerate import init_empty_weights
     from transformers import AutoModelForCausalLM
 
     with init_empty_weights(include_buffers=False):
         model = AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16)
-    empty_like_quantized(model, int4=scheme == "int4")
+    empty_like_quantized(model, int4=int4)
     return model
 
 

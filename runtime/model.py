@@ -275,10 +275,10 @@ def _load_int8(path: Path, scheme: str = "int8"):
     config = AutoConfig.from_pretrained(path)
     with init_empty_weights(include_buffers=False):
         model = AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16)
-    empty_like_quantized(model, int4=scheme == "int4")
     state = map_safetensors(path / "model.safetensors")
     if state is None:  # a checkpoint written before the data was aligned: read into memory as before
         state = read_safetensors(path / "model.safetensors")
+    empty_like_quantized(model, int4={k.removesuffix(".weight_int4") for k in state if k.endswith(".weight_int4")})
     for key, source in tied_keys(model).items():
         if source in state:  # else load_state_dict names the missing key
             state[key] = state[source]

@@ -97,8 +97,9 @@ def test_int4_is_for_the_cpu():
 
 
 def write_gguf(path: Path, seed: int = 0) -> Path:
-    """A tiny llama GGUF whose q, gate and up projections are Q4_K (random blocks), v and down Q8_0 (requantized
-    to int4 by the converter), k F32, embeddings Q8_0 and tied (no output.weight)."""
+    """A tiny llama GGUF whose q, gate and up projections are Q4_K (random blocks), o Q4_0 (4 bits too:
+    requantized to int4 by the converter), v and down Q8_0 and k F32 (more bits: int8), embeddings Q8_0 and
+    tied (no output.weight)."""
     rng = np.random.default_rng(seed)
     w = gguf.GGUFWriter(str(path), "llama")
     w.add_block_count(1)
@@ -130,7 +131,8 @@ def write_gguf(path: Path, seed: int = 0) -> Path:
     w.add_tensor("blk.0.attn_q.weight", q4k_bytes(rng, HIDDEN, HIDDEN), raw_dtype=Q.Q4_K)
     w.add_tensor("blk.0.attn_k.weight", floats((kv, HIDDEN)))
     w.add_tensor("blk.0.attn_v.weight", gguf.quants.quantize(floats((kv, HIDDEN)), Q.Q8_0), raw_dtype=Q.Q8_0)
-    w.add_tensor("blk.0.attn_output.weight", floats((HIDDEN, HIDDEN)))
+    w.add_tensor("blk.0.attn_output.weight", gguf.quants.quantize(floats((HIDDEN, HIDDEN)), Q.Q4_0),
+                 raw_dtype=Q.Q4_0)
     w.add_tensor("blk.0.ffn_norm.weight", np.ones(HIDDEN, dtype=np.float32))
     w.add_tensor("blk.0.ffn_gate.weight", q4k_bytes(rng, FFN, HIDDEN), raw_dtype=Q.Q4_K)
     w.add_tensor("blk.0.ffn_up.weight", q4k_bytes(rng, FFN, HIDDEN), raw_dtype=Q.Q4_K)
@@ -155,8 +157,8 @@ def mapped_from(address: int) -> str | None:
 
 @pytest.mark.skipif(not Path("/proc/self/maps").is_file(), reason="needs Linux's /proc/self/maps")
 def test_a_gguf_converts_to_int4_layers_that_equal_transformers_loader_and_load_memory_mapped(tmp_path):
-    """Q4_K layers keep llama.cpp's values (up to bfloat16 scales and zeros), other types are requantized within
-    half a group step; the checkpoint's tensors are views of the file (memory-mapped), and the converted model
+    """Q4_K layers keep llama.cpp's values (up to bfloat16 scales and zeros), another 4-bit type is requantized
+    within half a group step, types of more bits become int8 layers; the checkpoint's tensors are views of the file (memory-mapped), and the converted model
     computes what the float model given its weights computes (up to bfloat16 activations)."""
     from transformers import AutoModelForCausalLM
 
@@ -166,15 +168,18 @@ def test_a_gguf_converts_to_int4_layers_that_equal_transformers_loader_and_load_
     conversion = convert_gguf_int8(path, folder, scheme="int4")
     info = json.loads((folder / QUANTIZATION_FILE).read_text())
     assert info["name"] == "int4" and info["version"] == INT4_SCHEME_VERSION and info["tied_embeddings"]
-    assert conversion.layers == 7 + 1
+    assert conversion.layers == 7 + 1 and conversion.tied
     stored = map_safetensors(folder / "model.safetensors")
     assert stored["model.layers.0.self_attn.q_proj.weight_int4"].shape == (HIDDEN, HIDDEN // 2)
-    assert stored["model.layers.0.mlp.down_proj.scale_zero"].shape == (FFN // 32, HIDDEN, 2)
+    assert stored["model.layers.0.mlp.up_proj.scale_zero"].shape == (HIDDEN // 32, FFN, 2)
+    assert stored["model.layers.0.mlp.down_proj.weight_int8"].shape == (HIDDEN, FFN)
     model = _load_int8(folder, "int4")
     ref = AutoModelForCausalLM.from_pretrained(tmp_path, gguf_file="tiny.gguf", dtype=torch.float32).eval()
     layer = model.model.layers[0]
-    assert all(isinstance(m, Int4Linear) for m in (layer.self_attn.q_proj, layer.self_attn.k_proj,
-                                                   layer.self_attn.v_proj, layer.mlp.down_proj))
+    assert all(isinstance(m, Int4Linear) for m in (layer.self_attn.q_proj, layer.self_attn.o_proj,
+                                                   layer.mlp.gate_proj, layer.mlp.up_proj))
+    assert all(isinstance(m, Int8Linear) for m in (layer.self_attn.k_proj, layer.self_attn.v_proj,
+                                                   layer.mlp.down_proj))
     assert isinstance(model.lm_head, Int8Linear)
     assert model.lm_head.weight_int8.data_ptr() == model.get_input_embeddings().weight_int8.data_ptr()
     assert mapped_from(layer.self_attn.q_proj.weight_int4.data_ptr()) == str(folder / "model.safetensors")
@@ -183,14 +188,14 @@ def test_a_gguf_converts_to_int4_layers_that_equal_transformers_loader_and_load_
     for name in ("self_attn.q_proj", "mlp.gate_proj", "mlp.up_proj"):  # Q4_K: llama.cpp's values
         got, want = layer.get_submodule(name).dequantized(), ref_layer.get_submodule(name).weight.detach()
         assert (got - want).abs().max() <= want.abs().max() / 64, name
-    for name in ("self_attn.k_proj", "self_attn.v_proj", "mlp.down_proj"):  # requantized
+    for name in ("self_attn.o_proj",):  # Q4_0: requantized
         mine = layer.get_submodule(name)
         step = mine.scale_zero[..., 0].float().t().repeat_interleave(32, 1)
         want = ref_layer.get_submodule(name).weight.detach()
         assert ((mine.dequantized() - want).abs() <= step * 0.51 + want.abs() / 64 + 1e-6).all(), name
     for name in ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj", "mlp.gate_proj",
                  "mlp.up_proj", "mlp.down_proj"):  # the float model given the int4 weights: the same function
-        ref_layer.get_submodule(name).weight.data = layer.get_submodule(name).dequantized()
+        ref_layer.get_submodule(name).weight.data = layer.get_submodule(name).dequantized().float()
     ref.model.embed_tokens.weight.data = model.get_input_embeddings().dequantized().float()
     ids = torch.tensor([[0, 5, 9, 33, 2, 17]])
     with torch.no_grad():
