@@ -252,7 +252,7 @@ def run_options(f):
                      help="Keep the model's value of every optional argument (default: one the request gives no "
                           "ground for, a placeholder, a copy from the catalog or a guess, is restated from the "
                           "request or left out; one the request states, reformats or names is kept)."),
-        click.option("--dtype", type=click.Choice(["auto", "float32", "bfloat16", "int8"]), default="auto",
+        click.option("--dtype", type=click.Choice(["auto", "float32", "bfloat16", "int8", "int4"]), default="auto",
                      show_default=True,
                      help="Weights' dtype. auto: int8 on the CPU (int8 weights, rotated int8 activations: the "
                           "default model in 2.2 GB), bfloat16 on a GPU that computes it natively, else float32."),
@@ -394,7 +394,7 @@ def eval_cmd(data, model, max_tokens, threads, call_format, tool_choice, paralle
               help="torch CPU threads (default: torch's choice).")
 @call_format_option(["auto", "plain", "tools"], "auto")
 @decision_options_decorator
-@click.option("--dtype", type=click.Choice(["auto", "float32", "bfloat16", "int8"]), default="auto",
+@click.option("--dtype", type=click.Choice(["auto", "float32", "bfloat16", "int8", "int4"]), default="auto",
               show_default=True, help="Weights' dtype (as for run).")
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True,
               help="auto: a CUDA GPU when torch sees one, else the CPU.")

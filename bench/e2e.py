@@ -4,7 +4,8 @@ request at a time, each system in its own subprocess (its peak RSS from ``os.wai
 Systems:
 
 * ``callmaybe`` (``--dtype auto``), ``callmaybe-bf16`` (``--dtype bfloat16``), ``callmaybe-int8``
-  (``--dtype int8``) and ``callmaybe-fp32`` (``--dtype float32``, the path before issue 11),
+  (``--dtype int8``), ``callmaybe-int4`` (``--dtype int4``) and ``callmaybe-fp32`` (``--dtype float32``, the path
+  before issue 11),
   one request at a time; ``callmaybe-batch`` (``--dtype auto --max-batch N``, N from ``--max-batch``, default 8):
   many requests decoding together, for throughput;
 * ``outlines``: transformers + outlines on the same converted weights (float32, as the issue's table), the call
@@ -41,10 +42,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 SHARED = Path(os.environ.get("CALLMAYBE_SHARED", REPO.parent / "shared"))
 MODEL = "qwen2.5-coder-1.5b-instruct"
-SYSTEMS = ("callmaybe", "callmaybe-bf16", "callmaybe-int8", "callmaybe-fp32", "callmaybe-batch", "outlines",
-           "llama.cpp")
-DTYPE = {"callmaybe": "auto", "callmaybe-bf16": "bfloat16", "callmaybe-int8": "int8", "callmaybe-fp32": "float32",
-         "callmaybe-batch": "auto"}
+SYSTEMS = ("callmaybe", "callmaybe-bf16", "callmaybe-int8", "callmaybe-int4", "callmaybe-fp32", "callmaybe-batch",
+           "outlines", "llama.cpp")
+DTYPE = {"callmaybe": "auto", "callmaybe-bf16": "bfloat16", "callmaybe-int8": "int8", "callmaybe-int4": "int4",
+         "callmaybe-fp32": "float32", "callmaybe-batch": "auto"}
 INSTALL = {"outlines": "pip install outlines",
            "llama.cpp": "pip install llama-cpp-python  (compiles llama.cpp from source: several minutes)"}
 MODULE = {"outlines": "outlines", "llama.cpp": "llama_cpp"}

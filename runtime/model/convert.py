@@ -45,6 +45,7 @@ import numpy as np
 import torch
 
 from ...core.errors import ModelError
+from .int4 import GROUP, fits, pack, q4k_groups, quantize_groups, scale_zero
 from .quant import empty_like_quantized, quantize_rows, rotate, rotation_block, tied_keys
 
 #: Bumped whenever the checkpoint's layout changes; part of the cache folder's name (:data:`INT8_FOLDER`) and
@@ -55,6 +56,16 @@ SCHEME_VERSION = 3
 SCHEME = ("int8 per output row (absmax / 127), bfloat16 scales; linear layers rotated along their inputs by "
           "block Hadamard matrices (callmaybe.runtime.model.quant.rotation_block)")
 INT8_FOLDER = f"hf-int8-v{SCHEME_VERSION}"
+#: The int4 scheme (``--dtype int4``, :mod:`.int4`): its version and cache folder, as for int8.
+#: 1: linear layers of 4-bit GGUF types int4 in groups of 32 (Q4_K sub-blocks as they are, other 4-bit types
+#: requantized), packed in torch 2.13's CPU layout; the other linear layers rotated int8 and the embeddings (and a
+#: tied output layer) int8 per row, as in scheme 3 of int8.
+INT4_SCHEME_VERSION = 1
+INT4_SCHEME = ("linear layers of 4-bit GGUF types int4, groups of 32 inputs (scale, zero; Q4_K sub-blocks kept, "
+               "others requantized min/max), packed for torch's _weight_int4pack_mm_for_cpu; other layers as int8")
+INT4_FOLDER = f"hf-int4-v{INT4_SCHEME_VERSION}"
+#: name -> (version, description, cache folder) of each quantized scheme a checkpoint may hold
+SCHEMES = {"int8": (SCHEME_VERSION, SCHEME, INT8_FOLDER), "int4": (INT4_SCHEME_VERSION, INT4_SCHEME, INT4_FOLDER)}
 QUANTIZATION_FILE = "callmaybe-quantization.json"
 #: Bytes of float32 dequantized at a time (a chunk of rows of one tensor): bounds the conversion's working memory.
 CHUNK_BYTES = 32 << 20
@@ -129,7 +140,9 @@ def llama_rows(rows: int, heads: int) -> np.ndarray:
 def write_safetensors(path: Path, specs: Sequence[TensorSpec], chunks: Iterable[tuple[str, torch.Tensor]],
                       metadata: dict[str, str] | None = None) -> int:
     """Write a safetensors file (https://github.com/huggingface/safetensors: an 8-byte little-endian header
-    length, a JSON header of key -> dtype, shape, byte offsets, padded with spaces to 8 bytes, then the data)
+    length, a JSON header of key -> dtype, shape, byte offsets, padded with spaces so that the data starts on
+    a multiple of 64 bytes (:data:`.model.MAP_ALIGNMENT`: a memory-mapped tensor is then aligned whenever the
+    tensors before it have sizes that are multiples of 64 bytes), then the data)
     holding ``specs`` in their order, from ``chunks``: (key, tensor) pairs, in the order of ``specs``, each
     tensor a run of the next bytes of that key's data (a tensor may come in several chunks of rows). Only one
     chunk is held at a time. Returns the file's size in bytes.
@@ -146,7 +159,7 @@ def write_safetensors(path: Path, specs: Sequence[TensorSpec], chunks: Iterable[
                             "data_offsets": [offset, offset + spec.nbytes]}
         offset += spec.nbytes
     raw = json.dumps(header, separators=(",", ":")).encode()
-    raw += b" " * (-len(raw) % 8)
+    raw += b" " * (-(8 + len(raw)) % 64)
     index, left = 0, specs[0].nbytes if specs else 0
     with open(path, "wb") as f:
         f.write(struct.pack("<Q", len(raw)))
@@ -173,10 +186,14 @@ def write_safetensors(path: Path, specs: Sequence[TensorSpec], chunks: Iterable[
     return 8 + len(raw) + offset
 
 
-def convert_gguf_int8(gguf: Path, folder: Path, chunk_bytes: int = CHUNK_BYTES) -> Conversion:
+def convert_gguf_int8(gguf: Path, folder: Path, chunk_bytes: int = CHUNK_BYTES, scheme: str = "int8") -> Conversion:
     """Write the int8 checkpoint of GGUF file ``gguf`` into the existing folder ``folder``: ``config.json``,
     ``generation_config.json``, the tokenizer, ``model.safetensors`` (layout in the module docstring) and
-    :data:`QUANTIZATION_FILE`.
+    :data:`QUANTIZATION_FILE`. ``scheme`` ``"int4"`` (:data:`SCHEMES`) writes the int4 checkpoint instead: the
+    linear layers stored in 4 bits that :func:`.int4.fits` (:func:`takes_int4`) as ``<module>.weight_int4`` (uint8, rows x cols / 2, packed) and
+    ``<module>.scale_zero`` (bfloat16, cols / 32 x rows x 2), each tensor whole (the largest of Qwen2.5-1.5B,
+    8,960 x 1,536, is 55 MB of float32 where it must be requantized); the other linear layers and the
+    embeddings as for int8.
 
     Memory: the metadata is parsed three times, one after the other (by ``gguf.GGUFReader`` for the tensors'
     places, by transformers for the config, then for the tokenizer), each parse freed before the next: for
@@ -195,13 +212,14 @@ def convert_gguf_int8(gguf: Path, folder: Path, chunk_bytes: int = CHUNK_BYTES) 
     if tie is not None:
         config.tie_word_embeddings = True
     heads = (config.num_attention_heads, getattr(config, "num_key_value_heads", None) or config.num_attention_heads)
-    model = _empty_model(config)
+    model = _empty_model(config, int4_modules(tensors) if scheme == "int4" else set())
     shared = tied_keys(model)
     expected = {k: (v.dtype, tuple(v.shape)) for k, v in model.state_dict().items() if k not in shared}
-    layers = sum(1 for m in model.modules() if hasattr(m, "weight_int8")) - len(shared) // 2
+    layers = sum(1 for m in model.modules() if hasattr(m, "weight_int8") or hasattr(m, "weight_int4"))
+    layers -= len(shared) // 2
     del model
 
-    plan, specs = plan_tensors(gguf, tensors, arch, heads, tie)
+    plan, specs = plan_tensors(gguf, tensors, arch, heads, tie, scheme)
     got = {s.key: (s.dtype, s.shape) for s in specs}
     for key, want in expected.items():
         if key not in got:
@@ -222,7 +240,8 @@ def convert_gguf_int8(gguf: Path, folder: Path, chunk_bytes: int = CHUNK_BYTES) 
     size = write_safetensors(folder / "model.safetensors", specs, tensor_chunks(gguf, plan, chunk_bytes),
                              metadata={"format": "pt"})
     tied = bool(shared)
-    (folder / QUANTIZATION_FILE).write_text(json.dumps({"scheme": SCHEME, "version": SCHEME_VERSION,
+    version, description, _ = SCHEMES[scheme]
+    (folder / QUANTIZATION_FILE).write_text(json.dumps({"name": scheme, "scheme": description, "version": version,
                                                         "layers": layers, "tied_embeddings": tied,
                                                         "embeddings_from": tie, "source": gguf.name}) + "\n")
     return Conversion(time.monotonic() - start, size, layers, tied)
@@ -268,14 +287,15 @@ def read_gguf(gguf: Path) -> tuple[str, list[GgufTensor]]:
 
 
 def plan_tensors(gguf: Path, tensors: Sequence[GgufTensor], arch: str, heads: tuple[int, int],
-                 tie: str | None = None) -> tuple[list, list[TensorSpec]]:
+                 tie: str | None = None, scheme: str = "int8") -> tuple[list, list[TensorSpec]]:
     """What to write for each of the ``tensors`` of GGUF file ``gguf`` (architecture ``arch``, ``heads`` =
     (attention heads, key-value heads)): a plan of (tensor, transformers key, int8 block, row order or None),
     for :func:`tensor_chunks`, where the int8 block is 0 for a tensor kept in bfloat16, else the rotation block
     of one that becomes int8 (:func:`.quant.rotation_block` of its inputs for a linear layer, 1 for the
     embeddings, which are not rotated), and the checkpoint's tensors in the same order, for
     :func:`write_safetensors`. ``tie``: ``"output.weight"`` or ``"token_embd.weight"``, the one of the two that
-    becomes the shared embedding (the other is left out), or None to keep both as they are.
+    becomes the shared embedding (the other is left out), or None to keep both as they are. With ``scheme``
+    ``"int4"`` a linear layer that :func:`.int4.fits` gets the block -1 (int4) instead.
     Raises ModelError for a tensor name without a transformers counterpart or of more than 2 dimensions."""
     plan: list[tuple[GgufTensor, str, int, np.ndarray | None]] = []
     specs: list[TensorSpec] = []
@@ -293,13 +313,40 @@ def plan_tensors(gguf: Path, tensors: Sequence[GgufTensor], arch: str, heads: tu
             order = llama_rows(t.shape[0], heads[0] if ".attn_q." in t.name else heads[1])
         int8 = names[1] == "weight" and t.name.rsplit(".", 2)[-2] in _INT8
         block = 0 if not int8 else 1 if names[0] == _TOP["token_embd"] else rotation_block(t.shape[-1])
+        if block > 0 and names[0] != _TOP["token_embd"] and scheme == "int4" and takes_int4(t):
+            block = -1
         plan.append((t, f"{names[0]}.{names[1]}", block, order))
-        if int8:
+        if block == -1:
+            specs += [TensorSpec(f"{names[0]}.weight_int4", torch.uint8, (t.shape[0], t.shape[1] // 2)),
+                      TensorSpec(f"{names[0]}.scale_zero", torch.bfloat16, (t.shape[1] // GROUP, t.shape[0], 2))]
+        elif int8:
             specs += [TensorSpec(f"{names[0]}.weight_int8", torch.int8, t.shape),
                       TensorSpec(f"{names[0]}.scale", torch.bfloat16, t.shape[:1])]
         else:
             specs.append(TensorSpec(f"{names[0]}.{names[1]}", torch.bfloat16, t.shape))
     return plan, specs
+
+
+#: GGUF types of 4 bits per weight or fewer, whose tensors the int4 scheme keeps in 4 bits.
+FOUR_BIT_TYPES = ("Q4_0", "Q4_1", "Q4_K", "IQ4_NL", "IQ4_XS", "Q3_K", "Q2_K")
+
+
+def takes_int4(t: GgufTensor) -> bool:
+    """Whether the int4 scheme makes GGUF tensor ``t`` an int4 layer: a 2-D tensor of 4 bits per weight or fewer
+    (:data:`FOUR_BIT_TYPES`) whose widths :func:`.int4.fits`. A tensor of more bits (Q6_K, Q8_0, F16 ...)
+    becomes a rotated int8 layer instead: requantizing Qwen2.5-1.5B's Q6_K layers to int4 made the mean KL
+    divergence from bfloat16 6x larger (0.0092 against 0.0015 with them in int8; docs/model.md)."""
+    return len(t.shape) == 2 and t.qtype.name in FOUR_BIT_TYPES and fits(t.shape[-1], t.shape[0])
+
+
+def int4_modules(tensors: Sequence[GgufTensor]) -> set[str]:
+    """The transformers modules (``model.layers.0.mlp.up_proj``) that the int4 scheme makes int4 layers."""
+    out = set()
+    for t in tensors:
+        names = hf_name(t.name)
+        if names and names[1] == "weight" and t.name.rsplit(".", 2)[-2] in _INT8 - {"token_embd"} and takes_int4(t):
+            out.add(names[0])
+    return out
 
 
 def same_matrix(gguf: Path, a: GgufTensor, b: GgufTensor, rows: int = SAME_MATRIX_ROWS) -> float:
@@ -339,6 +386,17 @@ def tensor_chunks(gguf: Path, plan, chunk_bytes: int = CHUNK_BYTES) -> Iterator[
                 yield key, values.to(torch.bfloat16)
                 continue
             module = key.rpartition(".")[0]
+            if block == -1:  # int4, whole: Q4_K's groups as they are, any other type requantized
+                from gguf import GGMLQuantizationType
+
+                if t.qtype == GGMLQuantizationType.Q4_K:
+                    raw = whole if whole is not None else _read_rows(f, t, 0, t.rows)
+                    q, scale, zero = q4k_groups(raw if order is None else raw[order], t.shape[-1])
+                else:
+                    q, scale, zero = quantize_groups(floats(0, t.rows))
+                yield f"{module}.weight_int4", pack(q)
+                yield f"{module}.scale_zero", scale_zero(scale, zero)
+                continue
             scales = torch.empty(t.rows, dtype=torch.bfloat16)
             step = max(1, chunk_bytes // (4 * t.shape[-1]))
             for a in range(0, t.rows, step):
@@ -390,15 +448,16 @@ def _config(gguf: Path):
     return config
 
 
-def _empty_model(config):
-    """The model of ``config`` on the meta device (no memory for weights), with the int8 layers of
-    :func:`.quant.empty_like_quantized`: its state dict names every tensor the checkpoint must hold."""
+def _empty_model(config, int4: set[str] = frozenset()):
+    """The model of ``config`` on the meta device (no memory for weights), with the quantized layers of
+    :func:`.quant.empty_like_quantized` (the modules named in ``int4`` int4 layers): its state dict names every
+    tensor the checkpoint must hold."""
     from accelerate import init_empty_weights
     from transformers import AutoModelForCausalLM
 
     with init_empty_weights(include_buffers=False):
         model = AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16)
-    empty_like_quantized(model)
+    empty_like_quantized(model, int4=int4)
     return model
 
 
@@ -412,7 +471,7 @@ def _read_rows(f, t: GgufTensor, a: int, b: int) -> np.ndarray:
     return buf
 
 
-def convert_in_subprocess(gguf: Path, folder: Path) -> None:
+def convert_in_subprocess(gguf: Path, folder: Path, scheme: str = "int8") -> None:
     """Run :func:`convert_gguf_int8` in a child Python process, so that the memory the conversion touched
     (freed, but kept by the allocator) is returned to the system before the model loads: converting then
     answering in one process peaked at 4.1 GB for Qwen2.5-Coder-1.5B, against 1.0 GB for the child and 2.3 GB
@@ -420,7 +479,7 @@ def convert_in_subprocess(gguf: Path, folder: Path) -> None:
     import subprocess
     import sys
 
-    proc = subprocess.run([sys.executable, "-m", __name__, str(gguf), str(folder)], stdout=subprocess.DEVNULL,
+    proc = subprocess.run([sys.executable, "-m", __name__, str(gguf), str(folder), scheme], stdout=subprocess.DEVNULL,
                           stderr=subprocess.PIPE, text=True, errors="replace")
     if proc.returncode != 0:
         lines = [line for line in proc.stderr.strip().splitlines() if line.strip()]
@@ -428,11 +487,11 @@ def convert_in_subprocess(gguf: Path, folder: Path) -> None:
                          f"(exit status {proc.returncode})")
 
 
-if __name__ == "__main__":  # python -m callmaybe.runtime.model.convert GGUF FOLDER (see convert_in_subprocess)
+if __name__ == "__main__":  # python -m callmaybe.runtime.model.convert GGUF FOLDER [SCHEME] (see convert_in_subprocess)
     import sys
 
     try:
-        convert_gguf_int8(Path(sys.argv[1]), Path(sys.argv[2]))
+        convert_gguf_int8(Path(sys.argv[1]), Path(sys.argv[2]), scheme=sys.argv[3] if len(sys.argv) > 3 else "int8")
     except ModelError as exc:
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(2)

@@ -3,8 +3,9 @@
 A model is named by a registry name (``callmaybe.core.registry.MODELS``), a local transformers checkpoint
 directory, or a model hub id. Registry models ship as GGUF files; on first use they are dequantized once per
 dtype into a safetensors checkpoint under ``cache_dir("models", name)`` (``hf`` for float32, ``hf-bfloat16``,
-``hf-int8-v3`` for int8, streamed by :mod:`.convert`), which later loads in seconds. ``--dtype auto`` picks
-int8 on the CPU (:mod:`.quant`), bfloat16 on a GPU that computes it natively.
+``hf-int8-v3`` for int8, ``hf-int4-v1`` for int4, streamed by :mod:`.convert`), which later loads in
+seconds, memory-mapped. ``--dtype auto`` picks int8 on the CPU (:mod:`.quant`), bfloat16 on a GPU that computes
+it natively.
 """
 
 from __future__ import annotations
@@ -46,8 +47,11 @@ class LoadedModel:
 
 
 #: ``int8`` is int8 weights, with rotated int8 activations in the linear layers (:mod:`.quant`), kept as
-#: ``torch.int8`` here.
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "int8": torch.int8}
+#: ``torch.int8`` here; ``int4`` is 4-bit weights in groups of 32 with bfloat16 activations (:mod:`.int4`), kept
+#: as ``torch.uint4``.
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "int8": torch.int8, "int4": torch.uint4}
+#: the dtypes of quantized checkpoints, by scheme name (:data:`.convert.SCHEMES`)
+QUANTIZED = {torch.int8: "int8", torch.uint4: "int4"}
 
 
 def bf16_is_fast(device: torch.device) -> bool:
@@ -92,8 +96,8 @@ def choose_dtype(requested: str, device: torch.device) -> torch.dtype:
         return torch.bfloat16 if bf16_is_fast(device) else torch.float32
     if requested not in DTYPES:
         raise ModelError(f"unknown dtype {requested!r} (expected auto, {', '.join(DTYPES)})")
-    if requested == "int8" and device.type != "cpu":
-        raise ModelError("--dtype int8 is for the CPU (its kernels are torch's int8 CPU products)")
+    if requested in ("int8", "int4") and device.type != "cpu":
+        raise ModelError(f"--dtype {requested} is for the CPU (its kernels are torch's {requested} CPU products)")
     return DTYPES[requested]
 
 
@@ -163,13 +167,13 @@ def _load(spec: str, path: Path, weights: torch.dtype, where: torch.device) -> L
 
     try:
         tokenizer = AutoTokenizer.from_pretrained(path)
-        if weights == torch.int8 and (path / QUANTIZATION_FILE).is_file():
-            model = _load_int8(path)
-        elif weights == torch.int8:  # a local or hub checkpoint: quantized in memory at each load
+        if weights in QUANTIZED and (path / QUANTIZATION_FILE).is_file():
+            model = _load_int8(path, QUANTIZED[weights])
+        elif weights in QUANTIZED:  # a local or hub checkpoint: quantized in memory at each load
             from .quant import quantize
 
             model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.bfloat16)
-            quantize(model)
+            quantize(model, int4=weights == torch.uint4)
         else:
             model = AutoModelForCausalLM.from_pretrained(path, dtype=weights)
         model = model.to(where)
@@ -193,13 +197,14 @@ def _converted_dir(name: str, dtype: torch.dtype = torch.float32) -> Path:
     the peak, 6.7 GB on disk; bfloat16, 54 s, 5.7 GB at the peak, 3.4 GB on disk; int8, 48 s, 1.06 GB at the
     peak (the whole process, torch included), 1.56 GB on disk.
     """
-    from .convert import INT8_FOLDER
+    from .convert import INT8_FOLDER, SCHEMES
 
     parent = cache_dir("models", name)
     remove_stale(parent, (".hf-",))  # what a conversion killed midway left
-    label = str(dtype).removeprefix("torch.")
+    scheme = QUANTIZED.get(dtype)
+    label = scheme or str(dtype).removeprefix("torch.")
     int8 = dtype == torch.int8
-    final = parent / ("hf" if dtype == torch.float32 else INT8_FOLDER if int8 else f"hf-{label}")
+    final = parent / ("hf" if dtype == torch.float32 else SCHEMES[scheme][2] if scheme else f"hf-{label}")
     if (final / "config.json").is_file():
         return final
     gguf = gguf_path(name)
@@ -208,10 +213,10 @@ def _converted_dir(name: str, dtype: torch.dtype = torch.float32) -> Path:
     start = time.monotonic()
     with temporary_dir(parent, ".hf-") as tmp:
         try:
-            if int8:
+            if scheme:
                 from .convert import convert_in_subprocess
 
-                convert_in_subprocess(gguf, tmp)
+                convert_in_subprocess(gguf, tmp, scheme)
             else:
                 _convert_float(gguf, dtype, tmp)
         except ModelError:
@@ -247,33 +252,87 @@ def _convert_float(gguf: Path, dtype: torch.dtype, folder: Path) -> None:
     tokenizer.save_pretrained(folder)
 
 
-def _load_int8(path: Path):
-    """Build the model of ``path``'s config with empty weights, give it the int8 layers, and read the saved
-    state into it tensor by tensor (no second copy of the weights). With tied embeddings the output layer gets
-    the embedding's tensors themselves (:func:`.quant.tied_keys`): one int8 matrix in memory for both.
-    Raises ModelError for a checkpoint of another scheme version (:data:`.convert.SCHEME_VERSION`)."""
+def _load_int8(path: Path, scheme: str = "int8"):
+    """Build the model of ``path``'s config with empty weights, give it the quantized layers of ``scheme``
+    (``int8`` or ``int4``, :data:`.convert.SCHEMES`), and give them the saved tensors memory-mapped
+    (:func:`map_safetensors`: no copy; pages are read from the file, or the page cache, as the first forward
+    pass touches them). With tied embeddings the output layer gets the embedding's tensors themselves
+    (:func:`.quant.tied_keys`): one int8 matrix in memory for both. Raises ModelError for a checkpoint of
+    another scheme or scheme version."""
     import json
 
     from accelerate import init_empty_weights
     from transformers import AutoConfig, AutoModelForCausalLM
 
-    from .convert import SCHEME_VERSION
+    from .convert import SCHEMES
     from .quant import empty_like_quantized, tied_keys
 
-    version = json.loads((path / QUANTIZATION_FILE).read_text()).get("version", 1)
-    if version != SCHEME_VERSION:
-        raise ModelError(f"{path}: int8 checkpoint of scheme version {version}, this callmaybe reads "
-                         f"{SCHEME_VERSION}; delete the folder to convert the model again")
+    info = json.loads((path / QUANTIZATION_FILE).read_text())
+    name, version = info.get("name", "int8"), info.get("version", 1)
+    if name != scheme or version != SCHEMES[scheme][0]:
+        raise ModelError(f"{path}: {name} checkpoint of scheme version {version}, this callmaybe reads {scheme} "
+                         f"version {SCHEMES[scheme][0]} here; delete the folder to convert the model again")
     config = AutoConfig.from_pretrained(path)
     with init_empty_weights(include_buffers=False):
         model = AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16)
-    empty_like_quantized(model)
-    state = read_safetensors(path / "model.safetensors")
+    state = map_safetensors(path / "model.safetensors")
+    if state is None:  # a checkpoint written before the data was aligned: read into memory as before
+        state = read_safetensors(path / "model.safetensors")
+    empty_like_quantized(model, int4={k.removesuffix(".weight_int4") for k in state if k.endswith(".weight_int4")})
     for key, source in tied_keys(model).items():
         if source in state:  # else load_state_dict names the missing key
             state[key] = state[source]
     model.load_state_dict(state, assign=True, strict=True)
     return model
+
+
+#: Bytes to which a memory-mapped tensor's data must be aligned (:func:`map_safetensors`): a cache line, AVX-512's
+#: vector width.
+MAP_ALIGNMENT = 64
+_SAFETENSORS_DTYPES = {"BF16": torch.bfloat16, "F16": torch.float16, "F32": torch.float32, "I8": torch.int8,
+                       "U8": torch.uint8, "I32": torch.int32, "I64": torch.int64, "BOOL": torch.bool}
+
+
+def map_safetensors(path: Path) -> dict[str, torch.Tensor] | None:
+    """The tensors of a safetensors file (format: :func:`read_safetensors`) as views of one private memory map
+    of it (``mmap.ACCESS_COPY``: a write to a tensor copies its page, the file never changes): nothing is read
+    until a tensor is used, and the pages the model reads are the page cache's, shared with other processes
+    that map the file and never a second copy. A tensor whose data does not start on a multiple of
+    :data:`MAP_ALIGNMENT` bytes is copied out instead: torch 2.13's ``_weight_int8pack_mm`` crashed (SIGSEGV) on
+    an int8 matrix mapped 56 bytes past a 64-byte boundary (:func:`.convert.write_safetensors` pads the header
+    so that tensors whose sizes are multiples of 64 bytes all start aligned). Returns None for a file whose
+    data does not start aligned (written before that padding): every tensor would be copied, the mapped pages
+    held beside the copies. Raises ValueError for a dtype it does not know, a tensor outside
+    the file, or a tensor whose offset is not a multiple of its element size."""
+    import json
+    import mmap
+    import struct
+
+    with open(path, "rb") as f:
+        (size,) = struct.unpack("<Q", f.read(8))
+        if (8 + size) % MAP_ALIGNMENT:
+            return None
+        header = json.loads(f.read(size))
+        length = f.seek(0, 2)
+        mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY) if length else None
+    header.pop("__metadata__", None)
+    out: dict[str, torch.Tensor] = {}
+    for name, info in header.items():
+        if info["dtype"] not in _SAFETENSORS_DTYPES:
+            raise ValueError(f"{path}: tensor {name} has dtype {info['dtype']}")
+        dtype = _SAFETENSORS_DTYPES[info["dtype"]]
+        start, end = info["data_offsets"]
+        itemsize = torch.empty(0, dtype=dtype).element_size()
+        if 8 + size + end > length or (8 + size + start) % itemsize:
+            raise ValueError(f"{path}: tensor {name} lies outside the file or is misaligned")
+        if end == start:
+            out[name] = torch.empty(info["shape"], dtype=dtype)
+            continue
+        flat = torch.frombuffer(mapped, dtype=torch.uint8, count=end - start, offset=8 + size + start)
+        if flat.data_ptr() % MAP_ALIGNMENT:
+            flat = flat.clone()
+        out[name] = flat.view(dtype).reshape(info["shape"])
+    return out
 
 
 def read_safetensors(path: Path) -> dict[str, torch.Tensor]:
@@ -285,8 +344,7 @@ def read_safetensors(path: Path) -> dict[str, torch.Tensor]:
     import json
     import struct
 
-    dtypes = {"BF16": torch.bfloat16, "F16": torch.float16, "F32": torch.float32, "I8": torch.int8,
-              "U8": torch.uint8, "I32": torch.int32, "I64": torch.int64, "BOOL": torch.bool}
+    dtypes = _SAFETENSORS_DTYPES
     out: dict[str, torch.Tensor] = {}
     with open(path, "rb", buffering=0) as f:
         (size,) = struct.unpack("<Q", f.read(8))

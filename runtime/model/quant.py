@@ -238,24 +238,48 @@ def tied_keys(model: nn.Module) -> dict[str, str]:
     return {f"{out}.{part}": f"{embed}.{part}" for part in ("weight_int8", "scale")} if tied else {}
 
 
-def quantize(model: nn.Module) -> int:
+def _linear_maker(model: nn.Module, int4, empty: bool):
+    """What replaces an ``nn.Linear`` of ``model``: an :class:`Int8Linear`, or an :class:`.int4.Int4Linear` where
+    ``int4`` is True and its widths :func:`.int4.fits`, or ``int4`` is a set of module names that holds its
+    name; quantized from the layer, or ``empty`` on the meta device."""
+    from .int4 import Int4Linear, fits
+
+    names = {id(m): name for name, m in model.named_modules()}
+
+    def make(lin: nn.Linear) -> nn.Module:
+        wanted = int4 is True and fits(lin.in_features, lin.out_features)
+        if wanted or (not isinstance(int4, bool) and names.get(id(lin)) in int4):
+            if empty:
+                return Int4Linear(lin.in_features, lin.out_features, lin.bias is not None, device="meta")
+            return Int4Linear.from_linear(lin)
+        if empty:
+            return Int8Linear(lin.in_features, lin.out_features, lin.bias is not None, device="meta")
+        return Int8Linear.from_linear(lin)
+
+    return make
+
+
+def quantize(model: nn.Module, int4: bool = False) -> int:
     """Quantize the token embeddings and every linear layer of ``model`` in place; with tied embeddings the
     output layer shares the embedding's int8 matrix (:meth:`Int8Linear.tied_to`), else it gets its own.
-    Returns how many layers were quantized, the embedding included (a tied output layer counts once more)."""
+    ``int4``: the linear layers become :class:`.int4.Int4Linear` where their widths fit (the embeddings stay
+    int8). Returns how many layers were quantized, the embedding included (a tied output layer counts once
+    more)."""
     embed, out, tied = embedding_names(model)
     if tied:  # else replace_linears would quantize the shared float matrix a second time
         model.set_submodule(out, nn.Identity())
     q_embed = Int8Embedding.from_embedding(model.get_submodule(embed))
     model.set_submodule(embed, q_embed)
-    count = replace_linears(model, Int8Linear.from_linear) + 1
+    count = replace_linears(model, _linear_maker(model, int4, empty=False)) + 1
     if tied:
         model.set_submodule(out, Int8Linear.tied_to(q_embed))
         count += 1
     return count
 
 
-def empty_like_quantized(model: nn.Module) -> int:
-    """Give ``model`` (built on the meta device) the structure :func:`quantize` leaves, ready for
+def empty_like_quantized(model: nn.Module, int4: bool | set[str] = False) -> int:
+    """Give ``model`` (built on the meta device) the structure :func:`quantize` (with ``int4``) leaves, or with
+    ``int4`` a set of module names, those modules int4 and the other linear layers int8, ready for
     ``load_state_dict(..., assign=True)`` of a state in which the keys of :func:`tied_keys` name the same
     tensors as the embedding's (which then makes them share storage); returns how many layers."""
     embed, out, tied = embedding_names(model)
@@ -263,8 +287,7 @@ def empty_like_quantized(model: nn.Module) -> int:
         model.set_submodule(out, nn.Identity())
     module = model.get_submodule(embed)
     model.set_submodule(embed, Int8Embedding(module.num_embeddings, module.embedding_dim, device="meta"))
-    count = replace_linears(model, lambda lin: Int8Linear(lin.in_features, lin.out_features, lin.bias is not None,
-                                                          device="meta")) + 1
+    count = replace_linears(model, _linear_maker(model, int4, empty=True)) + 1
     if tied:
         model.set_submodule(out, Int8Linear.tied_to(model.get_submodule(embed)))
         count += 1

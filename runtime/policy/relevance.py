@@ -72,16 +72,23 @@ def continuation_logprob(model, tokenizer, context: str, text: str) -> float:
     return float(chosen.sum())
 
 
+def yes_no_log_odds(model, tokenizer, text: str) -> float:
+    """The model's log-odds (nats, clipped to +-50) of answering "yes" rather than "no" to ``text`` asked as a user
+    message in its chat template: one forward pass; each side summed over ``yes``/``Yes``/`` yes``/`` Yes`` and the
+    same forms of ``no``."""
+    ids = chat_ids(tokenizer, [], [{"role": "user", "content": text}], "plain")
+    logp = torch.log_softmax(_logits(model, ids)[-1], -1)
+    yes = float(torch.logsumexp(logp[_first_ids(tokenizer, _YES)], 0))
+    no = float(torch.logsumexp(logp[_first_ids(tokenizer, _NO)], 0))
+    return max(-50.0, min(50.0, yes - no))
+
+
 def relevance(model, tokenizer, functions: list[Function], request: str,
               threshold: float = VERDICT_LOG_ODDS_MIN) -> Relevance:
     """The model's verdict on whether a call of one of ``functions`` does what ``request`` asks (module
     docstring): one forward pass of ``model`` (a transformers causal LM) over the question in its chat
     template, a line per function."""
-    ids = chat_ids(tokenizer, [], [{"role": "user", "content": question(functions, request)}], "plain")
-    logp = torch.log_softmax(_logits(model, ids)[-1], -1)
-    yes = float(torch.logsumexp(logp[_first_ids(tokenizer, _YES)], 0))
-    no = float(torch.logsumexp(logp[_first_ids(tokenizer, _NO)], 0))
-    log_odds = max(-50.0, min(50.0, yes - no))
+    log_odds = yes_no_log_odds(model, tokenizer, question(functions, request))
     p_yes = 1.0 / (1.0 + math.exp(-log_odds))
     keep = log_odds >= threshold
     names = ", ".join(fn.name for fn in functions[:3]) + (", ..." if len(functions) > 3 else "")

@@ -124,7 +124,7 @@ def test_dtype_and_device_choices():
         assert choose_device("auto") == cpu
         with pytest.raises(ModelError, match="--device cuda: no CUDA GPU is available to torch here"):
             choose_device("cuda")
-    with pytest.raises(ModelError, match="unknown dtype 'float16' \\(expected auto, float32, bfloat16, int8\\)"):
+    with pytest.raises(ModelError, match="unknown dtype 'float16' \\(expected auto, float32, bfloat16, int8, int4\\)"):
         choose_dtype("float16", cpu)
     assert choose_dtype("int8", cpu) == torch.int8
     with pytest.raises(ModelError, match="--dtype int8 is for the CPU"):
