@@ -84,9 +84,10 @@ def test_the_confirmation_shows_the_call_its_function_and_the_request(tokenizer)
     from callmaybe.runtime.policy import confirm as C
 
     assert C.confirm_question(FNS[0], "Wetter in Oslo?", {"city": "Oslo"}) == (
-        'A user wrote: "Wetter in Oslo?"\n\nAn assistant answered by calling get_weather (Current weather in a '
-        'city.) with {"city": "Oslo"}.\n\nIs that call what the user asked for, so that its result answers the '
-        "user? Answer yes or no.")
+        "Function:\n- get_weather(city: string): Current weather in a city.\n    city: City name.\n\n"
+        'A user wrote: "Wetter in Oslo?"\n\nAn assistant answered with this call:\n'
+        '{"name": "get_weather", "arguments": {"city": "Oslo"}}\n\n'
+        "Does this call do what the user asked? Answer yes or no.")
     model = lm(tokenizer, 5.0, 3.0)
     n_yes, n_no = len(R._first_ids(tokenizer, R._YES)), len(R._first_ids(tokenizer, R._NO))
     expected = 2.0 + math.log(n_yes / n_no)
