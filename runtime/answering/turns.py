@@ -525,16 +525,9 @@ class TurnDecoding:
                 self._end_calls()
             return
         if not self.calls and auto:
-            verdict = first_call(arguments, asked) if self.evidence else None
-            if verdict is not None and not verdict.keep:  # a call from nowhere: decline instead
-                return self._decline(f"{call['name']} would take values the request does not give "
-                                     f"({verdict.evidence})")
-            if self.confirm is not None and not _after_tool_result(self.request.messages):
-                confirmed = self.confirm(self.by_name[call["name"]], asked, arguments)
-                self.passes += confirmed.forward_passes
-                if not confirmed.keep:  # shown its own call, the model doubts it: text instead
-                    return self._decline(confirmed.evidence)
-                self.decision = f"{self.decision}; {confirmed.evidence}" if self.decision else confirmed.evidence
+            doubt = self._doubt(call["name"], arguments, asked)
+            if doubt is not None:
+                return self._decline(doubt)
         position = len(self.calls)
         self.calls.append(ToolCall(call["name"], arguments, decoded))
         self.grounding.append(grounding)
@@ -543,6 +536,20 @@ class TurnDecoding:
             self.on_event(Event("call", (position, self.calls[-1])))
         if not self._another_call():  # one call, or no room for another
             self._end_calls()
+
+    def _doubt(self, name: str, arguments: dict, asked: str) -> str | None:
+        """Why a decoded first call under "auto" is declined, or None to keep it: with the value check, none of
+        its values is in the request; else the model, shown the call (the ``confirm`` callback), doubts it."""
+        verdict = first_call(arguments, asked) if self.evidence else None
+        if verdict is not None and not verdict.keep:  # a call from nowhere
+            return f"{name} would take values the request does not give ({verdict.evidence})"
+        if self.confirm is not None and not _after_tool_result(self.request.messages):
+            confirmed = self.confirm(self.by_name[name], asked, arguments)
+            self.passes += confirmed.forward_passes
+            if not confirmed.keep:  # shown its own call, the model doubts it
+                return confirmed.evidence
+            self.decision = f"{self.decision}; {confirmed.evidence}" if self.decision else confirmed.evidence
+        return None
 
     def _another_call(self) -> bool:
         """In a parallel turn with room for another whole call, force what comes between two calls and begin
