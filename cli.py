@@ -217,6 +217,9 @@ def decision_options() -> list:
         click.option("--relevance-check/--no-relevance-check", default=True, show_default=True,
                      help="Under tool_choice auto: before a call the first token wants, ask the model whether a "
                           "function of the catalog does what the request asks; text when it doubts it."),
+        click.option("--confirm-check/--no-confirm-check", default=True, show_default=True,
+                     help="Under tool_choice auto: once a first call is decoded, show it to the model and ask whether "
+                          "it does what the request asks; text when it doubts it (runtime/policy/confirm.py)."),
         click.option("--value-check/--no-value-check", default=False, show_default=True,
                      help="Under tool_choice auto: decline a first call none of whose values the request states."),
     ]
@@ -320,7 +323,7 @@ def show_trace(record: dict) -> None:
               help="Write every case's call {id, prompt, name, parameters} (or error) here.")
 @ray_options
 def eval_cmd(data, model, max_tokens, threads, call_format, tool_choice, parallel_calls, relevance_check,
-             value_check, call_threshold, keep_unstated, dtype, device, max_batch, profile, limit, ids,
+             confirm_check, value_check, call_threshold, keep_unstated, dtype, device, max_batch, profile, limit, ids,
              output, ray_address, ray_actors) -> None:
     """Score a data set with expected answers (a public-style folder or a BFCL cases.jsonl).
 
@@ -336,8 +339,8 @@ def eval_cmd(data, model, max_tokens, threads, call_format, tool_choice, paralle
                        call_format=resolve_call_format(call_format),
                        keep_unstated=keep_unstated, dtype=dtype, device=device, max_batch=max_batch,
                        tool_choice=tool_choice, parallel_calls=parallel_calls,
-                       relevance_check=relevance_check, evidence_check=value_check,
-                       call_threshold=call_threshold)
+                       relevance_check=relevance_check, confirm_check=confirm_check,
+                       evidence_check=value_check, call_threshold=call_threshold)
     try:
         answering = ray_answering(ray_address, ray_actors, threads, config, "eval")
         t = evaluate(config, data, limit, output, runtime_compiler, ids, answering)
@@ -408,8 +411,8 @@ def eval_cmd(data, model, max_tokens, threads, call_format, tool_choice, paralle
                    "a new tool list is compiled once per cluster (default: each node's index cache).")
 @compile_limits_option()
 def serve_cmd(model, host, port, max_batch, max_queue, api_key, per_minute, index_cache_size, threads,
-              call_format, relevance_check, value_check, call_threshold, dtype, device, ray_address, ray_replicas,
-              ray_index_dir, compile_limits) -> None:
+              call_format, relevance_check, confirm_check, value_check, call_threshold, dtype, device, ray_address,
+              ray_replicas, ray_index_dir, compile_limits) -> None:
     """Serve an OpenAI-compatible chat completions API (POST /v1/chat/completions, GET /v1/models, GET /health)
     whose tool calls are valid by construction.
 
@@ -432,8 +435,8 @@ def serve_cmd(model, host, port, max_batch, max_queue, api_key, per_minute, inde
         from .server.serve import runtime_app, serve
 
         config = RunConfig(model=model, threads=threads, call_format=call_format, dtype=dtype, device=device,
-                           max_batch=max_batch, relevance_check=relevance_check, evidence_check=value_check,
-                           call_threshold=call_threshold)
+                           max_batch=max_batch, relevance_check=relevance_check, confirm_check=confirm_check,
+                           evidence_check=value_check, call_threshold=call_threshold)
         if ray_address is None and ray_index_dir is not None:
             raise InputError("--ray-index-dir needs --ray")
         if ray_address is not None:
@@ -489,8 +492,9 @@ def serve_cmd(model, host, port, max_batch, max_queue, api_key, per_minute, inde
                    "index or flags.")
 @ray_options
 def run_cmd(input_pos, functions, input_opt, output, model, max_tokens, threads, call_format, tool_choice,
-            parallel_calls, relevance_check, value_check, call_threshold, keep_unstated, dtype, device, max_batch,
-            profile, index_path, trace, no_prefix_cache, interactive, resume, ray_address, ray_actors) -> None:
+            parallel_calls, relevance_check, confirm_check, value_check, call_threshold, keep_unstated, dtype, device,
+            max_batch, profile, index_path, trace, no_prefix_cache, interactive, resume, ray_address,
+            ray_actors) -> None:
     """Answer a file of requests with one schema-valid call each.
 
     Each answer is appended to a journal beside the output as it is produced; the output is written
@@ -509,7 +513,7 @@ def run_cmd(input_pos, functions, input_opt, output, model, max_tokens, threads,
                                prefix_cache=not no_prefix_cache, keep_unstated=keep_unstated, trace=trace,
                                dtype=dtype, device=device, max_batch=max_batch, tool_choice=tool_choice,
                                parallel_calls=parallel_calls, relevance_check=relevance_check,
-                               evidence_check=value_check, call_threshold=call_threshold)
+                               confirm_check=confirm_check, evidence_check=value_check, call_threshold=call_threshold)
             on_answer = show_trace if trace else None
             if interactive:
                 if ray_address is not None:

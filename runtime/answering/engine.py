@@ -19,6 +19,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 from ...core.errors import CallmaybeError, InputError
 from ..policy.decision import CALL_LOG_ODDS_MIN
+from ..policy.confirm import CONFIRM_LOG_ODDS_MIN
 from ..policy.relevance import VERDICT_LOG_ODDS_MIN
 from ..decoding.turn import Event
 
@@ -60,6 +61,7 @@ class Engine:
         loaded = runtime.loaded
         self.model, self.tokenizer = loaded.model, loaded.tokenizer
         self.judge = getattr(runtime.config, "relevance_check", True)  # relevance of first calls under auto
+        self.confirm = getattr(runtime.config, "confirm_check", True)  # the model's verdict on a decoded first call
         from ...core.callformat import call_format_of
 
         self.call_format = call_format_of(runtime.options)
@@ -290,6 +292,7 @@ class Engine:
 
     def _row(self, ticket: Ticket):
         from ..policy.parallel import pair_probability
+        from ..policy.confirm import confirm
         from ..policy.relevance import relevance
         from .runner import ground
         from .turns import TurnDecoding, request_text
@@ -308,6 +311,11 @@ class Engine:
                 return relevance(self.model, self.tokenizer, functions, asked,
                                  getattr(config, "verdict_threshold", VERDICT_LOG_ODDS_MIN))
 
+        def confirmed(fn, asked, arguments):
+            with self.runtime.profile.timed("confirm pass"):
+                return confirm(self.model, self.tokenizer, fn, asked, arguments,
+                               getattr(config, "confirm_threshold", CONFIRM_LOG_ODDS_MIN))
+
         def paired(key, first, second):
             with self.runtime.profile.timed("pair pass"):
                 return pair_probability(self.model, self.tokenizer, key, first, second)
@@ -317,7 +325,8 @@ class Engine:
                            judged if request.tool_choice == "auto" and self.judge else None,
                            paired if request.parallel and not request.keep_unstated else None,
                            evidence=getattr(config, "evidence_check", True),
-                           threshold=getattr(config, "call_threshold", CALL_LOG_ODDS_MIN))
+                           threshold=getattr(config, "call_threshold", CALL_LOG_ODDS_MIN),
+                           confirm=confirmed if request.tool_choice == "auto" and self.confirm else None)
         ticket.row = row
         return row
 

@@ -12,11 +12,12 @@ modes:
   answer may still turn into a call when the model writes its call marker. A call the first token wants is
   checked by the model's verdict over the whole catalog (the ``judge`` callback, :mod:`~..policy.relevance`) before
   it is decoded; a text answer follows when the model doubts it. A call that repeats one the conversation
-  already answered since the last user message (a tool result follows it), and, with the optional value check, a call none of whose
-  values the request states (:func:`~..policy.evidence.first_call`), is declined once decoded: the turn goes back to
-  where the call began, its first token or the end of the text that turned into the call (the row's keys and
-  values after that point are dropped, ``truncate_to``), and answers in text from there, opening no call
-  again. The reason is the result's ``decision``, never its ``content``. A parallel turn leaves out an
+  already answered since the last user message (a tool result follows it), a first call the model doubts once
+  shown it (the ``confirm`` callback, :mod:`~..policy.confirm`), and, with the optional value check, a call none of
+  whose values the request states (:func:`~..policy.evidence.first_call`), is declined once decoded: the turn
+  goes back to where the call began, its first token or the end of the text that turned into the call (the
+  row's keys and values after that point are dropped, ``truncate_to``), and answers in text from there, opening
+  no call again. The reason is the result's ``decision``, never its ``content``. A parallel turn leaves out an
   answered call and tries another (kept as a later call would be, :func:`~..policy.evidence.another_call`); it
   declines when it made none.
 * ``text``: free text, token by token, until EOS or the budget ("length"). Control tokens other than EOS and
@@ -126,7 +127,9 @@ class TurnDecoding:
     check); ``pair(key, first, second)`` a probability
     (:func:`~..policy.parallel.pair_probability`; None: a parallel turn splits no value); ``evidence``: decline a first
     call none of whose values the request states (:func:`~..policy.evidence.first_call`); ``threshold``: the
-    decision's log-odds (:data:`~..policy.decision.CALL_LOG_ODDS_MIN`) unless the request sets its own. Raises InputError for a
+    decision's log-odds (:data:`~..policy.decision.CALL_LOG_ODDS_MIN`) unless the request sets its own;
+    ``confirm(fn, asked, arguments)`` returns a :class:`~..policy.relevance.Relevance` for a decoded first call under
+    "auto", unless a tool result follows the last user message (None: no check, :mod:`~..policy.confirm`). Raises InputError for a
     named function that is not in the index, a call required without an index, or a budget that cannot hold
     the call or JSON answer the turn must give.
     """
@@ -135,9 +138,10 @@ class TurnDecoding:
                  index: TokenIndex | None, schema_index: TokenIndex | None, ground: Callable | None,
                  on_event: Callable[[Event], None], profile: Profile | None = None,
                  judge: Callable | None = None, pair: Callable | None = None, evidence: bool = False,
-                 threshold: float = CALL_LOG_ODDS_MIN):
+                 threshold: float = CALL_LOG_ODDS_MIN, confirm: Callable | None = None):
         self.request, self.vocab, self.ids = request, vocab, ids
         self.index, self.schema_index, self.ground, self.judge, self.pair = index, schema_index, ground, judge, pair
+        self.confirm = confirm
         self.on_event = on_event
         self.evidence = evidence
         self.threshold = request.call_threshold if request.call_threshold is not None else threshold
@@ -521,10 +525,9 @@ class TurnDecoding:
                 self._end_calls()
             return
         if not self.calls and auto:
-            verdict = first_call(arguments, asked) if self.evidence else None
-            if verdict is not None and not verdict.keep:  # a call from nowhere: decline instead
-                return self._decline(f"{call['name']} would take values the request does not give "
-                                     f"({verdict.evidence})")
+            doubt = self._doubt(call["name"], arguments, asked)
+            if doubt is not None:
+                return self._decline(doubt)
         position = len(self.calls)
         self.calls.append(ToolCall(call["name"], arguments, decoded))
         self.grounding.append(grounding)
@@ -533,6 +536,20 @@ class TurnDecoding:
             self.on_event(Event("call", (position, self.calls[-1])))
         if not self._another_call():  # one call, or no room for another
             self._end_calls()
+
+    def _doubt(self, name: str, arguments: dict, asked: str) -> str | None:
+        """Why a decoded first call under "auto" is declined, or None to keep it: with the value check, none of
+        its values is in the request; else the model, shown the call (the ``confirm`` callback), doubts it."""
+        verdict = first_call(arguments, asked) if self.evidence else None
+        if verdict is not None and not verdict.keep:  # a call from nowhere
+            return f"{name} would take values the request does not give ({verdict.evidence})"
+        if self.confirm is not None and not _after_tool_result(self.request.messages):
+            confirmed = self.confirm(self.by_name[name], asked, arguments)
+            self.passes += confirmed.forward_passes
+            if not confirmed.keep:  # shown its own call, the model doubts it
+                return confirmed.evidence
+            self.decision = f"{self.decision}; {confirmed.evidence}" if self.decision else confirmed.evidence
+        return None
 
     def _another_call(self) -> bool:
         """In a parallel turn with room for another whole call, force what comes between two calls and begin

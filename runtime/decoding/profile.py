@@ -1,7 +1,7 @@
 """Where the time of a run goes: seconds, calls and tokens per phase, printed by ``run --profile`` and ``eval
 --profile``.
 
-Phases (every forward pass is in exactly one of the first eight):
+Phases (every forward pass is in exactly one of the first nine):
 
 * ``prefix``: the catalog prompt's keys and values, computed once per run (per catalog);
 * ``prefill``: a request's first pass, over the prompt after the shared prefix;
@@ -12,6 +12,7 @@ Phases (every forward pass is in exactly one of the first eight):
 * ``restate pass``: the passes of restating an unstated argument (:mod:`..policy.restate`);
 * ``relevance pass``: the passes of asking the model whether a first call under ``auto`` fits the request
   (:mod:`..policy.relevance`);
+* ``confirm pass``: the passes of showing the model a decoded first call under ``auto`` (:mod:`..policy.confirm`);
 * ``pair pass``: the passes asking whether two values a parallel call joined with "and" are one name
   (:mod:`..policy.parallel`);
 * ``mask``: the matcher's mask, applying it to the logits, and the argmax;
@@ -28,8 +29,8 @@ from contextlib import contextmanager
 from collections.abc import Iterator
 
 PHASES = ("prefix", "prefill", "decode step", "forced chunk", "batch step", "restate pass", "relevance pass",
-          "pair pass", "mask", "forced tokens", "prompt", "check")
-MODEL_PHASES = PHASES[:8]
+          "confirm pass", "pair pass", "mask", "forced tokens", "prompt", "check")
+MODEL_PHASES = PHASES[:9]
 
 
 class Profile:

@@ -88,7 +88,7 @@ def test_prompt_past_the_context_is_refused(runtime, catalog):
         Engine(runtime).submit(long, lambda e: None, index)
 
 
-def test_an_auto_turn_is_given_the_relevance_check_and_its_passes_are_profiled(runtime, catalog):
+def test_an_auto_turn_is_given_the_relevance_and_confirm_checks_and_their_passes_are_profiled(runtime, catalog):
     functions, index = catalog
     engine = Engine(runtime, max_batch=1)
     user = [{"role": "user", "content": "What is the sum of 2 and 3?"}]
@@ -97,8 +97,14 @@ def test_an_auto_turn_is_given_the_relevance_check_and_its_passes_are_profiled(r
     judged = ticket.row.judge(functions, "What is the sum of 2 and 3?")
     assert judged.forward_passes == 1 and 0.0 < judged.p_yes < 1.0
     assert runtime.profile.calls["relevance pass"] == before + 1
+    before = runtime.profile.calls["confirm pass"]
+    by_name = {fn.name: fn for fn in functions}
+    confirmed = ticket.row.confirm(by_name["fn_add_numbers"], "What is the sum of 2 and 3?", {"a": 2.0, "b": 3.0})
+    assert confirmed.forward_passes == 1 and 0.0 < confirmed.p_yes < 1.0
+    assert confirmed.keep == (confirmed.log_odds >= 0.6)
+    assert runtime.profile.calls["confirm pass"] == before + 1
     required = engine.submit(TurnRequest(user, functions, "required"), lambda e: None, index)
-    assert required.row.judge is None
+    assert required.row.judge is None and required.row.confirm is None
     engine.close()
 
 

@@ -78,3 +78,24 @@ def test_the_texts_are_plain_text(tokenizer):
     # the template's own end markers only, as many as in the question about a request that spells none
     clean = chat_ids(tokenizer, [], [{"role": "user", "content": R.question(FNS, "Say please")}], "plain")
     assert model.seen[0].count(end) == clean.count(end) >= 1
+
+
+def test_the_confirmation_shows_the_call_its_function_and_the_request(tokenizer):
+    from callmaybe.runtime.policy import confirm as C
+
+    assert C.confirm_question(FNS[0], "Wetter in Oslo?", {"city": "Oslo"}) == (
+        "Function:\n- get_weather(city: string): Current weather in a city.\n    city: City name.\n\n"
+        'A user wrote: "Wetter in Oslo?"\n\nAn assistant answered with this call:\n'
+        '{"name": "get_weather", "arguments": {"city": "Oslo"}}\n\n'
+        "Does this call do what the user asked? Answer yes or no.")
+    model = lm(tokenizer, 5.0, 3.0)
+    n_yes, n_no = len(R._first_ids(tokenizer, R._YES)), len(R._first_ids(tokenizer, R._NO))
+    expected = 2.0 + math.log(n_yes / n_no)
+    judged = C.confirm(model, tokenizer, FNS[0], "Wetter in Oslo?", {"city": "Oslo"})
+    assert math.isclose(judged.log_odds, expected, rel_tol=1e-5) and judged.keep and judged.forward_passes == 1
+    assert judged.evidence == (f"the model confirms that the call of get_weather does what the request asks "
+                               f"(log-odds {expected:+.2f} >= {C.CONFIRM_LOG_ODDS_MIN:+.2f})")
+    asked = C.confirm_question(FNS[0], "Wetter in Oslo?", {"city": "Oslo"})
+    assert model.seen[0] == chat_ids(tokenizer, [], [{"role": "user", "content": asked}], "plain")
+    judged = C.confirm(lm(tokenizer, 3.0, 5.0), tokenizer, FNS[1], "Tell me a joke.", {"a": 1, "b": 2})
+    assert not judged.keep and judged.evidence.startswith("the model doubts that the call of add does")

@@ -141,7 +141,7 @@ def index():
 
 
 def turn(index, script, call_format="tools", fallback=EOS, schema_index=None, judge=None, model=None, asked=None,
-         functions=FUNCTIONS, ground=None, pair=None, evidence=False, messages=None, **request):
+         functions=FUNCTIONS, ground=None, pair=None, evidence=False, messages=None, confirm=None, **request):
     """Decode one turn of the scripted model (or ``model``, a callable as :class:`ScriptModel`) for the user
     message ``asked`` (default :data:`ASKED`) with the catalog ``functions`` (``index`` compiled from it) and
     the grounding callback ``ground`` (None: no grounding); returns (TurnResult, events)."""
@@ -153,7 +153,7 @@ def turn(index, script, call_format="tools", fallback=EOS, schema_index=None, ju
     opens = call_format == "tools" and (req.tool_choice == "required" or req.function is not None)
     prompt = PROMPT + (Tokenizer().encode("<tool_call>\n") if opens else [])
     row = TurnDecoding(req, vocab, prompt, prompt, index, schema_index, ground, events.append, judge=judge,
-                       pair=pair, evidence=evidence)
+                       pair=pair, evidence=evidence, confirm=confirm)
     model, generated = model or ScriptModel(script, fallback), []
     while not row.take_forced():
         if row.truncate_to is not None:  # a declined call: back to the prompt, as the batch does
@@ -591,6 +591,40 @@ def test_a_call_the_models_verdict_doubts_is_a_text_answer(index):
     other = '<tool_call>\n{"name": "add", "arguments": {"a": 2, "b": 4}}'
     result, _ = turn(index, None, model=prefers_call(other, "Hi."), judge=judge(doubt), messages=ANSWERED)
     assert asked == [] and [c.arguments for c in result.calls] == [{"a": 2, "b": 4}]  # after a tool result
+
+
+def test_a_decoded_call_the_model_doubts_once_shown_it_is_a_text_answer(index):
+    from callmaybe.runtime.policy.relevance import Relevance
+
+    shown = []
+
+    def confirm(verdict):
+        def check(fn, request, arguments):
+            shown.append((fn.name, request, arguments))
+            return verdict
+        return check
+
+    doubt = Relevance(0.3, -0.85, False, "the model doubts that the call of add does what the request asks "
+                      "(log-odds -0.85 < +0.50)", 1)
+    script = f"<tool_call>\n{CALL}"
+    result, events = turn(index, None, model=prefers_call(script, "Hi."), confirm=confirm(doubt))
+    assert shown == [("add", ASKED, {"a": 2, "b": 3})]  # the decoded call, its function and the request
+    assert (result.calls, result.finish_reason, result.content) == ([], "stop", "Hi.")
+    assert result.decision == ("declined a call: the model doubts that the call of add does what the request asks "
+                               "(log-odds -0.85 < +0.50)")
+    assert [e.kind for e in events] == ["text"] * len("Hi.") + ["done"]  # the call never went out
+    sure = Relevance(0.9, 2.2, True, "the model confirms that the call of add does what the request asks", 1)
+    result, _ = turn(index, script, confirm=confirm(sure))
+    assert [(c.name, c.arguments) for c in result.calls] == [("add", {"a": 2, "b": 3})]
+    assert result.decision.endswith("; the model confirms that the call of add does what the request asks")
+    unchecked, _ = turn(index, script)
+    assert result.forward_passes == unchecked.forward_passes + 1  # the check's pass is counted
+    shown.clear()
+    result, _ = turn(index, script, confirm=confirm(doubt), tool_choice="required")  # required: the call stands
+    assert shown == [] and [(c.name, c.arguments) for c in result.calls] == [("add", {"a": 2, "b": 3})]
+    other = '<tool_call>\n{"name": "add", "arguments": {"a": 2, "b": 4}}'
+    result, _ = turn(index, None, model=prefers_call(other, "Hi."), confirm=confirm(doubt), messages=ANSWERED)
+    assert shown == [] and [c.arguments for c in result.calls] == [{"a": 2, "b": 4}]  # after a tool result
 
 
 ANSWERED = [{"role": "user", "content": ASKED},
