@@ -162,6 +162,8 @@ def difference(a: ByteDFA, b: ByteDFA) -> ByteDFA:
 
 def is_empty(dfa: ByteDFA) -> bool:
     """True when ``dfa`` accepts no text (no accepting state reachable from the start)."""
+    if D.is_minimal(dfa):
+        return False
     return not coreachable(dfa.transitions, dfa.accepting)[dfa.start] if dfa.num_states else True
 
 
@@ -177,19 +179,65 @@ def exactly_one(parts: list[ByteDFA], loose: list[ByteDFA | None] | None = None)
     if len(present) > 1 and _disjoint_starts(present):  # e.g. a string or an integer: disjoint by type
         return union_all([p for p in parts if p is not None])
     pieces = []
+    if not any(counters.uses_markers(q.transitions) for q in present + [p for p in parts if p is not None]):
+        # no counters: subtract the other parts one at a time from each part (products of a small automaton,
+        # the part minus what is subtracted so far, with one other part), instead of building the union of
+        # the others, which for objects in any order grows with the product of their automata
+        present_at = [None if q is None or is_empty(q) else D.minimize(q) for q in loose]
+        for i, p in enumerate(parts):
+            if p is not None:
+                only = _minus_each(p, [q for j, q in enumerate(present_at) if j != i and q is not None])
+                if only is not None:
+                    pieces.append(only)
+        if not pieces:
+            raise D.EmptyLanguage("the schema accepts no value (empty language)")
+        return union_all(pieces)
+    # with counters, one difference from the union of the others (the product's checks of counter
+    # markers see the others together)
+    others = _unions_of_others(loose)
     for i, p in enumerate(parts):
         if p is None:
             continue
-        rest = [q for j, q in enumerate(loose) if j != i and q is not None]
-        if not rest:
+        rest = others[i]
+        if rest is None:
             pieces.append(D.minimize(p))
             continue
-        only = product(D.minimize(p), union_all(rest), "minus")
+        only = product(D.minimize(p), rest, "minus")
         if not is_empty(only):
             pieces.append(D.minimize(only))
     if not pieces:
         raise D.EmptyLanguage("the schema accepts no value (empty language)")
     return union_all(pieces)
+
+
+def _minus_each(part: ByteDFA, others: list[ByteDFA]) -> ByteDFA | None:
+    """The minimal DFA of L(part) minus each of ``others`` (automata without counter markers), or None when
+    nothing is left; minimized after each difference, so each product pairs the small remainder."""
+    out = D.minimize(part)
+    for q in others:
+        rest = product(out, q, "minus")
+        if is_empty(rest):
+            return None
+        out = D.minimize(rest)
+    return out
+
+
+def _unions_of_others(parts: list[ByteDFA | None]) -> list[ByteDFA | None]:
+    """For each position ``i``, the union of the parts at the other positions (None where there is none),
+    from the unions of the parts before and after each position: about 3n unions, not n (n - 1). The
+    languages are those of ``union_all`` of the other parts."""
+    n = len(parts)
+
+    def join(a: ByteDFA | None, b: ByteDFA | None) -> ByteDFA | None:
+        return b if a is None else a if b is None else union_all([a, b])
+
+    before: list[ByteDFA | None] = [None] * (n + 1)  # before[i]: the union of parts[:i]
+    after: list[ByteDFA | None] = [None] * (n + 1)  # after[i]: the union of parts[i:]
+    for i in range(n):
+        before[i + 1] = join(before[i], parts[i])
+    for i in range(n - 1, -1, -1):
+        after[i] = join(parts[i], after[i + 1])
+    return [join(before[i], after[i + 1]) for i in range(n)]
 
 
 def union_all(parts: list[ByteDFA]) -> ByteDFA:

@@ -429,14 +429,35 @@ def _refine_incremental(ct: np.ndarray, block: np.ndarray, mult: np.ndarray) -> 
 FULL_ROUNDS = 8
 
 
+def is_minimal(dfa: ByteDFA) -> bool:
+    """True when ``dfa`` is known to be minimal and numbered as :func:`minimize` numbers (it was made by
+    :func:`minimize`); False says nothing. A minimal automaton is never empty."""
+    return bool(dfa.__dict__.get("_minimal"))
+
+
+def _renumber(dfa: ByteDFA) -> ByteDFA:
+    """``dfa`` (every state reachable and able to accept) with its states renumbered as :func:`trim` does."""
+    t = dfa.transitions
+    old = bfs_order(t, dfa.start)
+    remap = np.full(dfa.num_states + 1, -1, dtype=np.int32)
+    remap[old] = np.arange(len(old), dtype=np.int32)
+    return ByteDFA(remap[t[old]].astype(np.int32), dfa.accepting[old].copy(), 0)
+
+
 def minimize(dfa: ByteDFA) -> ByteDFA:
-    """Trim, then merge equivalent states (Moore's partition refinement), then trim again to renumber.
+    """Trim, then merge equivalent states (Moore's partition refinement), then renumber.
 
     Equal languages give equal arrays (states numbered as in :func:`trim`). Cost: O(rounds x states x byte
     classes), rounds <= the longest distinguishing suffix, for the first :data:`FULL_ROUNDS` rounds; after
-    them only the states that may still split are recomputed (:func:`_refine_incremental`). Raises
-    SchemaError when the language is empty.
+    them only the states that may still split are recomputed (:func:`_refine_incremental`). An automaton
+    this function made is returned as it is (a new :class:`ByteDFA` on the same arrays, without counters):
+    joins minimize their parts, and most parts were minimized already. Raises SchemaError when the language
+    is empty.
     """
+    if is_minimal(dfa):
+        out = ByteDFA(dfa.transitions, dfa.accepting, dfa.start)
+        out.__dict__["_minimal"] = True
+        return out
     dfa = trim(dfa)
     _, ct = byte_classes(dfa.transitions)
     block = dfa.accepting.astype(np.int64)
@@ -468,5 +489,7 @@ def minimize(dfa: ByteDFA) -> ByteDFA:
     _, reps = np.unique(block, return_index=True)
     t = dfa.transitions[reps]
     merged = np.where(t >= 0, block[np.maximum(t, 0)], -1).astype(np.int32)
-    out = ByteDFA(merged, dfa.accepting[reps].copy(), int(block[dfa.start]))
-    return trim(out)
+    # the quotient of a trimmed automaton: every state reachable and able to accept; only renumbered
+    out = _renumber(ByteDFA(merged, dfa.accepting[reps].copy(), int(block[dfa.start])))
+    out.__dict__["_minimal"] = True
+    return out
