@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import dfa as D
-from . import counters
+from . import counters, long_counts
 from .dfa import ByteDFA
 from ..limits import count_states
 from .reach import coreachable
@@ -179,10 +179,13 @@ def exactly_one(parts: list[ByteDFA], loose: list[ByteDFA | None] | None = None)
     if len(present) > 1 and _disjoint_starts(present):  # e.g. a string or an integer: disjoint by type
         return union_all([p for p in parts if p is not None])
     pieces = []
-    if not any(counters.uses_markers(q.transitions) for q in present + [p for p in parts if p is not None]):
+    if not long_counts.current().used and not any(
+            counters.uses_markers(q.transitions) for q in present + [p for p in parts if p is not None]):
         # no counters: subtract the other parts one at a time from each part (products of a small automaton,
         # the part minus what is subtracted so far, with one other part), instead of building the union of
-        # the others, which for objects in any order grows with the product of their automata
+        # the others, which for objects in any order grows with the product of their automata. Not once a
+        # long count is enforced: the states built decide whether it stays (long_counts.LONG_STATES), and
+        # this way builds fewer than the union
         present_at = [None if q is None or is_empty(q) else D.minimize(q) for q in loose]
         for i, p in enumerate(parts):
             if p is not None:
