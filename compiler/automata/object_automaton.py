@@ -83,21 +83,23 @@ def tagged_product(parts: list[Tagged], need_first: bool = False,
     if combine is not None and any(counters.uses_markers(p.dfa.transitions) for p in parts):
         raise counters.CounterClash("a counted repetition in a key that several patterns classify")
     state(tuple(p.dfa.start for p in parts))
+    # breadth first, one level of new tuples at a time: every transition of the level in one numpy pass, a
+    # dictionary lookup only per distinct target tuple (row -1 of each table: the dead part)
+    dead = np.full((1, 256), -1, dtype=np.int64)
+    tables = [np.concatenate([p.dfa.transitions.astype(np.int64), dead]) for p in parts]
     rows = []
-    dead = np.full(256, -1, dtype=np.int64)
-    i = 0
-    while i < len(order):
-        tup = order[i]
-        cols = np.stack([parts[j].dfa.transitions[s].astype(np.int64) if s >= 0 else dead
-                         for j, s in enumerate(tup)], axis=1)  # (256, k)
-        live = cols[:, 0] >= 0 if need_first else (cols >= 0).any(axis=1)
-        row = np.full(256, -1, dtype=np.int32)
+    lo, hi = 0, 1
+    while lo < hi:
+        level = np.asarray(order[lo:hi], dtype=np.int64).reshape(hi - lo, len(parts))
+        cols = np.stack([tables[j][level[:, j]] for j in range(len(parts))], axis=2)  # (tuples, 256, parts)
+        live = cols[:, :, 0] >= 0 if need_first else (cols >= 0).any(axis=2)
+        row = np.full((hi - lo, 256), -1, dtype=np.int32)
         if live.any():
             uniq, inv = np.unique(cols[live], axis=0, return_inverse=True)
-            targets = [state(tuple(int(x) for x in u)) for u in uniq]
+            targets = [state(tuple(u)) for u in uniq.tolist()]
             row[live] = np.asarray(targets, dtype=np.int32)[inv.reshape(-1)]
         rows.append(row)
-        i += 1
+        lo, hi = hi, len(order)
     tags = np.full(len(order), -1, dtype=np.int32)
     for n, tup in enumerate(order):
         got = [int(parts[j].tags[s]) if s >= 0 else -1 for j, s in enumerate(tup)]
@@ -108,7 +110,7 @@ def tagged_product(parts: list[Tagged], need_first: bool = False,
         if len(present) > 1:
             raise ValueError("tagged languages overlap")
         tags[n] = present[0] if present else -1
-    return Tagged(ByteDFA(np.stack(rows) if rows else np.full((0, 256), -1, np.int32), tags >= 0, 0), tags)
+    return Tagged(ByteDFA(np.concatenate(rows), tags >= 0, 0), tags)
 
 
 def trim_tagged(t: Tagged) -> Tagged | None:

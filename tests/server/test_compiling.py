@@ -90,8 +90,8 @@ def test_a_compile_past_its_limit_is_a_400_naming_the_tool_and_the_keyword_and_o
 
 def test_a_worker_that_dies_mid_compile_fails_that_list_only():
     compiler = ProcessCompiler(runtime_compiler, VOCAB)
-    slow = parse_catalog([{"name": "slow", "parameters": {"type": "object", "properties": {
-        f"p{i}": {"type": "string"} for i in range(150)}}}], "t")  # 150 optional properties: seconds
+    slow = parse_catalog([{"name": "slow", "parameters": {"type": "object", "properties": {  # seconds: 40
+        f"p{i}": {"type": "string", "pattern": f"^[ab]*a[ab]{{9}}x{i}$"} for i in range(40)}}}], "t")  # patterns
     pid = compiler.pid()
     failed: list = []
 
