@@ -207,21 +207,23 @@ def _verdict_beside_busy_threads(schema: dict, threads: int) -> tuple[str, float
 
 def test_the_seconds_limit_counts_cpu_time_so_busy_neighbours_do_not_change_the_verdict(monkeypatch):
     """Issue 30 item 12: the ``seconds`` limit was wall-clock time, so one schema was refused under load and
-    compiled alone. It now counts the compiling thread's CPU time: a pattern that takes ~0.1 s of CPU compiles
+    compiled alone. It now counts the compiling thread's CPU time: a pattern that takes ~0.3 s of CPU compiles
     under ``seconds=1`` however many busy neighbours stretch its wall time, while with a wall clock (the old
     limit) the same compile beside as many neighbours is refused."""
     import time
 
     from callmaybe.compiler import limits
 
-    schema = {"type": "string", "pattern": "^[ab]*a[ab]{9}$"}
-    schema_dfa(schema)  # imports and first-use work out of the way
+    def schema(n: int) -> dict:  # a new pattern each time: no automaton of an earlier compile is reused
+        return {"type": "string", "pattern": f"^[ab]*a[ab]{{10}}c{{{n}}}$"}
+
+    schema_dfa(schema(0))  # imports and first-use work out of the way
     refused_by_wall_clock = None
     for threads in (8, 16, 32, 64):
-        assert _verdict_beside_busy_threads(schema, threads)[0] == "compiled"
+        assert _verdict_beside_busy_threads(schema(threads), threads)[0] == "compiled"
         with monkeypatch.context() as m:
             m.setattr(limits, "cpu_clock", time.monotonic)  # the old clock
-            verdict, wall = _verdict_beside_busy_threads(schema, threads)
+            verdict, wall = _verdict_beside_busy_threads(schema(threads + 1), threads)
         if verdict != "compiled":
             refused_by_wall_clock = verdict
             break
