@@ -11,18 +11,20 @@ decoder layers itself, for Llama-like models (Llama, SmolLM2, Qwen2):
   linear work of 33 tokens, not 120;
 * each layer's keys and values are written in place into preallocated buffers (rows, kv_heads, capacity,
   head_dim) at slots ``[used, used + width)``: no copy of the cache;
-* attention is one batched product per layer over the padded (rows, heads, width, slots) layout, the query
-  heads of a key/value head grouped (grouped-query attention without repeating the keys), under one additive
-  mask built once per step: a row attends to its own valid slots and to its own earlier tokens of the step.
+* attention is torch's scaled dot-product attention per layer over the padded (rows, heads, width, slots)
+  layout (grouped-query attention without repeating the keys: ``enable_gqa``, the kernel transformers' own
+  forward uses for one row), under one boolean mask built once per step: a row attends to its own valid
+  slots and to its own earlier tokens of the step.
 
 Source of the layer arithmetic: transformers' ``LlamaDecoderLayer`` / ``Qwen2DecoderLayer`` (pre-norm
-residual blocks, rotary embedding on queries and keys, softmax in float32); the modules themselves
+residual blocks, rotary embedding on queries and keys); the modules themselves
 (projections, norms, MLP, rotary embedding) are the model's own, so quantized layers work unchanged.
 """
 
 from __future__ import annotations
 
 import torch
+from torch.nn import functional as F
 
 #: The model types whose decoder layers :func:`row_pass` runs (their attention has no per-head norms and no
 #: sliding window as configured by the models this project ships).
@@ -59,7 +61,7 @@ def row_pass(decoder, ids: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor,
     cos, sin = decoder.rotary_emb(hidden, positions[None])  # (1, tokens, head_dim)
     cos, sin = cos[0][:, None], sin[0][:, None]  # (tokens, 1, head_dim)
     slots = used + width
-    bias = None
+    mask = allowed[:, None]  # (rows, 1, width, slots)
     for layer, k_buf, v_buf in zip(decoder.layers, keys, values):
         attn = layer.self_attn
         d = attn.head_dim
@@ -71,21 +73,12 @@ def row_pass(decoder, ids: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor,
         k = k * cos + _rotate_half(k) * sin
         k_buf[rows, :, used + cols] = k.to(k_buf.dtype)
         v_buf[rows, :, used + cols] = v.to(v_buf.dtype)
-        heads, kv_heads = q.shape[1], k.shape[1]
-        group = heads // kv_heads
-        padded = q.new_zeros(count, width, heads, d)
+        padded = q.new_zeros(count, width, q.shape[1], d)
         padded[rows, cols] = q
-        # (rows, kv_heads, group * width, head_dim): the query heads of one key/value head side by side
-        grouped = padded.view(count, width, kv_heads, group, d).permute(0, 2, 3, 1, 4).reshape(
-            count, kv_heads, group * width, d)
-        scores = torch.matmul(grouped, k_buf[:count, :, :slots].transpose(-1, -2).to(q.dtype)) * attn.scaling
-        if bias is None:
-            bias = torch.zeros(count, 1, 1, width, slots, dtype=scores.dtype, device=scores.device)
-            bias.masked_fill_(~allowed[:, None, None], float("-inf"))
-        scores = (scores.view(count, kv_heads, group, width, slots) + bias).view(count, kv_heads, group * width, slots)
-        probs = torch.softmax(scores, dim=-1, dtype=torch.float32).to(q.dtype)
-        out = torch.matmul(probs, v_buf[:count, :, :slots].to(q.dtype))  # (rows, kv_heads, group * width, d)
-        out = out.view(count, kv_heads, group, width, d).permute(0, 3, 1, 2, 4).reshape(count, width, heads * d)
+        out = F.scaled_dot_product_attention(  # (rows, heads, width, head_dim)
+            padded.transpose(1, 2), k_buf[:count, :, :slots].to(q.dtype), v_buf[:count, :, :slots].to(q.dtype),
+            attn_mask=mask, scale=attn.scaling, enable_gqa=True)
+        out = out.transpose(1, 2).reshape(count, width, -1)
         hidden = hidden + attn.o_proj(out[rows, cols][None])
         hidden = hidden + layer.mlp(layer.post_attention_layernorm(hidden))
     return decoder.norm(hidden[0, last])
