@@ -380,7 +380,7 @@ def eval_cmd(data, model, max_tokens, threads, call_format, tool_choice, paralle
                    "their requests' 'model'.")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @click.option("--port", type=click.IntRange(min=1, max=65535), default=8000, show_default=True, help="Port.")
-@click.option("--max-batch", type=click.IntRange(min=1), default=8, show_default=True,
+@click.option("--max-batch", type=click.IntRange(min=1), default=16, show_default=True,
               help="Turns decoded together, as rows of one forward pass.")
 @click.option("--max-queue", type=click.IntRange(min=1), default=64, show_default=True,
               help="Turns that may wait for a row; past it a request gets 429.")

@@ -10,7 +10,7 @@ Systems:
   many requests decoding together, for throughput;
 * ``outlines``: transformers + outlines on the same converted weights (float32, as the issue's table), the call
   constrained by one JSON schema (``anyOf`` over the catalog's functions), the same chat prompt as callmaybe's;
-* ``llama.cpp``: llama-cpp-python on the same GGUF (all layers on the CPU, as many threads as cores, its own
+* ``llama.cpp``: llama-cpp-python on the same GGUF (all layers on the CPU, one thread per core the process may use (``taskset``), its own
   chat template from the GGUF) with the same messages, greedy (temperature 0), the call constrained by its
   JSON-schema grammar (``response_format``) of the same schema as outlines'; reported as skipped with the
   install command when it is not installed (it builds from source).
@@ -55,6 +55,12 @@ MODULE = {"outlines": "outlines", "llama.cpp": "llama_cpp"}
 DATA = {"public": (SHARED / "data" / "public", None),
         "bfcl100": (SHARED / "data" / "bfcl_simple" / "cases.jsonl", 100),
         "bfcl64": (SHARED / "data" / "bfcl_simple" / "cases.jsonl", 64)}
+
+
+def cores() -> int:
+    """The CPUs this process may run on (``taskset`` narrows them; ``os.cpu_count`` counts the machine's): each
+    system gets one thread per core it may use."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 def cases(data: str) -> list[dict]:
@@ -158,7 +164,7 @@ def child_llama_cpp(data: str) -> dict:
     from callmaybe.core.registry import gguf_path
 
     t0 = time.perf_counter()
-    llm = Llama(model_path=str(gguf_path(MODEL)), n_ctx=4096, n_threads=os.cpu_count() or 1, n_gpu_layers=0,
+    llm = Llama(model_path=str(gguf_path(MODEL)), n_ctx=4096, n_threads=cores(), n_gpu_layers=0,
                 verbose=False)
     all_cases = cases(data)
     loaded = time.perf_counter()
@@ -179,7 +185,7 @@ def child_llama_cpp(data: str) -> dict:
 def child(system: str, data: str, max_batch: int) -> dict:
     import torch
 
-    torch.set_num_threads(os.cpu_count() or 1)
+    torch.set_num_threads(cores())
     if system in DTYPE:
         return child_callmaybe(data, DTYPE[system], max_batch if system == "callmaybe-batch" else 1)
     if system == "outlines":

@@ -1,20 +1,22 @@
-"""Server benchmark: ``callmaybe serve`` under 1, 4 and 16 concurrent clients (threads, each with the official
+"""Server benchmark: ``callmaybe serve`` under 1, 4, 8 and 16 concurrent clients (threads, each with the official
 ``openai`` client), against a sequential answering of the same prompts timed in the same run.
 
 The cases are the public set (``../shared/data/public``: its catalog as OpenAI tools) or BFCL simple cases
 (each with its own tools), asked as the exercise asks them: ``tool_choice: "required"``,
 ``parallel_tool_calls: false`` (one call, as the sequential run makes). The server is started as a subprocess
 (``callmaybe serve``), warmed with one request per distinct tool list (compiles are not timed), then each
-client count sends every case once. Printed per client count: requests, wall seconds, requests per second,
+client count sends every case once, cycled to at least ``--per-client`` (4) requests per client so that every
+level is full (16 clients: 64 requests). Printed per client count: requests, wall seconds, requests per second
+and its ratio to one client's (issue 33's target: 16 clients >= 3x),
 p50 / p99 latency (ms), completion tokens per second, calls invalid for their tool's schema (jsonschema; a
 name not among the tools counts), 5xx answers, other errors, right answers (public or BFCL rules), and the
-ratio of the sequential answering time to this wall time (above 1: faster than sequential). The sequential
+ratio of these requests per second to the sequential answering's (above 1: faster than sequential). The sequential
 baseline is ``callmaybe run``'s path (``run_file``, one request at a time) on the public set, ``callmaybe
 eval``'s on BFCL (each case has its own catalog), in a child process after the server has stopped, its model
 loading excluded. Usage::
 
     CALLMAYBE_SHARED=../shared python bench/serve_bench.py [--data public|bfcl100|bfcl64] [--limit N]
-        [--clients 1,4,16] [--model M] [--dtype D] [--max-batch 8] [--threads N] [--call-format auto|plain|tools]
+        [--clients 1,4,8,16] [--per-client 4] [--model M] [--dtype D] [--max-batch 16] [--threads N] [--call-format auto|plain|tools]
         [--no-sequential] [--new-lists N]
 
 ``--new-lists N`` adds the "new tool lists under load" table: the known-list requests are sent again (with
@@ -280,12 +282,14 @@ def load_table(r: dict) -> list[str]:
 
 
 def table(rows: list[dict], seq: dict | None) -> list[str]:
-    lines = ["| clients | requests | wall s | req/s | p50 ms | p99 ms | tokens/s | invalid | 5xx | errors | right "
-             "| x sequential |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| clients | requests | wall s | req/s | x 1 client | p50 ms | p99 ms | tokens/s | invalid | 5xx | errors "
+             "| right | x sequential |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    one = next((r["requests"] / r["wall"] for r in rows if r["clients"] == 1), None)
     for r in rows:
-        ratio = f"{seq['seconds'] / r['wall']:.2f}" if seq else "-"
+        x_one = f"{r['requests'] / r['wall'] / one:.2f}" if one else "-"
+        ratio = f"{r['requests'] / r['wall'] / (seq['requests'] / seq['seconds']):.2f}" if seq else "-"
         lines.append(f"| {r['clients']} | {r['requests']} | {r['wall']:.1f} | {r['requests'] / r['wall']:.3f} "
-                     f"| {r['p50']:.0f} | {r['p99']:.0f} | {r['tokens'] / r['wall']:.1f} | {r['invalid']} "
+                     f"| {x_one} | {r['p50']:.0f} | {r['p99']:.0f} | {r['tokens'] / r['wall']:.1f} | {r['invalid']} "
                      f"| {r['5xx']} | {r['errors']} | {r['right']}/{r['requests']} | {ratio} |")
     if seq:
         lines.append(f"sequential (one at a time, loading excluded): {seq['requests']} requests in "
@@ -297,11 +301,14 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", choices=sorted(DATA), default="public")
     parser.add_argument("--limit", type=int, default=None, help="only the first N cases")
-    parser.add_argument("--clients", default="1,4,16", help="comma-separated client counts")
+    parser.add_argument("--clients", default="1,4,8,16", help="comma-separated client counts")
     parser.add_argument("--model", default="qwen2.5-coder-1.5b-instruct")
     parser.add_argument("--dtype", default="auto")
     parser.add_argument("--threads", type=int, default=None)
-    parser.add_argument("--max-batch", type=int, default=8)
+    parser.add_argument("--max-batch", type=int, default=16)
+    parser.add_argument("--per-client", type=int, default=4,
+                        help="each client count sends at least this many requests per client (the cases cycled), "
+                             "so that every level stays full")
     parser.add_argument("--max-tokens", type=int, default=256)
     parser.add_argument("--call-format", choices=["auto", "plain", "tools"], default="auto",
                         help="for the server and the sequential baseline alike (auto: the model's own tools format)")
@@ -340,7 +347,8 @@ def main(argv: list[str] | None = None) -> None:
         print(f"warmed {len(seen)} tool lists in {time.perf_counter() - t:.1f} s", file=sys.stderr)
         for clients in [int(c) for c in args.clients.split(",") if c]:
             print(f"  {clients} clients ...", file=sys.stderr)
-            rows.append(run_clients(url, args.model, todo, clients, args.max_tokens))
+            level = [todo[i % len(todo)] for i in range(max(len(todo), args.per_client * clients))]
+            rows.append(run_clients(url, args.model, level, clients, args.max_tokens))
         if args.new_lists:
             clients = int(args.clients.split(",")[0])
             print(f"  {clients} clients while {args.new_lists} new tool lists compile ...", file=sys.stderr)

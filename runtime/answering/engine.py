@@ -252,8 +252,9 @@ class Engine:
             pass
 
     def _round(self) -> None:
-        """Admit waiting turns into free rows, drop cancelled rows, then one forward pass for all rows."""
-        from ..decoding.batch import Batch, start
+        """Admit waiting turns into free rows, drop cancelled rows, then one forward pass for all rows (new
+        rows' prompts included: :func:`~..decoding.batch.enter`)."""
+        from ..decoding.batch import Batch, enter, start
 
         if self._batch is None:
             self._batch = Batch(self.model, self.runtime.profile)
@@ -269,7 +270,10 @@ class Engine:
                 ticket = self._queue.popleft()
             try:
                 row = ticket.row
-                started = start(self.model, row, ticket.ids, self.runtime.prefix, ticket.prefix_len)
+                # its prompt is fed in the batch's next step (with the prefix's keys and values), or alone
+                started = enter(row, ticket.ids, self.runtime.prefix, ticket.prefix_len)
+                if started is None:
+                    started = start(self.model, row, ticket.ids, self.runtime.prefix, ticket.prefix_len)
             except Exception as exc:
                 self._emit(ticket, Event("error", _message(exc)))
                 continue

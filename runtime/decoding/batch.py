@@ -7,9 +7,14 @@ it), so the cache holds padding: ``valid`` (rows, slots), 1 where a slot holds o
 the attention mask, and each row's tokens get their own positions (``position_ids``), so a row attends to its
 own tokens only, at the positions it would have alone. Only the last fed position of each row goes through
 the output layer. A row joins with the keys and values of its own prompt (computed alone, from the shared
-catalog prefix, by :func:`start`), right-aligned to the batch's slots; when padding makes up more than
+catalog prefix, by :func:`start`; or of the prefix alone, by :func:`enter`); when padding makes up more than
 ``REPACK_SLACK`` slots of every row, the valid slots are gathered to the right again (keys already carry
 their rotary positions, so moving them changes nothing).
+
+A new row's prompt is folded into the running batch (:func:`enter`): it joins with the keys and values of the
+shared catalog prefix only, and its own prompt tokens are fed in the next step together with the other rows'
+tokens, so a request arriving stops no one. The step itself runs the decoder layers over the packed tokens
+(:mod:`.rowpass`), writing keys and values in place.
 
 This is continuous batching in the sense of Orca (Yu et al., OSDI 2022: rows join and leave between
 iterations) with a padded cache instead of paged attention.
@@ -24,9 +29,14 @@ import torch
 
 from .decoder import Decoding, PrefixCache, forward
 from .profile import Profile
+from .rowpass import row_pass, supported
 
 #: Padding slots tolerated in every row before the cache is repacked.
 REPACK_SLACK = 64
+
+#: Slots the key/value buffers grow by when a step needs more (and rows they start with).
+SLOT_CHUNK = 256
+ROWS_FIRST = 4
 
 
 @dataclass
@@ -56,12 +66,34 @@ def start(model, row: Decoding, prompt_ids: list[int], prefix: PrefixCache | Non
     return Started(row, kv)
 
 
+def enter(row: Decoding, prompt_ids: list[int], prefix: PrefixCache | None, prefix_len: int) -> Started | None:
+    """Make ``row`` ready to join a running batch without a forward pass of its own: its prompt is fed in the
+    batch's next step, after a copy of the cached catalog prefix's keys and values (``row.pending`` must be
+    the prompt's tokens after ``prefix_len``). Returns None when the prefix cache holds nothing for it (then
+    :func:`start` runs its prompt alone), or a Started whose ``kv`` is None when forced text alone finished the
+    call. A new catalog's prefix is computed here, once (:class:`~.decoder.PrefixCache`)."""
+    if row.take_forced():
+        return Started(row, None)
+    if prefix is None:
+        return None
+    try:
+        past, cached = prefix.lookup(prompt_ids, prefix_len)
+        if past is None or cached == 0:
+            return None
+        kv = [(layer.keys[:, :, :cached].clone(), layer.values[:, :, :cached].clone()) for layer in past.layers]
+    finally:
+        prefix.release()
+    return Started(row, kv)
+
+
 class Batch:
     """Rows decoding together in one forward pass per step (see the module docstring).
 
     ``rows`` lists the :class:`~.decoder.Decoding` of each row in cache order; ``valid`` is a long tensor
     (rows, slots) on the model's device; ``lengths[b]`` is the number of tokens row ``b`` holds (its next
-    position).
+    position). Each layer's keys and values live in buffers of shape (row capacity, kv_heads, slot
+    capacity, head_dim), grown by doubling the rows and by :data:`SLOT_CHUNK` slots; row ``b`` is buffer row
+    ``b``, and its slots are the first :attr:`slots` of the buffer.
     """
 
     def __init__(self, model, profile: Profile | None = None):
@@ -70,9 +102,12 @@ class Batch:
         self.head = model.get_output_embeddings()
         self.profile = profile if profile is not None else Profile()
         self.device = getattr(model, "device", torch.device("cpu"))
+        self.own_pass = supported(self.decoder)
         self.rows: list[Decoding] = []
         self.lengths: list[int] = []
-        self.layers: list[list[torch.Tensor]] = []  # per layer [keys, values], (rows, kv_heads, slots, head_dim)
+        self.keys: list[torch.Tensor] = []  # per layer, (row capacity, kv_heads, slot capacity, head_dim)
+        self.values: list[torch.Tensor] = []
+        self.used = 0
         self.valid = torch.zeros(0, 0, dtype=torch.long, device=self.device)
 
     def __len__(self) -> int:
@@ -81,26 +116,46 @@ class Batch:
     @property
     def slots(self) -> int:
         """The cache's length in slots (the longest row plus padding)."""
-        return self.valid.shape[1]
+        return self.used
 
     def join(self, started: Started) -> None:
-        """Add a started call (:func:`start`, with its keys and values) as a new row."""
+        """Add a started call (:func:`start` or :func:`enter`, with its keys and values) as a new row: its keys
+        and values go into the buffers' next free row, at slots ``[0, n)``."""
         kv = started.kv
         n = kv[0][0].shape[2]
-        if not self.rows:
-            self.layers = [[k, v] for k, v in kv]
-            self.valid = torch.ones(1, n, dtype=torch.long, device=self.device)
-        else:
-            width = max(self.slots, n)
-            self._pad_left(width - self.slots)
-            for layer, (k, v) in zip(self.layers, kv):
-                layer[0] = torch.cat([layer[0], _pad_slots(k, width - n)])
-                layer[1] = torch.cat([layer[1], _pad_slots(v, width - n)])
-            mine = torch.zeros(1, width, dtype=torch.long, device=self.device)
-            mine[0, width - n:] = 1
-            self.valid = torch.cat([self.valid, mine])
+        b = len(self.rows)
+        if not self.keys or self.keys[0].dtype != kv[0][0].dtype or self.keys[0].shape[1:2] != kv[0][0].shape[1:2]:
+            self.keys = [k.new_zeros(ROWS_FIRST, k.shape[1], n + SLOT_CHUNK, k.shape[3]) for k, _ in kv]
+            self.values = [v.new_zeros(ROWS_FIRST, v.shape[1], n + SLOT_CHUNK, v.shape[3]) for _, v in kv]
+        self._reserve(b + 1, max(n, self.used))
+        for buf_k, buf_v, (k, v) in zip(self.keys, self.values, kv):
+            buf_k[b, :, :n] = k[0]
+            buf_v[b, :, :n] = v[0]
+        if n > self.used:
+            self.valid = torch.nn.functional.pad(self.valid, (0, n - self.used))
+            self.used = n
+        mine = torch.zeros(1, self.used, dtype=torch.long, device=self.device)
+        mine[0, :n] = 1
+        self.valid = torch.cat([self.valid, mine])
         self.rows.append(started.row)
         self.lengths.append(n)
+
+    def _reserve(self, rows: int, slots: int) -> None:
+        """Grow the buffers to hold at least ``rows`` rows and ``slots`` slots (copying what they hold)."""
+        have_rows, have_slots = self.keys[0].shape[0], self.keys[0].shape[2]
+        if rows <= have_rows and slots <= have_slots:
+            return
+        new_rows = max(have_rows, rows) if rows <= have_rows else max(rows, 2 * have_rows)
+        new_slots = have_slots if slots <= have_slots else slots + SLOT_CHUNK
+        r, s = len(self.rows), self.used
+
+        def grown(buf: torch.Tensor) -> torch.Tensor:
+            out = buf.new_zeros(new_rows, buf.shape[1], new_slots, buf.shape[3])
+            out[:r, :, :s] = buf[:r, :, :s]
+            return out
+
+        self.keys = [grown(k) for k in self.keys]
+        self.values = [grown(v) for v in self.values]
 
     def step(self) -> list[Decoding]:
         """Feed every row its pending tokens in one forward pass and let each choose its next token; rows whose
@@ -115,29 +170,60 @@ class Batch:
         t0 = time.perf_counter()
         counts = [len(row.pending) for row in self.rows]
         width = max(counts)
-        ids = torch.zeros(len(self.rows), width, dtype=torch.long)
-        fed = torch.zeros(len(self.rows), width, dtype=torch.long)
-        for b, row in enumerate(self.rows):
-            ids[b, :counts[b]] = torch.tensor(row.pending)
-            fed[b, :counts[b]] = 1
-        positions = torch.tensor(self.lengths)[:, None] + torch.arange(width)[None, :]
-        mask = torch.cat([self.valid, fed.to(self.device)], dim=1)
-        from transformers import DynamicCache
-
-        cache = DynamicCache(ddp_cache_data=[(k, v) for k, v in self.layers])
+        if self.used + width > self.keys[0].shape[2] and self.used > max(self.lengths):
+            self._repack()
+        self._reserve(len(self.rows), self.used + width)
+        fed = torch.arange(width)[None, :] < torch.tensor(counts)[:, None]  # (rows, width) bool
         with torch.inference_mode():
-            out = self.decoder(input_ids=ids.to(self.device), attention_mask=mask,
-                               position_ids=positions.to(self.device), cache=cache, use_cache=True)
-            last = out.last_hidden_state[torch.arange(len(self.rows)), torch.tensor(counts) - 1]
-            logits = self.head(last)
-        self.layers = [[layer.keys, layer.values] for layer in out.cache.layers]
-        self.valid = mask
+            if self.own_pass:
+                logits = self._own_pass(counts, width, fed)
+            else:
+                logits = self._transformers_pass(counts, width, fed)
+        self.valid = torch.cat([self.valid, fed.long().to(self.device)], dim=1)
+        self.used += width
         self.lengths = [n + c for n, c in zip(self.lengths, counts)]
         self.profile.add("batch step", time.perf_counter() - t0, sum(counts))
         finished = [row.choose(logits[b]) for b, row in enumerate(self.rows)]
         done += [row for row, f in zip(self.rows, finished) if f]
         self._keep([b for b, f in enumerate(finished) if not f])
         return done
+
+    def _own_pass(self, counts: list[int], width: int, fed: torch.Tensor) -> torch.Tensor:
+        """The step through :func:`~.rowpass.row_pass`: (rows, vocab_size) logits of each row's last token."""
+        count = len(counts)
+        counts_t = torch.tensor(counts)
+        rows = torch.repeat_interleave(torch.arange(count), counts_t)
+        starts = torch.cumsum(counts_t, 0) - counts_t
+        cols = torch.arange(int(counts_t.sum())) - starts[rows]
+        positions = torch.tensor(self.lengths)[rows] + cols
+        ids = torch.tensor([t for row in self.rows for t in row.pending], dtype=torch.long)
+        causal = torch.ones(width, width, dtype=torch.bool).tril()
+        allowed = torch.cat([self.valid.bool()[:, None, :].expand(count, width, self.used),
+                             causal[None] & fed[:, None, :]], dim=2)
+        dev = self.device
+        hidden = row_pass(self.decoder, ids.to(dev), rows.to(dev), cols.to(dev), positions.to(dev), width,
+                          self.keys, self.values, self.used, allowed.to(dev), (starts + counts_t - 1).to(dev))
+        return self.head(hidden)
+
+    def _transformers_pass(self, counts: list[int], width: int, fed: torch.Tensor) -> torch.Tensor:
+        """The step through the model's own forward (an architecture :func:`~.rowpass.row_pass` does not
+        know): the rows padded to ``width``; the new keys and values are copied into the buffers."""
+        from transformers import DynamicCache
+
+        count = len(counts)
+        ids = torch.zeros(count, width, dtype=torch.long)
+        ids[fed] = torch.tensor([t for row in self.rows for t in row.pending], dtype=torch.long)
+        positions = torch.tensor(self.lengths)[:, None] + torch.arange(width)[None, :]
+        mask = torch.cat([self.valid, fed.long().to(self.device)], dim=1)
+        cache = DynamicCache(ddp_cache_data=[(k[:count, :, :self.used], v[:count, :, :self.used])
+                                             for k, v in zip(self.keys, self.values)])
+        out = self.decoder(input_ids=ids.to(self.device), attention_mask=mask,
+                           position_ids=positions.to(self.device), cache=cache, use_cache=True)
+        for layer, k, v in zip(out.cache.layers, self.keys, self.values):
+            k[:count, :, self.used:self.used + width] = layer.keys[:, :, self.used:]
+            v[:count, :, self.used:self.used + width] = layer.values[:, :, self.used:]
+        last = out.last_hidden_state[torch.arange(count), torch.tensor(counts) - 1]
+        return self.head(last)
 
     def _truncate(self) -> None:
         """Rows that went back to an earlier point (a turn that declined the call it decoded sets
@@ -164,41 +250,35 @@ class Batch:
         return rows
 
     def _keep(self, keep: list[int]) -> None:
-        """Keep only rows ``keep`` (in that order), then repack when padding has grown."""
+        """Keep only rows ``keep`` (ascending), moving each down to its new buffer row, then repack when
+        padding has grown."""
         if len(keep) == len(self.rows):
             return
         self.rows = [self.rows[b] for b in keep]
         self.lengths = [self.lengths[b] for b in keep]
         if not keep:
-            self.layers, self.valid = [], self.valid[:0, :0]
+            self.used, self.valid = 0, self.valid[:0, :0]
             return
-        index = torch.tensor(keep, device=self.device)
-        self.layers = [[k.index_select(0, index), v.index_select(0, index)] for k, v in self.layers]
-        self.valid = self.valid.index_select(0, index)
+        for to, b in enumerate(keep):
+            if to != b:
+                for buf in self.keys + self.values:
+                    buf[to, :, :self.used] = buf[b, :, :self.used]
+        self.valid = self.valid[torch.tensor(keep, device=self.device)]
         if self.slots - max(self.lengths) > REPACK_SLACK:
             self._repack()
 
     def _repack(self) -> None:
-        """Gather each row's valid slots to the right of a cache as long as the longest row."""
+        """Gather each row's valid slots to the right of the first ``max(lengths)`` slots."""
         width = max(self.lengths)
-        gather = torch.zeros(len(self.rows), width, dtype=torch.long, device=self.device)
+        count = len(self.rows)
+        gather = torch.zeros(count, width, dtype=torch.long, device=self.device)
         valid = torch.zeros_like(gather)
         for b, n in enumerate(self.lengths):
             gather[b, width - n:] = torch.nonzero(self.valid[b], as_tuple=True)[0]
             valid[b, width - n:] = 1
-        rows = torch.arange(len(self.rows), device=self.device)[:, None]
-        # (rows, width) advanced indices around a slice: the result is (rows, width, kv_heads, head_dim)
-        self.layers = [[k[rows, :, gather].transpose(1, 2).contiguous(), v[rows, :, gather].transpose(1, 2).contiguous()]
-                       for k, v in self.layers]
+        rows = torch.arange(count, device=self.device)[:, None]
+        for buf in self.keys + self.values:
+            # (rows, width) advanced indices around a slice: the result is (rows, width, kv_heads, head_dim)
+            buf[:count, :, :width] = buf[rows, :, gather].transpose(1, 2)
         self.valid = valid
-
-    def _pad_left(self, count: int) -> None:
-        if count <= 0:
-            return
-        self.layers = [[_pad_slots(k, count), _pad_slots(v, count)] for k, v in self.layers]
-        self.valid = torch.nn.functional.pad(self.valid, (count, 0))
-
-
-def _pad_slots(t: torch.Tensor, count: int) -> torch.Tensor:
-    """``t`` (rows, heads, slots, dim) with ``count`` zero slots added on the left."""
-    return torch.nn.functional.pad(t, (0, 0, count, 0)) if count > 0 else t
+        self.used = width

@@ -209,3 +209,75 @@ def test_a_prefix_cache_shared_by_two_catalogs_computes_only_what_differs(smollm
     reused, _ = forward(model, [9], past)
     alone_logits = alone(model, [b, [9]])[-1]
     assert torch.allclose(reused, alone_logits, atol=1e-4)
+
+
+def entered(model, chunks, prefix_cache, prefix):
+    """A Fed row that joins as :func:`batch.enter` leaves a turn: the keys and values of the shared ``prefix``
+    only, its first chunk fed in the batch's next step."""
+    from callmaybe.runtime.decoding.batch import enter
+
+    row = Fed(chunks)
+    got = enter(row, prefix + row.pending, prefix_cache, len(prefix))
+    assert got is not None and got.kv[0][0].shape[2] == len(prefix)
+    return got
+
+
+def test_a_row_whose_prompt_is_folded_into_the_running_batch_gets_the_logits_it_gets_alone(smollm2):
+    from callmaybe.runtime.decoding.decoder import PrefixCache
+
+    model = smollm2.model
+    prefix = [1, 2, 3, 4, 5, 6, 7]
+    cache = PrefixCache(model)
+    running = [[8, 9, 10], [40], [41], [42], [43]]
+    late = [[20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30], [50], [51, 52, 53], [54]]
+    batch = Batch(model)
+    first = entered(model, running, cache, prefix)
+    batch.join(first)
+    assert batch.step() == []  # the first row's prompt, alone in the batch
+    second = entered(model, late, cache, prefix)
+    batch.join(second)  # joins a running batch: its 11 prompt tokens go with the other row's 1
+    steps = 0
+    while len(batch):
+        batch.step()
+        steps += 1
+    assert steps == 4  # no pass of its own for the late row's prompt
+    for row, chunks in ((first.row, running), (second.row, late)):
+        expected = alone(model, [prefix + chunks[0]] + chunks[1:])
+        assert len(row.seen) == len(expected)
+        for got, want in zip(row.seen, expected):
+            assert torch.allclose(got, want, atol=1e-4), (got - want).abs().max()
+
+
+def test_enter_without_a_cached_prefix_leaves_the_prompt_to_start():
+    from callmaybe.runtime.decoding.batch import enter
+    from callmaybe.runtime.decoding.decoder import PrefixCache
+
+    assert enter(Fed([[1, 2]]), [1, 2], None, 0) is None
+    assert enter(Fed([[1, 2]]), [1, 2], PrefixCache(None, enabled=False), 1) is None
+
+
+@pytest.mark.parametrize("own_pass", [True, False])
+def test_buffers_that_grow_in_rows_and_slots_keep_every_row_s_logits(smollm2, monkeypatch, own_pass):
+    # one row and two slots to start with: every join and most steps grow the buffers; own_pass False is the
+    # padded transformers forward that an unknown architecture takes
+    monkeypatch.setattr(batch_module, "ROWS_FIRST", 1)
+    monkeypatch.setattr(batch_module, "SLOT_CHUNK", 2)
+    model = smollm2.model
+    scripts = [[[1, 2, 3], [10], [11, 12, 13, 14], [15]],
+               [[4, 5], [20, 21], [22]],
+               [[6, 7, 8, 9, 10, 11], [30], [31], [32], [33]]]
+    batch = Batch(model)
+    batch.own_pass = own_pass
+    rows = []
+    for script in scripts:
+        rows.append(started(model, script))
+        batch.join(rows[-1])
+        batch.step()
+    while len(batch):
+        batch.step()
+    assert batch.keys[0].shape[0] == 4  # rows doubled from 1: 2, then 4
+    for r, script in zip(rows, scripts):
+        expected = alone(model, script)
+        assert len(r.row.seen) == len(expected)
+        for got, want in zip(r.row.seen, expected):
+            assert torch.allclose(got, want, atol=1e-4), (got - want).abs().max()

@@ -143,3 +143,16 @@ def test_a_declined_call_in_a_batch_answers_as_the_turn_that_never_called(runtim
         assert (content, calls, finish, tokens) == text[:4]
         assert decision == f"declined a call: {name} with these arguments was already called and answered"
     assert batched[1][1] == [("fn_add_numbers", {"a": 2.0, "b": 3.0})]
+
+
+def test_turns_that_join_a_running_batch_get_no_prefill_pass_of_their_own(runtime, catalog):
+    # the prompts after the catalog prefix go through the batch's steps (batch.enter), not one pass each
+    functions, index = catalog
+    runtime.profile.__init__()
+    engine = Engine(runtime, max_batch=3)
+    turns = [TurnRequest([{"role": "user", "content": text}], functions, "required")
+             for text in ("What is the sum of 2 and 3?", "Greet shrek", "Reverse the string 'hello'")]
+    results = dict(engine.answer((t, index, None) for t in turns))
+    assert [results[i].calls[0].name for i in range(3)] == ["fn_add_numbers", "fn_greet", "fn_reverse_string"]
+    assert runtime.profile.calls.get("prefill", 0) == 0
+    assert runtime.profile.calls["batch step"] >= 1
