@@ -19,7 +19,6 @@ from typing import Any, Callable, Iterable, Iterator
 
 from ...core.errors import CallmaybeError, InputError
 from ..policy.decision import CALL_LOG_ODDS_MIN
-from ..policy.confirm import CONFIRM_LOG_ODDS_MIN
 from ..policy.relevance import VERDICT_LOG_ODDS_MIN
 from ..decoding.turn import Event
 
@@ -317,8 +316,7 @@ class Engine:
 
         def confirmed(fn, asked, arguments):
             with self.runtime.profile.timed("confirm pass"):
-                return confirm(self.model, self.tokenizer, fn, asked, arguments,
-                               getattr(config, "confirm_threshold", CONFIRM_LOG_ODDS_MIN))
+                return confirm(self.model, self.tokenizer, fn, asked, arguments)
 
         def paired(key, first, second):
             with self.runtime.profile.timed("pair pass"):

@@ -128,10 +128,10 @@ class TurnDecoding:
     (:func:`~..policy.parallel.pair_probability`; None: a parallel turn splits no value); ``evidence``: decline a first
     call none of whose values the request states (:func:`~..policy.evidence.first_call`); ``threshold``: the
     decision's log-odds (:data:`~..policy.decision.CALL_LOG_ODDS_MIN`) unless the request sets its own;
-    ``confirm(fn, asked, arguments)`` returns a :class:`~..policy.relevance.Relevance` for a decoded first call under
-    "auto", unless a tool result follows the last user message (None: no check, :mod:`~..policy.confirm`). Raises InputError for a
-    named function that is not in the index, a call required without an index, or a budget that cannot hold
-    the call or JSON answer the turn must give.
+    ``confirm(fn, asked, arguments)`` returns a :class:`~..policy.relevance.Relevance` for a decoded first call
+    under "auto", unless a tool result follows the last user message (None: no check, :mod:`~..policy.confirm`).
+    Raises InputError for a named function that is not in the index, a call required without an index, or a
+    budget that cannot hold the call or JSON answer the turn must give.
     """
 
     def __init__(self, request: TurnRequest, vocab: Vocab, ids: list[int], pending: list[int],
