@@ -163,10 +163,12 @@ def load_model(spec: str, threads: int | None = None, dtype: str = "auto", devic
 
 def _load(spec: str, path: Path, weights: torch.dtype, where: torch.device) -> LoadedModel:
     """Load the checkpoint in ``path`` with weights of ``weights`` on ``where``. Raises ModelError."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM
+
+    from .tokenizer import load_tokenizer
 
     try:
-        tokenizer = AutoTokenizer.from_pretrained(path)
+        tokenizer = load_tokenizer(path)
         if weights in QUANTIZED and (path / QUANTIZATION_FILE).is_file():
             model = _load_int8(path, QUANTIZED[weights])
         elif weights in QUANTIZED:  # a local or hub checkpoint: quantized in memory at each load

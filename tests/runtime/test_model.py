@@ -129,3 +129,62 @@ def test_dtype_and_device_choices():
     assert choose_dtype("int8", cpu) == torch.int8
     with pytest.raises(ModelError, match="--dtype int8 is for the CPU"):
         choose_dtype("int8", torch.device("cuda"))
+
+
+TOKENIZER_TEXTS = [
+    "What is 2+3?",
+    "Règle la cuisine à 19 degrés. Añade a mi lista de tareas: llamar a mamá. 東京の天気は？ Привет!",
+    '{"name": "get_weather", "arguments": {"city": "Paris"}}\n```json\n{}\n```',
+    "  leading spaces, tabs\tand\r\nnewlines   ",
+    "<|im_start|>user\nhi<|im_end|> <|endoftext|> text after special tokens",
+    "emoji 🎉🙂 and \\u00e9 escapes, \x00 a NUL byte",
+]
+
+
+def test_the_tokenizer_shortcut_gives_what_autotokenizer_gives(smollm2):
+    """runtime/model/tokenizer.py reads tokenizer.json once instead of AutoTokenizer's Python parses; the
+    fixture's converted folder takes the shortcut and gives the same ids, text, special tokens and template."""
+    from transformers import AutoTokenizer
+
+    from callmaybe.runtime.model.tokenizer import load_tokenizer, plain_config
+
+    assert plain_config(smollm2.path) is not None
+    fast, auto = load_tokenizer(smollm2.path), AutoTokenizer.from_pretrained(smollm2.path)
+    assert type(smollm2.tokenizer) is type(fast)  # load_model takes the shortcut too
+    assert fast.is_fast and len(fast) == len(auto) == 49152
+    assert fast.get_vocab() == auto.get_vocab()
+    assert [fast.eos_token_id, fast.bos_token_id, fast.pad_token_id, fast.unk_token_id] == [
+        auto.eos_token_id, auto.bos_token_id, auto.pad_token_id, auto.unk_token_id]
+    assert fast.all_special_ids == auto.all_special_ids
+    assert fast.added_tokens_decoder == auto.added_tokens_decoder
+    for text in TOKENIZER_TEXTS:
+        assert fast.encode(text, add_special_tokens=False) == auto.encode(text, add_special_tokens=False)
+        assert fast(text)["input_ids"] == auto(text)["input_ids"]
+    ids = list(range(0, 49152, 97)) + [2, 0, 1]
+    assert fast.decode(ids) == auto.decode(ids)
+    assert fast.decode(ids, skip_special_tokens=True) == auto.decode(ids, skip_special_tokens=True)
+    assert fast.convert_ids_to_tokens(ids) == auto.convert_ids_to_tokens(ids)
+    tools = [{"type": "function", "function": {"name": "f", "description": "d", "parameters": {
+        "type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}}}]
+    messages = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": TOKENIZER_TEXTS[1]}]
+    for extra in ({}, {"tools": tools}):
+        assert fast.apply_chat_template(messages, tokenize=False, add_generation_prompt=True, **extra) == \
+            auto.apply_chat_template(messages, tokenize=False, add_generation_prompt=True, **extra)
+
+
+def test_a_tokenizer_config_the_shortcut_does_not_know_goes_through_autotokenizer(tmp_path):
+    import json
+
+    from callmaybe.runtime.model.tokenizer import plain_config
+
+    (tmp_path / "tokenizer.json").write_text("{}")
+    assert plain_config(tmp_path) is None  # no tokenizer_config.json
+    plain = {"tokenizer_class": "Qwen2Tokenizer", "eos_token": "<|im_end|>", "model_max_length": 32768}
+    for config, taken in [(plain, True), ({**plain, "add_bos_token": True}, False),
+                          ({**plain, "tokenizer_class": "LlamaTokenizer"}, False),
+                          ({**plain, "eos_token": {"content": "</s>", "lstrip": True}}, False),
+                          ({**plain, "add_prefix_space": True}, False)]:
+        (tmp_path / "tokenizer_config.json").write_text(json.dumps(config))
+        assert (plain_config(tmp_path) is not None) is taken, config
+    (tmp_path / "tokenizer_config.json").write_text("{not json")
+    assert plain_config(tmp_path) is None
