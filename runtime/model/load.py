@@ -163,8 +163,6 @@ def load_model(spec: str, threads: int | None = None, dtype: str = "auto", devic
 
 def _load(spec: str, path: Path, weights: torch.dtype, where: torch.device) -> LoadedModel:
     """Load the checkpoint in ``path`` with weights of ``weights`` on ``where``. Raises ModelError."""
-    from transformers import AutoModelForCausalLM
-
     from .tokenizer import load_tokenizer
 
     try:
@@ -172,11 +170,15 @@ def _load(spec: str, path: Path, weights: torch.dtype, where: torch.device) -> L
         if weights in QUANTIZED and (path / QUANTIZATION_FILE).is_file():
             model = _load_int8(path, QUANTIZED[weights])
         elif weights in QUANTIZED:  # a local or hub checkpoint: quantized in memory at each load
+            from transformers import AutoModelForCausalLM
+
             from .quant import quantize
 
             model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.bfloat16)
             quantize(model, int4=weights == torch.uint4)
         else:
+            from transformers import AutoModelForCausalLM
+
             model = AutoModelForCausalLM.from_pretrained(path, dtype=weights)
         model = model.to(where)
     except Exception as exc:
@@ -263,9 +265,7 @@ def _load_int8(path: Path, scheme: str = "int8"):
     another scheme or scheme version."""
     import json
 
-    from accelerate import init_empty_weights
-    from transformers import AutoConfig, AutoModelForCausalLM
-
+    from . import llama
     from .convert import SCHEMES
     from .quant import empty_like_quantized, tied_keys
 
@@ -274,9 +274,15 @@ def _load_int8(path: Path, scheme: str = "int8"):
     if name != scheme or version != SCHEMES[scheme][0]:
         raise ModelError(f"{path}: {name} checkpoint of scheme version {version}, this callmaybe reads {scheme} "
                          f"version {SCHEMES[scheme][0]} here; delete the folder to convert the model again")
-    config = AutoConfig.from_pretrained(path)
-    with init_empty_weights(include_buffers=False):
-        model = AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16)
+    config = json.loads((path / "config.json").read_text())
+    if llama.supported(config):  # the decoder without transformers' modeling imports (:mod:`.llama`)
+        model = llama.CausalLM(config, torch.bfloat16, device="meta")
+    else:
+        from accelerate import init_empty_weights
+        from transformers import AutoConfig, AutoModelForCausalLM
+
+        with init_empty_weights(include_buffers=False):
+            model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(path), dtype=torch.bfloat16)
     state = map_safetensors(path / "model.safetensors")
     if state is None:  # a checkpoint written before the data was aligned: read into memory as before
         state = read_safetensors(path / "model.safetensors")

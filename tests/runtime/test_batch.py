@@ -60,8 +60,21 @@ def started(model, chunks):
     return Started(row, [(layer.keys.clone(), layer.values.clone()) for layer in past.layers])
 
 
-def test_rows_of_different_lengths_get_the_logits_they_get_alone(smollm2, monkeypatch):
-    model = smollm2.model
+def _plain(loaded):
+    """The fixture's weights in :class:`~callmaybe.runtime.model.llama.CausalLM`, the decoder the int8 and int4
+    checkpoints load into."""
+    from callmaybe.runtime.model.llama import CausalLM
+
+    model = CausalLM(loaded.model.config.to_dict(), torch.float32, device="meta")
+    model.load_state_dict(loaded.model.state_dict(), assign=True, strict=False)
+    if model.config.tie_word_embeddings:
+        model.lm_head.weight = model.model.embed_tokens.weight
+    return model.eval()
+
+
+@pytest.mark.parametrize("decoder", ["transformers", "callmaybe"])
+def test_rows_of_different_lengths_get_the_logits_they_get_alone(smollm2, monkeypatch, decoder):
+    model = smollm2.model if decoder == "transformers" else _plain(smollm2)
     scripts = [
         [[1, 2, 3, 4, 5, 6, 7, 8, 9, 10], [20, 21, 22], [30], [31]],
         [[11, 12, 13], [40], [50, 51, 52, 53, 54], [60], [61], [62]],

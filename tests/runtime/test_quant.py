@@ -111,8 +111,11 @@ def test_a_registry_model_in_int8_is_converted_once_and_loaded_without_float_wei
     from callmaybe.runtime.model import load as model_module
     from callmaybe.runtime.model.load import QUANTIZATION_FILE, load_model
 
+    from callmaybe.runtime.model.llama import CausalLM
+
     lm = load_model(FIXTURE_MODEL, dtype="int8", device="cpu")
     assert lm.dtype == torch.int8 and lm.path.name == INT8_FOLDER and (lm.path / QUANTIZATION_FILE).is_file()
+    assert type(lm.model) is CausalLM  # built without transformers' modeling code (runtime/model/llama.py)
     linears = [m for m in lm.model.modules() if isinstance(m, (nn.Linear, nn.Embedding))]
     quantized = [m for m in lm.model.modules() if isinstance(m, Int8Linear)]
     assert linears == [] and len(quantized) == 30 * 7 + 1

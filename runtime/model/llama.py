@@ -1,0 +1,292 @@
+"""A Llama-family decoder (Llama, Qwen2) in plain torch, for the quantized checkpoints this cache converts.
+
+Building transformers' model class costs its imports: ``modeling_qwen2`` pulls in ``torch._dynamo``,
+``torch.distributed.tensor`` and sympy through transformers' attention, masking and kernel-hub modules, about
+2.5 s of a load on this 2-core CPU (3-5 s under load; ``python -X importtime``). The int8 and int4 checkpoints
+need none of it: their layers are this project's own (:mod:`.quant`, :mod:`.int4`), and the decoder around them
+is a few residual blocks. :class:`CausalLM` is that decoder, with the module names, state-dict keys and call
+of transformers' ``Qwen2ForCausalLM`` / ``LlamaForCausalLM`` (``model(input_ids=..., cache=..., use_cache=True,
+logits_to_keep=1)`` returns ``.logits`` and ``.cache``; ``get_decoder()`` gives the batch's row pass its
+``embed_tokens``, ``layers``, ``norm`` and ``rotary_emb``), so the runtime (:mod:`..decoding.rowpass` included)
+and the checkpoints work unchanged.
+
+Source of the arithmetic: transformers 5.25's ``modeling_qwen2.py`` / ``modeling_llama.py`` (pre-norm residual
+blocks, RMSNorm in float32, the default rotary embedding) and its ``sdpa_attention_forward`` (no mask and
+``enable_gqa`` for one query token or a prompt without past; a boolean causal mask and repeated key/value heads
+for several tokens after a past). The same operations in the same order give the same logits bit for bit
+(``tests/runtime/test_model.py`` compares them with transformers' on the test fixture).
+
+Only the configurations those checkpoints have are built (:func:`supported`): model type ``llama`` or
+``qwen2``, the default rotary embedding, SiLU, full attention in every layer. Anything else loads through
+transformers as before.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from types import SimpleNamespace
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+#: the model types :class:`CausalLM` builds
+KNOWN = ("llama", "qwen2")
+
+
+def attention_biases(config: dict) -> tuple[bool, bool]:
+    """Whether the query/key/value projections and the output projection carry a bias: Qwen2's q, k and v do,
+    its o does not; Llama's four follow ``attention_bias``."""
+    if config.get("model_type") == "qwen2":
+        return True, False
+    bias = bool(config.get("attention_bias", False))
+    return bias, bias
+
+
+def rope_theta(config: dict) -> float | None:
+    """The rotary base of a config.json dict (transformers 5's ``rope_parameters`` or the older top-level
+    ``rope_theta``); None when its rotary embedding is not the default one."""
+    params = config.get("rope_parameters") or {}
+    if config.get("rope_scaling") or params.get("rope_type", "default") != "default":
+        return None
+    theta = params.get("rope_theta", config.get("rope_theta"))
+    return float(theta) if theta is not None else None
+
+
+def supported(config: dict) -> bool:
+    """Whether :class:`CausalLM` builds the model of the config.json dict ``config`` (see the module
+    docstring)."""
+    if config.get("model_type") not in KNOWN or rope_theta(config) is None:
+        return False
+    if config.get("hidden_act", "silu") != "silu" or config.get("use_sliding_window") or config.get("mlp_bias"):
+        return False
+    return all(t == "full_attention" for t in config.get("layer_types") or ["full_attention"])
+
+
+class RMSNorm(nn.Module):
+    """Root-mean-square norm computed in float32 (Zhang & Sennrich 2019), weight (hidden,) in the model's
+    dtype."""
+
+    def __init__(self, hidden: int, eps: float, dtype: torch.dtype, device=None):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(hidden, dtype=dtype, device=device))
+        self.variance_epsilon = eps
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        dtype = x.dtype
+        x = x.to(torch.float32)
+        x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.variance_epsilon)
+        return self.weight * x.to(dtype)
+
+
+class RotaryEmbedding(nn.Module):
+    """The default rotary position embedding (Su et al. 2021, RoFormer): ``forward(x, positions)`` gives
+    (cos, sin), each (batch, tokens, head_dim) in ``x``'s dtype, for long ``positions`` (batch, tokens)."""
+
+    def __init__(self, head_dim: int, theta: float):
+        super().__init__()
+        inv_freq = 1.0 / (theta ** (torch.arange(0, head_dim, 2, dtype=torch.float) / head_dim))
+        self.register_buffer("inv_freq", inv_freq, persistent=False)
+
+    def forward(self, x: torch.Tensor, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        freqs = positions[..., None].float() * self.inv_freq.to(device=x.device, dtype=torch.float)
+        emb = torch.cat((freqs, freqs), dim=-1)
+        return emb.cos().to(x.dtype), emb.sin().to(x.dtype)
+
+
+def _rotate_half(x: torch.Tensor) -> torch.Tensor:
+    half = x.shape[-1] // 2
+    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+
+
+class Attention(nn.Module):
+    """Grouped-query self-attention with the rotary embedding; ``head_dim`` and ``scaling`` (head_dim ** -0.5)
+    are read by :mod:`..decoding.rowpass`."""
+
+    def __init__(self, c: SimpleNamespace, dtype: torch.dtype, device=None):
+        super().__init__()
+        bias, out_bias = c.attention_biases
+        self.head_dim = c.head_dim
+        self.scaling = c.head_dim ** -0.5
+        self.groups = c.num_attention_heads // c.num_key_value_heads
+        kw = {"dtype": dtype, "device": device}
+        self.q_proj = nn.Linear(c.hidden_size, c.num_attention_heads * c.head_dim, bias=bias, **kw)
+        self.k_proj = nn.Linear(c.hidden_size, c.num_key_value_heads * c.head_dim, bias=bias, **kw)
+        self.v_proj = nn.Linear(c.hidden_size, c.num_key_value_heads * c.head_dim, bias=bias, **kw)
+        self.o_proj = nn.Linear(c.num_attention_heads * c.head_dim, c.hidden_size, bias=out_bias, **kw)
+
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layer: "CacheLayer | None",
+                mask: torch.Tensor | None) -> torch.Tensor:
+        shape = (*x.shape[:-1], -1, self.head_dim)
+        q = self.q_proj(x).view(shape).transpose(1, 2)  # (batch, heads, tokens, head_dim)
+        k = self.k_proj(x).view(shape).transpose(1, 2)
+        v = self.v_proj(x).view(shape).transpose(1, 2)
+        cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
+        q = (q * cos) + (_rotate_half(q) * sin)
+        k = (k * cos) + (_rotate_half(k) * sin)
+        if layer is not None:
+            k, v = layer.update(k, v)
+        extra = {}
+        if self.groups > 1 and mask is None:
+            extra["enable_gqa"] = True
+        elif self.groups > 1:  # transformers' repeat_kv: each key/value head once per query head of its group
+            b, h, n, d = k.shape
+            k = k[:, :, None].expand(b, h, self.groups, n, d).reshape(b, h * self.groups, n, d)
+            v = v[:, :, None].expand(b, h, self.groups, n, d).reshape(b, h * self.groups, n, d)
+        causal = mask is None and q.shape[2] > 1
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=self.scaling, is_causal=causal, **extra)
+        out = out.transpose(1, 2).reshape(*x.shape[:-1], -1).contiguous()
+        return self.o_proj(out)
+
+
+class MLP(nn.Module):
+    """The gated SiLU feed-forward block: down(silu(gate(x)) * up(x))."""
+
+    def __init__(self, c: SimpleNamespace, dtype: torch.dtype, device=None):
+        super().__init__()
+        kw = {"bias": False, "dtype": dtype, "device": device}
+        self.gate_proj = nn.Linear(c.hidden_size, c.intermediate_size, **kw)
+        self.up_proj = nn.Linear(c.hidden_size, c.intermediate_size, **kw)
+        self.down_proj = nn.Linear(c.intermediate_size, c.hidden_size, **kw)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+
+
+class DecoderLayer(nn.Module):
+    """One pre-norm residual block: attention, then the MLP."""
+
+    def __init__(self, c: SimpleNamespace, dtype: torch.dtype, device=None):
+        super().__init__()
+        self.self_attn = Attention(c, dtype, device)
+        self.mlp = MLP(c, dtype, device)
+        self.input_layernorm = RMSNorm(c.hidden_size, c.rms_norm_eps, dtype, device)
+        self.post_attention_layernorm = RMSNorm(c.hidden_size, c.rms_norm_eps, dtype, device)
+
+    def forward(self, x, cos, sin, layer, mask):
+        x = x + self.self_attn(self.input_layernorm(x), cos, sin, layer, mask)
+        return x + self.mlp(self.post_attention_layernorm(x))
+
+
+class Decoder(nn.Module):
+    """The token embedding, the decoder layers and the final norm (transformers' ``model.model``)."""
+
+    def __init__(self, c: SimpleNamespace, dtype: torch.dtype, device=None):
+        super().__init__()
+        self.config = c
+        # given its weight, nn.Embedding skips its random init: normal_ on the meta device goes through torch's
+        # reference ops, whose first call imports torch._dynamo (seconds of a load)
+        weight = torch.empty((c.vocab_size, c.hidden_size), dtype=dtype, device=device)
+        self.embed_tokens = nn.Embedding(c.vocab_size, c.hidden_size, _weight=weight)
+        self.layers = nn.ModuleList(DecoderLayer(c, dtype, device) for _ in range(c.num_hidden_layers))
+        self.norm = RMSNorm(c.hidden_size, c.rms_norm_eps, dtype, device)
+        self.rotary_emb = RotaryEmbedding(c.head_dim, c.rope_theta)
+
+
+class CacheLayer:
+    """One layer's keys and values, each (batch, kv_heads, tokens, head_dim), grown by concatenation as
+    transformers' ``DynamicCache`` grows them."""
+
+    __slots__ = ("keys", "values")
+
+    def __init__(self):
+        self.keys: torch.Tensor | None = None
+        self.values: torch.Tensor | None = None
+
+    def update(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        if self.keys is None:
+            self.keys, self.values = k, v
+        else:
+            self.keys = torch.cat([self.keys, k], dim=-2)
+            self.values = torch.cat([self.values, v], dim=-2)
+        return self.keys, self.values
+
+
+class Cache:
+    """The keys and values of every layer (``layers``: :class:`CacheLayer`), with the part of transformers'
+    ``DynamicCache`` the runtime uses: :meth:`get_seq_length` and :meth:`crop`."""
+
+    def __init__(self, layers: int):
+        self.layers = [CacheLayer() for _ in range(layers)]
+
+    def get_seq_length(self) -> int:
+        """The number of tokens cached."""
+        keys = self.layers[0].keys
+        return 0 if keys is None else keys.shape[-2]
+
+    def crop(self, max_length: int) -> None:
+        """Keep the first ``max_length`` tokens; a negative count removes that many from the end (transformers'
+        meaning)."""
+        if max_length < 0:
+            max_length = self.get_seq_length() + max_length
+        if self.get_seq_length() <= max_length:
+            return
+        for layer in self.layers:
+            layer.keys = layer.keys[..., :max_length, :]
+            layer.values = layer.values[..., :max_length, :]
+
+
+@dataclass
+class Output:
+    """``logits``: (batch, positions kept, vocab_size) in the model's dtype; ``cache``: the :class:`Cache` after
+    the pass (None without ``use_cache``)."""
+
+    logits: torch.Tensor
+    cache: Cache | None
+
+
+class CausalLM(nn.Module):
+    """The decoder and its output layer (``lm_head``), built on ``device`` (the meta device to receive a
+    checkpoint's tensors with ``load_state_dict(..., assign=True)``). ``config``: a config.json dict that
+    :func:`supported` accepts; raises KeyError for one that lacks a size."""
+
+    def __init__(self, config: dict, dtype: torch.dtype = torch.bfloat16, device=None):
+        super().__init__()
+        c = SimpleNamespace(**config)
+        c.head_dim = config.get("head_dim") or c.hidden_size // c.num_attention_heads
+        c.num_key_value_heads = config.get("num_key_value_heads") or c.num_attention_heads
+        c.rms_norm_eps = config.get("rms_norm_eps", 1e-6)
+        c.rope_theta = rope_theta(config)
+        c.tie_word_embeddings = config.get("tie_word_embeddings", False)
+        c.max_position_embeddings = config.get("max_position_embeddings")
+        c.use_sliding_window = False
+        c.attention_biases = attention_biases(config)
+        self.config = c
+        self.model = Decoder(c, dtype, device)
+        self.lm_head = nn.Linear(c.hidden_size, c.vocab_size, bias=False, dtype=dtype, device=device)
+
+    @property
+    def device(self) -> torch.device:
+        return self.model.norm.weight.device
+
+    def get_decoder(self) -> Decoder:
+        """The embedding, layers and final norm that :func:`..decoding.rowpass.row_pass` runs for a batch."""
+        return self.model
+
+    def get_input_embeddings(self) -> nn.Module:
+        return self.model.embed_tokens
+
+    def get_output_embeddings(self) -> nn.Module:
+        return self.lm_head
+
+    def forward(self, input_ids: torch.Tensor, cache: Cache | None = None, use_cache: bool = False,
+                logits_to_keep: int = 0, **_) -> Output:
+        """Run the long ``input_ids`` (batch, tokens) after ``cache``'s tokens; the logits of the last
+        ``logits_to_keep`` positions (0: all). ``use_cache``: the new keys and values are added to ``cache`` (a
+        new :class:`Cache` when None) and it is returned."""
+        if use_cache and cache is None:
+            cache = Cache(len(self.model.layers))
+        past = cache.get_seq_length() if cache is not None else 0
+        tokens = input_ids.shape[1]
+        positions = (torch.arange(tokens, device=input_ids.device) + past)[None]
+        mask = None  # one query token, or a prompt with no past: no mask (transformers skips it too)
+        if tokens > 1 and past > 0:
+            mask = (torch.arange(tokens, device=input_ids.device)[:, None] + past
+                    >= torch.arange(past + tokens, device=input_ids.device)[None])[None, None]
+        x = self.model.embed_tokens(input_ids)
+        cos, sin = self.model.rotary_emb(x, positions)
+        for i, layer in enumerate(self.model.layers):
+            x = layer(x, cos, sin, cache.layers[i] if use_cache else None, mask)
+        x = self.model.norm(x)
+        keep = slice(-logits_to_keep, None) if logits_to_keep else slice(None)
+        return Output(self.lm_head(x[:, keep]), cache if use_cache else None)
