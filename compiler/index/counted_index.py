@@ -157,7 +157,7 @@ class TokenEffects:
         got = self._comp[ids, e]
         miss = got < 0
         if miss.any():
-            pairs = np.unique(ids[miss] * self._comp.shape[1] + e[miss])
+            pairs = unique_keys(ids[miss] * self._comp.shape[1] + e[miss], self._comp.size)[0]
             pi, pe = pairs // self._comp.shape[1], pairs % self._comp.shape[1]
             k, his = len(self.his), self.his
             old = self.rows[pi]

@@ -45,6 +45,26 @@ def bit_column(bits: np.ndarray, i: int) -> np.ndarray:
     return ((bits[:, i >> 6] >> np.uint64(i & 63)) & np.uint64(1)).astype(bool)
 
 
+def bit_pairs(bits: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """(row, column) int64 arrays of every set bit among the first ``k`` columns of ``bits`` (uint64 (n, words),
+    as :func:`member_bits` makes), rows ascending and columns ascending within a row: what ``np.nonzero`` of
+    the unpacked bool matrix gives, but each distinct row unpacked once (a walk's rows are a few patterns)."""
+    bits = np.ascontiguousarray(bits, dtype=np.uint64)
+    n, words = bits.shape
+    if words == 1:
+        distinct, inverse = np.unique(bits[:, 0], return_inverse=True)
+        patterns = distinct[:, None]
+    else:
+        distinct, inverse = np.unique(bits.view(np.dtype((np.void, 8 * words))).reshape(-1), return_inverse=True)
+        patterns = np.frombuffer(distinct.tobytes(), dtype=np.uint64).reshape(-1, words)
+    inverse = inverse.reshape(-1)
+    p_row, p_col = np.nonzero(np.unpackbits(np.ascontiguousarray(patterns).view(np.uint8), axis=1,
+                                            bitorder="little")[:, :k])
+    offsets = np.searchsorted(p_row, np.arange(len(patterns) + 1))
+    owner, pos = _expand(offsets[inverse], offsets[inverse + 1])
+    return owner.astype(np.int64), p_col[pos].astype(np.int64)
+
+
 class GroupWalk:
     """The walk of one :class:`StateGroup`, kept shared: the rep's tokens once, and per member only what it
     walked on its own. A member's (tokens, next states) are derived when asked (:meth:`piece`), so a
@@ -329,6 +349,9 @@ def _descend(
     out_s, out_t, out_n = [], [], []
     found: dict[int, int] = {}
     stopped: list[int] = []
+    if cap is not None:  # the depth index at which each start state's walk began (-1: not yet)
+        began = np.full(len(flat_t) // 256, -1, dtype=np.int64)
+        began[start] = 0
     for d in range(len(trie.byte)):
         if len(node):
             owner, tokens = _ends(trie, d, node)
@@ -348,6 +371,9 @@ def _descend(
         if d in seeds:
             s2, n2, c2 = seeds[d]
             start, node, cur = np.concatenate([start, s2]), np.concatenate([node, n2]), np.concatenate([cur, c2])
+            if cap is not None:
+                fresh = s2[began[s2] < 0]
+                began[fresh] = d
         if stopped:
             go = ~np.isin(start, stopped)
             start, node, cur = start[go], node[go], cur[go]
@@ -355,7 +381,35 @@ def _descend(
             break
         owner, node, cur = _children(flat_t, trie, d, node, cur)
         start = start[owner]
+        if cap is not None and capped is not None and len(node):
+            more = _beyond_cap(trie, d + 1, start, node, began, found, cap, capped)
+            if more:
+                stopped += more
+                go = ~np.isin(start, more)
+                start, node, cur = start[go], node[go], cur[go]
     return out_s, out_t, out_n
+
+
+#: A walk capped at ``cap`` entries per start state (:func:`_descend`) stops a start state once the entries it
+#: found and the tokens below its live prefixes pass the cap, this many bytes below where its walk began (the
+#: tokens below a prefix bound what it can still find; a byte or two down, most dead prefixes are gone).
+CAP_LOOKAHEAD = 2
+
+
+def _beyond_cap(trie: TokenTrie, d: int, start: np.ndarray, node: np.ndarray, began: np.ndarray,
+                found: dict[int, int], cap: int, capped: set[int]) -> list[int]:
+    """The start states (added to ``capped``) that began :data:`CAP_LOOKAHEAD` or more bytes above depth index
+    ``d`` and whose entries found so far and tokens below their live depth-``d`` prefixes ``node`` pass ``cap``."""
+    old = began[start] <= d - CAP_LOOKAHEAD
+    if not old.any():
+        return []
+    bound = np.bincount(start[old], weights=trie.below[d][node[old]], minlength=len(began))
+    out = []
+    for s in np.flatnonzero(bound > 0).tolist():  # every live prefix has a token below it
+        if s not in capped and bound[s] + found.get(s, 0) > cap:
+            capped.add(s)
+            out.append(s)
+    return out
 
 
 def _first_level(flat_t: np.ndarray, trie: TokenTrie, states: np.ndarray):
@@ -655,7 +709,7 @@ def _walk_group(flat_t: np.ndarray, trie: TokenTrie, g: StateGroup, heavy: bool 
     tok, end, bits, met = tok[order], end[order], bits[order], met[order]
     seeds = {}
     for d, (nodes, qs, drop) in seed_parts.items():
-        owner, member = np.nonzero(np.unpackbits(drop.view(np.uint8), axis=1, bitorder="little")[:, :k])
+        owner, member = bit_pairs(drop, k)
         # a seed's state is reached from a state core for its member, so it is paired (mapped >= 0)
         seeds[d] = (g.members[member], nodes[owner], g.phi_of(member, qs[owner]))
     cap = max(int(HEAVY_SHARE * len(tok)), HEAVY_MIN - 1) if heavy else None
