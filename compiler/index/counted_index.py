@@ -344,9 +344,11 @@ def _members(sh: _Shared, fx: TokenEffects, needs: _Numbered, n: int) -> list[_M
     width = 2 * len(sh.end)
     pairs_of: dict[bytes, tuple] = {}
     got_of = []
-    for i, (key, mine, met) in enumerate(_columns(g)):
+    keys = [a + b for a, b in zip(g.member_keys(), g.met_keys())]
+    for i, key in enumerate(keys):
         got = pairs_of.get(key)
         if got is None:
+            mine, met = g.member_columns(i)
             pair = sh.cls * 2 + met
             got = pairs_of[key] = (key, pair, np.flatnonzero(np.bincount(pair[mine], minlength=width)), mine)
         got_of.append(got)
@@ -385,15 +387,6 @@ def _members(sh: _Shared, fx: TokenEffects, needs: _Numbered, n: int) -> list[_M
                                 int(np.count_nonzero(ok_e)))
         out.append(_Member(*got, edges))
     return out
-
-
-def _columns(g: GroupWalk) -> list[tuple]:
-    """Per member of ``g``: (a key of its two bit columns, the entries it takes: bool (E,), those met: bool
-    (E,)), from the group's bit matrices unpacked once."""
-    serves, met = g.columns()
-    met_keys = np.packbits(met, axis=1)
-    keys = g.member_keys(serves)
-    return [(keys[i] + content_key(met_keys[i]), serves[i], met[i]) for i in range(len(g.members))]
 
 
 def _member_guards(g: GroupWalk, sh: _Shared, mem: list[_Member], own: _Entries, bounds: list[int],

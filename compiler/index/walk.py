@@ -28,7 +28,7 @@ import numpy as np
 
 from ..limits import entries_error
 from .trie import TokenTrie
-from .uniq import distinct_rows, unique_rows
+from .uniq import distinct_inverse, distinct_rows, unique_rows
 
 
 def member_bits(rows: np.ndarray) -> np.ndarray:
@@ -83,6 +83,8 @@ class GroupWalk:
         self.group, self.tok, self.end, self.bits, self.met, self.own = group, tok, end, bits, met, own
         self._columns: dict[int, np.ndarray] = {}
         self._keys: list[bytes] | None = None
+        self._met_keys: list[bytes] | None = None
+        self._patterns: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
         self._triples: np.ndarray | None = None
         self.capped = np.zeros(len(group.members), dtype=bool)  # own walks stopped (see _walk_group)
 
@@ -120,10 +122,32 @@ class GroupWalk:
         out[self.members == self.group.rep] = False
         return out
 
+    def patterns(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The distinct (members served, members met) rows of the shared walk's entries (a walk's entries have
+        few): bool (P, k) ``served`` and ``met``, and int64 (E,) each entry's row. Member i takes entry e when
+        ``served[pattern[e], i]``, so two members take the same entries exactly when their columns of
+        ``served`` are equal (each pattern is some entry's). Made once, kept."""
+        if self._patterns is None:
+            k, words = len(self.members), self.bits.shape[1]
+            distinct, inverse = distinct_inverse(np.concatenate([self.bits, self.met], axis=1))
+
+            def unpack(a: np.ndarray) -> np.ndarray:
+                return np.unpackbits(np.ascontiguousarray(a).view(np.uint8), axis=1,
+                                     bitorder="little")[:, :k].astype(bool)
+
+            self._patterns = (unpack(distinct[:, :words]), unpack(distinct[:, words:]), inverse)
+        return self._patterns
+
+    def member_columns(self, i: int) -> tuple[np.ndarray, np.ndarray]:
+        """bool (E,) each: the entries member ``i`` takes, and those it takes having met the rep."""
+        served, met, pattern = self.patterns()
+        return served[pattern, i], (served[:, i] & met[:, i])[pattern]
+
     def served(self) -> int:
         """The entries of all members together (what the group stands for)."""
-        ones = np.unpackbits(self.bits.view(np.uint8), axis=1, bitorder="little")[:, : len(self.members)]
-        return int(ones.sum()) + sum(len(t) for t, _ in self.own)
+        served, _, pattern = self.patterns()
+        counts = np.bincount(pattern, minlength=len(served))
+        return int(counts @ served.sum(axis=1)) + sum(len(t) for t, _ in self.own)
 
     def held(self) -> int:
         """The entries held in memory: the shared walk once, and every member's own."""
@@ -148,17 +172,19 @@ class GroupWalk:
         met = np.unpackbits(self.met.view(np.uint8), axis=1, bitorder="little")[:, :k].T.astype(bool)
         return serves, met
 
-    def member_keys(self, serves: np.ndarray | None = None) -> list[bytes]:
-        """A key per member of what it takes of the shared walk (equal keys: equal sets), kept. ``serves``:
-        the first of :meth:`columns` when the caller has it (unpacked here otherwise)."""
+    def member_keys(self) -> list[bytes]:
+        """A key per member of what it takes of the shared walk (equal keys: equal sets; from its column of
+        :meth:`patterns`), kept."""
         if self._keys is None:
-            if serves is None:
-                k = len(self.members)
-                serves = np.unpackbits(self.bits.view(np.uint8), axis=1, bitorder="little")[:, :k].T
-            packed = np.packbits(serves, axis=1)
-            self._keys = [row.tobytes() if packed.shape[1] <= 64 else hashlib.blake2b(row.tobytes(), digest_size=16).digest()
-                          for row in packed]
+            self._keys = _column_keys(self.patterns()[0])
         return self._keys
+
+    def met_keys(self) -> list[bytes]:
+        """A key per member of the entries it takes having met the rep (equal keys: equal sets), kept."""
+        if self._met_keys is None:
+            served, met, _ = self.patterns()
+            self._met_keys = _column_keys(served & met)
+        return self._met_keys
 
     def edge_keys(self, num_states: int) -> np.ndarray:
         """int64 ``member * num_states + next state`` of every member's tokens (with repeats): the distinct
@@ -198,6 +224,14 @@ class GroupWalk:
         met = bit_column(t[served, 1 + words :], i)
         mapped = np.concatenate([np.where(met, end, self.group.phi_of(i, end)), self.own[i][1].astype(np.int64)])
         return np.unique(mapped) if distinct else mapped
+
+
+def _column_keys(columns: np.ndarray) -> list[bytes]:
+    """A key per column of ``columns`` (bool (P, k)): its packed bits, or a 16-byte BLAKE2b digest of them past
+    64 bytes."""
+    packed = np.packbits(columns.T, axis=1)
+    return [row.tobytes() if packed.shape[1] <= 64 else hashlib.blake2b(row.tobytes(), digest_size=16).digest()
+            for row in packed]
 
 
 class WalkResult:
