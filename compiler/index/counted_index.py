@@ -316,7 +316,7 @@ class _Shared:
         k = len(fx.his)
         self.g = g
         eid = fx.effect_ids(np.full(len(g.tok), g.group.rep, dtype=np.int64), g.tok)
-        ends, end_at = np.unique(g.end, return_inverse=True)
+        ends, end_at = unique_keys(g.end, fx.tr.num_states)
         kinds, self.cls = unique_keys(eid * len(ends) + end_at.reshape(-1), len(fx.rows) * len(ends))
         rows = fx.rows[kinds // len(ends)]
         self.add, self.reset, self.after = rows[:, :k], rows[:, k : 2 * k], rows[:, 2 * k : 3 * k]
@@ -344,13 +344,20 @@ def _members(sh: _Shared, fx: TokenEffects, needs: _Numbered, n: int) -> list[_M
     width = 2 * len(sh.end)
     pairs_of: dict[bytes, tuple] = {}
     got_of = []
+    # a member takes an entry, having met the rep or not, by the entry's (members served, met) pattern: each
+    # distinct (pattern, class) combination of the shared walk is worked out once, and an entry's from it
+    served, met, pattern = g.patterns()
+    n_cls = len(sh.end)
+    combos, combo_of = unique_keys(pattern * n_cls + sh.cls, len(served) * n_cls)
+    combo_pat, combo_cls = combos // n_cls, combos % n_cls
+    combo_count = np.bincount(combo_of, minlength=len(combos))
     keys = [a + b for a, b in zip(g.member_keys(), g.met_keys())]
     for i, key in enumerate(keys):
         got = pairs_of.get(key)
         if got is None:
-            mine, met = g.member_columns(i)
-            pair = sh.cls * 2 + met
-            got = pairs_of[key] = (key, pair, np.flatnonzero(np.bincount(pair[mine], minlength=width)), mine)
+            takes = served[combo_pat, i]
+            pair = combo_cls * 2 + (served[:, i] & met[:, i])[combo_pat]
+            got = pairs_of[key] = (key, pair, np.flatnonzero(np.bincount(pair[takes], minlength=width)), takes)
         got_of.append(got)
     # every member's (class, met or not) pairs at once: their targets, needs and tightness in one pass
     counts = [len(got[2]) for got in got_of]
@@ -382,9 +389,9 @@ def _members(sh: _Shared, fx: TokenEffects, needs: _Numbered, n: int) -> list[_M
             lut_guarded = np.zeros(width, dtype=bool)
             lut_ok[pairs], lut_need[pairs] = ok, np.where(ok, need_id, -1)
             lut_guarded[pairs] = guarded
-            ok_e = mine & lut_ok[pair]
-            got = made[full] = (ok_e, np.where(ok_e, lut_need[pair], -1), ok_e & lut_guarded[pair],
-                                int(np.count_nonzero(ok_e)))
+            ok_c = mine & lut_ok[pair]  # per combination; then per entry
+            got = made[full] = (ok_c[combo_of], np.where(ok_c, lut_need[pair], -1)[combo_of],
+                                (ok_c & lut_guarded[pair])[combo_of], int(combo_count[ok_c].sum()))
         out.append(_Member(*got, edges))
     return out
 

@@ -138,11 +138,6 @@ class GroupWalk:
             self._patterns = (unpack(distinct[:, :words]), unpack(distinct[:, words:]), inverse)
         return self._patterns
 
-    def member_columns(self, i: int) -> tuple[np.ndarray, np.ndarray]:
-        """bool (E,) each: the entries member ``i`` takes, and those it takes having met the rep."""
-        served, met, pattern = self.patterns()
-        return served[pattern, i], (served[:, i] & met[:, i])[pattern]
-
     def served(self) -> int:
         """The entries of all members together (what the group stands for)."""
         served, _, pattern = self.patterns()
@@ -163,14 +158,6 @@ class GroupWalk:
             order = np.argsort(tok, kind="stable")
             tok, nxt = tok[order], nxt[order]
         return tok, nxt
-
-    def columns(self) -> tuple[np.ndarray, np.ndarray]:
-        """bool (k, E) each: the entries each member takes, and those it takes having met the rep (all
-        members at once; O(k E) bits)."""
-        k = len(self.members)
-        serves = np.unpackbits(self.bits.view(np.uint8), axis=1, bitorder="little")[:, :k].T.astype(bool)
-        met = np.unpackbits(self.met.view(np.uint8), axis=1, bitorder="little")[:, :k].T.astype(bool)
-        return serves, met
 
     def member_keys(self) -> list[bytes]:
         """A key per member of what it takes of the shared walk (equal keys: equal sets; from its column of
@@ -742,10 +729,16 @@ def _walk_group(flat_t: np.ndarray, trie: TokenTrie, g: StateGroup, heavy: bool 
     order = np.argsort(tok, kind="stable")
     tok, end, bits, met = tok[order], end[order], bits[order], met[order]
     seeds = {}
-    for d, (nodes, qs, drop) in seed_parts.items():
-        owner, member = bit_pairs(drop, k)
-        # a seed's state is reached from a state core for its member, so it is paired (mapped >= 0)
-        seeds[d] = (g.members[member], nodes[owner], g.phi_of(member, qs[owner]))
+    if seed_parts:  # the set bits of every depth's drops at once, split by depth after
+        depths = list(seed_parts)
+        owner, member = bit_pairs(np.concatenate([seed_parts[d][2] for d in depths]), k)
+        rows = np.cumsum([0] + [len(seed_parts[d][0]) for d in depths])
+        cut = np.searchsorted(owner, rows)
+        for d, lo, a, b in zip(depths, rows[:-1].tolist(), cut[:-1].tolist(), cut[1:].tolist()):
+            nodes, qs, _ = seed_parts[d]
+            at, mem = owner[a:b] - lo, member[a:b]
+            # a seed's state is reached from a state core for its member, so it is paired (mapped >= 0)
+            seeds[d] = (g.members[mem], nodes[at], g.phi_of(mem, qs[at]))
     cap = max(int(HEAVY_SHARE * len(tok)), HEAVY_MIN - 1) if heavy else None
     capped: set[int] = set()
     es, et, en = _sorted_triples(*_descend(flat_t, trie, (np.zeros(0, np.int64),) * 3, seeds, cap=cap,
