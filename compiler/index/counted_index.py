@@ -132,7 +132,10 @@ class TokenEffects:
         rows = np.flatnonzero(self._distance[state] < tok_len)  # only tokens that reach an effect
         if not len(rows):
             return eid
-        rows = rows[np.argsort(-tok_len[rows], kind="stable")]
+        longest = int(tok_len[rows].max())
+        # longest first, ties in entry order: a stable sort of small keys (a radix sort within 16 bits)
+        key = longest - tok_len[rows]
+        rows = rows[np.argsort(key.astype(np.uint16) if longest < 1 << 16 else key, kind="stable")]
         length = tok_len[rows]
         active = np.searchsorted(-length, -np.arange(int(length[0])), side="left")  # rows longer than j
         toks, cur = token[rows], state[rows].astype(np.int64)

@@ -726,7 +726,7 @@ def _walk_group(flat_t: np.ndarray, trie: TokenTrie, g: StateGroup, heavy: bool 
     end = np.concatenate(ends) if ends else np.zeros(0, np.int64)
     bits = np.concatenate(served) if served else np.zeros((0, words), np.uint64)
     met = np.concatenate(mets) if mets else np.zeros((0, words), np.uint64)
-    order = np.argsort(tok, kind="stable")
+    order = _token_order(tok)
     tok, end, bits, met = tok[order], end[order], bits[order], met[order]
     seeds = {}
     if seed_parts:  # the set bits of every depth's drops at once, split by depth after
@@ -749,6 +749,16 @@ def _walk_group(flat_t: np.ndarray, trie: TokenTrie, g: StateGroup, heavy: bool 
     walked = GroupWalk(g, tok, end, bits, met, [(et[a:b], en[a:b]) for a, b in zip(lo, hi)])
     walked.capped = np.isin(g.members, list(capped))
     return walked
+
+
+def _token_order(tok: np.ndarray) -> np.ndarray:
+    """int64: the order that sorts ``tok`` (distinct non-negative token ids, as one walk from one state
+    reaches each token once), by marking a table as long as the largest id (no comparison sort)."""
+    if len(tok) == 0:
+        return np.zeros(0, dtype=np.int64)
+    slot = np.full(int(tok.max()) + 1, -1, dtype=np.int64)
+    slot[tok] = np.arange(len(tok))
+    return slot[slot >= 0]
 
 
 def walk(transitions: np.ndarray, trie: TokenTrie, states: np.ndarray | None = None,
