@@ -100,8 +100,10 @@ class TokenEffects:
         self._ids: dict[bytes, int] = {zero.tobytes(): NO_EFFECT}
         self._row_list: list[np.ndarray] = [zero, zero]  # NO_EFFECT, IMPOSSIBLE
         self._rows: np.ndarray | None = None
-        self._comp = np.full((16, len(self._steps[0])), -1, dtype=np.int64)  # (effect so far, byte effect) -> effect
+        # (effect so far, byte effect) -> effect; -1 until composed. Byte effect 0 is none: the identity
+        self._comp = np.full((16, len(self._steps[0])), -1, dtype=np.int64)
         self._comp[IMPOSSIBLE] = IMPOSSIBLE
+        self._comp[:, 0] = np.arange(16)
 
     def effects(self, state: np.ndarray, token: np.ndarray) -> tuple[np.ndarray, ...]:
         """The effect on the counters of each entry (``state``, ``token``: int arrays (E,)): the composition
@@ -143,24 +145,25 @@ class TokenEffects:
         effect, trans, column = self._flat_effect, self._flat_trans, self._bytes.T
         for j, m in enumerate(active.tolist()):
             at = cur[:m] * 256 + column[j][toks[:m]]
-            e = effect[at]
             cur[:m] = trans[at]
-            at = np.flatnonzero(e)
-            if len(at):
-                ids[at] = self._compose(ids[at], e[at].astype(np.int64))
+            ids[:m] = self._compose(ids[:m], effect[at])  # byte effect 0 (none) is the identity
         eid[rows] = ids
         return eid
 
     def _compose(self, ids: np.ndarray, e: np.ndarray) -> np.ndarray:
-        """int64: the number of effect ``ids`` followed by byte effect ``e`` (int64 arrays), from the table
+        """int64: the number of effect ``ids`` followed by byte effect ``e`` (int arrays), from the table
         of composed pairs, the pairs not in it composed (once each) and added."""
-        if ids.max() >= self._comp.shape[0]:
-            grow = max(int(ids.max()) + 1, 2 * self._comp.shape[0]) - self._comp.shape[0]
-            self._comp = np.concatenate([self._comp, np.full((grow, self._comp.shape[1]), -1, np.int64)])
-        got = self._comp[ids, e]
+        if len(self._row_list) > self._comp.shape[0]:  # every number made so far has its row of the table
+            old = self._comp.shape[0]
+            grow = max(len(self._row_list), 2 * old) - old
+            more = np.full((grow, self._comp.shape[1]), -1, np.int64)
+            more[:, 0] = np.arange(old, old + grow)
+            self._comp = np.concatenate([self._comp, more])
+        key = ids * self._comp.shape[1] + e
+        got = self._comp.reshape(-1)[key]
         miss = got < 0
         if miss.any():
-            pairs = unique_keys(ids[miss] * self._comp.shape[1] + e[miss], self._comp.size)[0]
+            pairs = unique_keys(key[miss], self._comp.size)[0]
             pi, pe = pairs // self._comp.shape[1], pairs % self._comp.shape[1]
             k, his = len(self.his), self.his
             old = self.rows[pi]
@@ -175,7 +178,7 @@ class TokenEffects:
             for x in np.flatnonzero(ok).tolist():
                 out[x] = self._intern(new[x])
             self._comp[pi, pe] = out
-            got = self._comp[ids, e]
+            got[miss] = self._comp.reshape(-1)[key[miss]]
         return got
 
     def _intern(self, row: np.ndarray) -> int:
