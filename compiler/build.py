@@ -138,12 +138,13 @@ def runtime_compiler(functions: list[Function], vocabulary: Vocabulary, options:
 
 
 def prepare_vocabulary(vocabulary: Vocabulary) -> None:
-    """Build what every compile for ``vocabulary`` needs, ahead of the first: its token trie and its token
-    bytes matrix (kept per process; a compile worker calls this when it starts)."""
+    """Build what every compile for ``vocabulary`` needs, ahead of the first: its token trie (with the tokens
+    below each node, :attr:`~.index.trie.TokenTrie.below`) and its token bytes matrix (kept per process; a
+    compile worker calls this when it starts)."""
     from .compile import token_trie
     from .index.counted_index import token_matrix
 
-    token_trie(vocabulary)
+    token_trie(vocabulary).below  # noqa: B018 (made and kept on first use)
     token_matrix(vocabulary.token_bytes)
 
 

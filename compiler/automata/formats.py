@@ -114,6 +114,46 @@ URI = f"(?:{_URI_NAMED}|{_URI_IP})"
 URI_REFERENCE = f"(?:{_URI_NAMED}|{_URI_IP}|{_RELATIVE_NAMED}|{_RELATIVE_IP})"
 
 
+def _email_dfa(timings: dict[str, float] | None = None) -> ByteDFA:
+    """The minimal DFA of a JSON string holding an ``email`` (:data:`EMAIL`, quotes included), built state by
+    state: the local part's atoms, then domain labels of 1 to 63 letters, digits and inner hyphens, one state
+    per (characters read, last one a hyphen) and label kind (the first, which a dot must follow, or a later
+    one, which may close the string). The regex through interegular takes ~50 ms (its 244 label copies);
+    this takes ~2 ms, and minimizes to the same arrays (a test compares them)."""
+    import numpy as np
+
+    atext = np.frombuffer(b"!#$%&'*+-/=?^_`{|}~", dtype=np.uint8).tolist() + [
+        *range(ord("0"), ord("9") + 1), *range(ord("A"), ord("Z") + 1), *range(ord("a"), ord("z") + 1)]
+    alnum = [*range(ord("0"), ord("9") + 1), *range(ord("A"), ord("Z") + 1), *range(ord("a"), ord("z") + 1)]
+    hyphen, dot, at, quote = ord("-"), ord("."), ord("@"), ord('"')
+    n_label = 2 * 63  # (characters read 1..63, last a hyphen) per label kind
+    start, atom_start, in_atom, accept = 0, 1, 2, 3
+    first = 4  # first[i, h] = first + 2 * (i - 1) + h; the later labels follow
+    later = first + n_label
+    t = np.full((later + n_label, 256), -1, dtype=np.int32)
+    t[start, quote] = atom_start
+    t[atom_start, atext] = in_atom
+    t[in_atom, atext] = in_atom
+    t[in_atom, dot] = atom_start
+    label_start = {first: len(t), later: len(t) + 1}  # the states before a label's first character
+    t = np.concatenate([t, np.full((2, 256), -1, dtype=np.int32)])
+    t[in_atom, at] = label_start[first]
+    for base in (first, later):
+        t[label_start[base], alnum] = base  # one character read, not a hyphen
+        for i in range(1, 64):
+            plain, after_hyphen = base + 2 * (i - 1), base + 2 * (i - 1) + 1
+            if i < 63:
+                t[plain, alnum] = t[after_hyphen, alnum] = base + 2 * i
+                if i < 62:  # a hyphen is never last: the 63rd character is a letter or digit
+                    t[plain, hyphen] = t[after_hyphen, hyphen] = base + 2 * i + 1
+            t[plain, dot] = label_start[later]
+            if base == later:
+                t[plain, quote] = accept
+    accepting = np.zeros(len(t), dtype=bool)
+    accepting[accept] = True
+    return D.minimize(ByteDFA(t, accepting, start))
+
+
 def _ip_literal(head: str) -> ByteDFA:
     """The content DFA of ``head`` [userinfo@] ``[`` IPv6 or IPvFuture ``]`` [port] path-abempty [query]
     [fragment], joined from separately built parts (interegular on the whole regex takes 0.7 s and passes
@@ -149,6 +189,8 @@ def format_node(name: str) -> Node | None:
     (see the module docstring)."""
     if name in ("uri", "uri-reference"):
         return FastLeaf(string_of(FORMATS[name]), lambda timings: _uri(name == "uri-reference"))
+    if name == "email":
+        return FastLeaf(string_of(EMAIL), _email_dfa)
     if name in FORMATS:
         return Leaf(string_of(FORMATS[name]))
     if name in PATTERN_FORMATS:

@@ -100,8 +100,10 @@ class TokenEffects:
         self._ids: dict[bytes, int] = {zero.tobytes(): NO_EFFECT}
         self._row_list: list[np.ndarray] = [zero, zero]  # NO_EFFECT, IMPOSSIBLE
         self._rows: np.ndarray | None = None
-        self._comp = np.full((16, len(self._steps[0])), -1, dtype=np.int64)  # (effect so far, byte effect) -> effect
+        # (effect so far, byte effect) -> effect; -1 until composed. Byte effect 0 is none: the identity
+        self._comp = np.full((16, len(self._steps[0])), -1, dtype=np.int64)
         self._comp[IMPOSSIBLE] = IMPOSSIBLE
+        self._comp[:, 0] = np.arange(16)
 
     def effects(self, state: np.ndarray, token: np.ndarray) -> tuple[np.ndarray, ...]:
         """The effect on the counters of each entry (``state``, ``token``: int arrays (E,)): the composition
@@ -132,7 +134,10 @@ class TokenEffects:
         rows = np.flatnonzero(self._distance[state] < tok_len)  # only tokens that reach an effect
         if not len(rows):
             return eid
-        rows = rows[np.argsort(-tok_len[rows], kind="stable")]
+        longest = int(tok_len[rows].max())
+        # longest first, ties in entry order: a stable sort of small keys (a radix sort within 16 bits)
+        key = longest - tok_len[rows]
+        rows = rows[np.argsort(key.astype(np.uint16) if longest < 1 << 16 else key, kind="stable")]
         length = tok_len[rows]
         active = np.searchsorted(-length, -np.arange(int(length[0])), side="left")  # rows longer than j
         toks, cur = token[rows], state[rows].astype(np.int64)
@@ -140,24 +145,25 @@ class TokenEffects:
         effect, trans, column = self._flat_effect, self._flat_trans, self._bytes.T
         for j, m in enumerate(active.tolist()):
             at = cur[:m] * 256 + column[j][toks[:m]]
-            e = effect[at]
             cur[:m] = trans[at]
-            at = np.flatnonzero(e)
-            if len(at):
-                ids[at] = self._compose(ids[at], e[at].astype(np.int64))
+            ids[:m] = self._compose(ids[:m], effect[at])  # byte effect 0 (none) is the identity
         eid[rows] = ids
         return eid
 
     def _compose(self, ids: np.ndarray, e: np.ndarray) -> np.ndarray:
-        """int64: the number of effect ``ids`` followed by byte effect ``e`` (int64 arrays), from the table
+        """int64: the number of effect ``ids`` followed by byte effect ``e`` (int arrays), from the table
         of composed pairs, the pairs not in it composed (once each) and added."""
-        if ids.max() >= self._comp.shape[0]:
-            grow = max(int(ids.max()) + 1, 2 * self._comp.shape[0]) - self._comp.shape[0]
-            self._comp = np.concatenate([self._comp, np.full((grow, self._comp.shape[1]), -1, np.int64)])
-        got = self._comp[ids, e]
+        if len(self._row_list) > self._comp.shape[0]:  # every number made so far has its row of the table
+            old = self._comp.shape[0]
+            grow = max(len(self._row_list), 2 * old) - old
+            more = np.full((grow, self._comp.shape[1]), -1, np.int64)
+            more[:, 0] = np.arange(old, old + grow)
+            self._comp = np.concatenate([self._comp, more])
+        key = ids * self._comp.shape[1] + e
+        got = self._comp.reshape(-1)[key]
         miss = got < 0
         if miss.any():
-            pairs = np.unique(ids[miss] * self._comp.shape[1] + e[miss])
+            pairs = unique_keys(key[miss], self._comp.size)[0]
             pi, pe = pairs // self._comp.shape[1], pairs % self._comp.shape[1]
             k, his = len(self.his), self.his
             old = self.rows[pi]
@@ -172,7 +178,7 @@ class TokenEffects:
             for x in np.flatnonzero(ok).tolist():
                 out[x] = self._intern(new[x])
             self._comp[pi, pe] = out
-            got = self._comp[ids, e]
+            got[miss] = self._comp.reshape(-1)[key[miss]]
         return got
 
     def _intern(self, row: np.ndarray) -> int:
@@ -316,7 +322,7 @@ class _Shared:
         k = len(fx.his)
         self.g = g
         eid = fx.effect_ids(np.full(len(g.tok), g.group.rep, dtype=np.int64), g.tok)
-        ends, end_at = np.unique(g.end, return_inverse=True)
+        ends, end_at = unique_keys(g.end, fx.tr.num_states)
         kinds, self.cls = unique_keys(eid * len(ends) + end_at.reshape(-1), len(fx.rows) * len(ends))
         rows = fx.rows[kinds // len(ends)]
         self.add, self.reset, self.after = rows[:, :k], rows[:, k : 2 * k], rows[:, 2 * k : 3 * k]
@@ -344,11 +350,20 @@ def _members(sh: _Shared, fx: TokenEffects, needs: _Numbered, n: int) -> list[_M
     width = 2 * len(sh.end)
     pairs_of: dict[bytes, tuple] = {}
     got_of = []
-    for i, (key, mine, met) in enumerate(_columns(g)):
+    # a member takes an entry, having met the rep or not, by the entry's (members served, met) pattern: each
+    # distinct (pattern, class) combination of the shared walk is worked out once, and an entry's from it
+    served, met, pattern = g.patterns()
+    n_cls = len(sh.end)
+    combos, combo_of = unique_keys(pattern * n_cls + sh.cls, len(served) * n_cls)
+    combo_pat, combo_cls = combos // n_cls, combos % n_cls
+    combo_count = np.bincount(combo_of, minlength=len(combos))
+    keys = [a + b for a, b in zip(g.member_keys(), g.met_keys())]
+    for i, key in enumerate(keys):
         got = pairs_of.get(key)
         if got is None:
-            pair = sh.cls * 2 + met
-            got = pairs_of[key] = (key, pair, np.flatnonzero(np.bincount(pair[mine], minlength=width)), mine)
+            takes = served[combo_pat, i]
+            pair = combo_cls * 2 + (served[:, i] & met[:, i])[combo_pat]
+            got = pairs_of[key] = (key, pair, np.flatnonzero(np.bincount(pair[takes], minlength=width)), takes)
         got_of.append(got)
     # every member's (class, met or not) pairs at once: their targets, needs and tightness in one pass
     counts = [len(got[2]) for got in got_of]
@@ -380,20 +395,11 @@ def _members(sh: _Shared, fx: TokenEffects, needs: _Numbered, n: int) -> list[_M
             lut_guarded = np.zeros(width, dtype=bool)
             lut_ok[pairs], lut_need[pairs] = ok, np.where(ok, need_id, -1)
             lut_guarded[pairs] = guarded
-            ok_e = mine & lut_ok[pair]
-            got = made[full] = (ok_e, np.where(ok_e, lut_need[pair], -1), ok_e & lut_guarded[pair],
-                                int(np.count_nonzero(ok_e)))
+            ok_c = mine & lut_ok[pair]  # per combination; then per entry
+            got = made[full] = (ok_c[combo_of], np.where(ok_c, lut_need[pair], -1)[combo_of],
+                                (ok_c & lut_guarded[pair])[combo_of], int(combo_count[ok_c].sum()))
         out.append(_Member(*got, edges))
     return out
-
-
-def _columns(g: GroupWalk) -> list[tuple]:
-    """Per member of ``g``: (a key of its two bit columns, the entries it takes: bool (E,), those met: bool
-    (E,)), from the group's bit matrices unpacked once."""
-    serves, met = g.columns()
-    met_keys = np.packbits(met, axis=1)
-    keys = g.member_keys(serves)
-    return [(keys[i] + content_key(met_keys[i]), serves[i], met[i]) for i in range(len(g.members))]
 
 
 def _member_guards(g: GroupWalk, sh: _Shared, mem: list[_Member], own: _Entries, bounds: list[int],

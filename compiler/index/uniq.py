@@ -68,6 +68,24 @@ def distinct_rows(m: np.ndarray) -> np.ndarray:
     return m[first]
 
 
+def distinct_inverse(m: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct rows of ``m`` (any 64-bit integer matrix (n, c)) in no particular order, and each row's
+    index among them (int64 (n,)): rows hashed as :func:`distinct_rows` does and checked exactly (a hash
+    collision falls back to ``np.unique(axis=0)``)."""
+    m = np.ascontiguousarray(m)
+    if len(m) == 0:
+        return m, np.zeros(0, dtype=np.int64)
+    mult = np.random.default_rng(0x5EED).integers(1, 2**63, size=m.shape[1], dtype=np.uint64) | np.uint64(1)
+    with np.errstate(over="ignore"):
+        h = (m.view(np.uint64) * mult).sum(axis=1, dtype=np.uint64)
+    _, first, inverse = np.unique(h, return_index=True, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    if not np.array_equal(m[first[inverse]], m):
+        rows, inverse = np.unique(m, axis=0, return_inverse=True)
+        return rows, inverse.reshape(-1).astype(np.int64)
+    return m[first], inverse.astype(np.int64)
+
+
 #: :func:`unique_keys` marks keys in a table of all keys (no sort) while there are at most this many.
 DENSE_KEYS = 1 << 22
 

@@ -28,7 +28,7 @@ import numpy as np
 
 from ..limits import entries_error
 from .trie import TokenTrie
-from .uniq import distinct_rows, unique_rows
+from .uniq import distinct_inverse, distinct_rows, unique_rows
 
 
 def member_bits(rows: np.ndarray) -> np.ndarray:
@@ -43,6 +43,26 @@ def member_bits(rows: np.ndarray) -> np.ndarray:
 def bit_column(bits: np.ndarray, i: int) -> np.ndarray:
     """bool (n,): bit ``i`` of each row of ``bits`` (uint64 (n, words), as :func:`member_bits` makes)."""
     return ((bits[:, i >> 6] >> np.uint64(i & 63)) & np.uint64(1)).astype(bool)
+
+
+def bit_pairs(bits: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """(row, column) int64 arrays of every set bit among the first ``k`` columns of ``bits`` (uint64 (n, words),
+    as :func:`member_bits` makes), rows ascending and columns ascending within a row: what ``np.nonzero`` of
+    the unpacked bool matrix gives, but each distinct row unpacked once (a walk's rows are a few patterns)."""
+    bits = np.ascontiguousarray(bits, dtype=np.uint64)
+    n, words = bits.shape
+    if words == 1:
+        distinct, inverse = np.unique(bits[:, 0], return_inverse=True)
+        patterns = distinct[:, None]
+    else:
+        distinct, inverse = np.unique(bits.view(np.dtype((np.void, 8 * words))).reshape(-1), return_inverse=True)
+        patterns = np.frombuffer(distinct.tobytes(), dtype=np.uint64).reshape(-1, words)
+    inverse = inverse.reshape(-1)
+    p_row, p_col = np.nonzero(np.unpackbits(np.ascontiguousarray(patterns).view(np.uint8), axis=1,
+                                            bitorder="little")[:, :k])
+    offsets = np.searchsorted(p_row, np.arange(len(patterns) + 1))
+    owner, pos = _expand(offsets[inverse], offsets[inverse + 1])
+    return owner.astype(np.int64), p_col[pos].astype(np.int64)
 
 
 class GroupWalk:
@@ -63,6 +83,8 @@ class GroupWalk:
         self.group, self.tok, self.end, self.bits, self.met, self.own = group, tok, end, bits, met, own
         self._columns: dict[int, np.ndarray] = {}
         self._keys: list[bytes] | None = None
+        self._met_keys: list[bytes] | None = None
+        self._patterns: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
         self._triples: np.ndarray | None = None
         self.capped = np.zeros(len(group.members), dtype=bool)  # own walks stopped (see _walk_group)
 
@@ -100,10 +122,27 @@ class GroupWalk:
         out[self.members == self.group.rep] = False
         return out
 
+    def patterns(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The distinct (members served, members met) rows of the shared walk's entries (a walk's entries have
+        few): bool (P, k) ``served`` and ``met``, and int64 (E,) each entry's row. Member i takes entry e when
+        ``served[pattern[e], i]``, so two members take the same entries exactly when their columns of
+        ``served`` are equal (each pattern is some entry's). Made once, kept."""
+        if self._patterns is None:
+            k, words = len(self.members), self.bits.shape[1]
+            distinct, inverse = distinct_inverse(np.concatenate([self.bits, self.met], axis=1))
+
+            def unpack(a: np.ndarray) -> np.ndarray:
+                return np.unpackbits(np.ascontiguousarray(a).view(np.uint8), axis=1,
+                                     bitorder="little")[:, :k].astype(bool)
+
+            self._patterns = (unpack(distinct[:, :words]), unpack(distinct[:, words:]), inverse)
+        return self._patterns
+
     def served(self) -> int:
         """The entries of all members together (what the group stands for)."""
-        ones = np.unpackbits(self.bits.view(np.uint8), axis=1, bitorder="little")[:, : len(self.members)]
-        return int(ones.sum()) + sum(len(t) for t, _ in self.own)
+        served, _, pattern = self.patterns()
+        counts = np.bincount(pattern, minlength=len(served))
+        return int(counts @ served.sum(axis=1)) + sum(len(t) for t, _ in self.own)
 
     def held(self) -> int:
         """The entries held in memory: the shared walk once, and every member's own."""
@@ -120,25 +159,19 @@ class GroupWalk:
             tok, nxt = tok[order], nxt[order]
         return tok, nxt
 
-    def columns(self) -> tuple[np.ndarray, np.ndarray]:
-        """bool (k, E) each: the entries each member takes, and those it takes having met the rep (all
-        members at once; O(k E) bits)."""
-        k = len(self.members)
-        serves = np.unpackbits(self.bits.view(np.uint8), axis=1, bitorder="little")[:, :k].T.astype(bool)
-        met = np.unpackbits(self.met.view(np.uint8), axis=1, bitorder="little")[:, :k].T.astype(bool)
-        return serves, met
-
-    def member_keys(self, serves: np.ndarray | None = None) -> list[bytes]:
-        """A key per member of what it takes of the shared walk (equal keys: equal sets), kept. ``serves``:
-        the first of :meth:`columns` when the caller has it (unpacked here otherwise)."""
+    def member_keys(self) -> list[bytes]:
+        """A key per member of what it takes of the shared walk (equal keys: equal sets; from its column of
+        :meth:`patterns`), kept."""
         if self._keys is None:
-            if serves is None:
-                k = len(self.members)
-                serves = np.unpackbits(self.bits.view(np.uint8), axis=1, bitorder="little")[:, :k].T
-            packed = np.packbits(serves, axis=1)
-            self._keys = [row.tobytes() if packed.shape[1] <= 64 else hashlib.blake2b(row.tobytes(), digest_size=16).digest()
-                          for row in packed]
+            self._keys = _column_keys(self.patterns()[0])
         return self._keys
+
+    def met_keys(self) -> list[bytes]:
+        """A key per member of the entries it takes having met the rep (equal keys: equal sets), kept."""
+        if self._met_keys is None:
+            served, met, _ = self.patterns()
+            self._met_keys = _column_keys(served & met)
+        return self._met_keys
 
     def edge_keys(self, num_states: int) -> np.ndarray:
         """int64 ``member * num_states + next state`` of every member's tokens (with repeats): the distinct
@@ -178,6 +211,14 @@ class GroupWalk:
         met = bit_column(t[served, 1 + words :], i)
         mapped = np.concatenate([np.where(met, end, self.group.phi_of(i, end)), self.own[i][1].astype(np.int64)])
         return np.unique(mapped) if distinct else mapped
+
+
+def _column_keys(columns: np.ndarray) -> list[bytes]:
+    """A key per column of ``columns`` (bool (P, k)): its packed bits, or a 16-byte BLAKE2b digest of them past
+    64 bytes."""
+    packed = np.packbits(columns.T, axis=1)
+    return [row.tobytes() if packed.shape[1] <= 64 else hashlib.blake2b(row.tobytes(), digest_size=16).digest()
+            for row in packed]
 
 
 class WalkResult:
@@ -329,6 +370,9 @@ def _descend(
     out_s, out_t, out_n = [], [], []
     found: dict[int, int] = {}
     stopped: list[int] = []
+    if cap is not None:  # the depth index at which each start state's walk began (-1: not yet)
+        began = np.full(len(flat_t) // 256, -1, dtype=np.int64)
+        began[start] = 0
     for d in range(len(trie.byte)):
         if len(node):
             owner, tokens = _ends(trie, d, node)
@@ -348,6 +392,9 @@ def _descend(
         if d in seeds:
             s2, n2, c2 = seeds[d]
             start, node, cur = np.concatenate([start, s2]), np.concatenate([node, n2]), np.concatenate([cur, c2])
+            if cap is not None:
+                fresh = s2[began[s2] < 0]
+                began[fresh] = d
         if stopped:
             go = ~np.isin(start, stopped)
             start, node, cur = start[go], node[go], cur[go]
@@ -355,7 +402,35 @@ def _descend(
             break
         owner, node, cur = _children(flat_t, trie, d, node, cur)
         start = start[owner]
+        if cap is not None and capped is not None and len(node):
+            more = _beyond_cap(trie, d + 1, start, node, began, found, cap, capped)
+            if more:
+                stopped += more
+                go = ~np.isin(start, more)
+                start, node, cur = start[go], node[go], cur[go]
     return out_s, out_t, out_n
+
+
+#: A walk capped at ``cap`` entries per start state (:func:`_descend`) stops a start state once the entries it
+#: found and the tokens below its live prefixes pass the cap, this many bytes below where its walk began (the
+#: tokens below a prefix bound what it can still find; a byte or two down, most dead prefixes are gone).
+CAP_LOOKAHEAD = 2
+
+
+def _beyond_cap(trie: TokenTrie, d: int, start: np.ndarray, node: np.ndarray, began: np.ndarray,
+                found: dict[int, int], cap: int, capped: set[int]) -> list[int]:
+    """The start states (added to ``capped``) that began :data:`CAP_LOOKAHEAD` or more bytes above depth index
+    ``d`` and whose entries found so far and tokens below their live depth-``d`` prefixes ``node`` pass ``cap``."""
+    old = began[start] <= d - CAP_LOOKAHEAD
+    if not old.any():
+        return []
+    bound = np.bincount(start[old], weights=trie.below[d][node[old]], minlength=len(began))
+    out = []
+    for s in np.flatnonzero(bound > 0).tolist():  # every live prefix has a token below it
+        if s not in capped and bound[s] + found.get(s, 0) > cap:
+            capped.add(s)
+            out.append(s)
+    return out
 
 
 def _first_level(flat_t: np.ndarray, trie: TokenTrie, states: np.ndarray):
@@ -651,13 +726,19 @@ def _walk_group(flat_t: np.ndarray, trie: TokenTrie, g: StateGroup, heavy: bool 
     end = np.concatenate(ends) if ends else np.zeros(0, np.int64)
     bits = np.concatenate(served) if served else np.zeros((0, words), np.uint64)
     met = np.concatenate(mets) if mets else np.zeros((0, words), np.uint64)
-    order = np.argsort(tok, kind="stable")
+    order = _token_order(tok)
     tok, end, bits, met = tok[order], end[order], bits[order], met[order]
     seeds = {}
-    for d, (nodes, qs, drop) in seed_parts.items():
-        owner, member = np.nonzero(np.unpackbits(drop.view(np.uint8), axis=1, bitorder="little")[:, :k])
-        # a seed's state is reached from a state core for its member, so it is paired (mapped >= 0)
-        seeds[d] = (g.members[member], nodes[owner], g.phi_of(member, qs[owner]))
+    if seed_parts:  # the set bits of every depth's drops at once, split by depth after
+        depths = list(seed_parts)
+        owner, member = bit_pairs(np.concatenate([seed_parts[d][2] for d in depths]), k)
+        rows = np.cumsum([0] + [len(seed_parts[d][0]) for d in depths])
+        cut = np.searchsorted(owner, rows)
+        for d, lo, a, b in zip(depths, rows[:-1].tolist(), cut[:-1].tolist(), cut[1:].tolist()):
+            nodes, qs, _ = seed_parts[d]
+            at, mem = owner[a:b] - lo, member[a:b]
+            # a seed's state is reached from a state core for its member, so it is paired (mapped >= 0)
+            seeds[d] = (g.members[mem], nodes[at], g.phi_of(mem, qs[at]))
     cap = max(int(HEAVY_SHARE * len(tok)), HEAVY_MIN - 1) if heavy else None
     capped: set[int] = set()
     es, et, en = _sorted_triples(*_descend(flat_t, trie, (np.zeros(0, np.int64),) * 3, seeds, cap=cap,
@@ -668,6 +749,16 @@ def _walk_group(flat_t: np.ndarray, trie: TokenTrie, g: StateGroup, heavy: bool 
     walked = GroupWalk(g, tok, end, bits, met, [(et[a:b], en[a:b]) for a, b in zip(lo, hi)])
     walked.capped = np.isin(g.members, list(capped))
     return walked
+
+
+def _token_order(tok: np.ndarray) -> np.ndarray:
+    """int64: the order that sorts ``tok`` (distinct non-negative token ids, as one walk from one state
+    reaches each token once), by marking a table as long as the largest id (no comparison sort)."""
+    if len(tok) == 0:
+        return np.zeros(0, dtype=np.int64)
+    slot = np.full(int(tok.max()) + 1, -1, dtype=np.int64)
+    slot[tok] = np.arange(len(tok))
+    return slot[slot >= 0]
 
 
 def walk(transitions: np.ndarray, trie: TokenTrie, states: np.ndarray | None = None,

@@ -710,3 +710,21 @@ def test_an_escaped_code_point_never_stands_for_a_property_class():
     schema = {"type": "string", "pattern": "^\\uDBFF\\uDFFD\\p{L}$"}
     dfa, _ = schema_dfa(schema)
     assert [dfa.accepts(canonical(v).encode()) for v in ["aa", "\U0010FFFDa", "\U0010FFFD1"]] == [False, True, False]
+
+
+def test_email_automaton_built_directly_is_the_regexs():
+    """Issue 31: the ``email`` format's automaton is built state by state (its 63-character labels), not
+    through interegular; minimized, it is the regex's automaton array for array."""
+    import numpy as np
+
+    from callmaybe.compiler.automata import dfa as D
+    from callmaybe.compiler.automata.formats import EMAIL, _email_dfa, format_node
+    from callmaybe.compiler.automata.lexical import string_of
+
+    direct, regex = _email_dfa(), D.from_regex(string_of(EMAIL))
+    assert direct.num_states == regex.num_states == 254
+    assert np.array_equal(direct.transitions, regex.transitions)
+    assert np.array_equal(direct.accepting, regex.accepting) and direct.start == regex.start
+    assert format_node("email").regex == string_of(EMAIL)
+    assert direct.accepts(b'"a.b@c-d.e"') and not direct.accepts(b'"a@b"') and not direct.accepts(b'"a@-b.c"')
+    assert direct.accepts(b'"a@' + b"b" * 63 + b'.c"') and not direct.accepts(b'"a@' + b"b" * 64 + b'.c"')
