@@ -178,7 +178,7 @@ class Answerer:
         try:
             ids = self._prompt_ids(prompt)
             cached = self.prefix_len if self.prefix.enabled and self.prefix_len > 0 else 0
-            lookup = PromptLookup(ids) if self.speculate else None
+            lookup = PromptLookup(ids, self.index.token_bytes, self.tokenizer) if self.speculate else None
             row = Decoding(self.index, self.tokenizer, self._budget(ids), ids[cached:], trace, self.profile,
                            lookup=lookup)
             return Job(self, prompt, ids, cached, start(self.model, row, ids, self.prefix, self.prefix_len))

@@ -162,7 +162,8 @@ class TurnDecoding:
         self.key = "arguments" if vocab.call_format == "tools" else "parameters"
         self.gen = generator(request.sampling)
         # speculation drafts from the prompt inside a call or JSON answer; a sampled turn never drafts
-        self.lookup = PromptLookup(ids) if speculate and request.sampling.greedy else None
+        self.lookup = PromptLookup(ids, vocab.token_bytes, vocab.tokenizer) \
+            if speculate and request.sampling.greedy else None
         self.drafted = self.accepted = 0
         self.generated: list[int] = []  # every token after the prompt (chosen, forced, markers)
         self._utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")

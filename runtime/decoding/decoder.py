@@ -279,7 +279,7 @@ def generate(
     profile = profile if profile is not None else Profile()
     past, cached = prefix.lookup(prompt_ids, prefix_len) if prefix is not None else (None, 0)
     try:
-        lookup = PromptLookup(prompt_ids) if speculate else None
+        lookup = PromptLookup(prompt_ids, index.token_bytes, tokenizer) if speculate else None
         row = Decoding(index, tokenizer, max_tokens, prompt_ids[cached:], trace, profile, lookup=lookup)
         while not row.take_forced():
             draft = row.propose()
