@@ -54,7 +54,8 @@ class PromptLookup:
 
     def propose(self, tail: list[int]) -> list[int]:
         """The up to ``k`` tokens the prompt writes after the most recent occurrence of the bytes of the last
-        ``n`` tokens of ``tail`` (``n`` = ``ngram`` down to 1, the first that occurs), or [] when none occurs.
+        ``n`` tokens of ``tail`` (``n`` = ``ngram`` down to 1, the first whose occurrence drafts something), or
+        [] when none does.
         A tail whose bytes hold no letter or digit (a quote, a colon, a space) drafts nothing: it occurs
         everywhere. A match that ends inside a prompt token drafts the rest of that token, tokenized."""
         for n in range(min(self.ngram, len(tail)), 0, -1):
@@ -62,9 +63,9 @@ class PromptLookup:
             if not any(c >= 0x80 or chr(c).isalnum() for c in suffix):
                 continue
             at = self.text.rfind(suffix)
-            if at < 0:
-                continue
-            return self._after(at + len(suffix))
+            draft = self._after(at + len(suffix)) if at >= 0 else []
+            if draft:
+                return draft
         return []
 
     def _after(self, offset: int) -> list[int]:
