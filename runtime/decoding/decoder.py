@@ -7,6 +7,10 @@ by the token budget when it is tight), and the argmax is taken. Decoding stops a
 follow. When the model loops (:mod:`.loops`), the budget is cut to the shortest completion, which closes the
 call at once.
 
+Speculation (``speculate``): where the model must choose, tokens copied from the prompt (:mod:`.lookup`) are fed
+with the pending ones in one pass and verified under the mask (:meth:`Decoding.verify`); the cache drops the keys
+and values of those not taken (``crop``), the matcher advances through the taken ones only.
+
 Shared prompt prefix: :class:`PrefixCache` keeps the keys and values of the prompt prefix shared by all
 requests (the system message listing the catalog) and crops the cache back to it after each request.
 """
