@@ -2,8 +2,9 @@
 ``--no-speculate``, each in its own process, the two alternating (round r starts with the one round r - 1 ended
 with), one thread per core this process may use (``taskset -c 1`` gives one).
 
-Per run: wall seconds (model load included), answering seconds, forward passes, draft tokens proposed and taken,
-right answers; per data set: the answering-time ratio on / off, and whether every case's output (call, or
+Per run: wall seconds (model load included), answering seconds, the answering's CPU seconds (this process's: less
+moved than wall time by other jobs sharing the core), forward passes, draft tokens proposed and taken, right
+answers; per data set: the answering-time ratio on / off, and whether every case's output (call, or
 error) is the same with and without speculation, naming the cases that differ. Usage::
 
     taskset -c 1 python bench/speculate.py [--data public,bfcl100] [--rounds 1] [--dtype auto]
@@ -31,16 +32,20 @@ def child(data: str, speculate: bool, dtype: str, output: str, result: str) -> N
     import torch
 
     from callmaybe.compiler.build import runtime_compiler
-    from callmaybe.runtime.answering.session import RunConfig
-    from callmaybe.runtime.evaluation.evaluate import evaluate
+    from callmaybe.runtime.answering.session import RunConfig, Runtime
+    from callmaybe.runtime.evaluation.evaluate import case_answers, evaluate
 
     torch.set_num_threads(cores())
     t0 = time.perf_counter()
     path, limit = DATA[data]
     config = RunConfig(model=MODEL, dtype=dtype, threads=cores(), speculate=speculate)
-    totals = evaluate(config, path, limit, Path(output), runtime_compiler)
+    runtime = Runtime(config, runtime_compiler)
+    cpu = time.process_time()
+    totals = evaluate(config, path, limit, Path(output), runtime_compiler, None,
+                      lambda cases: (case_answers(runtime, config, cases), runtime.profile))
     Path(result).write_text(json.dumps({
-        "wall_s": time.perf_counter() - t0, "answer_s": totals["answer_seconds"], "passes": totals["forward_passes"],
+        "wall_s": time.perf_counter() - t0, "answer_s": totals["answer_seconds"],
+        "answer_cpu_s": time.process_time() - cpu, "passes": totals["forward_passes"],
         "drafted": totals["drafted"], "accepted": totals["accepted"], "right": totals["right_arguments"],
         "cases": totals["cases"], "tokens": totals["tokens"]}))
 
@@ -72,20 +77,22 @@ def main(argv: list[str] | None = None) -> None:
         return child(data, speculate == "1", dtype, output, result)
     print(subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip(), f"; {cores()} core(s)",
           flush=True)
-    head = f"{'data':<9}{'round':>6}{'speculate':>10}{'wall s':>8}{'answer s':>10}{'passes':>8}{'drafted':>9}" \
-           f"{'taken':>7}{'right':>9}"
+    head = f"{'data':<9}{'round':>6}{'speculate':>10}{'wall s':>8}{'answer s':>10}{'cpu s':>8}{'passes':>8}" \
+           f"{'drafted':>9}{'taken':>7}{'right':>9}"
     lines = [head]
     order = [False, True]
     with tempfile.TemporaryDirectory() as tmp:
         for data in args.data.split(","):
             answer = {False: [], True: []}
+            cpu = {False: [], True: []}
             same = None
             for r in range(args.rounds):
                 for speculate in order:
                     figures, rows = run(data, speculate, args.dtype, Path(tmp))
                     answer[speculate].append(figures["answer_s"])
+                    cpu[speculate].append(figures["answer_cpu_s"])
                     lines.append(f"{data:<9}{r + 1:>6}{'on' if speculate else 'off':>10}{figures['wall_s']:>8.1f}"
-                                 f"{figures['answer_s']:>10.1f}{figures['passes']:>8}{figures['drafted']:>9}"
+                                 f"{figures['answer_s']:>10.1f}{figures['answer_cpu_s']:>8.1f}{figures['passes']:>8}{figures['drafted']:>9}"
                                  f"{figures['accepted']:>7}{str(figures['right']) + '/' + str(figures['cases']):>9}")
                     print(lines[-1], flush=True)
                     got = outputs(rows)
@@ -97,7 +104,8 @@ def main(argv: list[str] | None = None) -> None:
                 differ = sorted(k for k in off if off[k] != on.get(k))
                 same = differ if same is None else sorted(set(same) | set(differ))
             ratio = sum(answer[True]) / sum(answer[False])
-            lines.append(f"{data}: answering time on / off {ratio:.2f}x; outputs "
+            cpu_ratio = sum(cpu[True]) / sum(cpu[False])
+            lines.append(f"{data}: answering time on / off {ratio:.2f}x (CPU time {cpu_ratio:.2f}x); outputs "
                          + ("identical" if not same else f"differ in {len(same)} cases: {same}"))
             print(lines[-1], flush=True)
     print("\n".join(lines))
