@@ -232,6 +232,11 @@ def decision_options_decorator(f):
     return f
 
 
+SPECULATE_HELP = ("Where the model chooses a token inside a call, draft the tokens that follow the same words in "
+                  "the prompt and verify them in one forward pass (prompt-lookup speculative decoding: "
+                  "fewer passes, the same greedy output; a sampled turn never drafts).")
+
+
 def run_options(f):
     """The options ``run`` and ``eval`` share (one RunConfig)."""
     options = [
@@ -264,6 +269,8 @@ def run_options(f):
         click.option("--max-batch", type=click.IntRange(min=1), default=1, show_default=True,
                      help="Decode up to N requests together, as rows of one forward pass (more requests per "
                           "second on many requests; 1: one at a time)."),
+        click.option("--speculate/--no-speculate", default=True, show_default=True,
+                     help=SPECULATE_HELP),
         click.option("--profile", "profile", is_flag=True,
                      help="Print where the answering time went: seconds, calls and tokens per phase."),
     ]
@@ -323,8 +330,8 @@ def show_trace(record: dict) -> None:
               help="Write every case's call {id, prompt, name, parameters} (or error) here.")
 @ray_options
 def eval_cmd(data, model, max_tokens, threads, call_format, tool_choice, parallel_calls, relevance_check,
-             confirm_check, value_check, call_threshold, keep_unstated, dtype, device, max_batch, profile, limit, ids,
-             output, ray_address, ray_actors) -> None:
+             confirm_check, value_check, call_threshold, keep_unstated, dtype, device, max_batch, speculate, profile,
+             limit, ids, output, ray_address, ray_actors) -> None:
     """Score a data set with expected answers (a public-style folder or a BFCL cases.jsonl).
 
     A case whose catalog cannot be compiled, or whose answer failed, gets an error entry of its own; the others
@@ -340,7 +347,7 @@ def eval_cmd(data, model, max_tokens, threads, call_format, tool_choice, paralle
                        keep_unstated=keep_unstated, dtype=dtype, device=device, max_batch=max_batch,
                        tool_choice=tool_choice, parallel_calls=parallel_calls,
                        relevance_check=relevance_check, confirm_check=confirm_check,
-                       evidence_check=value_check, call_threshold=call_threshold)
+                       evidence_check=value_check, call_threshold=call_threshold, speculate=speculate)
     try:
         answering = ray_answering(ray_address, ray_actors, threads, config, "eval")
         t = evaluate(config, data, limit, output, runtime_compiler, ids, answering)
@@ -354,7 +361,8 @@ def eval_cmd(data, model, max_tokens, threads, call_format, tool_choice, paralle
                + (f"one right call of several {t['one_right_call']} ({100 * t['one_right_call'] / n:.1f}%); "
                   if "one_right_call" in t else "") +
                f"{t['answer_seconds'] / n:.2f} s and {t['forward_passes'] / n:.1f} forward passes per request "
-               f"({t['tokens'] / n:.1f} tokens)")
+               f"({t['tokens'] / n:.1f} tokens)"
+               + (f"; draft tokens {t['drafted']}, taken {t['accepted']}" if t.get("drafted") else ""))
     if "declined" in t:
         click.echo(f"declined (no call) {t['declined']} of {t['cases']} ({100 * t['declined'] / n:.1f}%)")
     if any(kinds.get("call", [0])[0] for kinds in t.get("declines", {}).values()) or len(t.get("declines", {})) > 1:
@@ -401,6 +409,7 @@ def eval_cmd(data, model, max_tokens, threads, call_format, tool_choice, paralle
               show_default=True, help="Weights' dtype (as for run).")
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True,
               help="auto: a CUDA GPU when torch sees one, else the CPU.")
+@click.option("--speculate/--no-speculate", default=True, show_default=True, help=SPECULATE_HELP)
 @click.option("--ray", "ray_address", is_flag=False, flag_value="", default=None, metavar="[ADDRESS]",
               help="Serve with Ray Serve (pip install 'callmaybe[ray]'): --ray-replicas replicas, each batching "
                    "its own requests, behind this host and port; ADDRESS as for run --ray.")
@@ -411,8 +420,8 @@ def eval_cmd(data, model, max_tokens, threads, call_format, tool_choice, paralle
                    "a new tool list is compiled once per cluster (default: each node's index cache).")
 @compile_limits_option()
 def serve_cmd(model, host, port, max_batch, max_queue, api_key, per_minute, index_cache_size, threads,
-              call_format, relevance_check, confirm_check, value_check, call_threshold, dtype, device, ray_address,
-              ray_replicas, ray_index_dir, compile_limits) -> None:
+              call_format, relevance_check, confirm_check, value_check, call_threshold, dtype, device, speculate,
+              ray_address, ray_replicas, ray_index_dir, compile_limits) -> None:
     """Serve an OpenAI-compatible chat completions API (POST /v1/chat/completions, GET /v1/models, GET /health)
     whose tool calls are valid by construction.
 
@@ -436,7 +445,7 @@ def serve_cmd(model, host, port, max_batch, max_queue, api_key, per_minute, inde
 
         config = RunConfig(model=model, threads=threads, call_format=call_format, dtype=dtype, device=device,
                            max_batch=max_batch, relevance_check=relevance_check, confirm_check=confirm_check,
-                           evidence_check=value_check, call_threshold=call_threshold)
+                           evidence_check=value_check, call_threshold=call_threshold, speculate=speculate)
         if ray_address is None and ray_index_dir is not None:
             raise InputError("--ray-index-dir needs --ray")
         if ray_address is not None:
@@ -493,7 +502,7 @@ def serve_cmd(model, host, port, max_batch, max_queue, api_key, per_minute, inde
 @ray_options
 def run_cmd(input_pos, functions, input_opt, output, model, max_tokens, threads, call_format, tool_choice,
             parallel_calls, relevance_check, confirm_check, value_check, call_threshold, keep_unstated, dtype, device,
-            max_batch, profile, index_path, trace, no_prefix_cache, interactive, resume, ray_address,
+            max_batch, speculate, profile, index_path, trace, no_prefix_cache, interactive, resume, ray_address,
             ray_actors) -> None:
     """Answer a file of requests with one schema-valid call each.
 
@@ -513,7 +522,8 @@ def run_cmd(input_pos, functions, input_opt, output, model, max_tokens, threads,
                                prefix_cache=not no_prefix_cache, keep_unstated=keep_unstated, trace=trace,
                                dtype=dtype, device=device, max_batch=max_batch, tool_choice=tool_choice,
                                parallel_calls=parallel_calls, relevance_check=relevance_check,
-                               confirm_check=confirm_check, evidence_check=value_check, call_threshold=call_threshold)
+                               confirm_check=confirm_check, evidence_check=value_check, call_threshold=call_threshold,
+                               speculate=speculate)
             on_answer = show_trace if trace else None
             if interactive:
                 if ray_address is not None:
@@ -540,7 +550,8 @@ def run_cmd(input_pos, functions, input_opt, output, model, max_tokens, threads,
     resumed = f", {outcome.resumed} from the journal" if outcome.resumed else ""
     say(f"wrote {len(outcome.results)} results to {output} ({outcome.failed} failed{resumed}) in "
         f"{outcome.seconds:.1f} s; {s.tokens} tokens ({s.chosen} chosen, {s.forced} forced), "
-        f"{s.forward_passes} forward passes, {tps:.1f} tokens/s while answering")
+        f"{s.forward_passes} forward passes, {tps:.1f} tokens/s while answering"
+        + (f"; draft tokens {s.drafted}, taken {s.accepted}" if s.drafted else ""))
     if profile:
         say("\n".join(outcome.profile.lines(outcome.answer_seconds)))
     if outcome.failed:

@@ -328,7 +328,8 @@ class Engine:
                            paired if request.parallel and not request.keep_unstated else None,
                            evidence=getattr(config, "evidence_check", True),
                            threshold=getattr(config, "call_threshold", CALL_LOG_ODDS_MIN),
-                           confirm=confirmed if request.tool_choice == "auto" and self.confirm else None)
+                           confirm=confirmed if request.tool_choice == "auto" and self.confirm else None,
+                           speculate=getattr(config, "speculate", True))
         ticket.row = row
         return row
 

@@ -17,6 +17,7 @@ from ..decoding.decoder import Decoding, Generation, PrefixCache, generate
 from ..policy.evidence import Verdict, verdicts
 from ..policy.grounding import drop, valid
 from ..decoding.masks import TokenIndex
+from ..decoding.lookup import PromptLookup
 from ..decoding.profile import Profile
 from ..decoding.prompt import prompt_ids, shared_prefix_length
 from ..policy.restate import RESTATE_MIN_PROB, restate
@@ -24,7 +25,8 @@ from ..policy.restate import RESTATE_MIN_PROB, restate
 
 @dataclass
 class RunStats:
-    """Totals of a run: requests, failures, tokens generated/chosen/forced, forward passes, seconds."""
+    """Totals of a run: requests, failures, tokens generated/chosen/forced, forward passes, draft tokens
+    proposed and taken (speculation), seconds."""
 
     requests: int = 0
     failed: int = 0
@@ -32,6 +34,8 @@ class RunStats:
     chosen: int = 0
     forced: int = 0
     forward_passes: int = 0
+    drafted: int = 0
+    accepted: int = 0
     seconds: float = 0.0
 
     def add(self, entry: dict, gen: Generation | None) -> dict:
@@ -47,6 +51,8 @@ class RunStats:
             self.chosen += gen.chosen_tokens
             self.forced += gen.forced_tokens
             self.forward_passes += gen.forward_passes
+            self.drafted += gen.drafted_tokens
+            self.accepted += gen.accepted_tokens
             self.seconds += gen.seconds
             record.update(tokens=len(gen.tokens), forward_passes=gen.forward_passes, seconds=gen.seconds,
                           loop_closed=gen.loop_closed, trace=gen.trace, dropped=gen.dropped,
@@ -63,6 +69,8 @@ class RunStats:
             self.forced += result.forced_tokens
             self.chosen += result.completion_tokens - result.forced_tokens
             self.forward_passes += result.forward_passes
+            self.drafted += result.drafted_tokens
+            self.accepted += result.accepted_tokens
             self.seconds += result.seconds
             record.update(tokens=result.completion_tokens, seconds=result.seconds,
                           grounding={k: v for g in result.grounding for k, v in g.items()})
@@ -114,7 +122,8 @@ class Answerer:
     the request does not ground is decoded again, limited to text the request states
     (:mod:`~callmaybe.runtime.policy.restate`), and any ungrounded one is left out when the model gives no such
     value enough probability; the Generation's ``restated`` and ``dropped`` name them, its ``grounding``
-    says what happened to each argument and why.
+    says what happened to each argument and why. ``speculate``: draft tokens from the prompt and verify them
+    in one pass (:meth:`~..decoding.decoder.Decoding.verify`; greedy output unchanged).
 
     The model's context (``model.config.max_position_embeddings``) bounds every prompt: a catalog whose prompt
     alone fills it raises CatalogError here; a request whose prompt does raises no error but gets an error
@@ -123,8 +132,8 @@ class Answerer:
 
     def __init__(self, model, tokenizer, index: TokenIndex, functions: list[Function], max_tokens: int = 256,
                  prefix_cache: bool = True, keep_unstated: bool = False, profile: Profile | None = None,
-                 prefix: PrefixCache | None = None):
-        self.keep_unstated = keep_unstated
+                 prefix: PrefixCache | None = None, speculate: bool = False):
+        self.keep_unstated, self.speculate = keep_unstated, speculate
         self.model, self.tokenizer, self.index, self.functions = model, tokenizer, index, functions
         self.max_tokens = max_tokens
         options = index.data.header.get("options", {})
@@ -153,7 +162,7 @@ class Answerer:
         try:
             ids = self._prompt_ids(prompt)
             gen = generate(self.model, self.tokenizer, self.index, ids, self._budget(ids), trace,
-                           self.prefix, self.prefix_len, self.profile)
+                           self.prefix, self.prefix_len, self.profile, self.speculate)
             return self._finish(prompt, ids, gen), gen
         except (CallmaybeError, RuntimeError, ValueError, TypeError) as exc:  # one bad request never stops the others
             return _error_entry(prompt, exc), gen
@@ -169,7 +178,9 @@ class Answerer:
         try:
             ids = self._prompt_ids(prompt)
             cached = self.prefix_len if self.prefix.enabled and self.prefix_len > 0 else 0
-            row = Decoding(self.index, self.tokenizer, self._budget(ids), ids[cached:], trace, self.profile)
+            lookup = PromptLookup(ids, self.index.token_bytes, self.tokenizer) if self.speculate else None
+            row = Decoding(self.index, self.tokenizer, self._budget(ids), ids[cached:], trace, self.profile,
+                           lookup=lookup)
             return Job(self, prompt, ids, cached, start(self.model, row, ids, self.prefix, self.prefix_len))
         except (CallmaybeError, RuntimeError, ValueError, TypeError) as exc:
             return _error_entry(prompt, exc), None

@@ -57,6 +57,8 @@ class RunConfig:
     ``auto``, decline a first call none of whose values the request states
     (:func:`~..policy.evidence.first_call`). ``call_threshold``: the call-or-answer decision's log-odds (nats,
     :mod:`..policy.decision`); ``verdict_threshold``: the relevance verdict's (:mod:`..policy.relevance`).
+    ``speculate``: draft tokens copied from the prompt and verify them in one pass where the model chooses
+    (:mod:`..decoding.lookup`; greedy output unchanged; a sampled turn never drafts).
     """
 
     model: str = DEFAULT_MODEL
@@ -77,6 +79,7 @@ class RunConfig:
     evidence_check: bool = False
     call_threshold: float = CALL_LOG_ODDS_MIN
     verdict_threshold: float = VERDICT_LOG_ODDS_MIN
+    speculate: bool = True
 
     @property
     def turns(self) -> bool:
@@ -169,7 +172,7 @@ class Runtime:
         c = self.config
         enabled = c.prefix_cache if prefix_cache is None else prefix_cache
         return Answerer(self.loaded.model, self.loaded.tokenizer, index, functions, c.max_tokens, enabled,
-                        c.keep_unstated, self.profile, self.prefix if enabled else None)
+                        c.keep_unstated, self.profile, self.prefix if enabled else None, c.speculate)
 
 
 def request_answers(answerer: Answerer, requests: list[Any], config: RunConfig, engine=None,

@@ -63,6 +63,7 @@ from ..policy.decision import CALL_LOG_ODDS_MIN, call_start_ids, decide
 from ..decoding.decoder import Decoding
 from ..policy.evidence import another_call, claimed, first_call
 from ..policy.grounding import drop
+from ..decoding.lookup import PromptLookup
 from ..decoding.masks import TokenIndex
 from ..policy.parallel import settle
 from ..decoding.profile import Profile
@@ -130,6 +131,8 @@ class TurnDecoding:
     decision's log-odds (:data:`~..policy.decision.CALL_LOG_ODDS_MIN`) unless the request sets its own;
     ``confirm(fn, asked, arguments)`` returns a :class:`~..policy.relevance.Relevance` for a decoded first call
     under "auto", unless a tool result follows the last user message (None: no check, :mod:`~..policy.confirm`).
+    ``speculate``: inside a call or a JSON answer of a greedy turn, draft tokens from the prompt and verify them
+    in the row's next pass (:meth:`propose`, :meth:`verify`).
     Raises InputError for a named function that is not in the index, a call required without an index, or a
     budget that cannot hold the call or JSON answer the turn must give.
     """
@@ -138,7 +141,7 @@ class TurnDecoding:
                  index: TokenIndex | None, schema_index: TokenIndex | None, ground: Callable | None,
                  on_event: Callable[[Event], None], profile: Profile | None = None,
                  judge: Callable | None = None, pair: Callable | None = None, evidence: bool = False,
-                 threshold: float = CALL_LOG_ODDS_MIN, confirm: Callable | None = None):
+                 threshold: float = CALL_LOG_ODDS_MIN, confirm: Callable | None = None, speculate: bool = False):
         self.request, self.vocab, self.ids = request, vocab, ids
         self.index, self.schema_index, self.ground, self.judge, self.pair = index, schema_index, ground, judge, pair
         self.confirm = confirm
@@ -158,6 +161,10 @@ class TurnDecoding:
         self.by_name = {fn.name: fn for fn in request.functions}
         self.key = "arguments" if vocab.call_format == "tools" else "parameters"
         self.gen = generator(request.sampling)
+        # speculation drafts from the prompt inside a call or JSON answer; a sampled turn never drafts
+        self.lookup = PromptLookup(ids, vocab.token_bytes, vocab.tokenizer) \
+            if speculate and request.sampling.greedy else None
+        self.drafted = self.accepted = 0
         self.generated: list[int] = []  # every token after the prompt (chosen, forced, markers)
         self._utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
         self.content: list[str] = []
@@ -198,7 +205,10 @@ class TurnDecoding:
 
     @property
     def phase(self) -> str:
-        return "prefill" if self.passes == 0 else "decode step" if len(self.pending) == 1 else "forced chunk"
+        if self.passes == 0:
+            return "prefill"
+        return "verify pass" if self.call is not None and self.call.draft else \
+            "decode step" if len(self.pending) == 1 else "forced chunk"
 
     @property
     def left(self) -> int:
@@ -227,6 +237,42 @@ class TurnDecoding:
             self.call.pending = []
             if finished:
                 self._end_value()
+
+    def propose(self) -> list[int]:
+        """The draft to feed after ``pending`` in the next pass (call after :meth:`take_forced` said the turn
+        goes on): inside a call or a JSON answer, :meth:`~..decoding.decoder.Decoding.propose`; else []."""
+        if self.call is None or self.mode not in ("call", "json") or self.lookup is None:
+            return []
+        return self.call.propose()
+
+    def verify(self, logits: torch.Tensor) -> tuple[bool, int]:
+        """Take the next tokens from ``logits`` (len(draft) + 1, vocab_size): the model's outputs after
+        ``pending`` and after each token of the :meth:`propose` draft fed with it
+        (:meth:`~..decoding.decoder.Decoding.verify`). Returns (whether the turn is over, how many draft tokens
+        were taken: the caller drops the keys and values of the others). Without a draft it is :meth:`choose`."""
+        if self.call is None or not self.call.draft:
+            return self.choose(logits[-1]), 0
+        self.passes += 1
+        self.pending = []
+        kept = 0
+        try:
+            call = self.call
+            before, forced = len(call.matcher.tokens), call.forced
+            self.drafted += len(call.draft)
+            finished, kept = call.verify(logits)
+            self.accepted += kept
+            new = call.matcher.tokens[before:]
+            self._take(new, count_eos=False)
+            self.forced += call.forced - forced
+            if self.mode == "json":
+                self._stream([t for t in new if t not in self.vocab.eos_ids])
+            self.pending += call.pending
+            call.pending = []
+            if finished:
+                self._end_value()
+        except Exception as exc:
+            self.fail(_message(exc))
+        return self.finish_reason is not None, kept
 
     def choose(self, logits: torch.Tensor) -> bool:
         """Take the next token from ``logits`` (the model's output after ``pending``, shape (vocab_size,));
@@ -267,7 +313,7 @@ class TurnDecoding:
         content = "".join(self.content) if self.content and self.refusal is None else None
         return TurnResult(content, list(self.calls), self.finish_reason or "stop", len(self.ids),
                           len(self.generated), time.perf_counter() - self.t0, list(self.grounding),
-                          self.passes, self.forced, self.decision, self.refusal)
+                          self.passes, self.forced, self.decision, self.refusal, self.drafted, self.accepted)
 
     # -- modes --------------------------------------------------------------------------------------------
 
@@ -411,7 +457,7 @@ class TurnDecoding:
             return
         self.call_start = len(self.generated)
         self.call = Decoding(self.index, self.vocab.tokenizer, self.left, [], profile=self.profile,
-                             pick=self._picker())
+                             pick=self._picker(), lookup=self.lookup)
         if self.request.function is not None:
             self._pin(self.request.function)
 
@@ -423,7 +469,7 @@ class TurnDecoding:
                              f"takes {need} tokens")
         self.call_start = len(self.generated)
         self.call = Decoding(self.schema_index, self.vocab.tokenizer, self.left, [], profile=self.profile,
-                             pick=self._picker())
+                             pick=self._picker(), lookup=self.lookup)
 
     def _call_need(self) -> int:
         """The fewest tokens of a whole call: the index's shortest, or, with a named function, the tokens

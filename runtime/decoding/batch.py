@@ -6,7 +6,9 @@ lengths, and in a step each row feeds its own number of tokens (one chosen token
 it), so the cache holds padding: ``valid`` (rows, slots), 1 where a slot holds one of that row's tokens, is
 the attention mask, and each row's tokens get their own positions (``position_ids``), so a row attends to its
 own tokens only, at the positions it would have alone. Only the last fed position of each row goes through
-the output layer. A row joins with the keys and values of its own prompt (computed alone, from the shared
+the output layer (the last ``1 + draft`` of a row that verifies a draft copied from its prompt,
+:meth:`~.decoder.Decoding.verify`: the keys and values of the draft tokens it does not take leave its valid
+slots). A row joins with the keys and values of its own prompt (computed alone, from the shared
 catalog prefix, by :func:`start`; or of the prefix alone, by :func:`enter`); when padding makes up more than
 ``REPACK_SLACK`` slots of every row, the valid slots are gathered to the right again (keys already carry
 their rotary positions, so moving them changes nothing).
@@ -168,7 +170,10 @@ class Batch:
             return done
         self._truncate()
         t0 = time.perf_counter()
-        counts = [len(row.pending) for row in self.rows]
+        drafts = [row.propose() for row in self.rows]  # [] for a row that drafts nothing
+        fed_ids = [row.pending + draft for row, draft in zip(self.rows, drafts)]
+        counts = [len(ids) for ids in fed_ids]
+        keeps = [len(draft) + 1 for draft in drafts]  # the positions whose logits each row needs
         width = max(counts)
         if self.used + width > self.keys[0].shape[2] and self.used > max(self.lengths):
             self._repack()
@@ -176,43 +181,65 @@ class Batch:
         fed = torch.arange(width)[None, :] < torch.tensor(counts)[:, None]  # (rows, width) bool
         with torch.inference_mode():
             if self.own_pass:
-                logits = self._own_pass(counts, width, fed)
+                logits = self._own_pass(fed_ids, keeps, width, fed)
             else:
-                logits = self._transformers_pass(counts, width, fed)
+                logits = self._transformers_pass(fed_ids, keeps, width, fed)
         self.valid = torch.cat([self.valid, fed.long().to(self.device)], dim=1)
         self.used += width
         self.lengths = [n + c for n, c in zip(self.lengths, counts)]
         self.profile.add("batch step", time.perf_counter() - t0, sum(counts))
-        finished = [row.choose(logits[b]) for b, row in enumerate(self.rows)]
+        finished = []
+        for b, (row, part) in enumerate(zip(self.rows, torch.split(logits, keeps))):
+            if not drafts[b]:
+                finished.append(row.choose(part[0]))
+                continue
+            over, kept = row.verify(part)
+            finished.append(over)
+            self._drop(b, len(drafts[b]) - kept, self.used - width + counts[b])
         done += [row for row, f in zip(self.rows, finished) if f]
         self._keep([b for b, f in enumerate(finished) if not f])
         return done
 
-    def _own_pass(self, counts: list[int], width: int, fed: torch.Tensor) -> torch.Tensor:
-        """The step through :func:`~.rowpass.row_pass`: (rows, vocab_size) logits of each row's last token."""
+    def _drop(self, b: int, rejected: int, end: int) -> None:
+        """Drop row ``b``'s last ``rejected`` fed tokens (draft tokens not taken), whose slots end before slot
+        ``end``: they leave the row's attention mask (padding from now on) and its next token takes their
+        first position."""
+        if rejected > 0:
+            self.valid[b, end - rejected:end] = 0
+            self.lengths[b] -= rejected
+
+    def _own_pass(self, fed_ids: list[list[int]], keeps: list[int], width: int, fed: torch.Tensor) -> torch.Tensor:
+        """The step through :func:`~.rowpass.row_pass`: (sum(keeps), vocab_size) logits, row by row the last
+        ``keeps[b]`` fed positions of row ``b``."""
+        counts = [len(ids) for ids in fed_ids]
         count = len(counts)
         counts_t = torch.tensor(counts)
         rows = torch.repeat_interleave(torch.arange(count), counts_t)
         starts = torch.cumsum(counts_t, 0) - counts_t
         cols = torch.arange(int(counts_t.sum())) - starts[rows]
         positions = torch.tensor(self.lengths)[rows] + cols
-        ids = torch.tensor([t for row in self.rows for t in row.pending], dtype=torch.long)
+        ids = torch.tensor([t for row_ids in fed_ids for t in row_ids], dtype=torch.long)
+        ends = starts + counts_t  # each row's tokens end there in the packed order
+        last = torch.cat([torch.arange(int(e) - k, int(e)) for e, k in zip(ends, keeps)])
         causal = torch.ones(width, width, dtype=torch.bool).tril()
         allowed = torch.cat([self.valid.bool()[:, None, :].expand(count, width, self.used),
                              causal[None] & fed[:, None, :]], dim=2)
         dev = self.device
         hidden = row_pass(self.decoder, ids.to(dev), rows.to(dev), cols.to(dev), positions.to(dev), width,
-                          self.keys, self.values, self.used, allowed.to(dev), (starts + counts_t - 1).to(dev))
+                          self.keys, self.values, self.used, allowed.to(dev), last.to(dev))
         return self.head(hidden)
 
-    def _transformers_pass(self, counts: list[int], width: int, fed: torch.Tensor) -> torch.Tensor:
+    def _transformers_pass(self, fed_ids: list[list[int]], keeps: list[int], width: int,
+                           fed: torch.Tensor) -> torch.Tensor:
         """The step through the model's own forward (an architecture :func:`~.rowpass.row_pass` does not
-        know): the rows padded to ``width``; the new keys and values are copied into the buffers."""
+        know): the rows padded to ``width``; the new keys and values are copied into the buffers. Logits as
+        :meth:`_own_pass` returns them."""
         from transformers import DynamicCache
 
+        counts = [len(row_ids) for row_ids in fed_ids]
         count = len(counts)
         ids = torch.zeros(count, width, dtype=torch.long)
-        ids[fed] = torch.tensor([t for row in self.rows for t in row.pending], dtype=torch.long)
+        ids[fed] = torch.tensor([t for row_ids in fed_ids for t in row_ids], dtype=torch.long)
         positions = torch.tensor(self.lengths)[:, None] + torch.arange(width)[None, :]
         mask = torch.cat([self.valid, fed.long().to(self.device)], dim=1)
         cache = DynamicCache(ddp_cache_data=[(k[:count, :, :self.used], v[:count, :, :self.used])
@@ -222,8 +249,9 @@ class Batch:
         for layer, k, v in zip(out.cache.layers, self.keys, self.values):
             k[:count, :, self.used:self.used + width] = layer.keys[:, :, self.used:]
             v[:count, :, self.used:self.used + width] = layer.values[:, :, self.used:]
-        last = out.last_hidden_state[torch.arange(count), torch.tensor(counts) - 1]
-        return self.head(last)
+        rows = torch.repeat_interleave(torch.arange(count), torch.tensor(keeps))
+        cols = torch.cat([torch.arange(c - k, c) for c, k in zip(counts, keeps)])
+        return self.head(out.last_hidden_state[rows, cols])
 
     def _truncate(self) -> None:
         """Rows that went back to an earlier point (a turn that declined the call it decoded sets

@@ -7,6 +7,10 @@ by the token budget when it is tight), and the argmax is taken. Decoding stops a
 follow. When the model loops (:mod:`.loops`), the budget is cut to the shortest completion, which closes the
 call at once.
 
+Speculation (``speculate``): where the model must choose, tokens copied from the prompt (:mod:`.lookup`) are fed
+with the pending ones in one pass and verified under the mask (:meth:`Decoding.verify`); the cache drops the keys
+and values of those not taken (``crop``), the matcher advances through the taken ones only.
+
 Shared prompt prefix: :class:`PrefixCache` keeps the keys and values of the prompt prefix shared by all
 requests (the system message listing the catalog) and crops the cache back to it after each request.
 """
@@ -18,6 +22,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from .lookup import PromptLookup, cut
 from .loops import LoopGuard
 from .masks import TokenIndex
 from .matcher import BudgetExhausted, Matcher
@@ -40,6 +45,8 @@ class Generation:
     prompt_tokens: int = 0
     cached_prompt_tokens: int = 0
     loop_closed: bool = False
+    drafted_tokens: int = 0  # speculation: tokens drafted from the prompt, and those the model took
+    accepted_tokens: int = 0
     trace: list[dict] = field(default_factory=list)
     dropped: list[str] = field(default_factory=list)  # optional arguments left out as unstated
     restated: dict[str, dict] = field(default_factory=dict)  # name -> {"from", "to", "probability"}
@@ -88,18 +95,19 @@ class PrefixCache:
                 self.cache.crop(-extra)  # transformers 5: a negative count removes that many tokens
 
 
-def forward(model, ids: list[int], past, profile: Profile | None = None, phase: str = ""):
+def forward(model, ids: list[int], past, profile: Profile | None = None, phase: str = "", keep: int = 1):
     """Run ``model`` on ``ids`` after ``past``; returns (the logits of the last position, shape (vocab_size,),
     in the model's dtype and on its device; the cache). Only the last position's logits are computed
     (``logits_to_keep=1``): the output layer is 151,936 x 1,536 for Qwen, a large share of a prefill's work.
-    With ``profile``, the pass's seconds and ``len(ids)`` tokens are added to its ``phase``."""
+    ``keep`` > 1 (a verify pass, :meth:`Decoding.verify`): the logits of the last ``keep`` positions, shape
+    (keep, vocab_size). With ``profile``, the pass's seconds and ``len(ids)`` tokens are added to its ``phase``."""
     t0 = time.perf_counter()
     input_ids = torch.tensor([ids], dtype=torch.long, device=getattr(model, "device", None))
     with torch.inference_mode():
-        out = model(input_ids=input_ids, cache=past, use_cache=True, logits_to_keep=1)
+        out = model(input_ids=input_ids, cache=past, use_cache=True, logits_to_keep=keep)
     if profile is not None:
         profile.add(phase, time.perf_counter() - t0, len(ids))
-    return out.logits[0, -1], out.cache
+    return (out.logits[0, -1] if keep == 1 else out.logits[0, -keep:]), out.cache
 
 
 class Decoding:
@@ -110,26 +118,38 @@ class Decoding:
     goes on, and hands the last position's logits to :meth:`choose`; :func:`generate` does this for one call,
     :class:`~.batch.Batch` for several at once.
 
+    Speculation (``lookup``, a :class:`~.lookup.PromptLookup` of the prompt; None, or a ``pick``: none): where
+    the model must choose, :meth:`propose` drafts tokens copied from the prompt; the caller feeds ``pending``
+    and the draft in one pass and hands the logits of the draft's positions to :meth:`verify`, which takes the
+    draft tokens the model would have chosen itself, then the model's own next token. Greedy output is the
+    same as without a draft (in exact arithmetic: a pass over several tokens may round a near-tie the other
+    way). ``drafted``/``accepted``: draft tokens proposed and taken.
+
     Raises BudgetExhausted when even the shortest completion needs more than ``max_tokens`` tokens.
     """
 
     def __init__(self, index: TokenIndex, tokenizer, max_tokens: int, pending: list[int], trace: bool = False,
-                 profile: Profile | None = None, pick=None):
+                 profile: Profile | None = None, pick=None, lookup: PromptLookup | None = None):
         self.index, self.tokenizer, self.trace = index, tokenizer, trace
         self.pick = pick  # (masked logits) -> token id; None: the argmax
+        self.lookup = lookup if pick is None else None  # sampling: no speculation
         self.profile = profile if profile is not None else Profile()
         self.matcher = Matcher(index, max_tokens, tokenizer)
         self.pending = list(pending)
+        self.draft: list[int] = []  # tokens proposed after pending, to be verified (propose)
         self.loops = LoopGuard()
         self.passes = self.chosen = self.forced = 0
+        self.drafted = self.accepted = 0
         self.loop_closed = False
         self.steps: list[dict] = []
         self.t0 = time.perf_counter()
 
     @property
     def phase(self) -> str:
-        """The profile phase of the next forward pass: prefill, decode step or forced chunk."""
-        return "prefill" if self.passes == 0 else "decode step" if len(self.pending) == 1 else "forced chunk"
+        """The profile phase of the next forward pass: prefill, verify pass, decode step or forced chunk."""
+        if self.passes == 0:
+            return "prefill"
+        return "verify pass" if self.draft else "decode step" if len(self.pending) == 1 else "forced chunk"
 
     def take_forced(self) -> bool:
         """Append the tokens of any forced text to ``pending`` without asking the model; returns True when the
@@ -141,21 +161,31 @@ class Decoding:
             if not ids:
                 self.profile.add("forced tokens", clock() - t, calls=0)  # looked, nothing forced
                 return self.matcher.is_finished()
-            for tok in ids:
-                if self.trace:
-                    self.steps.append({"step": len(self.matcher.tokens), "kind": "forced", "token": tok,
-                                       "text": self.tokenizer.decode([tok])})
-                self.matcher.advance(tok)
-                self.loops.forced(self.index.token_bytes[tok])
+            self._force(ids)
             self.pending += ids
-            self.forced += len(ids)
             self.profile.add("forced tokens", clock() - t, len(ids))
+
+    def _force(self, ids: list[int]) -> None:
+        """Advance through forced tokens ``ids`` (traced, followed by the loop guard, counted)."""
+        for tok in ids:
+            if self.trace:
+                self.steps.append({"step": len(self.matcher.tokens), "kind": "forced", "token": tok,
+                                   "text": self.tokenizer.decode([tok])})
+            self.matcher.advance(tok)
+            self.loops.forced(self.index.token_bytes[tok])
+        self.forced += len(ids)
 
     def choose(self, logits: torch.Tensor) -> bool:
         """Take the most likely allowed token from ``logits`` (shape (vocab_size,), the model's output after
         ``pending``) and advance; returns True when the call is finished. When the model loops (:mod:`.loops`)
         the budget is cut to the shortest completion."""
         self.passes += 1
+        tok = self._choose(logits)
+        self.pending = [] if self.matcher.finished else [tok]
+        return self.matcher.finished
+
+    def _choose(self, logits: torch.Tensor) -> int:
+        """Mask ``logits`` (vocab_size,), pick a token, advance, follow the loop guard; returns the token."""
         t = time.perf_counter()
         mask = self.matcher.mask()
         masked = self.index.apply_mask(mask, logits)
@@ -165,14 +195,57 @@ class Decoding:
             self.steps.append(_chosen_step(self.tokenizer, len(self.matcher.tokens), tok, logits, mask.count()))
         self.chosen += 1
         self.matcher.advance(tok)
-        if self.matcher.finished:
-            self.pending = []
-            return True
-        self.pending = [tok]
-        if self.loops.chosen(self.index.token_bytes[tok]) and not self.loop_closed:
+        if not self.matcher.finished and self.loops.chosen(self.index.token_bytes[tok]) and not self.loop_closed:
             self.matcher.close_early()  # from here, only the shortest completion fits the budget
             self.loop_closed = True
-        return False
+        return tok
+
+    def propose(self) -> list[int]:
+        """Draft the tokens after ``pending`` (call when :meth:`take_forced` said the model must choose): the
+        prompt's tokens after the call's last tokens (:class:`~.lookup.PromptLookup`), cut where the grammar
+        refuses one (:func:`~.lookup.cut`). Sets and returns :attr:`draft` ([] without a lookup)."""
+        self.draft = []
+        if self.lookup is not None:
+            proposed = self.lookup.propose(self.matcher.tokens)
+            self.draft = cut(self.matcher, proposed) if proposed else []
+            self.drafted += len(self.draft)
+        return self.draft
+
+    def verify(self, logits: torch.Tensor) -> tuple[bool, int]:
+        """Take what the model chooses given :attr:`draft`: ``logits`` (len(draft) + 1, vocab_size) are its
+        outputs after the last pending token and after each draft token, from one pass over ``pending +
+        draft``. Each position is masked under the matcher's state after the tokens taken before it, so the
+        token picked there is the one :meth:`choose` would pick; draft tokens are taken while they equal it
+        (forced text inside the draft is taken as forced), and the first that does not gives the model's own
+        token for free. Returns (finished, kept): whether the call is finished, and how many draft tokens were
+        taken (the caller drops the keys and values of the others). ``pending`` is then the model's own token
+        (or nothing, when forced text the draft does not hold comes next: :meth:`take_forced` appends it)."""
+        draft, self.draft = self.draft, []
+        self.passes += 1
+        kept = 0
+        while True:
+            tok = self._choose(logits[kept])
+            if self.matcher.finished:
+                self.pending = []
+                return True, kept
+            if kept >= len(draft) or tok != draft[kept]:
+                self.pending = [tok]
+                return False, kept
+            kept += 1
+            self.accepted += 1
+            while True:  # forced text after it, as take_forced would append it
+                forced = self.matcher.forced_tokens()
+                if not forced:
+                    if self.matcher.is_finished():
+                        self.pending = []
+                        return True, kept
+                    break
+                if draft[kept:kept + len(forced)] != forced:
+                    self.pending = []  # take_forced appends it; the next pass feeds it
+                    return False, kept
+                self._force(forced)
+                kept += len(forced)
+                self.accepted += len(forced)
 
     def result(self, prompt_tokens: int = 0, cached_prompt_tokens: int = 0) -> Generation:
         """The decoded call as a :class:`Generation` (seconds since this Decoding was made)."""
@@ -187,28 +260,43 @@ class Decoding:
             cached_prompt_tokens=cached_prompt_tokens,
             loop_closed=self.loop_closed,
             trace=self.steps,
+            drafted_tokens=self.drafted,
+            accepted_tokens=self.accepted,
         )
 
 
 def generate(
     model, tokenizer, index: TokenIndex, prompt_ids: list[int], max_tokens: int = 256, trace: bool = False,
     prefix: PrefixCache | None = None, prefix_len: int = 0, profile: Profile | None = None,
+    speculate: bool = False,
 ) -> Generation:
     """Decode one call greedily under ``index``'s masks after ``prompt_ids``.
 
     ``max_tokens`` bounds the generated tokens (forced ones included); the call is always complete within
     it. ``prefix``/``prefix_len``: reuse the cached keys and values of ``prompt_ids[:prefix_len]``.
     ``trace``: record every token (forced or chosen; for chosen ones the allowed count and the top 3).
-    ``profile``: where the seconds of each phase are added (:mod:`.profile`).
+    ``profile``: where the seconds of each phase are added (:mod:`.profile`). ``speculate``: draft tokens
+    from the prompt and verify them in one pass (:meth:`Decoding.verify`; the cache drops the keys and values
+    of the draft tokens not taken).
     Raises BudgetExhausted when even the shortest completion needs more than ``max_tokens`` tokens.
     """
     profile = profile if profile is not None else Profile()
     past, cached = prefix.lookup(prompt_ids, prefix_len) if prefix is not None else (None, 0)
     try:
-        row = Decoding(index, tokenizer, max_tokens, prompt_ids[cached:], trace, profile)
+        lookup = PromptLookup(prompt_ids, index.token_bytes, tokenizer) if speculate else None
+        row = Decoding(index, tokenizer, max_tokens, prompt_ids[cached:], trace, profile, lookup=lookup)
         while not row.take_forced():
-            logits, past = forward(model, row.pending, past, profile, row.phase)
-            if row.choose(logits):
+            draft = row.propose()
+            if not draft:
+                logits, past = forward(model, row.pending, past, profile, row.phase)
+                if row.choose(logits):
+                    break
+                continue
+            logits, past = forward(model, row.pending + draft, past, profile, row.phase, keep=len(draft) + 1)
+            finished, kept = row.verify(logits)
+            if kept < len(draft):
+                past.crop(kept - len(draft))  # transformers 5: a negative count removes that many tokens
+            if finished:
                 break
     finally:
         if prefix is not None:

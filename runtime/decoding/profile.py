@@ -1,12 +1,14 @@
 """Where the time of a run goes: seconds, calls and tokens per phase, printed by ``run --profile`` and ``eval
 --profile``.
 
-Phases (every forward pass is in exactly one of the first nine):
+Phases (every forward pass is in exactly one of the first ten):
 
 * ``prefix``: the catalog prompt's keys and values, computed once per run (per catalog);
 * ``prefill``: a request's first pass, over the prompt after the shared prefix;
 * ``decode step``: a pass over one new token (the one the model just chose);
 * ``forced chunk``: a pass over forced text appended without asking the model (with the chosen token before it);
+* ``verify pass``: a pass over the pending tokens and a draft copied from the prompt, verified under the mask
+  (:meth:`~.decoder.Decoding.verify`; its tokens count the draft's);
 * ``batch step``: with ``--max-batch``, a pass over the pending tokens of every row of the batch (:mod:`.batch`;
   a row's prefill is still its own ``prefill``);
 * ``restate pass``: the passes of restating an unstated argument (:mod:`..policy.restate`);
@@ -28,9 +30,9 @@ import time
 from contextlib import contextmanager
 from collections.abc import Iterator
 
-PHASES = ("prefix", "prefill", "decode step", "forced chunk", "batch step", "restate pass", "relevance pass",
-          "confirm pass", "pair pass", "mask", "forced tokens", "prompt", "check")
-MODEL_PHASES = PHASES[:9]
+PHASES = ("prefix", "prefill", "decode step", "forced chunk", "verify pass", "batch step", "restate pass",
+          "relevance pass", "confirm pass", "pair pass", "mask", "forced tokens", "prompt", "check")
+MODEL_PHASES = PHASES[:10]
 
 
 class Profile:

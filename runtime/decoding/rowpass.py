@@ -48,14 +48,15 @@ def _rotate_half(x: torch.Tensor) -> torch.Tensor:
 def row_pass(decoder, ids: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor, positions: torch.Tensor,
              width: int, keys: list[torch.Tensor], values: list[torch.Tensor], used: int,
              allowed: torch.Tensor, last: torch.Tensor) -> torch.Tensor:
-    """Feed the packed tokens ``ids`` through ``decoder`` and return the final hidden state of each row's
-    last fed token, shape (row count, hidden), after the final norm.
+    """Feed the packed tokens ``ids`` through ``decoder`` and return the final hidden states of the packed
+    tokens ``last`` (each row's last fed token; its draft's positions too, when it verifies one), shape
+    (len(last), hidden), after the final norm.
 
     ``ids``, ``rows``, ``cols``, ``positions``: (tokens,) long tensors: each fed token, its row, its column in
     the step (0 .. ``width`` - 1) and its position in its row's sequence. ``keys[l]``/``values[l]``: layer
     ``l``'s buffers (at least row count, kv_heads, ``used + width``, head_dim), written in place at slots
     ``used + cols``. ``allowed``: (row count, width, ``used + width``) bool, which slots each query of the
-    step attends to. ``last``: (row count,) the index into the packed tokens of each row's last one. Raises
+    step attends to. ``last``: (n,) long, indices into the packed tokens, row by row. Raises
     whatever the model's modules raise (out of memory)."""
     count = allowed.shape[0]
     hidden = decoder.embed_tokens(ids[None])  # (1, tokens, hidden)

@@ -97,7 +97,7 @@ class TurnResult:
     says why), for ``--trace``, ``eval --output`` and the server's log, never for ``content``. ``refusal``:
     why the answer was withheld, when the check after generation failed it (a keyword the grammar does not
     enforce: then ``content`` is None, ``calls`` empty and ``finish_reason`` "content_filter"); None
-    otherwise."""
+    otherwise. ``drafted_tokens``/``accepted_tokens``: speculation's draft tokens proposed and taken."""
 
     content: str | None
     calls: list[ToolCall]
@@ -110,6 +110,8 @@ class TurnResult:
     forced_tokens: int = 0
     decision: str | None = None
     refusal: str | None = None
+    drafted_tokens: int = 0
+    accepted_tokens: int = 0
 
 
 @dataclass(frozen=True)

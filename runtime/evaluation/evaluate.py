@@ -250,7 +250,8 @@ def evaluate(config: RunConfig, data: Path, limit: int | None, output: Path | No
              ids: str | None = None, answering: CaseAnswering | None = None) -> dict:
     """Run a data set with expected answers and return the summary: counts of ``cases``, ``parsed``,
     ``schema_valid``, ``right_function``, ``right_arguments`` (and ``one_right_call`` when there are BFCL
-    parallel cases: :func:`score`), and totals of ``seconds``, ``forward_passes`` and ``tokens``. ``output``
+    parallel cases: :func:`score`), and totals of ``seconds``, ``forward_passes``, ``tokens`` and draft tokens
+    (``drafted``, ``accepted``: speculation's). ``output``
     gets every case's call ``{"id", "prompt", "name", "parameters"}`` or error, with its scores
     (:func:`score`) and, when grounding ran, what it did to each argument and why (``"grounding"``) and the
     same generation without it (``"without_grounding"``, :func:`compare_grounding`; totals of the same
@@ -276,7 +277,7 @@ def evaluate(config: RunConfig, data: Path, limit: int | None, output: Path | No
     t_start = time.perf_counter()
     rows: list[dict | None] = [None] * len(cases)
     totals = {"cases": 0, "parsed": 0, "schema_valid": 0, "right_function": 0, "right_arguments": 0,
-              "failed": 0, "seconds": 0.0, "forward_passes": 0, "tokens": 0}
+              "failed": 0, "seconds": 0.0, "forward_passes": 0, "tokens": 0, "drafted": 0, "accepted": 0}
     with progress(total=len(cases), desc="eval", unit="case") as bar:
         for position, entry, gen in answers:
             bar.update(1)
@@ -287,6 +288,8 @@ def evaluate(config: RunConfig, data: Path, limit: int | None, output: Path | No
                 totals["seconds"] += gen.seconds
                 totals["tokens"] += gen.completion_tokens
                 totals["forward_passes"] += gen.forward_passes
+                totals["drafted"] += gen.drafted_tokens
+                totals["accepted"] += gen.accepted_tokens
                 if any(gen.grounding):
                     row["grounding"] = gen.grounding
                 if gen.decision:
@@ -294,6 +297,8 @@ def evaluate(config: RunConfig, data: Path, limit: int | None, output: Path | No
             elif gen is not None:
                 totals["seconds"] += gen.seconds
                 totals["forward_passes"] += gen.forward_passes
+                totals["drafted"] += gen.drafted_tokens
+                totals["accepted"] += gen.accepted_tokens
                 totals["tokens"] += len(gen.tokens)
                 if gen.grounding:
                     row["grounding"] = gen.grounding

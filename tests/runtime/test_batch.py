@@ -35,6 +35,9 @@ class Fed:
     def take_forced(self):
         return False
 
+    def propose(self):
+        return []  # drafts nothing: every step is choose()
+
     def choose(self, logits):
         self.seen.append(logits.clone())
         if not self.chunks:

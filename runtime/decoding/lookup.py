@@ -1,0 +1,112 @@
+"""Drafts for speculative decoding taken from the prompt itself (prompt-lookup, or n-gram, drafting).
+
+Argument values are very often copied from the request ("Paris", an e-mail address, a date, a number). Where
+the model must choose a token, :class:`PromptLookup` finds the most recent place in the prompt where the bytes
+of the call's last ``n`` tokens (chosen and forced ones alike; ``n`` = 3, then 2, then 1) occur, and proposes
+the up to ``k`` tokens that follow them there. :func:`cut` then keeps the longest prefix of that draft the grammar
+allows from the matcher's state (forced text inside it must be the forced tokens themselves), so the model
+verifies only tokens it could pick (:meth:`~.decoder.Decoding.verify`, one forward pass for all of them).
+
+Sources: A. Saxena, "Prompt Lookup Decoding" (2023, github.com/apoorvumang/prompt-lookup-decoding), and
+transformers' ``prompt_lookup_num_tokens`` (its ``PromptLookupCandidateGenerator``); the verification is the
+greedy case of speculative decoding (Leviathan et al., ICML 2023; Chen et al., 2023). Our own code.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+
+from ...core.errors import TokenNotAllowed
+from .matcher import Matcher
+
+#: The most tail tokens matched (then fewer), and the most tokens a draft proposes (measured on the public set
+#: and BFCL simple with Qwen2.5-Coder-1.5B in int8: docs/model.md).
+NGRAM_MAX = 3
+DRAFT_MAX = 8
+
+
+class PromptLookup:
+    """The prompt as one byte string, to find where the call's last tokens were written before.
+
+    ``ids``: the prompt's token ids (the catalog listing too: function names are copied from it; the request
+    comes later, so its occurrences are found first); ``token_bytes``: each
+    id's bytes (None for a control token, which nothing matches across); ``tokenizer``: anything with
+    ``encode(text, add_special_tokens=False) -> list[int]``, to draft the rest of a prompt token a match ends
+    inside of (None: such a match drafts nothing); ``k``: the most tokens :meth:`propose` returns.
+
+    Matching bytes, not token ids: a value is tokenized otherwise inside JSON than in the request (" shrek"
+    after a space there, ``"`` then "sh", "rek" in the call; " San", " Francisco" there, "San" after the quote
+    here), so the call's tail is looked up as text. Built once per call (O(prompt bytes))."""
+
+    __slots__ = ("ids", "k", "ngram", "text", "ends", "token_bytes", "_pieces", "_tokenizer")
+
+    def __init__(self, ids: list[int], token_bytes, tokenizer=None, k: int = DRAFT_MAX, ngram: int = NGRAM_MAX):
+        self.ids, self.k, self.ngram, self._tokenizer = list(ids), k, ngram, tokenizer
+        self.token_bytes = token_bytes
+        self._pieces = [token_bytes[t] if 0 <= t < len(token_bytes) and token_bytes[t] is not None else b"\0"
+                        for t in self.ids]  # a control token: a NUL byte, which no JSON text holds
+        self.text = b"".join(self._pieces)
+        self.ends: list[int] = []  # the byte offset where each prompt token ends
+        offset = 0
+        for piece in self._pieces:
+            offset += len(piece)
+            self.ends.append(offset)
+
+    def propose(self, tail: list[int]) -> list[int]:
+        """The up to ``k`` tokens the prompt writes after the most recent occurrence of the bytes of the last
+        ``n`` tokens of ``tail`` (``n`` = ``ngram`` down to 1, the first whose occurrence drafts something), or
+        [] when none does.
+        A tail whose bytes hold no letter or digit (a quote, a colon, a space) drafts nothing: it occurs
+        everywhere. A match that ends inside a prompt token drafts the rest of that token, tokenized."""
+        for n in range(min(self.ngram, len(tail)), 0, -1):
+            suffix = b"".join(self.token_bytes[t] or b"" for t in tail[-n:])
+            if not any(c >= 0x80 or chr(c).isalnum() for c in suffix):
+                continue
+            at = self.text.rfind(suffix)
+            draft = self._after(at + len(suffix)) if at >= 0 else []
+            if draft:
+                return draft
+        return []
+
+    def _after(self, offset: int) -> list[int]:
+        """The up to ``k`` tokens that write the prompt's bytes from ``offset`` on."""
+        i = bisect_left(self.ends, offset)  # the token that ends at or after offset
+        if i >= len(self.ids):
+            return []
+        if self.ends[i] == offset:
+            return self.ids[i + 1:i + 1 + self.k]
+        if self._tokenizer is None:
+            return []
+        rest = self._pieces[i][len(self._pieces[i]) - (self.ends[i] - offset):]
+        try:
+            head = self._tokenizer.encode(rest.decode("utf-8"), add_special_tokens=False)
+        except UnicodeDecodeError:  # a match inside a character's bytes
+            return []
+        return (head + self.ids[i + 1:i + 1 + self.k])[:self.k]
+
+
+def cut(matcher: Matcher, draft: list[int]) -> list[int]:
+    """The longest prefix of ``draft`` that ``matcher`` could take from its state: every token allowed (the
+    grammar and the token budget), and where the state forces text, exactly the forced tokens (as
+    :meth:`~.matcher.Matcher.forced_tokens` tokenizes it; another spelling of the same bytes is cut, since
+    decoding without a draft appends the forced tokens). No token after EOS. The matcher is left as it was
+    (it is advanced, then rolled back)."""
+    start, taken = len(matcher.tokens), 0
+    try:
+        while taken < len(draft) and not matcher.is_finished():
+            forced = matcher.forced_tokens()
+            if forced:
+                if draft[taken:taken + len(forced)] != forced:
+                    break
+                for tok in forced:
+                    matcher.advance(tok)
+                taken += len(forced)
+                continue
+            try:
+                matcher.advance(draft[taken])
+            except TokenNotAllowed:
+                break
+            taken += 1
+    finally:
+        matcher.rollback(len(matcher.tokens) - start)
+    return draft[:taken]
