@@ -96,6 +96,8 @@ class TokenEffects:
         self._flat_trans = np.ascontiguousarray(tr.transitions).reshape(-1).astype(np.int64)
         self._distance = _effect_distance(tr)
         self.rem = tr.remaining()
+        # states alike in what they still need of every counter: the table's tightness depends on that only
+        self.rem_rows, self.rem_class = unique_rows(self.rem)
         zero = np.zeros(3 * len(self.his), dtype=np.int64)
         self._ids: dict[bytes, int] = {zero.tobytes(): NO_EFFECT}
         self._row_list: list[np.ndarray] = [zero, zero]  # NO_EFFECT, IMPOSSIBLE
@@ -212,8 +214,11 @@ class TokenEffects:
     def tight(self, need: np.ndarray, state: int | np.ndarray) -> np.ndarray:
         """bool (E,): entries that need no more than ``state`` itself (``rem``), which the fewest tokens to
         completion follow (or all, where the state cannot end)."""
-        rs = self.rem[state]
-        return (need == rs).all(axis=-1) | (rs >= UNREACHABLE).any(axis=-1)
+        return self.tight_rem(need, self.rem[state])
+
+    def tight_rem(self, need: np.ndarray, rem: np.ndarray) -> np.ndarray:
+        """bool (E,): :meth:`tight` given the states' ``rem`` rows (int64 (E, K)) instead of the states."""
+        return (need == rem).all(axis=-1) | (rem >= UNREACHABLE).any(axis=-1)
 
 
 class _Numbered:
@@ -279,13 +284,15 @@ class _Entries:
 
     def __init__(self, fx: TokenEffects, codes: _Numbered, needs: _Numbered, state: np.ndarray, tok: np.ndarray,
                  target: np.ndarray):
-        # what the table needs of an entry depends on its (effect, target, state) only: computed once each
+        # what the table needs of an entry depends on its (effect, target, the state's rem row) only: once each
         eid = fx.effect_ids(state, tok)
         n = fx.tr.num_states
         x = len(fx.rows)
-        pairs, pair = unique_keys(eid * n + target, x * n)  # (effect, target), then (that pair, state)
-        kinds, inverse = unique_keys(pair * n + state, len(pairs) * n)
-        k_state, k_pair = kinds % n, pairs[kinds // n]
+        # (effect, target), then (that pair, the state's rem row: all that tightness asks of the state)
+        pairs, pair = unique_keys(eid * n + target, x * n)
+        r = len(fx.rem_rows)
+        kinds, inverse = unique_keys(pair * r + fx.rem_class[state], len(pairs) * r)
+        k_rem, k_pair = kinds % r, pairs[kinds // r]
         k_target, k_eid = k_pair % n, k_pair // n
         k = len(fx.his)
         rows = fx.rows[k_eid]
@@ -295,7 +302,7 @@ class _Entries:
         code[guarded] = codes.ids(rows[guarded])
         need_id = np.zeros(len(kinds), dtype=np.int64)
         need_id[guarded] = needs.ids(need[guarded])
-        tight = fx.tight(need, k_state)
+        tight = fx.tight_rem(need, fx.rem_rows[k_rem])
         inverse = inverse.reshape(-1)
         keep = ok[inverse]
         at = inverse[keep]
