@@ -534,7 +534,10 @@ def _match(ctrans: np.ndarray, rep: int, members: np.ndarray,
 
     def columns(states: np.ndarray) -> np.ndarray:
         nonlocal phi, core
-        new = np.unique(states[col_of[states] < 0])
+        got = col_of[states]
+        if (got >= 0).all():  # the usual case past the first few pairs
+            return got
+        new = np.unique(states[got < 0])
         if len(new):
             col_of[new] = np.arange(len(cols), len(cols) + len(new))
             cols.extend(new.tolist())
@@ -545,6 +548,7 @@ def _match(ctrans: np.ndarray, rep: int, members: np.ndarray,
         return col_of[states]
 
     phi[:, columns(np.asarray([rep]))[0]] = members
+    first_of = np.zeros(num_states, dtype=np.int64)  # scratch: an occurrence of each rep target in ``at``
     queued = np.zeros(num_states, dtype=bool)
     queued[rep] = True
     queue, done = [rep], 0
@@ -562,12 +566,12 @@ def _match(ctrans: np.ndarray, rep: int, members: np.ndarray,
         ok = ((rows >= 0) == live).all(axis=1)
         if ceff is not None:
             ok &= (ceff[mine] == ceff[q]).all(axis=1)
-        at, b = a[live], rows[:, live]  # rep targets (L,), member targets (w, L)
-        cat = columns(at.astype(np.int64))
+        at, b = a[live].astype(np.int64), rows[:, live]  # rep targets (L,), member targets (w, L)
+        cat = columns(at)
         seen = phi[who[:, None], cat[None, :]]
         ok &= ~((seen >= 0) & (seen != b)).any(axis=1)
-        targets, first, again = np.unique(at, return_index=True, return_inverse=True)
-        ok &= (b == b[:, first[again]]).all(axis=1)  # one rep target, one member target
+        first_of[at] = np.arange(len(at))  # one occurrence of each target (whichever write is kept)
+        ok &= (b == b[:, first_of[at]]).all(axis=1)  # one rep target, one member target
         if not ok.any():
             continue
         good = who[ok]
@@ -575,9 +579,11 @@ def _match(ctrans: np.ndarray, rep: int, members: np.ndarray,
         core[good, cq] = True
         if (mine == q).all():  # everyone here is in the rep's own state: nothing further to pair
             continue
-        fresh = targets[~queued[targets]]
-        queued[fresh] = True
-        queue.extend(fresh.tolist())
+        fresh = at[~queued[at]]
+        if len(fresh):
+            fresh = np.unique(fresh)  # sorted, as the targets were queued before
+            queued[fresh] = True
+            queue.extend(fresh.tolist())
     n = len(cols)
     return np.asarray(cols, dtype=np.int64), col_of, phi[:, :n], core[:, :n]
 
