@@ -576,11 +576,15 @@ def _match(ctrans: np.ndarray, rep: int, members: np.ndarray, ceff: np.ndarray |
         rows = ctrans[mine]  # (w, classes)
         ok = kind[mine] == kind[q]  # dead on the same classes (and the same effects)
         at, b = a[live].astype(np.int64), rows[:, live]  # rep targets (L,), member targets (w, L)
+        every = np.arange(len(at))
+        scratch[at] = every  # one occurrence of each target (whichever write is kept)
+        first = scratch[at]
+        ok &= (b == b[:, first]).all(axis=1)  # one rep target, one member target
+        one = first == every  # from here on, one column per distinct rep target (a few of ~100 classes)
+        at, b = at[one], b[:, one]
         cat = columns(at)
         seen = phi[who[:, None], cat[None, :]]
         ok &= ~((seen >= 0) & (seen != b)).any(axis=1)
-        scratch[at] = np.arange(len(at))  # one occurrence of each target (whichever write is kept)
-        ok &= (b == b[:, scratch[at]]).all(axis=1)  # one rep target, one member target
         if not ok.any():
             continue
         good = who[ok]
@@ -590,7 +594,7 @@ def _match(ctrans: np.ndarray, rep: int, members: np.ndarray, ceff: np.ndarray |
             continue
         fresh = at[~queued[at]]
         if len(fresh):
-            fresh = _distinct(fresh, scratch)
+            fresh = np.sort(fresh)  # distinct already
             queued[fresh] = True
             queue.extend(fresh.tolist())
     n = len(cols)
