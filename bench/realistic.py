@@ -275,7 +275,7 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[k]
 
 
-def report(rows: list[dict]) -> list[str]:
+def report(rows: list[dict], slowest_n: int = 10) -> list[str]:
     by = {(r["engine"], r["id"]): r for r in rows}
     engines = [e for e in ENGINES if any(r["engine"] == e for r in rows)]
     named = [r["id"] for r in rows if r["group"] == "named" and r["engine"] == engines[0]]
@@ -308,13 +308,24 @@ def report(rows: list[dict]) -> list[str]:
                 continue
             # CPU seconds (steadier than wall time on a shared machine); a timeout counts its wall seconds
             cpu = [r["cpu_s"] if r["status"] == "ok" else r["compile_s"] for r in mine if r["status"] in ("ok", "timeout")]
-            slowest = max(mine, key=lambda r: r["compile_s"] if r["compile_s"] == r["compile_s"] else 0)
+            timed = [r for r in mine if r["status"] in ("ok", "timeout")]  # the rows the percentiles count
+            slowest = max(timed, key=lambda r: r["compile_s"])
             lines.append(f"| {e} | {len(mine)} | {len(ok)} | {sum(r['status'] == 'refused' for r in mine)} | "
                          f"{sum(r['status'] == 'timeout' for r in mine)} | {statistics.median(times):.3f} | "
                          f"{percentile(times, 90):.3f} | {percentile(times, 99):.3f} | {max(times):.3f} "
                          f"({slowest['id']}) | {max((r['peak_mb'] for r in ok), default=0):.0f} | "
                          f"{statistics.median(cpu):.3f} / {percentile(cpu, 90):.3f} / {percentile(cpu, 99):.3f} / "
                          f"{max(cpu):.3f} |")
+    if bench and slowest_n:
+        mine = sorted((r for r in bench if r["engine"] == "callmaybe" and r["status"] == "ok"),
+                      key=lambda r: -r["cpu_s"])[:slowest_n]
+        lines += ["", f"The {len(mine)} slowest JSONSchemaBench schemas (callmaybe, CPU s; phases in wall s):", "",
+                  "| schema | CPU s | states | entries | grammar | token walk | table |", "|---|---|---|---|---|---|---|"]
+        for r in mine:
+            p = r["phases"]
+            grammar = sum(p.get(k, 0.0) for k in ("automaton", "byte expansion", "join"))
+            lines.append(f"| {r['id']} | {r['cpu_s']:.2f} | {r['states']:,} | {r['entries']:,} | {grammar:.2f} | "
+                         f"{p.get('token walk', 0.0):.2f} | {p.get('table', 0.0):.2f} |")
     return lines
 
 
@@ -326,6 +337,8 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--limit", type=int, default=None, help="only the first N JSONSchemaBench schemas")
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds per schema before a timeout")
     parser.add_argument("--json", type=Path, help="also write the rows to this file")
+    parser.add_argument("--slowest", type=int, default=10,
+                        help="list this many slowest JSONSchemaBench schemas of callmaybe with their phases")
     args = parser.parse_args(argv)
     env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", RAYON_NUM_THREADS="1",
                TOKENIZERS_PARALLELISM="false")
@@ -334,7 +347,7 @@ def main(argv: list[str]) -> None:
     t = time.perf_counter()
     for engine in args.engines.split(","):
         rows += run_engine(engine, args.limit, args.timeout, env)
-    print("\n".join(report(rows)))
+    print("\n".join(report(rows, args.slowest)))
     print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}; total {time.perf_counter() - t:.0f} s")
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1))

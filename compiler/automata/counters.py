@@ -285,7 +285,11 @@ class Transducer:
         out = np.full((n, k), UNREACHABLE, dtype=np.int64)
         src, byte = np.nonzero(self.transitions >= 0)
         dst = self.transitions[src, byte].astype(np.int64)
-        eff = self.effect[src, byte]
+        eff = self.effect[src, byte].astype(np.int64)
+        # the distinct (state, next state, effect) transitions, once for all counters (bytes alike are many)
+        width = int(eff.max(initial=0)) + 1
+        triple = np.unique((src.astype(np.int64) * n + dst) * width + eff)  # a hash table, no sort
+        src, dst, eff = triple // (n * width), triple // width % n, triple % width
         arrays = self.table.arrays()
         adds, resets = arrays["effect_add"].astype(np.int64), arrays["effect_reset"] > 0
         for c in range(k):
@@ -296,10 +300,8 @@ class Transducer:
             for q, cost in zip(src[stop].tolist(), w[stop].tolist()):  # a reset ends the count here
                 dist[q] = min(dist[q], cost)
             keep = ~stop
-            edges = np.unique(np.stack([dst[keep], src[keep], w[keep]], axis=1), axis=0) if keep.any() else \
-                np.zeros((0, 3), dtype=np.int64)
-            order = np.argsort(edges[:, 0], kind="stable")
-            edges = edges[order]
+            edges = np.stack([dst[keep], src[keep], w[keep]], axis=1)  # distinct transitions (repeats harmless)
+            edges = edges[np.argsort(edges[:, 0], kind="stable")]
             starts = np.searchsorted(edges[:, 0], np.arange(n + 1))
             best = dist.copy()
             queue = deque(sorted(range(n), key=lambda q: best[q]))

@@ -96,6 +96,8 @@ class TokenEffects:
         self._flat_trans = np.ascontiguousarray(tr.transitions).reshape(-1).astype(np.int64)
         self._distance = _effect_distance(tr)
         self.rem = tr.remaining()
+        # states alike in what they still need of every counter: the table's tightness depends on that only
+        self.rem_rows, self.rem_class = unique_rows(self.rem)
         zero = np.zeros(3 * len(self.his), dtype=np.int64)
         self._ids: dict[bytes, int] = {zero.tobytes(): NO_EFFECT}
         self._row_list: list[np.ndarray] = [zero, zero]  # NO_EFFECT, IMPOSSIBLE
@@ -212,8 +214,11 @@ class TokenEffects:
     def tight(self, need: np.ndarray, state: int | np.ndarray) -> np.ndarray:
         """bool (E,): entries that need no more than ``state`` itself (``rem``), which the fewest tokens to
         completion follow (or all, where the state cannot end)."""
-        rs = self.rem[state]
-        return (need == rs).all(axis=-1) | (rs >= UNREACHABLE).any(axis=-1)
+        return self.tight_rem(need, self.rem[state])
+
+    def tight_rem(self, need: np.ndarray, rem: np.ndarray) -> np.ndarray:
+        """bool (E,): :meth:`tight` given the states' ``rem`` rows (int64 (E, K)) instead of the states."""
+        return (need == rem).all(axis=-1) | (rem >= UNREACHABLE).any(axis=-1)
 
 
 class _Numbered:
@@ -272,20 +277,26 @@ class _GuardStore:
 
 class _Entries:
     """The possible entries of a batch (states walked alone, or the members' own walks of a group), with what
-    the table needs of each, in the batch's order: ``state``, ``tok``, ``target`` (int64 / int32), ``code``
-    and ``need`` (provisional numbers, where guarded), ``guarded`` (an effect or a need: listed in the
-    state's guards) and ``tight`` (followed by the fewest tokens to completion); ``before``: int64 (E + 1,),
-    the possible entries before each entry of the batch, to slice a state's."""
+    the table needs of each, in the batch's order: ``tok`` (int32) and ``kind`` (int64: its (effect, target,
+    rem row), whose ``code`` and ``need``, provisional numbers where guarded, and ``guarded``, an effect or a
+    need: listed in the state's guards, :meth:`part` gathers), and the tight entries (followed by the fewest
+    tokens to completion: :meth:`edges`); ``before``: int64 (E + 1,), the possible entries before each entry
+    of the batch, to slice a state's (None: every entry is possible)."""
 
     def __init__(self, fx: TokenEffects, codes: _Numbered, needs: _Numbered, state: np.ndarray, tok: np.ndarray,
                  target: np.ndarray):
-        # what the table needs of an entry depends on its (effect, target, state) only: computed once each
+        # what the table needs of an entry depends on its (effect, target, the state's rem row) only: once each
         eid = fx.effect_ids(state, tok)
         n = fx.tr.num_states
         x = len(fx.rows)
-        pairs, pair = unique_keys(eid * n + target, x * n)  # (effect, target), then (that pair, state)
-        kinds, inverse = unique_keys(pair * n + state, len(pairs) * n)
-        k_state, k_pair = kinds % n, pairs[kinds // n]
+        # (effect, target), then (that pair, the state's rem row: all that tightness asks of the state); the
+        # effects numbered among those of the batch first (most entries have none), so the keys stay few
+        eids, e_at = unique_keys(eid, x)
+        pairs, pair = unique_keys(e_at * n + target, len(eids) * n)
+        pairs = eids[pairs // n] * n + pairs % n  # (effect, target) keys again, in the same (sorted) order
+        r = len(fx.rem_rows)
+        kinds, inverse = unique_keys(pair * r + fx.rem_class[state], len(pairs) * r)
+        k_rem, k_pair = kinds % r, pairs[kinds // r]
         k_target, k_eid = k_pair % n, k_pair // n
         k = len(fx.his)
         rows = fx.rows[k_eid]
@@ -295,22 +306,32 @@ class _Entries:
         code[guarded] = codes.ids(rows[guarded])
         need_id = np.zeros(len(kinds), dtype=np.int64)
         need_id[guarded] = needs.ids(need[guarded])
-        tight = fx.tight(need, k_state)
+        tight = fx.tight_rem(need, fx.rem_rows[k_rem])
         inverse = inverse.reshape(-1)
-        keep = ok[inverse]
-        at = inverse[keep]
-        self.state, self.tok, self.target = state[keep], tok[keep].astype(np.int32), target[keep]
-        self.guarded, self.code, self.need, self.tight = guarded[at], code[at], need_id[at], tight[at]
-        self.before = np.concatenate([[0], np.cumsum(keep)]).astype(np.int64)
+        # per entry only its kind: a state's codes, needs and guards are gathered when its part is asked
+        self._state, self._target, self._tight = state, target, tight[inverse] & ok[inverse]
+        self._guarded, self._code, self._need = guarded, code, need_id
+        if ok.all():  # every entry possible (the usual case): nothing to take out
+            self.tok, self.kind, self.before = tok.astype(np.int32, copy=False), inverse, None
+        else:
+            keep = ok[inverse]
+            self.tok, self.kind = tok[keep].astype(np.int32), inverse[keep]
+            self.before = np.concatenate([[0], np.cumsum(keep)]).astype(np.int64)
 
     def edges(self, n: int) -> np.ndarray:
         """int64 keys ``state * n + target`` of the tight entries."""
-        return self.state[self.tight] * n + self.target[self.tight]
+        return self._state[self._tight] * n + self._target[self._tight]
+
+    def tokens(self, lo: int, hi: int) -> np.ndarray:
+        """The tokens (int32) of the batch's entries ``lo:hi`` that are possible."""
+        a, b = (lo, hi) if self.before is None else (int(self.before[lo]), int(self.before[hi]))
+        return self.tok[a:b]
 
     def part(self, lo: int, hi: int) -> tuple[np.ndarray, ...]:
         """(tokens, codes, needs, guarded) of the batch's entries ``lo:hi`` that are possible."""
-        a, b = int(self.before[lo]), int(self.before[hi])
-        return self.tok[a:b], self.code[a:b], self.need[a:b], self.guarded[a:b]
+        a, b = (lo, hi) if self.before is None else (int(self.before[lo]), int(self.before[hi]))
+        kind = self.kind[a:b]
+        return self.tok[a:b], self._code[kind], self._need[kind], self._guarded[kind]
 
 
 class _Shared:
@@ -488,10 +509,13 @@ def counted_arrays(tr: Transducer, result: WalkResult, token_bytes, vocab_size: 
         mem = _members(sh, fx, needs, n)
         edges += [m.edges for m in mem]
         lists = _member_guards(g, sh, mem, own, bounds, guards)
+        ok_keys: dict[int, bytes] = {}  # members that take alike share their ``ok`` array (_members)
         for i, m in enumerate(mem):
-            o_tok = own.part(bounds[i], bounds[i + 1])[0]
-            sig = (gi, content_key(np.packbits(m.ok)), content_key(o_tok))
-            member_row[int(g.members[i])] = (sig, g.tok[m.ok], o_tok)
+            o_tok = own.tokens(bounds[i], bounds[i + 1])
+            ok_key = ok_keys.get(id(m.ok))
+            if ok_key is None:
+                ok_key = ok_keys[id(m.ok)] = content_key(np.packbits(m.ok))
+            member_row[int(g.members[i])] = ((gi, ok_key, content_key(o_tok)), g, m.ok, o_tok)
             state_guard[int(g.members[i])] = lists[i]
     slices = result.lone_slices()
     by_sig: dict[tuple, int] = {}
@@ -504,10 +528,10 @@ def counted_arrays(tr: Transducer, result: WalkResult, token_bytes, vocab_size: 
             state_row[s] = rows.add([tok], ordered=True)
             state_guard[s] = guards.add(tok[gd], code[gd], need[gd])
         elif s in member_row:
-            sig, shared_tok, o_tok = member_row[s]
+            sig, g, ok, o_tok = member_row[s]
             row = by_sig.get(sig)
-            if row is None:
-                row = by_sig[sig] = rows.add([shared_tok, o_tok])
+            if row is None:  # the member's shared tokens taken out only for a row not made yet
+                row = by_sig[sig] = rows.add([g.tok[ok], o_tok])
             state_row[s] = row
         else:
             if empty_row is None:

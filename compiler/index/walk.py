@@ -515,8 +515,16 @@ class StateGroup:
         return StateGroup(self.rep, self.members[keep], self.cols, self.col_of, self.phi[keep], self.core[keep])
 
 
-def _match(ctrans: np.ndarray, rep: int, members: np.ndarray,
-           ceff: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def row_kinds(ctrans: np.ndarray, ceff: np.ndarray | None = None) -> np.ndarray:
+    """int64 (num_states,): states numbered alike exactly when their (class-compressed) transitions are dead on
+    the same classes and, ``ceff`` given, have the same effects on every class: what :func:`_match` asks of a
+    member's row against the rep's, told by one number instead of a row."""
+    live = np.packbits(ctrans >= 0, axis=1).astype(np.int64)
+    return unique_rows(live if ceff is None else np.concatenate([live, ceff.astype(np.int64)], axis=1))[1]
+
+
+def _match(ctrans: np.ndarray, rep: int, members: np.ndarray, ceff: np.ndarray | None = None,
+           kind: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Pair ``rep`` with every one of ``members`` (int64 (k,)) breadth-first over (class-compressed)
     transitions, all members in one pass: returns (cols, col_of, phi, core) as in :class:`StateGroup`. A rep
     state is core for a member when its row and the member's row are dead on the same classes and every live
@@ -525,8 +533,11 @@ def _match(ctrans: np.ndarray, rep: int, members: np.ndarray,
     with it is in that very state is not gone past (from there their walks are the rep's:
     :attr:`StateGroup.same_bits`). ``ceff``: int (num_states, classes), the counter effect of each class
     transition of a transducer (:mod:`..automata.counters`), which a core state's transitions must then share as well,
-    so that a token's effect from a member is its effect from the rep."""
+    so that a token's effect from a member is its effect from the rep. ``kind``: :func:`row_kinds` of
+    ``ctrans`` and ``ceff`` (made here when not given)."""
     k, num_states = len(members), ctrans.shape[0]
+    if kind is None:
+        kind = row_kinds(ctrans, ceff)
     col_of = np.full(num_states, -1, dtype=np.int64)
     cols: list[int] = []
     phi = np.full((k, 256), -1, dtype=np.int64)
@@ -534,7 +545,10 @@ def _match(ctrans: np.ndarray, rep: int, members: np.ndarray,
 
     def columns(states: np.ndarray) -> np.ndarray:
         nonlocal phi, core
-        new = np.unique(states[col_of[states] < 0])
+        got = col_of[states]
+        if (got >= 0).all():  # the usual case past the first few pairs
+            return got
+        new = _distinct(states[got < 0], scratch)
         if len(new):
             col_of[new] = np.arange(len(cols), len(cols) + len(new))
             cols.extend(new.tolist())
@@ -544,6 +558,7 @@ def _match(ctrans: np.ndarray, rep: int, members: np.ndarray,
                 core = np.concatenate([core, np.zeros((k, grow), dtype=bool)], axis=1)
         return col_of[states]
 
+    scratch = np.zeros(num_states, dtype=np.int64)  # positions by state (see _distinct)
     phi[:, columns(np.asarray([rep]))[0]] = members
     queued = np.zeros(num_states, dtype=bool)
     queued[rep] = True
@@ -559,15 +574,17 @@ def _match(ctrans: np.ndarray, rep: int, members: np.ndarray,
         live = a >= 0
         mine = phi[who, cq]
         rows = ctrans[mine]  # (w, classes)
-        ok = ((rows >= 0) == live).all(axis=1)
-        if ceff is not None:
-            ok &= (ceff[mine] == ceff[q]).all(axis=1)
-        at, b = a[live], rows[:, live]  # rep targets (L,), member targets (w, L)
-        cat = columns(at.astype(np.int64))
+        ok = kind[mine] == kind[q]  # dead on the same classes (and the same effects)
+        at, b = a[live].astype(np.int64), rows[:, live]  # rep targets (L,), member targets (w, L)
+        every = np.arange(len(at))
+        scratch[at] = every  # one occurrence of each target (whichever write is kept)
+        first = scratch[at]
+        ok &= (b == b[:, first]).all(axis=1)  # one rep target, one member target
+        one = first == every  # from here on, one column per distinct rep target (a few of ~100 classes)
+        at, b = at[one], b[:, one]
+        cat = columns(at)
         seen = phi[who[:, None], cat[None, :]]
         ok &= ~((seen >= 0) & (seen != b)).any(axis=1)
-        targets, first, again = np.unique(at, return_index=True, return_inverse=True)
-        ok &= (b == b[:, first[again]]).all(axis=1)  # one rep target, one member target
         if not ok.any():
             continue
         good = who[ok]
@@ -575,11 +592,22 @@ def _match(ctrans: np.ndarray, rep: int, members: np.ndarray,
         core[good, cq] = True
         if (mine == q).all():  # everyone here is in the rep's own state: nothing further to pair
             continue
-        fresh = targets[~queued[targets]]
-        queued[fresh] = True
-        queue.extend(fresh.tolist())
+        fresh = at[~queued[at]]
+        if len(fresh):
+            fresh = np.sort(fresh)  # distinct already
+            queued[fresh] = True
+            queue.extend(fresh.tolist())
     n = len(cols)
     return np.asarray(cols, dtype=np.int64), col_of, phi[:, :n], core[:, :n]
+
+
+def _distinct(values: np.ndarray, scratch: np.ndarray) -> np.ndarray:
+    """The distinct values of ``values`` (int64, a few dozen states), sorted, as ``np.unique`` gives them,
+    by writing each one's position at its place in ``scratch`` (int64, as long as the largest value + 1; its
+    contents are overwritten) and keeping the positions that stayed: no hash table for a few values."""
+    at = np.arange(len(values))
+    scratch[values] = at
+    return np.sort(values[scratch[values] == at])
 
 
 def state_groups(transitions: np.ndarray, states: np.ndarray,
@@ -592,7 +620,7 @@ def state_groups(transitions: np.ndarray, states: np.ndarray,
 def iter_state_groups(transitions: np.ndarray, states: np.ndarray,
                       class_transitions: np.ndarray | None = None,
                       class_effects: np.ndarray | None = None,
-                      shape: np.ndarray | None = None) -> Iterator[StateGroup]:
+                      shape: np.ndarray | None = None, kind: np.ndarray | None = None) -> Iterator[StateGroup]:
     """Group the many-byte states of ``states`` (e.g. the contents of different string values) whose
     automata look alike from there, so that one walk of the trie serves each group.
 
@@ -602,7 +630,8 @@ def iter_state_groups(transitions: np.ndarray, states: np.ndarray,
     ``class_transitions``: ``byte_classes(transitions)[1]`` when the caller has it already (computed here
     otherwise); a transducer's caller passes its classes of (transition, effect) instead, with
     ``class_effects`` (see :func:`_match`). ``shape``: int64 (num_states,), a finer key to class the
-    candidates by instead of their pattern (:func:`shapes`: alike to some depth). Groups are made one at a
+    candidates by instead of their pattern (:func:`shapes`: alike to some depth); ``kind``: :func:`row_kinds`
+    of the class transitions and effects (made here when not given). Groups are made one at a
     time (each holds a members x states table), so that a walk can stop after any of them.
     """
     from ..automata.dfa import byte_classes
@@ -621,6 +650,8 @@ def iter_state_groups(transitions: np.ndarray, states: np.ndarray,
         pattern = np.where(rows < 0, 0, np.where(rows == cand[:, None], 1, 2)).astype(np.uint8)
         for st, pat in zip(cand.tolist(), pattern):
             by_pattern.setdefault(pat.tobytes(), []).append(st)
+    if kind is None:
+        kind = row_kinds(ctrans, class_effects)
     chunk = max(2, min(GROUP_MAX_MEMBERS, GROUP_MAX_ENTRIES // transitions.shape[0]))
     for alike in by_pattern.values():
         for at in range(0, len(alike), chunk):
@@ -628,7 +659,7 @@ def iter_state_groups(transitions: np.ndarray, states: np.ndarray,
             for _ in range(GROUP_REPS):  # the candidates the rep leaves out are grouped around the next one
                 if len(pool) < 2:
                     break
-                group, pool = _group(ctrans, pool, class_effects)
+                group, pool = _group(ctrans, pool, class_effects, kind)
                 if group is not None:
                     yield group
 
@@ -668,13 +699,14 @@ def shapes(class_transitions: np.ndarray, class_effects: np.ndarray | None = Non
 GROUP_REPS = 16
 
 
-def _group(ctrans: np.ndarray, members: list[int], ceff: np.ndarray | None = None) -> tuple[StateGroup | None, list[int]]:
+def _group(ctrans: np.ndarray, members: list[int], ceff: np.ndarray | None = None,
+           kind: np.ndarray | None = None) -> tuple[StateGroup | None, list[int]]:
     """The group of ``members`` around the first (None when fewer than two share its walk), and the members
-    it leaves out, the first aside (``ceff``: see :func:`_match`)."""
+    it leaves out, the first aside (``ceff``, ``kind``: see :func:`_match`)."""
     if len(members) < 2:
         return None, []
     candidates = np.asarray(members, dtype=np.int64)
-    cols, col_of, phi, core = _match(ctrans, int(candidates[0]), candidates, ceff)
+    cols, col_of, phi, core = _match(ctrans, int(candidates[0]), candidates, ceff, kind)
     kept = np.flatnonzero(core[:, col_of[candidates[0]]])
     left = np.ones(len(candidates), dtype=bool)
     left[0] = False
@@ -788,7 +820,13 @@ def walk(transitions: np.ndarray, trie: TokenTrie, states: np.ndarray | None = N
     entries = _Entries(max_entries)
     groups, grouped = [], [np.zeros(0, np.int64)]
     shape: np.ndarray | None = None  # made when a group first has heavy members
-    rounds = [iter_state_groups(transitions, states, class_transitions, class_effects)] if share else []
+    rounds, kind = [], None
+    if share:
+        if class_transitions is None:
+            from ..automata.dfa import byte_classes
+            class_transitions = byte_classes(transitions)[1]
+        kind = row_kinds(class_transitions, class_effects)  # once for every round
+        rounds.append(iter_state_groups(transitions, states, class_transitions, class_effects, kind=kind))
     for round_, found in enumerate(rounds):
         for g in found:
             last = round_ + 1 >= GROUP_ROUNDS
@@ -796,11 +834,9 @@ def walk(transitions: np.ndarray, trie: TokenTrie, states: np.ndarray | None = N
             heavy = walked.heavy()
             if heavy.any() and not last:  # grouped again apart, around a rep of their own kind
                 if shape is None:
-                    from ..automata.dfa import byte_classes
-                    ctrans = byte_classes(transitions)[1] if class_transitions is None else class_transitions
-                    shape = shapes(ctrans, class_effects)
+                    shape = shapes(class_transitions, class_effects)
                 rounds.append(iter_state_groups(transitions, g.members[heavy], class_transitions, class_effects,
-                                                shape))
+                                                shape, kind))
                 g = g.without(heavy)
                 if g is None:
                     continue

@@ -134,3 +134,36 @@ def test_leaf_cache_is_bounded_and_times_only_what_it_builds():
     assert len(cache) == 2 and cache.get('"a"') is not a  # the least recently used one was dropped
     cache.clear()
     assert len(cache) == 0
+
+
+def _coreachable_plain(transitions, accepting):
+    """The states that reach acceptance, by a fixpoint over every transition."""
+    src, byte = np.nonzero(transitions >= 0)
+    dst = transitions[src, byte]
+    alive = accepting.astype(bool).copy()
+    while True:
+        grown = alive.copy()
+        np.logical_or.at(grown, src, alive[dst])
+        if np.array_equal(grown, alive):
+            return alive
+        alive = grown
+
+
+def test_coreachable_in_one_search_is_the_fixpoint():
+    from callmaybe.compiler.automata.reach import coreachable
+
+    # a chain 0 -> 1 -> 2 -> 3 (accepting) with a branch 1 -> 4 into a dead loop, and 5 unreached
+    t = np.full((6, 256), -1, dtype=np.int32)
+    t[0, ord("a")], t[1, ord("b")], t[2, ord("c")], t[1, ord("x")], t[4, ord("y")] = 1, 2, 3, 4, 4
+    t[5, ord("z")] = 3
+    accepting = np.array([0, 0, 0, 1, 0, 0], dtype=np.uint8)
+    got = coreachable(t, accepting)
+    assert got.dtype == bool and got.tolist() == [True, True, True, True, False, True]
+    assert coreachable(np.full((2, 256), -1, dtype=np.int32), np.zeros(2, dtype=bool)).tolist() == [False, False]
+    rng = np.random.default_rng(7)
+    for n, dead in [(40, 0.5), (300, 0.97), (3000, 0.995)]:
+        t = rng.integers(0, n, size=(n, 256)).astype(np.int32)
+        t[rng.random((n, 256)) < dead] = -1
+        accepting = rng.random(n) < 0.02
+        accepting[n // 2] = True
+        assert np.array_equal(coreachable(t, accepting), _coreachable_plain(t, accepting))

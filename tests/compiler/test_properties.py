@@ -238,11 +238,12 @@ def multiple_limit(q: Any, instance: Any) -> str | None:
 
 
 def _multiple_of(validator, q, instance, schema):
-    yield from _base_multiple_of(validator, q, instance, schema)
     if validator.is_type(instance, "number") and not isinstance(instance, bool):
         why = multiple_limit(q, instance)
-        if why:
+        if why:  # past the grammar's limits (jsonschema's float division overflows on an int past 1.8e308)
             yield ValidationError(f"{instance!r}: {why}")
+            return
+    yield from _base_multiple_of(validator, q, instance, schema)
 
 
 Oracle = jsonschema.validators.extend(
@@ -693,9 +694,9 @@ def number_instances(draw, schema: dict) -> Any:
         kind = draw(st.integers(0, 3))
         if kind == 0:
             return draw(st.floats(flo, fhi, exclude_min=lo_x and flo == lo, exclude_max=hi_x and fhi == hi))
-        if kind == 1:
-            return draw(st.sampled_from([flo, fhi, math.nextafter(flo, math.inf), math.nextafter(fhi, -math.inf),
-                                         float(flo), float(fhi)]))
+        if kind == 1:  # the doubles at and next to the bounds (the next one past the largest double is inf)
+            near = [flo, fhi, math.nextafter(flo, math.inf), math.nextafter(fhi, -math.inf), float(flo), float(fhi)]
+            return draw(st.sampled_from([x for x in near if math.isfinite(x)]))
         if kind == 2 and not math.isinf(lo):
             return draw(st.integers(math.ceil(lo), math.ceil(lo) + 3))
         return draw(numbers)

@@ -7,6 +7,7 @@ import time
 import numpy as np
 import pytest
 
+from callmaybe.compiler.automata.counters import UNREACHABLE
 from callmaybe.compiler.index.counted_index import IMPOSSIBLE, TokenEffects
 from callmaybe.compiler.automata.dfa import byte_classes
 from callmaybe.compiler.grammar import compile_grammar, schema_dfa
@@ -107,13 +108,59 @@ def test_counter_liveness_of_all_counters_at_once_is_each_counters_own():
     assert 0 < int(live.sum()) < live.size  # live somewhere, not everywhere
 
 
-@pytest.mark.parametrize("size", [10, 1 << 23])  # a table of all keys; a sort
-def test_unique_keys_are_np_unique(size):
-    key = np.array([7, 3, 3, 9, 0, 7, 7], dtype=np.int64) * (size // 10)
+@pytest.mark.parametrize("size,repeat", [(10, 1), (1 << 23, 1), (1 << 23, 150_000)])
+def test_unique_keys_are_np_unique(size, repeat):
+    """A small table of all keys; a sort (few keys in a large range); a table again (a large range, but at
+    most 8 of it per key given: 1,050,000 keys among 8,388,608)."""
+    key = np.tile(np.array([7, 3, 3, 9, 0, 7, 7], dtype=np.int64) * (size // 10), repeat)
     keys, inverse = unique_keys(key, size)
     want_keys, want_inverse = np.unique(key, return_inverse=True)
     assert keys.tolist() == want_keys.tolist() == [0, 3 * (size // 10), 7 * (size // 10), 9 * (size // 10)]
-    assert inverse.tolist() == want_inverse.tolist() == [2, 1, 1, 3, 0, 2, 2]
+    assert inverse.dtype == np.int64
+    assert inverse.tolist() == want_inverse.tolist() == [2, 1, 1, 3, 0, 2, 2] * repeat
+
+
+def _remaining_plain(tr) -> np.ndarray:
+    """Each counter's fewest advances to the end or a reset, by Bellman-Ford over every byte's transition."""
+    arrays = tr.table.arrays()
+    src, byte = np.nonzero(tr.transitions >= 0)
+    dst, eff = tr.transitions[src, byte], tr.effect[src, byte]
+    out = np.full((tr.num_states, len(tr.table.his)), UNREACHABLE, dtype=np.int64)
+    for c in range(len(tr.table.his)):
+        w = arrays["effect_add"][eff, c].astype(np.int64)
+        stop = arrays["effect_reset"][eff, c] > 0
+        dist = np.where(tr.accepting.astype(bool), 0, UNREACHABLE).astype(np.int64)
+        np.minimum.at(dist, src[stop], w[stop])
+        while True:
+            cand = dist.copy()
+            np.minimum.at(cand, src[~stop], np.minimum(dist[dst[~stop]] + w[~stop], UNREACHABLE))
+            if np.array_equal(cand, dist):
+                break
+            dist = cand
+        out[:, c] = dist
+    return out
+
+
+def test_remaining_from_distinct_transitions_is_bellman_ford_over_every_byte():
+    tr = _transducer()
+    rem = tr.remaining()
+    assert np.array_equal(rem, _remaining_plain(tr))
+    assert rem.shape == (tr.num_states, 3) and tr.table.his == (90, 70, 78)
+    # the email's counter: up to 5 advances still needed (the shortest address) in 189 of its states; the
+    # other counters' strings can always end or be left at once (their minimum is counted apart)
+    assert sorted(set(rem[:, 0].tolist())) == [0, 1, 2, 3, 4, 5] and int((rem[:, 0] > 0).sum()) == 189
+    assert not rem[:, 1:].any()
+
+
+def test_tightness_by_rem_row_is_tightness_by_state():
+    """The table classes an entry's state by its row of ``rem`` (what tightness reads of the state)."""
+    tr = _transducer()
+    fx = TokenEffects(tr, VOCAB.token_bytes)
+    assert np.array_equal(fx.rem_rows[fx.rem_class], fx.rem)
+    assert len(fx.rem_rows) == len(np.unique(fx.rem, axis=0)) < tr.num_states
+    states = np.arange(tr.num_states)
+    need = fx.rem[np.roll(states, 1)]  # some needs equal to the state's own, most not
+    assert np.array_equal(fx.tight_rem(need, fx.rem_rows[fx.rem_class]), fx.tight(need, states))
 
 
 def test_shapes_tell_the_hex_digits_of_an_escape_apart_by_what_follows():

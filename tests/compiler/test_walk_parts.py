@@ -11,7 +11,7 @@ from callmaybe.compiler.index import walk as walk_mod
 from callmaybe.compiler.index.counted_index import counted_arrays, effect_classes
 from callmaybe.compiler.index.trie import build_trie
 from callmaybe.compiler.index.uniq import distinct_inverse
-from callmaybe.compiler.index.walk import _token_order, bit_column, bit_pairs, member_bits, walk
+from callmaybe.compiler.index.walk import _token_order, bit_column, bit_pairs, member_bits, row_kinds, walk
 from callmaybe.core.catalog import parse_catalog
 from callmaybe.core.vocabulary import Vocabulary
 
@@ -114,3 +114,18 @@ def test_a_capped_group_walk_stops_members_early_and_the_walk_and_index_stay_exa
     b = counted_arrays(tr, apart, vocab.token_bytes, vocab.vocab_size)
     assert np.array_equal(a["min_tokens"], b["min_tokens"])
     assert _per_state(a, tr.num_states) == _per_state(b, tr.num_states)
+
+
+def test_row_kinds_number_states_by_their_dead_classes_and_effects():
+    ctrans = np.array([[0, -1, 1], [1, -1, 0], [-1, 2, 2], [0, -1, 1]], dtype=np.int32)
+    # live classes (1, 0, 1) packed are 160, (0, 1, 1) 96: numbered in sorted order
+    assert row_kinds(ctrans).tolist() == [1, 1, 0, 1]
+    ceff = np.array([[0, 0, 1], [0, 0, 2], [0, 0, 0], [0, 0, 1]], dtype=np.int32)
+    assert row_kinds(ctrans, ceff).tolist() == [1, 2, 0, 1]  # states 0 and 1 differ in an effect
+
+
+def test_distinct_values_by_a_scratch_table_are_np_unique():
+    scratch = np.full(10, 7, dtype=np.int64)
+    values = np.array([5, 3, 5, 0, 3, 9], dtype=np.int64)
+    assert walk_mod._distinct(values, scratch).tolist() == [0, 3, 5, 9]
+    assert walk_mod._distinct(np.zeros(0, dtype=np.int64), scratch).tolist() == []
