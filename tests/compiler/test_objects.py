@@ -460,7 +460,9 @@ def _layout_allows(schema: dict, keys: list[str]) -> bool:
         named.extend(k for k in part.get("required", []) if k not in named)
     patterns = [p for part in parts for p in part.get("patternProperties", {})]
     extras_by_schema = any(isinstance(part.get("additionalProperties"), dict) for part in parts)
-    declared = any(v is not False for part in parts for v in part.get("properties", {}).values())
+    # a property one part forbids (``false``) is forbidden in the merged schema, whatever the others say
+    forbidden = {k for part in parts for k, v in part.get("properties", {}).items() if v is False}
+    declared = any(k not in forbidden for part in parts for k in part.get("properties", {}))
     map_open = not declared and all(part.get("additionalProperties", True) is not False for part in parts)
     positions = [named.index(k) for k in keys if k in named]
     first_extra = next((i for i, k in enumerate(keys) if k not in named), len(keys))
@@ -468,6 +470,18 @@ def _layout_allows(schema: dict, keys: list[str]) -> bool:
         return False
     return all(any(re.search(p, k) for p in patterns) or extras_by_schema or map_open
                for k in keys[first_extra:])
+
+
+def test_a_property_that_allof_forbids_leaves_the_object_open_to_other_keys():
+    # hypothesis's example: ``b`` is an integer in one part and ``false`` in another, so no property is
+    # declared and the object is a map of any keys (of at most two characters); ``_layout_allows`` agrees
+    schema = {"type": "object", "properties": {"b": {"type": "integer"}}, "allOf": [{"properties": {"b": False}}],
+              "propertyNames": {"maxLength": 2}}
+    dfa, _ = schema_dfa(schema)
+    values = [{"a": 0}, {"b": 0}, {"abc": 0}, {}]
+    assert [dfa.accepts(canonical(v).encode("utf-8")) for v in values] == [True, False, False, True]
+    assert [Draft202012Validator(schema).is_valid(v) for v in values] == [True, False, False, True]
+    assert _layout_allows(schema, ["a"]) is True
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
