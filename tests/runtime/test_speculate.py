@@ -73,14 +73,16 @@ def test_speculation_gives_the_same_calls_in_fewer_passes(runtime, functions):
 def test_speculation_in_a_batch_gives_the_same_calls_and_each_row_keeps_only_the_tokens_it_took(
         runtime, functions, monkeypatch):
     step = batch_module.Batch.step
-    held: dict[int, int] = {}  # per row: the tokens its cache holds that are neither call tokens nor pending
+    # per row: the row (held so that its id is not reused by a later row) and the tokens its cache holds that
+    # are neither call tokens nor pending
+    held: dict[int, tuple[object, int]] = {}
 
     def checked(batch):
         done = step(batch)
         for b, row in enumerate(batch.rows):
             assert batch.lengths[b] == int(batch.valid[b].sum())
             prompt = batch.lengths[b] - len(row.matcher.tokens) + len(row.pending)
-            assert held.setdefault(id(row), prompt) == prompt  # the prompt's tokens, whatever was dropped
+            assert held.setdefault(id(row), (row, prompt))[1] == prompt  # the prompt's, whatever was dropped
         return done
 
     monkeypatch.setattr(batch_module.Batch, "step", checked)
