@@ -288,7 +288,7 @@ class Transducer:
         eff = self.effect[src, byte].astype(np.int64)
         # the distinct (state, next state, effect) transitions, once for all counters (bytes alike are many)
         width = int(eff.max(initial=0)) + 1
-        triple = np.unique((src.astype(np.int64) * n + dst) * width + eff)  # a hash table, no sort
+        triple = np.unique((src.astype(np.int64) * n + dst) * width + eff)
         src, dst, eff = triple // (n * width), triple // width % n, triple % width
         arrays = self.table.arrays()
         adds, resets = arrays["effect_add"].astype(np.int64), arrays["effect_reset"] > 0

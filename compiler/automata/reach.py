@@ -22,7 +22,7 @@ def coreachable(transitions: np.ndarray, accepting: np.ndarray) -> np.ndarray:
     n = transitions.shape[0]
     src, byte = np.nonzero(transitions >= 0)
     dst = transitions[src, byte].astype(np.int64)
-    edge = np.unique(dst * n + src)  # reversed, each once (a hash table, no sort of repeats)
+    edge = np.unique(dst * n + src)  # reversed, each once
     acc = np.flatnonzero(accepting)
     rows = np.concatenate([edge // n, np.full(len(acc), n, dtype=np.int64)])
     cols = np.concatenate([edge % n, acc])

@@ -69,9 +69,8 @@ def _plain(loaded):
     from callmaybe.runtime.model.llama import CausalLM
 
     model = CausalLM(loaded.model.config.to_dict(), torch.float32, device="meta")
-    model.load_state_dict(loaded.model.state_dict(), assign=True, strict=False)
-    if model.config.tie_word_embeddings:
-        model.lm_head.weight = model.model.embed_tokens.weight
+    # the state dict names the tied output layer too (the embedding's tensor): every key matches
+    model.load_state_dict(loaded.model.state_dict(), assign=True, strict=True)
     return model.eval()
 
 
