@@ -91,3 +91,28 @@ def test_profile_accounts_for_the_answering_time(tmp_path, public_catalog_path):
     assert {"decode step", "mask", "prompt", "check", "other", "total"} <= set(rows)
     shares = [float(r[1].rstrip("%")) for name, r in rows.items() if name != "total"]
     assert abs(sum(shares) - 100) < 0.5
+
+
+@pytest.mark.parametrize("max_batch", ["1", "2"])
+def test_a_call_under_auto_is_the_call_under_required(tmp_path, public_catalog_path, max_batch):
+    """Under auto ("plain" call format) the first token decides under the auto message; a call is then decoded
+    under the required message (the row keeps their shared tokens and feeds the rest), so it is the call
+    ``required`` writes. The call threshold -100 makes every first token decide for a call."""
+    requests = [{"prompt": "What is the sum of 2 and 3?"}, {"prompt": "Reverse the string 'hello'"},
+                {"prompt": "What is the square root of 16?"}]
+    inp = tmp_path / "in.json"
+    inp.write_text(json.dumps(requests))
+    outputs = {}
+    for choice in ("required", "auto"):
+        out = tmp_path / f"{choice}.json"
+        result = CliRunner().invoke(main, [
+            "run", str(inp), "--functions_definition", str(public_catalog_path), "--output", str(out),
+            "--model", "smollm2-135m-instruct", "--threads", "1", "--dtype", "float32", "--max-batch", max_batch,
+            "--tool-choice", choice, "--call-threshold", "-100", "--no-relevance-check", "--no-confirm-check",
+        ])
+        assert result.exit_code == 0, result.output
+        outputs[choice] = json.loads(out.read_text())
+    assert outputs["auto"] == outputs["required"]
+    assert [(r["name"], r["parameters"]) for r in outputs["auto"]] == [
+        ("fn_add_numbers", {"a": 2.0, "b": 3.0}), ("fn_reverse_string", {"s": "hello"}),
+        ("fn_get_square_root", {"a": 16.0})]

@@ -38,6 +38,7 @@ class Ticket:
                  index, schema_index):
         self.request, self.ids, self.prefix_len, self.on_event = request, ids, prefix_len, on_event
         self.index, self.schema_index = index, schema_index
+        self.call_ids: list[int] | None = None  # under "auto": the prompt a call is decoded under (TurnDecoding)
         self.row = None
         self.cancelled = False
         self.over = False
@@ -116,6 +117,19 @@ class Engine:
         with self._tokenizing:
             return ids, self._prefix_length(key, functions, options, ids)
 
+    def call_prompt_ids(self, request) -> list[int] | None:
+        """Under "auto" in the "plain" call format: the prompt a call the model decided on is decoded under, the
+        same chat with the "required" system message (the "auto" one adds a sentence after the catalog,
+        :data:`~..decoding.prompt.AUTO_CLAUSE`, so the two share every token before it). None otherwise (the
+        "tools" format's prompt is the chat template's, the same for both)."""
+        from ..decoding.prompt import chat_ids
+
+        if request.tool_choice != "auto" or self.call_format != "plain" or not request.functions:
+            return None
+        with self._tokenizing:
+            return chat_ids(self.tokenizer, request.functions, request.messages, self.call_format, False,
+                            "required", request.parallel)
+
     def _prefix_length(self, key: tuple, functions, args: tuple, ids: list[int]) -> int:
         """The catalog prefix length of ``ids`` (see :meth:`prompt_ids`), from a reference prompt per key."""
         from ..decoding.prompt import chat_ids, common_length
@@ -146,6 +160,7 @@ class Engine:
         if left is not None and left < request.max_tokens:  # the answer must fit the context too
             request = replace(request, max_tokens=left)
         ticket = Ticket(request, ids, prefix_len, on_event, index, schema_index)
+        ticket.call_ids = self.call_prompt_ids(request)
         try:
             self._row(ticket)  # checks the budget and the named function now, in the caller's thread
         except InputError as exc:
@@ -298,6 +313,7 @@ class Engine:
         from ..policy.confirm import confirm
         from ..policy.relevance import relevance
         from .runner import ground
+        from ..decoding.prompt import common_length
         from .turns import TurnDecoding, request_text
 
         request = ticket.request
@@ -305,9 +321,9 @@ class Engine:
         text = request_text(request.messages)
         cached = ticket.prefix_len if self.runtime.prefix.enabled and ticket.prefix_len > 0 else 0
 
-        def grounded(fn, arguments, context, tokens):
+        def grounded(fn, arguments, context, tokens):  # context: the call's prompt, ids or call_ids
             return ground(self.model, ticket.index, fn, arguments, text, context, tokens, self.runtime.prefix,
-                          ticket.prefix_len, self.runtime.profile)
+                          min(ticket.prefix_len, common_length(context, ticket.ids)), self.runtime.profile)
 
         def judged(functions, asked):
             with self.runtime.profile.timed("relevance pass"):
@@ -329,7 +345,7 @@ class Engine:
                            evidence=getattr(config, "evidence_check", True),
                            threshold=getattr(config, "call_threshold", CALL_LOG_ODDS_MIN),
                            confirm=confirmed if request.tool_choice == "auto" and self.confirm else None,
-                           speculate=getattr(config, "speculate", True))
+                           speculate=getattr(config, "speculate", True), call_ids=ticket.call_ids)
         ticket.row = row
         return row
 

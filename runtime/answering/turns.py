@@ -61,6 +61,7 @@ from ...core.errors import CallmaybeError, InputError, TokenNotAllowed
 from ..decoding.calls import InvalidCall, to_call
 from ..policy.decision import CALL_LOG_ODDS_MIN, call_start_ids, decide
 from ..decoding.decoder import Decoding
+from ..decoding.prompt import common_length, result_wrapper
 from ..policy.evidence import another_call, claimed, first_call
 from ..policy.grounding import drop
 from ..decoding.lookup import PromptLookup
@@ -72,6 +73,9 @@ from ..decoding.turn import Event, ToolCall, TurnRequest, TurnResult
 
 #: The text that closes a call in the "tools" call format, before EOS or the next call.
 TOOLS_CLOSING = "\n</tool_call>"
+#: How many times a text token that copies a tool result's wrapper is picked again (:meth:`TurnDecoding._text`)
+#: before the turn takes what the model gives.
+WRAPPER_TRIES = 16
 
 
 class Vocab:
@@ -131,6 +135,10 @@ class TurnDecoding:
     decision's log-odds (:data:`~..policy.decision.CALL_LOG_ODDS_MIN`) unless the request sets its own;
     ``confirm(fn, asked, arguments)`` returns a :class:`~..policy.relevance.Relevance` for a decoded first call
     under "auto", unless a tool result follows the last user message (None: no check, :mod:`~..policy.confirm`).
+    ``call_ids``: under "auto", the prompt a call is decoded under once the first token decided for one (the
+    "plain" call format's "required" message, which asks for a call: :func:`~..decoding.prompt.system_message`):
+    the row keeps the tokens both prompts share and feeds the rest of this one (:meth:`_reprompt`); a decline
+    goes back to ``ids``. None: the call is decoded under ``ids``.
     ``speculate``: inside a call or a JSON answer of a greedy turn, draft tokens from the prompt and verify them
     in the row's next pass (:meth:`propose`, :meth:`verify`).
     Raises InputError for a named function that is not in the index, a call required without an index, or a
@@ -141,8 +149,13 @@ class TurnDecoding:
                  index: TokenIndex | None, schema_index: TokenIndex | None, ground: Callable | None,
                  on_event: Callable[[Event], None], profile: Profile | None = None,
                  judge: Callable | None = None, pair: Callable | None = None, evidence: bool = False,
-                 threshold: float = CALL_LOG_ODDS_MIN, confirm: Callable | None = None, speculate: bool = False):
+                 threshold: float = CALL_LOG_ODDS_MIN, confirm: Callable | None = None, speculate: bool = False,
+                 call_ids: list[int] | None = None):
         self.request, self.vocab, self.ids = request, vocab, ids
+        # the prompt a call decided under "auto" is decoded under (None: ``ids``) and, once it is, how many
+        # tokens the two prompts share and the text answer's own prompt (a decline goes back to it)
+        self.call_ids = call_ids if call_ids is not None and call_ids != ids else None
+        self.reprompted: tuple[int, list[int]] | None = None
         self.index, self.schema_index, self.ground, self.judge, self.pair = index, schema_index, ground, judge, pair
         self.confirm = confirm
         self.on_event = on_event
@@ -155,6 +168,12 @@ class TurnDecoding:
         self.declined = False  # a call was declined: the turn is a text answer and opens no call again
         self.truncate_to: int | None = None  # set on a decline: the batch keeps this many of the row's tokens
         self.answered = answered_calls(request.messages)
+        # after a tool result: the text the prompt wraps it in (a text answer neither opens with the opening nor
+        # goes past the closing, :meth:`_text`); ("", "") otherwise
+        self.wrapper = result_wrapper(vocab.tokenizer, request.functions, request.messages, vocab.call_format) \
+            if _after_tool_result(request.messages) else ("", "")
+        closing = self.wrapper[1]
+        self.stops = tuple(request.stop) + ((closing,) if closing and closing not in request.stop else ())
         self.skipped: list[ToolCall] = []  # calls of this turn left out: the conversation already answered them
         self.profile = profile if profile is not None else Profile()
         self.pending = list(pending)
@@ -333,21 +352,34 @@ class TurnDecoding:
         self.first_logits = logits.detach().clone()
         if not verdict.call:
             self.decision = f"answered in text: {verdict.evidence}"
-            return self._as_text_answer(logits, self._pick(logits, self.vocab.text_first))
+            return self._as_text_answer(logits, self._text_pick(logits, self.vocab.text_first))
         self.decision = f"called: {verdict.evidence}"
         if self.judge is not None and not _after_tool_result(self.request.messages):
             judged = self.judge(self.request.functions, request_text(self.request.messages))
             self.passes += judged.forward_passes
             if not judged.keep:  # the model would call, and doubts a call does what is asked: text
                 self.decision = f"answered in text: {verdict.evidence}, but {judged.evidence}"
-                return self._as_text_answer(logits, self._pick(logits, self.vocab.text_first))
+                return self._as_text_answer(logits, self._text_pick(logits, self.vocab.text_first))
             self.decision += f"; {judged.evidence}"
         if self.vocab.marker is not None:
             return self._call_after_marker(self.vocab.marker)
         self.mode = "call"
+        if self.call_ids is not None:
+            self._reprompt()
+            self._begin_call()  # its first token comes from the next pass, over the rest of call_ids
+            return
         self._begin_call()
         if self.call is not None and not self.call.matcher.forced_tokens():
             self._choose(logits)  # the call's first token is chosen here, under its mask
+
+    def _reprompt(self) -> None:
+        """Go over to ``call_ids`` for the call: the row keeps the keys and values of the tokens it shares with
+        ``ids`` (``truncate_to``) and feeds the rest of ``call_ids`` in its next pass."""
+        shared = common_length(self.ids, self.call_ids)
+        self.reprompted = (shared, self.ids)
+        self.truncate_to = shared
+        self.pending = list(self.call_ids[shared:])
+        self.ids = self.call_ids
 
     def _as_text_answer(self, logits: torch.Tensor, tok: int, before: str = "") -> None:
         """The turn is a text answer after all: a JSON one takes its first token from ``logits`` (under the
@@ -371,10 +403,37 @@ class TurnDecoding:
         return self.vocab.text_first if blank else self.vocab.no_call
 
     def _text(self, logits: torch.Tensor, bias: torch.Tensor) -> None:
-        tok = self._pick(logits, bias)
+        tok = self._text_pick(logits, bias)
         if tok == self.vocab.marker:  # the text turns into a call: a decline comes back here
             self.text_before_call = (len(self.generated), logits.detach().clone())
         self._text_token(tok)
+
+    def _text_pick(self, logits: torch.Tensor, bias: torch.Tensor) -> int:
+        """A text answer's next token (:meth:`_pick`); one on the way to the tool result's wrapper
+        (:meth:`_copies_wrapper`) is picked again without it, up to :data:`WRAPPER_TRIES` times."""
+        tok = self._pick(logits, bias)
+        for _ in range(WRAPPER_TRIES):
+            if not self._copies_wrapper(tok):
+                break
+            bias = bias.clone()
+            bias[tok] = float("-inf")
+            tok = self._pick(logits, bias)
+        return tok
+
+    def _copies_wrapper(self, tok: int) -> bool:
+        """True when ``tok`` would take a text answer after a tool result (still blank or on the way) onto the
+        text the prompt opens that result with (:func:`~..decoding.prompt.result_wrapper`, Qwen's
+        ``<tool_response>``): the answer so far and the token, leading whitespace left out, are a prefix of that
+        opening or start with it. A model that copies the wrapper (Qwen2.5-Coder-1.5B answered "<tool_response>
+        Added 'call mom' ..." to a to-do tool's result) writes the answer itself instead."""
+        opening = self.wrapper[0]
+        if not opening or tok in self.vocab.eos_ids or tok == self.vocab.marker:
+            return False
+        answer = self._answer.lstrip()
+        if answer and not opening.startswith(answer):
+            return False  # the answer already left the opening's way
+        text = (self._answer + (self.vocab.token_bytes[tok] or b"").decode("utf-8", "replace")).lstrip()
+        return bool(text) and (opening.startswith(text) or text.startswith(opening))
 
     def _pick(self, logits: torch.Tensor, bias: torch.Tensor) -> int:
         """A token from ``logits`` plus ``bias`` (a text bias of :class:`Vocab`), as the request samples."""
@@ -419,7 +478,7 @@ class TurnDecoding:
         """Add ``delta`` to the text answer and send what no stop text can still claim; True when a stop text
         appeared (the text before it is sent, the rest dropped)."""
         self._answer += delta
-        stops = self.request.stop
+        stops = self.stops
         if stops:
             first = min((at for at in (self._answer.find(s, max(0, self._sent - len(s) + 1)) for s in stops if s)
                          if at >= 0), default=-1)
@@ -640,6 +699,13 @@ class TurnDecoding:
         self.decision = f"declined a call: {reason}"
         self.declined = True
         self.call, self.pending = None, []
+        if self.reprompted is not None:  # the call was decoded under call_ids: back to the answer's prompt
+            shared, self.ids = self.reprompted
+            self.reprompted = None
+            self.truncate_to = shared
+            self.pending = list(self.ids[shared:])
+            self.generated, self.forced, self.text_tokens = [], 0, 0
+            return self._as_text_answer(self.first_logits, self._text_pick(self.first_logits, self.vocab.text_first))
         if self.text_before_call is not None:  # text, then a call: the text stays, the call goes
             kept, logits = self.text_before_call
             self.text_before_call = None
@@ -654,7 +720,7 @@ class TurnDecoding:
             self.finish_reason = "stop"
             self._done()
             return
-        self._as_text_answer(logits, self._pick(logits, self.vocab.text_first))
+        self._as_text_answer(logits, self._text_pick(logits, self.vocab.text_first))
 
     def _claim(self) -> None:
         """Leave out the optional numbers of the turn's calls whose mentions required arguments take

@@ -53,7 +53,8 @@ def system_message(functions: list[Function], parameters_key: str = "parameters"
     """The system message that lists each function with its description and parameter types.
 
     ``tool_choice`` "required" (the default, the message ``run`` has always used) asks for a call; "auto"
-    also allows a text answer when no function fits. ``parallel`` allows several calls, one object per line,
+    is the same message with :data:`AUTO_CLAUSE` after the catalog, which allows a text answer when no function
+    fits (so the two share every token before it). ``parallel`` allows several calls, one object per line,
     one per value, with an example (BFCL parallel's first 100 with Qwen2.5-Coder-1.5B: 69 right without the
     example line, 70 with it, 2 won and 1 lost; a single-call message that asked for "a single JSON object"
     got 62 in the tools format).
@@ -62,11 +63,7 @@ def system_message(functions: list[Function], parameters_key: str = "parameters"
     call = f'{{"name": <function name>, "{parameters_key}": {{<argument>: <value>, ...}}}}'
     if parallel:
         opening = ("You are a function-calling assistant. Answer the user's request with calls of the functions "
-                   f"below, one JSON object {call} per call, one per line"
-                   + ("; when none of them fits, answer in plain text.\n" if tool_choice == "auto" else ".\n"))
-    elif tool_choice == "auto":
-        opening = ("You are a function-calling assistant. When one of the functions below fulfils the user's "
-                   f"request, answer with a single JSON object {call}; when none does, answer in plain text.\n")
+                   f"below, one JSON object {call} per call, one per line.\n")
     else:
         opening = ("You are a function-calling assistant. Pick the one function below that fulfils the user's "
                    f"request and answer with a single JSON object {call}.\n")
@@ -81,8 +78,14 @@ def system_message(functions: list[Function], parameters_key: str = "parameters"
         "its value; otherwise leave it out and its default applies.\n"
         "- Take values from the request, converted to what the parameter expects: units (50 mL as litres is "
         "0.05), amounts in words (3 million is 3000000), expressions (pi/2 is 1.5708).\n\n"
-        f"Functions:\n{listing}"
+        f"Functions:\n{listing}" + (AUTO_CLAUSE if tool_choice == "auto" else "")
     )
+
+
+#: What the "auto" system message adds to the "required" one, after the catalog: the two messages share every
+#: token before it, so a call decided under "auto" can be decoded under "required"'s message by feeding again
+#: only what follows (:attr:`~..answering.turns.TurnDecoding` ``call_ids``).
+AUTO_CLAUSE = "\n\nWhen none of the functions above fulfils the user's request, answer in plain text instead."
 
 
 def supports_tools(tokenizer) -> bool:
@@ -245,9 +248,12 @@ def template_messages(messages: list[dict[str, Any]], call_format: str, paramete
     "tools": an assistant message's ``tool_calls`` keep their shape with each ``arguments`` JSON string
     parsed (Qwen's template writes it with ``tojson``); a tool message keeps its role. "plain" (templates
     without tools): an assistant message's calls become its text, one call object per line, in the call
-    format's own shape, and a tool message becomes a user message "Result of <name>: <content>".
+    format's own shape, and a tool message becomes a user message "Result of <name>: <content>" (its ``name``,
+    else the name of the call its ``tool_call_id`` answers, else that id).
     """
     out = []
+    names = {c.get("id"): (c.get("function") or c).get("name") for m in messages if m.get("role") == "assistant"
+             for c in (m.get("tool_calls") or []) if isinstance(c, dict) and c.get("id")}
     for m in messages:
         role, content = m.get("role"), m.get("content")
         content = "" if content is None else content
@@ -265,7 +271,7 @@ def template_messages(messages: list[dict[str, Any]], call_format: str, paramete
                      for c in calls]
             out.append({"role": "assistant", "content": "\n".join(filter(None, [content, *lines]))})
         elif role == "tool":
-            name = m.get("name") or m.get("tool_call_id") or "the call"
+            name = m.get("name") or names.get(m.get("tool_call_id")) or m.get("tool_call_id") or "the call"
             out.append({"role": "user", "content": f"Result of {name}: {content}"})
         else:
             out.append({"role": role, "content": content})
@@ -280,6 +286,47 @@ def _arguments(value: Any) -> Any:
         except json.JSONDecodeError:
             return value
     return {} if value is None else value
+
+
+def result_wrapper(tokenizer, functions: list[Function], messages: list[dict[str, Any]],
+                   call_format: str) -> tuple[str, str]:
+    """The line of text the prompt writes right before the last tool result's content, and right after it,
+    that it would not write around a user message's content (Qwen2.5's template: ``("<tool_response>",
+    "</tool_response>")``; the "plain" call format: ``("Result of get_weather:", "")``), found by rendering the
+    chat both ways with a placeholder content; each stripped, and "" where it holds one of the tokenizer's
+    added tokens (a role header such as Llama 3's ``ipython<|end_header_id|>``: control text, which a text
+    answer never picks). ``("", "")`` when ``messages`` end with no tool result or the template cannot render
+    them. A model that answers from a tool result may copy these (:class:`~..answering.turns.TurnDecoding` keeps
+    them out of a text answer)."""
+    last = max((i for i, m in enumerate(messages) if m.get("role") in ("user", "tool")), default=-1)
+    if last < 0 or messages[last].get("role") != "tool":
+        return "", ""
+    texts = [str(getattr(tokenizer, "chat_template", None) or ""), *_strings(messages)]
+    base, n = "CallmaybeResult", 0
+    while any(f"{base}{n}" in t for t in texts):
+        n += 1
+    placeholder = f"{base}{n}x"
+    as_tool = [*messages[:last], {**messages[last], "content": placeholder}, *messages[last + 1:]]
+    as_user = [*messages[:last], {"role": "user", "content": placeholder}, *messages[last + 1:]]
+    try:
+        tool = render_chat(tokenizer, functions, as_tool, call_format)
+        user = render_chat(tokenizer, functions, as_user, call_format)
+    except ValueError:
+        return "", ""
+    if tool.count(placeholder) != 1 or user.count(placeholder) != 1:
+        return "", ""
+    tool_before, tool_after = tool.split(placeholder)
+    user_before, user_after = user.split(placeholder)
+    opening = tool_before[common_length(tool_before, user_before):]
+    closing = tool_after[:len(tool_after) - common_length(tool_after[::-1], user_after[::-1])]
+    markers = _marker_pattern(tokenizer)
+
+    def line(text: str) -> str:
+        text = text.strip()
+        return "" if not text or (markers is not None and markers.search(text)) else text
+
+    return line(opening.splitlines()[-1] if opening.strip() else ""), \
+        line(closing.strip().splitlines()[0] if closing.strip() else "")
 
 
 def render_chat(tokenizer, functions: list[Function], messages: list[dict[str, Any]], call_format: str,

@@ -333,3 +333,29 @@ def test_a_chat_of_one_request_is_the_run_prompt(case):
     functions = catalog()
     ids = chat_ids(tokenizer, functions, [{"role": "user", "content": CLEAN_REQUEST}], call_format, opening=True)
     assert ids == prompt_ids(tokenizer, functions, CLEAN_REQUEST, call_format)
+
+
+RESULT_CHAT = [
+    {"role": "user", "content": "Add 'call mom' to my list."},
+    {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "c1", "type": "function", "function": {"name": "set_status", "arguments": '{"text": "call mom"}'}}]},
+    {"role": "tool", "tool_call_id": "c1", "content": "Added 'call mom': the list now has 4 items."},
+]
+
+
+@pytest.mark.parametrize("family, call_format, wrapper", [
+    ("qwen", "tools", ("<tool_response>", "</tool_response>")),
+    ("qwen", "plain", ("Result of set_status:", "")),  # the tool message names the call its tool_call_id answers
+    ("smollm2", "plain", ("Result of set_status:", "")),
+])
+def test_the_text_around_a_tool_result_comes_from_the_template(family, call_format, wrapper, tmp_path_factory):
+    from callmaybe.runtime.decoding.prompt import render_chat, result_wrapper
+
+    if family not in _TOKENIZERS:
+        _TOKENIZERS[family] = load(family, tmp_path_factory)
+    tokenizer = _TOKENIZERS[family]
+    assert result_wrapper(tokenizer, catalog(), RESULT_CHAT, call_format) == wrapper
+    assert result_wrapper(tokenizer, catalog(), RESULT_CHAT[:1], call_format) == ("", "")
+    text = render_chat(tokenizer, catalog(), RESULT_CHAT, call_format)
+    shown = "<tool_response>\nAdded 'call mom'" if call_format == "tools" else "Result of set_status: Added 'call mom'"
+    assert shown in text

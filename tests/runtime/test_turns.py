@@ -832,3 +832,86 @@ def test_an_answered_call_without_arguments_is_not_made_again(index):
                          messages=messages)
         assert (result.calls, result.content) == ([], "It is noon."), arguments
         assert result.decision == "declined a call: now with these arguments was already called and answered"
+
+
+def test_a_call_decided_under_auto_is_decoded_under_the_call_prompt_and_a_decline_goes_back(index):
+    """``call_ids`` (the "plain" format's "required" message): the first token decides under the turn's prompt
+    ("#a"), the row keeps the token the two prompts share ("#") and feeds the rest of the call prompt ("r"); the
+    call is the one the model writes there. A declined call goes back to "#a" and the model's text there."""
+    from callmaybe.runtime.policy.relevance import Relevance
+
+    plain = open_index(compile_index(FUNCTIONS, VOCAB, CompileOptions(parameters_key="parameters"))[0],
+                       VOCAB.token_bytes)
+    tok = Tokenizer()
+    auto_ids, call_ids = tok.encode("#a"), tok.encode("#r")
+    under_auto = prefers_call(CALL.replace("arguments", "parameters"), "Hi.")  # add(2, 3), or "Hi." when declined
+    under_call = ScriptModel(CALL.replace("arguments", "parameters").replace("3", "4"))  # add(2, 4)
+
+    def decode(confirm=None):
+        vocab = Vocab(VOCAB.token_bytes, VOCAB.eos_ids, VOCAB.vocab_size, tok, "plain")
+        req = TurnRequest([{"role": "user", "content": ASKED}], FUNCTIONS, tool_choice="auto")
+        row = TurnDecoding(req, vocab, auto_ids, auto_ids, plain, None, None, lambda e: None, confirm=confirm,
+                           call_ids=call_ids)
+        fed, truncations = [], []
+        while not row.take_forced():
+            if row.truncate_to is not None:
+                truncations.append(row.truncate_to)
+                fed, row.truncate_to = fed[:row.truncate_to], None
+            fed += row.pending
+            model = under_call if fed[:2] == call_ids else under_auto
+            if row.choose(model(fed[2:])):
+                break
+        return row.result(), tok.decode(fed), truncations
+
+    result, fed, truncations = decode()
+    assert [(c.name, c.arguments) for c in result.calls] == [("add", {"a": 2, "b": 4})]
+    assert fed.startswith('#r{"name": "add"') and truncations == [1]
+    assert result.prompt_tokens == 2 and result.decision.startswith("called: p(call) 1.000")
+    doubt = Relevance(0.3, -0.85, False, "the model doubts it", 1)
+    result, fed, truncations = decode(confirm=lambda fn, asked, arguments: doubt)
+    assert (result.calls, result.content, result.decision) == ([], "Hi.", "declined a call: the model doubts it")
+    assert fed == "#aHi." and truncations == [1, 1]
+    same, _ = turn(plain, None, call_format="plain", model=under_auto)  # without call_ids: under the turn's prompt
+    assert [(c.name, c.arguments) for c in same.calls] == [("add", {"a": 2, "b": 3})]
+
+
+class WrapperTokenizer(Tokenizer):
+    """The test tokenizer with a chat template that wraps a tool result in ``<r>\\n`` ... ``\\n</r>`` (as Qwen's
+    wraps it in ``<tool_response>``), rendered in Python."""
+
+    chat_template = "roles, and <r> around a tool result"
+
+    def apply_chat_template(self, messages, tools=None, add_generation_prompt=True, tokenize=False):
+        def content(m):
+            return f"<r>\n{m['content']}\n</r>" if m["role"] == "tool" else str(m.get("content") or "")
+        return "".join(f"#{m['role']}\n{content(m)}\n" for m in messages) + ("#assistant\n" if add_generation_prompt
+                                                                             else "")
+
+
+def test_a_text_answer_after_a_tool_result_does_not_copy_the_results_wrapper(index):
+    """The model would open its answer with the template's wrapper of the tool result ("<r>", as Qwen2.5-Coder
+    opened "<tool_response> Added 'call mom' ..."): every token on that way is picked again, and the wrapper's
+    closing ends the answer (a stop text)."""
+    from callmaybe.runtime.decoding.prompt import result_wrapper
+
+    tok = WrapperTokenizer()
+    assert result_wrapper(tok, FUNCTIONS, ANSWERED, "tools") == ("<r>", "</r>")
+    assert result_wrapper(tok, FUNCTIONS, ANSWERED[:1], "tools") == ("", "")  # no tool result last
+    copier = FirstOf(ScriptModel("<r>\nIt is 5.\n</r> and more", fallback=ord("I") - 32),
+                     ScriptModel("It is 5.\n</r> and more"))
+
+    def decode(messages):
+        vocab = Vocab(VOCAB.token_bytes, VOCAB.eos_ids, VOCAB.vocab_size, tok, "tools")
+        req = TurnRequest(messages, FUNCTIONS, tool_choice="auto")
+        row = TurnDecoding(req, vocab, PROMPT, PROMPT, index, None, None, lambda e: None)
+        generated = []
+        while not row.take_forced():
+            generated += row.pending
+            if row.choose(copier(generated[len(PROMPT):])):
+                break
+        return row.result()
+
+    result = decode(ANSWERED)
+    assert (result.content, result.calls, result.finish_reason) == ("It is 5.\n", [], "stop")
+    before = decode([*ANSWERED, {"role": "user", "content": "And now?"}])  # no tool result last: no wrapper
+    assert before.content == "<r>\nIt is 5.\n</r> and more"
