@@ -207,7 +207,7 @@ def _not_nan(ctx, param, value: float) -> float:
 
 def decision_options() -> list:
     """The options of the call-or-answer decision under tool_choice auto (run, eval, serve)."""
-    from .runtime.policy.decision import CALL_LOG_ODDS_MIN
+    from .runtime.policy.decision import CALL_LOG_ODDS_MIN, COMBINED_LOG_ODDS_MIN
 
     return [
         click.option("--call-threshold", type=float, default=CALL_LOG_ODDS_MIN, show_default=True,
@@ -222,6 +222,11 @@ def decision_options() -> list:
                           "it does what the request asks; text when it doubts it (runtime/policy/confirm.py)."),
         click.option("--value-check/--no-value-check", default=False, show_default=True,
                      help="Under tool_choice auto: decline a first call none of whose values the request states."),
+        click.option("--combined-threshold", type=float, default=COMBINED_LOG_ODDS_MIN, show_default=True,
+                     callback=_not_nan,
+                     help="Under tool_choice auto: a first call that passed the first token, the relevance and the "
+                          "confirm checks is declined when their three log-odds (nats) sum below this "
+                          "(runtime/policy/decision.py); lower calls more often."),
     ]
 
 
@@ -330,7 +335,7 @@ def show_trace(record: dict) -> None:
               help="Write every case's call {id, prompt, name, parameters} (or error) here.")
 @ray_options
 def eval_cmd(data, model, max_tokens, threads, call_format, tool_choice, parallel_calls, relevance_check,
-             confirm_check, value_check, call_threshold, keep_unstated, dtype, device, max_batch, speculate, profile,
+             confirm_check, value_check, call_threshold, combined_threshold, keep_unstated, dtype, device, max_batch, speculate, profile,
              limit, ids, output, ray_address, ray_actors) -> None:
     """Score a data set with expected answers (a public-style folder or a BFCL cases.jsonl).
 
@@ -347,7 +352,7 @@ def eval_cmd(data, model, max_tokens, threads, call_format, tool_choice, paralle
                        keep_unstated=keep_unstated, dtype=dtype, device=device, max_batch=max_batch,
                        tool_choice=tool_choice, parallel_calls=parallel_calls,
                        relevance_check=relevance_check, confirm_check=confirm_check,
-                       evidence_check=value_check, call_threshold=call_threshold, speculate=speculate)
+                       evidence_check=value_check, call_threshold=call_threshold, combined_threshold=combined_threshold, speculate=speculate)
     try:
         answering = ray_answering(ray_address, ray_actors, threads, config, "eval")
         t = evaluate(config, data, limit, output, runtime_compiler, ids, answering)
@@ -420,7 +425,7 @@ def eval_cmd(data, model, max_tokens, threads, call_format, tool_choice, paralle
                    "a new tool list is compiled once per cluster (default: each node's index cache).")
 @compile_limits_option()
 def serve_cmd(model, host, port, max_batch, max_queue, api_key, per_minute, index_cache_size, threads,
-              call_format, relevance_check, confirm_check, value_check, call_threshold, dtype, device, speculate,
+              call_format, relevance_check, confirm_check, value_check, call_threshold, combined_threshold, dtype, device, speculate,
               ray_address, ray_replicas, ray_index_dir, compile_limits) -> None:
     """Serve an OpenAI-compatible chat completions API (POST /v1/chat/completions, GET /v1/models, GET /health)
     whose tool calls are valid by construction.
@@ -445,7 +450,7 @@ def serve_cmd(model, host, port, max_batch, max_queue, api_key, per_minute, inde
 
         config = RunConfig(model=model, threads=threads, call_format=call_format, dtype=dtype, device=device,
                            max_batch=max_batch, relevance_check=relevance_check, confirm_check=confirm_check,
-                           evidence_check=value_check, call_threshold=call_threshold, speculate=speculate)
+                           evidence_check=value_check, call_threshold=call_threshold, combined_threshold=combined_threshold, speculate=speculate)
         if ray_address is None and ray_index_dir is not None:
             raise InputError("--ray-index-dir needs --ray")
         if ray_address is not None:
@@ -501,7 +506,7 @@ def serve_cmd(model, host, port, max_batch, max_queue, api_key, per_minute, inde
                    "index or flags.")
 @ray_options
 def run_cmd(input_pos, functions, input_opt, output, model, max_tokens, threads, call_format, tool_choice,
-            parallel_calls, relevance_check, confirm_check, value_check, call_threshold, keep_unstated, dtype, device,
+            parallel_calls, relevance_check, confirm_check, value_check, call_threshold, combined_threshold, keep_unstated, dtype, device,
             max_batch, speculate, profile, index_path, trace, no_prefix_cache, interactive, resume, ray_address,
             ray_actors) -> None:
     """Answer a file of requests with one schema-valid call each.
@@ -522,7 +527,7 @@ def run_cmd(input_pos, functions, input_opt, output, model, max_tokens, threads,
                                prefix_cache=not no_prefix_cache, keep_unstated=keep_unstated, trace=trace,
                                dtype=dtype, device=device, max_batch=max_batch, tool_choice=tool_choice,
                                parallel_calls=parallel_calls, relevance_check=relevance_check,
-                               confirm_check=confirm_check, evidence_check=value_check, call_threshold=call_threshold,
+                               confirm_check=confirm_check, evidence_check=value_check, call_threshold=call_threshold, combined_threshold=combined_threshold,
                                speculate=speculate)
             on_answer = show_trace if trace else None
             if interactive:

@@ -18,7 +18,7 @@ from dataclasses import replace
 from typing import Any, Callable, Iterable, Iterator
 
 from ...core.errors import CallmaybeError, InputError
-from ..policy.decision import CALL_LOG_ODDS_MIN
+from ..policy.decision import CALL_LOG_ODDS_MIN, COMBINED_LOG_ODDS_MIN
 from ..policy.relevance import VERDICT_LOG_ODDS_MIN
 from ..decoding.turn import Event
 
@@ -345,7 +345,8 @@ class Engine:
                            evidence=getattr(config, "evidence_check", True),
                            threshold=getattr(config, "call_threshold", CALL_LOG_ODDS_MIN),
                            confirm=confirmed if request.tool_choice == "auto" and self.confirm else None,
-                           speculate=getattr(config, "speculate", True), call_ids=ticket.call_ids)
+                           speculate=getattr(config, "speculate", True), call_ids=ticket.call_ids,
+                           combined_min=getattr(config, "combined_threshold", COMBINED_LOG_ODDS_MIN))
         ticket.row = row
         return row
 

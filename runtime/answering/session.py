@@ -35,7 +35,7 @@ from .runner import Answerer, RunStats, answer_all
 Compile = Callable[[list[Function], Vocabulary, dict[str, str], bool], IndexData]
 
 
-from ..policy.decision import CALL_LOG_ODDS_MIN
+from ..policy.decision import CALL_LOG_ODDS_MIN, COMBINED_LOG_ODDS_MIN
 from ..policy.relevance import VERDICT_LOG_ODDS_MIN
 
 
@@ -56,7 +56,8 @@ class RunConfig:
     model, shown it, doubts does what the request asks (:mod:`..policy.confirm`); ``evidence_check``: under
     ``auto``, decline a first call none of whose values the request states
     (:func:`~..policy.evidence.first_call`). ``call_threshold``: the call-or-answer decision's log-odds (nats,
-    :mod:`..policy.decision`); ``verdict_threshold``: the relevance verdict's (:mod:`..policy.relevance`).
+    :mod:`..policy.decision`); ``verdict_threshold``: the relevance verdict's (:mod:`..policy.relevance`);
+    ``combined_threshold``: the least sum of a first call's three log-odds (:mod:`..policy.decision`).
     ``speculate``: draft tokens copied from the prompt and verify them in one pass where the model chooses
     (:mod:`..decoding.lookup`; greedy output unchanged; a sampled turn never drafts).
     """
@@ -79,6 +80,7 @@ class RunConfig:
     evidence_check: bool = False
     call_threshold: float = CALL_LOG_ODDS_MIN
     verdict_threshold: float = VERDICT_LOG_ODDS_MIN
+    combined_threshold: float = COMBINED_LOG_ODDS_MIN
     speculate: bool = True
 
     @property
@@ -291,7 +293,7 @@ def run_identity(config: RunConfig, functions: list[Function]) -> dict[str, Any]
             "parallel_calls": config.parallel_calls, "relevance_check": config.relevance_check,
             "confirm_check": config.confirm_check,
             "evidence_check": config.evidence_check, "call_threshold": config.call_threshold,
-            "verdict_threshold": config.verdict_threshold,
+            "verdict_threshold": config.verdict_threshold, "combined_threshold": config.combined_threshold,
             "callmaybe": __version__}
 
 

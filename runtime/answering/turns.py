@@ -8,7 +8,9 @@ modes:
   call marker, Qwen's ``<tool_call>``, or a token opening a JSON object or a code fence, as small models
   write calls without the marker; the marker alone when the answer must be JSON, ``response_schema``, and the
   call format has one) against that of writing text decides (:func:`~..policy.decision.decide`): a call
-  is then decoded under the grammar, text is the model's own text with the call's openings left out. A text
+  is then decoded under the grammar (in the "plain" call format under the "required" message, ``call_ids``,
+  as ``tool_choice="required"`` decodes it: the row keeps the tokens the two prompts share and feeds the
+  rest), text is the model's own text with the call's openings left out. A text
   answer may still turn into a call when the model writes its call marker. A call the first token wants is
   checked by the model's verdict over the whole catalog (the ``judge`` callback, :mod:`~..policy.relevance`) before
   it is decoded; a text answer follows when the model doubts it. A call that repeats one the conversation
@@ -20,7 +22,9 @@ modes:
   no call again. The reason is the result's ``decision``, never its ``content``. A parallel turn leaves out an
   answered call and tries another (kept as a later call would be, :func:`~..policy.evidence.another_call`); it
   declines when it made none.
-* ``text``: free text, token by token, until EOS or the budget ("length"). Control tokens other than EOS and
+* ``text``: free text, token by token, until EOS or the budget ("length"). After a tool result, a copy of
+  the text the prompt wraps that result in is left out of the answer (its opening at the start; its closing
+  ends the answer: :func:`~..decoding.prompt.result_wrapper`, Qwen's ``<tool_response>``). Control tokens other than EOS and
   (under "auto") the call marker are never picked; under "none" the marker is not either, and with tools
   the first token opens no call, nor does a token after a blank start (no JSON object, no code fence: a
   model that would write its call as text writes words).
@@ -59,7 +63,7 @@ import torch
 from ...core.callformat import TOOLS_OPENING
 from ...core.errors import CallmaybeError, InputError, TokenNotAllowed
 from ..decoding.calls import InvalidCall, to_call
-from ..policy.decision import CALL_LOG_ODDS_MIN, call_start_ids, decide
+from ..policy.decision import CALL_LOG_ODDS_MIN, COMBINED_LOG_ODDS_MIN, call_start_ids, decide
 from ..decoding.decoder import Decoding
 from ..decoding.prompt import common_length, result_wrapper
 from ..policy.evidence import another_call, claimed, first_call
@@ -73,9 +77,6 @@ from ..decoding.turn import Event, ToolCall, TurnRequest, TurnResult
 
 #: The text that closes a call in the "tools" call format, before EOS or the next call.
 TOOLS_CLOSING = "\n</tool_call>"
-#: How many times a text token that copies a tool result's wrapper is picked again (:meth:`TurnDecoding._text`)
-#: before the turn takes what the model gives.
-WRAPPER_TRIES = 16
 
 
 class Vocab:
@@ -139,6 +140,9 @@ class TurnDecoding:
     "plain" call format's "required" message, which asks for a call: :func:`~..decoding.prompt.system_message`):
     the row keeps the tokens both prompts share and feeds the rest of this one (:meth:`_reprompt`); a decline
     goes back to ``ids``. None: the call is decoded under ``ids``.
+    ``combined_min``: a first call under "auto" that passed the first token's, the verdict's and the
+    confirmation's thresholds is still declined when their three log-odds sum below it
+    (:data:`~..policy.decision.COMBINED_LOG_ODDS_MIN`).
     ``speculate``: inside a call or a JSON answer of a greedy turn, draft tokens from the prompt and verify them
     in the row's next pass (:meth:`propose`, :meth:`verify`).
     Raises InputError for a named function that is not in the index, a call required without an index, or a
@@ -150,7 +154,7 @@ class TurnDecoding:
                  on_event: Callable[[Event], None], profile: Profile | None = None,
                  judge: Callable | None = None, pair: Callable | None = None, evidence: bool = False,
                  threshold: float = CALL_LOG_ODDS_MIN, confirm: Callable | None = None, speculate: bool = False,
-                 call_ids: list[int] | None = None):
+                 call_ids: list[int] | None = None, combined_min: float = COMBINED_LOG_ODDS_MIN):
         self.request, self.vocab, self.ids = request, vocab, ids
         # the prompt a call decided under "auto" is decoded under (None: ``ids``) and, once it is, how many
         # tokens the two prompts share and the text answer's own prompt (a decline goes back to it)
@@ -162,14 +166,16 @@ class TurnDecoding:
         self.evidence = evidence
         self.threshold = request.call_threshold if request.call_threshold is not None else threshold
         self.decision: str | None = None  # why the turn called or answered in text (result().decision)
+        self.log_odds: list[float] = []  # the first token's log-odds, then the verdict's (when asked)
+        self.combined_min = combined_min
         self.first_logits: torch.Tensor | None = None  # the first position's logits, kept for a decline
         # where a text answer turned into a call: (tokens generated before the marker, the logits there)
         self.text_before_call: tuple[int, torch.Tensor] | None = None
         self.declined = False  # a call was declined: the turn is a text answer and opens no call again
         self.truncate_to: int | None = None  # set on a decline: the batch keeps this many of the row's tokens
         self.answered = answered_calls(request.messages)
-        # after a tool result: the text the prompt wraps it in (a text answer neither opens with the opening nor
-        # goes past the closing, :meth:`_text`); ("", "") otherwise
+        # after a tool result: the text the prompt wraps it in (a text answer's copy of the opening is left out,
+        # its closing ends the answer, _add_text); ("", "") otherwise
         self.wrapper = result_wrapper(vocab.tokenizer, request.functions, request.messages, vocab.call_format) \
             if _after_tool_result(request.messages) else ("", "")
         closing = self.wrapper[1]
@@ -196,6 +202,7 @@ class TurnDecoding:
         self.passes = 0
         self.forced = 0  # generated tokens appended without asking the model
         self._answer = ""  # the text answer decoded so far (what is sent, then what is held back)
+        self._unwrapped = False  # the answer's start was checked for a copy of the tool result's opening
         self._sent = 0  # characters of it sent as events
         self._need: int | None = None  # the fewest tokens of a whole call (see _call_need)
         self._over = False  # the turn's last event ("done" or "error") is out
@@ -349,18 +356,20 @@ class TurnDecoding:
         if self.schema_index is not None and self.vocab.marker is not None:
             starts = self.vocab.marker_only  # a JSON answer opens as a call without the marker would
         verdict = decide(logits, starts, self.threshold, allowed)
+        self.log_odds = [verdict.log_odds]  # the evidence for a call so far (combined in _doubt)
         self.first_logits = logits.detach().clone()
         if not verdict.call:
             self.decision = f"answered in text: {verdict.evidence}"
-            return self._as_text_answer(logits, self._text_pick(logits, self.vocab.text_first))
+            return self._as_text_answer(logits, self._pick(logits, self.vocab.text_first))
         self.decision = f"called: {verdict.evidence}"
         if self.judge is not None and not _after_tool_result(self.request.messages):
             judged = self.judge(self.request.functions, request_text(self.request.messages))
             self.passes += judged.forward_passes
             if not judged.keep:  # the model would call, and doubts a call does what is asked: text
                 self.decision = f"answered in text: {verdict.evidence}, but {judged.evidence}"
-                return self._as_text_answer(logits, self._text_pick(logits, self.vocab.text_first))
+                return self._as_text_answer(logits, self._pick(logits, self.vocab.text_first))
             self.decision += f"; {judged.evidence}"
+            self.log_odds.append(judged.log_odds)
         if self.vocab.marker is not None:
             return self._call_after_marker(self.vocab.marker)
         self.mode = "call"
@@ -403,37 +412,10 @@ class TurnDecoding:
         return self.vocab.text_first if blank else self.vocab.no_call
 
     def _text(self, logits: torch.Tensor, bias: torch.Tensor) -> None:
-        tok = self._text_pick(logits, bias)
+        tok = self._pick(logits, bias)
         if tok == self.vocab.marker:  # the text turns into a call: a decline comes back here
             self.text_before_call = (len(self.generated), logits.detach().clone())
         self._text_token(tok)
-
-    def _text_pick(self, logits: torch.Tensor, bias: torch.Tensor) -> int:
-        """A text answer's next token (:meth:`_pick`); one on the way to the tool result's wrapper
-        (:meth:`_copies_wrapper`) is picked again without it, up to :data:`WRAPPER_TRIES` times."""
-        tok = self._pick(logits, bias)
-        for _ in range(WRAPPER_TRIES):
-            if not self._copies_wrapper(tok):
-                break
-            bias = bias.clone()
-            bias[tok] = float("-inf")
-            tok = self._pick(logits, bias)
-        return tok
-
-    def _copies_wrapper(self, tok: int) -> bool:
-        """True when ``tok`` would take a text answer after a tool result (still blank or on the way) onto the
-        text the prompt opens that result with (:func:`~..decoding.prompt.result_wrapper`, Qwen's
-        ``<tool_response>``): the answer so far and the token, leading whitespace left out, are a prefix of that
-        opening or start with it. A model that copies the wrapper (Qwen2.5-Coder-1.5B answered "<tool_response>
-        Added 'call mom' ..." to a to-do tool's result) writes the answer itself instead."""
-        opening = self.wrapper[0]
-        if not opening or tok in self.vocab.eos_ids or tok == self.vocab.marker:
-            return False
-        answer = self._answer.lstrip()
-        if answer and not opening.startswith(answer):
-            return False  # the answer already left the opening's way
-        text = (self._answer + (self.vocab.token_bytes[tok] or b"").decode("utf-8", "replace")).lstrip()
-        return bool(text) and (opening.startswith(text) or text.startswith(opening))
 
     def _pick(self, logits: torch.Tensor, bias: torch.Tensor) -> int:
         """A token from ``logits`` plus ``bias`` (a text bias of :class:`Vocab`), as the request samples."""
@@ -478,6 +460,13 @@ class TurnDecoding:
         """Add ``delta`` to the text answer and send what no stop text can still claim; True when a stop text
         appeared (the text before it is sent, the rest dropped)."""
         self._answer += delta
+        if self.wrapper[0] and not self._unwrapped:  # a copy of the tool result's opening is left out
+            lead, opening = self._answer.lstrip(), self.wrapper[0]
+            if opening.startswith(lead):
+                return False  # it may still be the opening: nothing is sent yet
+            if lead.startswith(opening):
+                self._answer = lead[len(opening):].lstrip()
+            self._unwrapped = True
         stops = self.stops
         if stops:
             first = min((at for at in (self._answer.find(s, max(0, self._sent - len(s) + 1)) for s in stops if s)
@@ -654,6 +643,11 @@ class TurnDecoding:
             if not confirmed.keep:  # shown its own call, the model doubts it
                 return confirmed.evidence
             self.decision = f"{self.decision}; {confirmed.evidence}" if self.decision else confirmed.evidence
+            if len(self.log_odds) == 2:  # the first token's, the verdict's and this one's: all three asked
+                total = sum(self.log_odds) + confirmed.log_odds
+                if total < self.combined_min:
+                    return (f"the model's three log-odds for the call of {name} sum to {total:+.2f} < "
+                            f"{self.combined_min:+.2f} (each passed its own threshold)")
         return None
 
     def _another_call(self) -> bool:
@@ -705,7 +699,7 @@ class TurnDecoding:
             self.truncate_to = shared
             self.pending = list(self.ids[shared:])
             self.generated, self.forced, self.text_tokens = [], 0, 0
-            return self._as_text_answer(self.first_logits, self._text_pick(self.first_logits, self.vocab.text_first))
+            return self._as_text_answer(self.first_logits, self._pick(self.first_logits, self.vocab.text_first))
         if self.text_before_call is not None:  # text, then a call: the text stays, the call goes
             kept, logits = self.text_before_call
             self.text_before_call = None
@@ -720,7 +714,7 @@ class TurnDecoding:
             self.finish_reason = "stop"
             self._done()
             return
-        self._as_text_answer(logits, self._text_pick(logits, self.vocab.text_first))
+        self._as_text_answer(logits, self._pick(logits, self.vocab.text_first))
 
     def _claim(self) -> None:
         """Leave out the optional numbers of the turn's calls whose mentions required arguments take

@@ -24,6 +24,12 @@ if TYPE_CHECKING:  # torch is imported where it is used: the CLI reads the thres
 
 #: Call when log p(call) - log p(text) at the first token is at least this (nats); see the module docstring.
 CALL_LOG_ODDS_MIN = -1.0
+#: Keep a first call that passed all three checks (the first token, this module; the verdict,
+#: :mod:`.relevance`; :mod:`.confirm`) only when their three log-odds (nats) sum to at least this: each
+#: is evidence for the call, and a call that passes each one narrowly is doubted as a whole. Fitted on BFCL
+#: live's even-numbered cases with ``bench/combined.py`` (the highest value on a 0.25 grid that declines no
+#: right call there, and at most 2% of the calls due; docs/call-or-answer.md).
+COMBINED_LOG_ODDS_MIN = 1.75
 #: What a call's first token may open, after leading whitespace.
 CALL_OPENINGS = (b"{", b"```")
 

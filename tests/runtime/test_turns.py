@@ -888,17 +888,16 @@ class WrapperTokenizer(Tokenizer):
                                                                              else "")
 
 
-def test_a_text_answer_after_a_tool_result_does_not_copy_the_results_wrapper(index):
-    """The model would open its answer with the template's wrapper of the tool result ("<r>", as Qwen2.5-Coder
-    opened "<tool_response> Added 'call mom' ..."): every token on that way is picked again, and the wrapper's
-    closing ends the answer (a stop text)."""
+def test_a_text_answer_after_a_tool_result_leaves_out_the_results_wrapper(index):
+    """The model opens its answer with a copy of the template's wrapper of the tool result ("<r>", as
+    Qwen2.5-Coder-1.5B opened "<tool_response> Added 'call mom' ..."): the copy of the opening is left out (held
+    back while the answer may still be it) and the wrapper's closing ends the answer (a stop text)."""
     from callmaybe.runtime.decoding.prompt import result_wrapper
 
     tok = WrapperTokenizer()
     assert result_wrapper(tok, FUNCTIONS, ANSWERED, "tools") == ("<r>", "</r>")
     assert result_wrapper(tok, FUNCTIONS, ANSWERED[:1], "tools") == ("", "")  # no tool result last
-    copier = FirstOf(ScriptModel("<r>\nIt is 5.\n</r> and more", fallback=ord("I") - 32),
-                     ScriptModel("It is 5.\n</r> and more"))
+    copier = ScriptModel("<r>\nIt is 5.\n</r> and more")
 
     def decode(messages):
         vocab = Vocab(VOCAB.token_bytes, VOCAB.eos_ids, VOCAB.vocab_size, tok, "tools")
@@ -915,3 +914,43 @@ def test_a_text_answer_after_a_tool_result_does_not_copy_the_results_wrapper(ind
     assert (result.content, result.calls, result.finish_reason) == ("It is 5.\n", [], "stop")
     before = decode([*ANSWERED, {"role": "user", "content": "And now?"}])  # no tool result last: no wrapper
     assert before.content == "<r>\nIt is 5.\n</r> and more"
+    copier = ScriptModel("<r")  # the answer ends while it may still be the opening: sent as it is
+    assert decode(ANSWERED).content == "<r"
+    copier = ScriptModel("<b>5</b>")  # it leaves the opening's way: all of it is sent
+    assert decode(ANSWERED).content == "<b>5</b>"
+
+
+def test_a_call_that_passes_each_check_narrowly_is_declined_as_a_whole(index):
+    """The first token's, the verdict's and the confirmation's log-odds are summed; a first call under auto
+    whose sum is below ``combined_min`` (default COMBINED_LOG_ODDS_MIN) answers in text, though each passed."""
+    from callmaybe.runtime.policy.decision import COMBINED_LOG_ODDS_MIN
+    from callmaybe.runtime.policy.decision import decide
+    from callmaybe.runtime.policy.relevance import Relevance
+
+    script = f"<tool_call>\n{CALL}"
+    model = prefers_call(script, "Hi.")
+
+    def mild(generated):  # the call marker only somewhat likelier than text at the first token
+        logits = model(generated)
+        if not generated:
+            logits[OPEN] = 6.0
+        return logits
+
+    vocab = Vocab(VOCAB.token_bytes, VOCAB.eos_ids, VOCAB.vocab_size, Tokenizer(), "tools")
+    first = decide(mild([]), vocab.call_starts, allowed=vocab.free).log_odds
+    assert 0.4 < first < 0.6
+    judge = lambda functions, asked: Relevance(0.65, 0.6, True, "the model says yes", 1)  # noqa: E731
+
+    def confirm(log_odds):  # the confirmation keeps the call on its own
+        return lambda fn, asked, arguments: Relevance(0.67, log_odds, True, "the model confirms it", 1)
+
+    narrow = COMBINED_LOG_ODDS_MIN - first - 0.6 - 0.25  # the sum falls 0.25 short
+    result, _ = turn(index, None, model=mild, judge=judge, confirm=confirm(narrow))
+    assert (result.calls, result.content) == ([], "Hi.")
+    assert result.decision == (f"declined a call: the model's three log-odds for the call of add sum to "
+                               f"{COMBINED_LOG_ODDS_MIN - 0.25:+.2f} < {COMBINED_LOG_ODDS_MIN:+.2f} (each passed "
+                               "its own threshold)")
+    result, _ = turn(index, None, model=mild, judge=judge, confirm=confirm(narrow + 0.5))  # 0.25 over
+    assert [(c.name, c.arguments) for c in result.calls] == [("add", {"a": 2, "b": 3})]
+    result, _ = turn(index, None, model=mild, confirm=confirm(narrow))  # no verdict asked: no sum
+    assert [(c.name, c.arguments) for c in result.calls] == [("add", {"a": 2, "b": 3})]
