@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import limits
+from .unique import unique
 
 
 def coreachable(transitions: np.ndarray, accepting: np.ndarray) -> np.ndarray:
@@ -22,7 +23,7 @@ def coreachable(transitions: np.ndarray, accepting: np.ndarray) -> np.ndarray:
     n = transitions.shape[0]
     src, byte = np.nonzero(transitions >= 0)
     dst = transitions[src, byte].astype(np.int64)
-    edge = np.unique(dst * n + src)  # reversed, each once
+    edge = unique(dst * n + src)  # reversed, each once
     acc = np.flatnonzero(accepting)
     rows = np.concatenate([edge // n, np.full(len(acc), n, dtype=np.int64)])
     cols = np.concatenate([edge % n, acc])
@@ -46,7 +47,7 @@ def bfs_order(transitions: np.ndarray, start: int) -> np.ndarray:
         targets = targets[~seen[targets]]
         if not len(targets):
             break
-        _, first = np.unique(targets, return_index=True)
+        _, first = unique(targets, return_index=True)
         frontier = targets[np.sort(first)]
         seen[frontier] = True
         order.append(frontier)
