@@ -502,13 +502,15 @@ def _trim_classes(ct: np.ndarray, accepting: np.ndarray, start: int) -> tuple[np
     return remap[ct[old]], accepting[old], int(remap[start])
 
 
-def _renumber(dfa: ByteDFA) -> ByteDFA:
-    """``dfa`` (every state reachable and able to accept) with its states renumbered as :func:`trim` does."""
-    t = dfa.transitions
-    old = bfs_order(t, dfa.start)
-    remap = np.full(dfa.num_states + 1, -1, dtype=np.int32)
+def _renumber(ct: np.ndarray, byte_class: np.ndarray, accepting: np.ndarray, start: int) -> ByteDFA:
+    """The automaton of class table ``ct`` (int32 (states, classes); every state reachable and able to accept)
+    and ``byte_class`` (uint8 (256,), classes numbered in order of their first byte), its states renumbered
+    as :func:`trim` does. The search runs over the classes, not the bytes: a row's targets first met by byte
+    are first met by class in the same order, as each class's first byte orders the classes."""
+    old = bfs_order(ct, start)
+    remap = np.full(ct.shape[0] + 1, -1, dtype=np.int32)
     remap[old] = np.arange(len(old), dtype=np.int32)
-    return ByteDFA(remap[t[old]].astype(np.int32), dfa.accepting[old].copy(), 0)
+    return ByteDFA(remap[ct[old]][:, byte_class], accepting[old], 0)
 
 
 def minimize(dfa: ByteDFA) -> ByteDFA:
@@ -554,8 +556,8 @@ def minimize(dfa: ByteDFA) -> ByteDFA:
     # representative of each block (blocks are numbered 0..n_blocks-1): its lowest state
     _, reps = unique(block, return_index=True)
     t = ct[reps]
-    merged = np.where(t >= 0, block[np.maximum(t, 0)], -1).astype(np.int32)[:, byte_class]
+    merged = np.where(t >= 0, block[np.maximum(t, 0)], -1).astype(np.int32)
     # the quotient of a trimmed automaton: every state reachable and able to accept; only renumbered
-    out = _renumber(ByteDFA(merged, accepting[reps].copy(), int(block[start])))
+    out = _renumber(merged, byte_class, accepting[reps], int(block[start]))
     out.__dict__["_minimal"] = True
     return out
