@@ -52,6 +52,17 @@ class Grammar:
         return [n for n in self.notes if n.kind == "not enforced"]
 
 
+def _resolved(grammar: Grammar) -> Grammar:
+    """``grammar`` with its counter markers resolved (memoized on its automaton), so that markers that cannot
+    be resolved raise CounterClash inside the attempt that built them, which builds the grammar again
+    without counters (:func:`~.automata.long_counts.attempts`), instead of in a later ``accepts``: e.g.
+    ``anyOf`` of a ``format: hostname`` string with ``maxLength: 66``, null, and a string-or-null with
+    ``maxLength: 1`` ("a byte follows two different paths of counter markers"). :func:`~.compile.compile_index`
+    resolves them inside its own attempt already; the memoized result is what it walks."""
+    grammar.transducer()
+    return grammar
+
+
 def _compile_node(fn: Function, notes: list[Note] | None, max_recursion: int,
                   limits: CompileLimits | None) -> tuple[Node, Budget]:
     """``fn``'s parameters node and the budget its automaton is built against (see :func:`parameters_node`)."""
@@ -91,8 +102,8 @@ def compile_grammar(
     whose size grows like theirs, so a limit stops both.
     """
     if not long_counts.inside():  # one attempt (and one counter registry) for the whole catalog
-        return long_counts.attempts(lambda: compile_grammar(functions, parameters_key, timings, max_recursion,
-                                                            limits))
+        return long_counts.attempts(lambda: _resolved(compile_grammar(functions, parameters_key, timings,
+                                                                      max_recursion, limits)))
     timings = {} if timings is None else timings
     leaves = {"automaton": 0.0, "byte expansion": 0.0}
     t0 = time.perf_counter()
@@ -155,12 +166,16 @@ def value_grammar(schema: Any, name: str = "schema", timings: dict[str, float] |
     timings = {} if timings is None else timings
     leaves = {"automaton": 0.0, "byte expansion": 0.0}
     t0 = time.perf_counter()
+    outermost = not long_counts.inside()
 
     def build() -> tuple[SchemaCompiler, Node, ByteDFA]:
         compiler = SchemaCompiler(name, root=schema, max_recursion=max_recursion, label="schema", limits=limits)
         node = compiler.whole(schema, "the schema admits no value (unsatisfiable)")
         with active(compiler.budget):
-            return compiler, node, with_counters(dfa_mod.minimize(node.dfa(leaves)))
+            dfa = with_counters(dfa_mod.minimize(node.dfa(leaves)))
+        if outermost:  # as compile_grammar: markers resolved inside the attempt
+            dfa.transducer()
+        return compiler, node, dfa
 
     compiler, node, dfa = long_counts.attempts(build)
     timings["automaton"] = leaves["automaton"]

@@ -36,6 +36,7 @@ from . import dfa as D
 from .compose import Clash, difference, insert_text, intersect, merge_rows
 from .dfa import ByteDFA
 from ..limits import count_states
+from .unique import unique
 
 #: A tagged automaton: the DFA and an int64 (states,) array, -1 for a state that does not accept, else the
 #: tag of the texts that end there.
@@ -80,7 +81,7 @@ def tagged_union(parts: list[ByteDFA]) -> Tagged:
             code = code * w + (col + 1)
         row = np.full(256, -1, dtype=np.int32)
         if live.any():
-            uniq, inv = np.unique(code[live], return_inverse=True)
+            uniq, inv = unique(code[live], return_inverse=True)
             targets = []
             for c in uniq.tolist():
                 key = []
@@ -176,7 +177,7 @@ def _explore(start: Hashable, slot_of: Callable[[Any], Tagged | None], after: Ca
         count_states(s[0].num_states)  # its copy, counted as it is found (a long count stops at the limit)
         order.append(q)
         out = []
-        for t in np.unique(s[1][s[1] >= 0]).tolist():
+        for t in unique(s[1][s[1] >= 0]).tolist():
             q2 = after(q, t)
             if q2 is None or (slot_of(q2) is None and not closes(q2)):
                 continue
@@ -432,7 +433,7 @@ def shortest(dfa: ByteDFA) -> int | None:
         if dfa.accepting[frontier].any():
             return depth
         nxt = dfa.transitions[frontier].reshape(-1)
-        nxt = np.unique(nxt[nxt >= 0])
+        nxt = unique(nxt[nxt >= 0])
         frontier = nxt[~seen[nxt]]
         seen[frontier] = True
         depth += 1

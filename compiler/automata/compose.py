@@ -26,6 +26,7 @@ from . import counters, long_counts
 from .dfa import ByteDFA
 from ..limits import count_states
 from .reach import coreachable
+from .unique import unique
 
 
 class Clash(Exception):
@@ -122,7 +123,7 @@ def product(a: ByteDFA, b: ByteDFA, mode: str) -> ByteDFA:
             if (both[:, None] & alone).any():
                 raise counters.CounterClash("one counter counted in two places of one text")
         keys = (na + 1) * width + (nb + 1)
-        uniq, inverse = np.unique(keys[live], return_inverse=True)
+        uniq, inverse = unique(keys[live], return_inverse=True)
         ids = np.empty(len(uniq), dtype=np.int32)
         for j, key in enumerate(uniq.tolist()):
             s = index.get(key)

@@ -44,6 +44,7 @@ import numpy as np
 
 from ...core.effects import apply
 from .reach import bfs_order
+from .unique import unique
 
 #: Bytes that never occur in UTF-8 text: the markers, two per counter (reset, next).
 MARKER_BYTES = (0xC0, 0xC1, 0xF5, 0xF6, 0xF7, 0xF8, 0xF9, 0xFA, 0xFB, 0xFC, 0xFD, 0xFE, 0xFF)
@@ -288,7 +289,7 @@ class Transducer:
         eff = self.effect[src, byte].astype(np.int64)
         # the distinct (state, next state, effect) transitions, once for all counters (bytes alike are many)
         width = int(eff.max(initial=0)) + 1
-        triple = np.unique((src.astype(np.int64) * n + dst) * width + eff)
+        triple = unique((src.astype(np.int64) * n + dst) * width + eff)
         src, dst, eff = triple // (n * width), triple // width % n, triple % width
         arrays = self.table.arrays()
         adds, resets = arrays["effect_add"].astype(np.int64), arrays["effect_reset"] > 0
@@ -334,7 +335,7 @@ class Transducer:
         src, byte = np.nonzero(self.transitions >= 0)
         if not len(src) or not k:
             return np.zeros((n, k), dtype=np.uint8)
-        key = np.unique((src.astype(np.int64) * n + self.transitions[src, byte]) * x + self.effect[src, byte])
+        key = unique((src.astype(np.int64) * n + self.transitions[src, byte]) * x + self.effect[src, byte])
         src, dst, eff = key // (n * x), (key // x) % n, key % x  # sorted by src
 
         def bits(rows: np.ndarray) -> np.ndarray:
@@ -344,7 +345,7 @@ class Transducer:
             return np.packbits(padded, axis=1, bitorder="little").view(np.uint64)
 
         adv, thr = bits(advances), bits(untouched)
-        heads, starts = np.unique(src, return_index=True)
+        heads, starts = unique(src, return_index=True)
         direct = np.zeros((n, adv.shape[1]), dtype=np.uint64)
         direct[heads] = np.bitwise_or.reduceat(adv[eff], starts, axis=0)
         live = direct

@@ -33,6 +33,7 @@ from .. import limits
 from .counters import CounterClash, resolve
 from .reach import bfs_order, coreachable
 from ...core.intervals import MAX_CODE_POINT, SURROGATES, complement, normalize, restrict, subtract
+from .unique import unique
 
 
 class EmptyLanguage(SchemaError):
@@ -298,7 +299,7 @@ def byte_classes(transitions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         rows += np.uint64(1)  # costs ten times more)
         rows *= mult[lo:lo + _CHUNK, None]
         h += rows.sum(axis=0)
-    _, first, inverse = np.unique(h, return_index=True, return_inverse=True)
+    _, first, inverse = unique(h, return_index=True, return_inverse=True)
     inverse = inverse.reshape(-1)
     if not np.array_equal(transitions[:, first[inverse]], transitions):  # a hash collision
         _, first, inverse = np.unique(transitions.T, axis=0, return_index=True, return_inverse=True)
@@ -341,7 +342,7 @@ def _consistent(ct: np.ndarray, block: np.ndarray) -> bool:
 def _refine_exact(ct: np.ndarray, accepting: np.ndarray) -> np.ndarray:
     """Moore's refinement comparing whole rows (no hashing): the int64 (states,) block of each state."""
     block = accepting.astype(np.int64)
-    n_blocks = len(np.unique(block))
+    n_blocks = len(unique(block))
     while True:
         limits.tick()
         nxt = np.where(ct >= 0, block[np.maximum(ct, 0)], -1)
@@ -384,7 +385,7 @@ def _refine_incremental(ct: np.ndarray, block: np.ndarray, mult: np.ndarray) -> 
         nxt = np.where(ct[cand] >= 0, block[np.maximum(ct[cand], 0)], -1)
         h = (nxt.astype(np.uint64) + np.uint64(1)) @ mult[1:]
         b = block[cand]
-        ids, first, counts = np.unique(b, return_index=True, return_counts=True)
+        ids, first, counts = unique(b, return_index=True, return_counts=True)
         full = counts == size[ids]  # every member recomputed: its largest group keeps the number
         full_of = np.zeros(len(cand), dtype=bool)
         full_of[np.isin(b, ids[full])] = True
@@ -430,7 +431,7 @@ def _refine_incremental(ct: np.ndarray, block: np.ndarray, mult: np.ndarray) -> 
         if not cnt.sum():
             break
         idx = np.repeat(lo - np.concatenate([[0], np.cumsum(cnt)[:-1]]), cnt) + np.arange(cnt.sum())
-        cand = np.unique(src[idx])
+        cand = unique(src[idx])
     return block
 
 
@@ -466,8 +467,8 @@ class _Edges:
     def consistent(self, block: np.ndarray) -> bool:
         """True when every state has the same classes, going to the same blocks, as the first state of its
         block (a stable partition: each block is a class of equivalent states)."""
-        _, first = np.unique(block, return_index=True)
-        rep = first[np.unique(block, return_inverse=True)[1].reshape(-1)]
+        _, first = unique(block, return_index=True)
+        rep = first[unique(block, return_inverse=True)[1].reshape(-1)]
         deg = np.diff(self.at)
         if not np.array_equal(deg, deg[rep]):
             return False
@@ -501,13 +502,15 @@ def _trim_classes(ct: np.ndarray, accepting: np.ndarray, start: int) -> tuple[np
     return remap[ct[old]], accepting[old], int(remap[start])
 
 
-def _renumber(dfa: ByteDFA) -> ByteDFA:
-    """``dfa`` (every state reachable and able to accept) with its states renumbered as :func:`trim` does."""
-    t = dfa.transitions
-    old = bfs_order(t, dfa.start)
-    remap = np.full(dfa.num_states + 1, -1, dtype=np.int32)
+def _renumber(ct: np.ndarray, byte_class: np.ndarray, accepting: np.ndarray, start: int) -> ByteDFA:
+    """The automaton of class table ``ct`` (int32 (states, classes); every state reachable and able to accept)
+    and ``byte_class`` (uint8 (256,), classes numbered in order of their first byte), its states renumbered
+    as :func:`trim` does. The search runs over the classes, not the bytes: a row's targets first met by byte
+    are first met by class in the same order, as each class's first byte orders the classes."""
+    old = bfs_order(ct, start)
+    remap = np.full(ct.shape[0] + 1, -1, dtype=np.int32)
     remap[old] = np.arange(len(old), dtype=np.int32)
-    return ByteDFA(remap[t[old]].astype(np.int32), dfa.accepting[old].copy(), 0)
+    return ByteDFA(remap[ct[old]][:, byte_class], accepting[old], 0)
 
 
 def minimize(dfa: ByteDFA) -> ByteDFA:
@@ -527,7 +530,7 @@ def minimize(dfa: ByteDFA) -> ByteDFA:
     byte_class, ct = byte_classes(dfa.transitions)
     ct, accepting, start = _trim_classes(ct, dfa.accepting, dfa.start)
     block = accepting.astype(np.int64)
-    n_blocks = len(np.unique(block))
+    n_blocks = len(unique(block))
     rng = np.random.default_rng(0x5EED)
     mult = rng.integers(1, 2**63, size=ct.shape[1] + 1, dtype=np.uint64) | np.uint64(1)
     edges = _Edges(ct, mult)
@@ -535,13 +538,13 @@ def minimize(dfa: ByteDFA) -> ByteDFA:
     while True:
         rounds += 1
         if rounds > FULL_ROUNDS:
-            block = np.unique(_refine_incremental(ct, block, mult), return_inverse=True)[1].reshape(-1)
+            block = unique(_refine_incremental(ct, block, mult), return_inverse=True)[1].reshape(-1)
             break
         limits.tick()
         # a 64-bit multiplicative hash of each state's row (its block, its successors' blocks) stands in for
         # the row (a collision would merge two states wrongly; the exact check below catches it and falls
         # back to exact row comparison)
-        _, new_block = np.unique(edges.row_hashes(block), return_inverse=True)
+        _, new_block = unique(edges.row_hashes(block), return_inverse=True)
         new_block = new_block.reshape(-1)
         n_new = int(new_block.max()) + 1
         block = new_block
@@ -551,10 +554,10 @@ def minimize(dfa: ByteDFA) -> ByteDFA:
     if not edges.consistent(block):
         block = _refine_exact(ct, accepting)
     # representative of each block (blocks are numbered 0..n_blocks-1): its lowest state
-    _, reps = np.unique(block, return_index=True)
+    _, reps = unique(block, return_index=True)
     t = ct[reps]
-    merged = np.where(t >= 0, block[np.maximum(t, 0)], -1).astype(np.int32)[:, byte_class]
+    merged = np.where(t >= 0, block[np.maximum(t, 0)], -1).astype(np.int32)
     # the quotient of a trimmed automaton: every state reachable and able to accept; only renumbered
-    out = _renumber(ByteDFA(merged, accepting[reps].copy(), int(block[start])))
+    out = _renumber(merged, byte_class, accepting[reps], int(block[start]))
     out.__dict__["_minimal"] = True
     return out

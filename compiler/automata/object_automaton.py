@@ -32,6 +32,7 @@ from ..limits import count_states
 from .reach import bfs_order, coreachable
 from .nodes import Node
 from .syntax import object_regex
+from .unique import unique_rows
 
 
 @dataclass
@@ -95,7 +96,7 @@ def tagged_product(parts: list[Tagged], need_first: bool = False,
         live = cols[:, :, 0] >= 0 if need_first else (cols >= 0).any(axis=2)
         row = np.full((hi - lo, 256), -1, dtype=np.int32)
         if live.any():
-            uniq, inv = np.unique(cols[live], axis=0, return_inverse=True)
+            uniq, inv = unique_rows(cols[live])
             targets = [state(tuple(u)) for u in uniq.tolist()]
             row[live] = np.asarray(targets, dtype=np.int32)[inv.reshape(-1)]
         rows.append(row)

@@ -26,8 +26,9 @@ import numpy as np
 from ..automata.counters import UNREACHABLE, Transducer
 from ..automata.dfa import byte_classes
 from .table import RowStore, content_key, min_tokens_from_edges, unique_edges
-from .uniq import unique_keys, unique_rows
+from .uniq import unique_keys
 from .walk import GroupWalk, WalkResult
+from ..automata.unique import unique, unique_rows
 
 
 def _effect_distance(tr: Transducer) -> np.ndarray:
@@ -249,7 +250,7 @@ class _Numbered:
     def final(self, used: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(the used rows, sorted: int64 (m, width); remap: int64 array from provisional to final number, -1
         for a row not used)."""
-        used = np.unique(used)
+        used = unique(used)
         table = np.asarray(self._rows, dtype=np.int64).reshape(-1, self.width)
         rows = table[used]
         order = np.lexsort(rows.T[::-1]) if len(rows) else np.zeros(0, dtype=np.int64)

@@ -19,6 +19,7 @@ import numpy as np
 
 from ...core.indexfile import ROW_BITS, ROW_IDS
 from .walk import WalkResult
+from ..automata.unique import unique
 
 
 def content_key(*arrays: np.ndarray) -> bytes:
@@ -64,7 +65,7 @@ class RowStore:
         elif ordered and len(parts) == 1:
             ids = np.asarray(parts[0], dtype=np.int32)
         else:
-            ids = np.unique(np.concatenate(parts)).astype(np.int32) if parts else np.zeros(0, np.int32)
+            ids = unique(np.concatenate(parts)).astype(np.int32) if parts else np.zeros(0, np.int32)
         return self._store(b"i" + content_key(ids), ROW_IDS, len(ids), ids)
 
     def _store(self, key: bytes, kind: int, count: int, data: np.ndarray) -> int:
@@ -158,7 +159,7 @@ def unique_edges(key: np.ndarray, num_states: int) -> tuple[np.ndarray, np.ndarr
         seen[key] = True
         edge = np.flatnonzero(seen)
     else:
-        edge = np.unique(key)
+        edge = unique(key)
     return edge // num_states, edge % num_states
 
 

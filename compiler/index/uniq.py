@@ -1,54 +1,11 @@
-"""Distinct rows of small non-negative integer matrices, fast: the one sort the compiler's tables use."""
+"""Distinct rows of 64-bit integer matrices in no particular order, and distinct keys by a table: the index's
+sorts (sorted distinct rows: :func:`..automata.unique.unique_rows`)."""
 
 from __future__ import annotations
 
 import numpy as np
 
-
-#: Rows whose packed key has at most this many bits are told apart by a table of all keys, not by a sort.
-DENSE_BITS = 20
-
-
-def unique_rows(m: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The distinct rows of ``m`` (int (n, c)), sorted, and each row's index among them (int64 (n,)).
-
-    Rows of non-negative values are packed into one int64 key where their bits fit in 62 (a 1-D sort: ~40x
-    faster than ``np.unique(axis=0)`` on 20 million rows; no sort at all within :data:`DENSE_BITS`), else
-    hashed to one uint64 each and checked exactly. Rows are returned as int64.
-    """
-    m = np.asarray(m, dtype=np.int64)
-    n, c = m.shape
-    if n == 0:
-        return m.reshape(0, c), np.zeros(0, dtype=np.int64)
-    bits = [max(int(v).bit_length(), 1) for v in m.max(axis=0).tolist()]
-    if sum(bits) > 62 or int(m.min()) < 0:  # hashed to one uint64 per row, checked exactly
-        mult = np.random.default_rng(0x5EED).integers(1, 2**63, size=c, dtype=np.uint64) | np.uint64(1)
-        with np.errstate(over="ignore"):
-            h = (np.ascontiguousarray(m).view(np.uint64) * mult).sum(axis=1, dtype=np.uint64)
-        _, first, inverse = np.unique(h, return_index=True, return_inverse=True)
-        inverse = inverse.reshape(-1)
-        if not np.array_equal(m[first[inverse]], m):  # a collision
-            rows, inverse = np.unique(m, axis=0, return_inverse=True)
-            return rows, inverse.reshape(-1)
-        rows = m[first]
-        order = np.lexsort(rows.T[::-1])
-        rank = np.empty_like(order)
-        rank[order] = np.arange(len(order))
-        return rows[order], rank[inverse]
-    shifts = np.concatenate([[0], np.cumsum(bits[:-1])]).astype(np.int64)
-    key = (m << shifts).sum(axis=1)
-    if sum(bits) <= DENSE_BITS:  # no sort: mark the keys present in a table of all keys
-        present = np.zeros(1 << sum(bits), dtype=bool)
-        present[key] = True
-        keys = np.flatnonzero(present)
-        inverse = (np.cumsum(present) - 1)[key]
-    else:
-        keys, inverse = np.unique(key, return_inverse=True)
-    rows = (keys[:, None] >> shifts) & ((np.int64(1) << np.asarray(bits, dtype=np.int64)) - 1)
-    order = np.lexsort(rows.T[::-1])  # lexicographic, as np.unique(axis=0) gives them
-    rank = np.empty_like(order)
-    rank[order] = np.arange(len(order))
-    return rows[order], rank[inverse.reshape(-1)]
+from ..automata.unique import unique
 
 
 def distinct_rows(m: np.ndarray) -> np.ndarray:
@@ -62,7 +19,7 @@ def distinct_rows(m: np.ndarray) -> np.ndarray:
     mult = np.random.default_rng(0x5EED).integers(1, 2**63, size=m.shape[1], dtype=np.uint64) | np.uint64(1)
     with np.errstate(over="ignore"):
         h = (bits * mult).sum(axis=1, dtype=np.uint64)
-    _, first, inverse = np.unique(h, return_index=True, return_inverse=True)
+    _, first, inverse = unique(h, return_index=True, return_inverse=True)
     if not np.array_equal(m[first[inverse.reshape(-1)]], m):
         return np.unique(m, axis=0)
     return m[first]
@@ -78,7 +35,7 @@ def distinct_inverse(m: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     mult = np.random.default_rng(0x5EED).integers(1, 2**63, size=m.shape[1], dtype=np.uint64) | np.uint64(1)
     with np.errstate(over="ignore"):
         h = (m.view(np.uint64) * mult).sum(axis=1, dtype=np.uint64)
-    _, first, inverse = np.unique(h, return_index=True, return_inverse=True)
+    _, first, inverse = unique(h, return_index=True, return_inverse=True)
     inverse = inverse.reshape(-1)
     if not np.array_equal(m[first[inverse]], m):
         rows, inverse = np.unique(m, axis=0, return_inverse=True)
@@ -107,5 +64,5 @@ def unique_keys(key: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
         rank = np.empty(size, dtype=np.int32 if len(keys) < 1 << 31 else np.int64)
         rank[keys] = np.arange(len(keys))
         return keys, rank[key].astype(np.int64)
-    keys, inverse = np.unique(key, return_inverse=True)
+    keys, inverse = unique(key, return_inverse=True)
     return keys, inverse.reshape(-1)

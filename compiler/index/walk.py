@@ -28,7 +28,8 @@ import numpy as np
 
 from ..limits import entries_error
 from .trie import TokenTrie
-from .uniq import distinct_inverse, distinct_rows, unique_rows
+from .uniq import distinct_inverse, distinct_rows
+from ..automata.unique import unique, unique_rows
 
 
 def member_bits(rows: np.ndarray) -> np.ndarray:
@@ -52,7 +53,7 @@ def bit_pairs(bits: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     bits = np.ascontiguousarray(bits, dtype=np.uint64)
     n, words = bits.shape
     if words == 1:
-        distinct, inverse = np.unique(bits[:, 0], return_inverse=True)
+        distinct, inverse = unique(bits[:, 0], return_inverse=True)
         patterns = distinct[:, None]
     else:
         distinct, inverse = np.unique(bits.view(np.dtype((np.void, 8 * words))).reshape(-1), return_inverse=True)
@@ -210,7 +211,7 @@ class GroupWalk:
         end = t[served, 0].view(np.int64)
         met = bit_column(t[served, 1 + words :], i)
         mapped = np.concatenate([np.where(met, end, self.group.phi_of(i, end)), self.own[i][1].astype(np.int64)])
-        return np.unique(mapped) if distinct else mapped
+        return unique(mapped) if distinct else mapped
 
 
 def _column_keys(columns: np.ndarray) -> list[bytes]:
@@ -244,7 +245,7 @@ class WalkResult:
     def lone_slices(self) -> dict[int, tuple[int, int]]:
         """state -> (start, end) of its entries in ``lone``, for every state walked alone with an entry."""
         ls = self.lone[0]
-        states, first = np.unique(ls, return_index=True)
+        states, first = unique(ls, return_index=True)
         bounds = np.append(first, len(ls)).tolist()
         return {st: (bounds[k], bounds[k + 1]) for k, st in enumerate(states.tolist())}
 
@@ -256,7 +257,7 @@ class WalkResult:
         """(state, tokens int32 sorted, next states int32) of every state with at least one entry, in state
         order; a group member's arrays are derived as it comes."""
         ls, lt, ln = self.lone
-        lone_states, first = np.unique(ls, return_index=True)
+        lone_states, first = unique(ls, return_index=True)
         bounds = np.append(first, len(ls))
         where = {int(st): (None, k) for k, st in enumerate(lone_states.tolist())}
         for g in self.groups:
@@ -383,7 +384,7 @@ def _descend(
                 out_t.append(tokens)
                 out_n.append(cur[owner].astype(np.int32))
                 if cap is not None and capped is not None:
-                    starts, counts = np.unique(start[owner], return_counts=True)
+                    starts, counts = unique(start[owner], return_counts=True)
                     for st, c in zip(starts.tolist(), counts.tolist()):
                         found[st] = found.get(st, 0) + c
                         if found[st] > cap and st not in capped:
@@ -812,7 +813,7 @@ def walk(transitions: np.ndarray, trie: TokenTrie, states: np.ndarray | None = N
     num_states = transitions.shape[0]
     if states is None:
         states = np.arange(num_states, dtype=np.int64)
-    states = np.unique(np.asarray(states, dtype=np.int64))
+    states = unique(np.asarray(states, dtype=np.int64))
     flat_t = transitions.reshape(-1)
     if not trie.byte or len(states) == 0:
         empty = np.zeros(0, dtype=np.int32)

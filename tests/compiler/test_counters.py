@@ -369,3 +369,29 @@ def test_a_counted_index_made_from_shared_walks_is_the_one_made_from_every_state
     for name in ("transitions", "trans_effect", "byte_class", "accepting", "counter_live", "min_tokens"):
         assert np.array_equal(a[name], b[name]), name
     assert _per_state(a, tr.num_states) == _per_state(b, tr.num_states)
+
+
+CLASH = {"anyOf": [{"type": "string", "format": "hostname", "minLength": 1, "maxLength": 66}, {"type": "null"},
+                   {"type": ["string", "null"], "maxLength": 1}]}  # found by test_properties' catalog test
+
+
+@pytest.mark.parametrize("form", ["catalog", "value"])
+def test_unresolvable_markers_are_compiled_again_without_counters(form):
+    """Markers that cannot be resolved (a byte after two different paths of counter markers) raise CounterClash
+    inside the attempt, which builds the grammar again without counters: the grammar accepts exactly the
+    language (it used to raise in ``accepts``)."""
+    from callmaybe.compiler.grammar import compile_grammar, value_grammar
+
+    if form == "value":
+        grammar, wrap = value_grammar(CLASH), lambda v: v
+    else:
+        fns = parse_catalog([{"name": "f", "parameters": {"p": CLASH, "é q\"": {"type": "integer"}}}], "test")
+        grammar = compile_grammar(fns)
+        wrap = lambda v: {"name": "f", "parameters": {"p": v, "é q\"": 1}}  # noqa: E731
+    assert grammar.transducer() is None and grammar.dfa.counters == ()
+    host = "a" * 60 + ".bc"  # 63 bytes: the longest hostname the grammar writes (formats.HOSTNAME_MAX)
+    verdicts = {v if isinstance(v, str) else json.dumps(v): grammar.dfa.accepts(
+        json.dumps(wrap(v), ensure_ascii=False, separators=(", ", ": ")).encode()) for v in
+        ["E", "", "_", "__", "ab", host, host + "d", None, "a..b"]}
+    assert verdicts == {"E": True, "": True, "_": True, "__": False, "ab": True, host: True, host + "d": False,
+                        "null": True, "a..b": False}

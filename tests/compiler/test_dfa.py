@@ -167,3 +167,35 @@ def test_coreachable_in_one_search_is_the_fixpoint():
         accepting = rng.random(n) < 0.02
         accepting[n // 2] = True
         assert np.array_equal(coreachable(t, accepting), _coreachable_plain(t, accepting))
+    for n in (50, 2000):  # rows of runs of bytes to one target (each run is one edge), a target in two runs
+        t = _runs(rng, n)
+        accepting = rng.random(n) < 0.01
+        assert np.array_equal(coreachable(t, accepting), _coreachable_plain(t, accepting))
+
+
+def _runs(rng, n):
+    """A random automaton whose rows are a few runs of bytes to one target each (as string states are)."""
+    t = np.full((n, 256), -1, dtype=np.int32)
+    for s in range(n):
+        for _ in range(int(rng.integers(0, 5))):
+            lo = int(rng.integers(0, 256))
+            t[s, lo:lo + int(rng.integers(1, 120))] = rng.integers(0, n)
+    return t
+
+
+def test_breadth_first_order_over_byte_classes_is_the_order_over_bytes():
+    """minimize renumbers over its class table: the same order as over the bytes (each class's first byte
+    orders the classes), so the same arrays."""
+    from callmaybe.compiler.automata.reach import bfs_order
+
+    rng = np.random.default_rng(3)
+    for n in (30, 400, 3000):
+        t = _runs(rng, n)
+        byte_class, ct = D.byte_classes(t)
+        for start in (0, n // 3):
+            assert np.array_equal(bfs_order(ct, start), bfs_order(t, start))
+    t = np.full((3, 256), -1, dtype=np.int32)
+    t[0, ord("b")], t[0, ord("a")], t[0, ord("c")] = 1, 2, 1  # by byte: 2 (at "a") before 1 (at "b")
+    byte_class, ct = D.byte_classes(t)
+    assert ct.shape == (3, 3)  # the dead bytes, "a", "b" with "c"
+    assert bfs_order(ct, 0).tolist() == bfs_order(t, 0).tolist() == [0, 2, 1]
