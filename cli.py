@@ -335,8 +335,8 @@ def show_trace(record: dict) -> None:
               help="Write every case's call {id, prompt, name, parameters} (or error) here.")
 @ray_options
 def eval_cmd(data, model, max_tokens, threads, call_format, tool_choice, parallel_calls, relevance_check,
-             confirm_check, value_check, call_threshold, combined_threshold, keep_unstated, dtype, device, max_batch, speculate, profile,
-             limit, ids, output, ray_address, ray_actors) -> None:
+             confirm_check, value_check, call_threshold, combined_threshold, keep_unstated, dtype, device, max_batch,
+             speculate, profile, limit, ids, output, ray_address, ray_actors) -> None:
     """Score a data set with expected answers (a public-style folder or a BFCL cases.jsonl).
 
     A case whose catalog cannot be compiled, or whose answer failed, gets an error entry of its own; the others
@@ -352,7 +352,8 @@ def eval_cmd(data, model, max_tokens, threads, call_format, tool_choice, paralle
                        keep_unstated=keep_unstated, dtype=dtype, device=device, max_batch=max_batch,
                        tool_choice=tool_choice, parallel_calls=parallel_calls,
                        relevance_check=relevance_check, confirm_check=confirm_check,
-                       evidence_check=value_check, call_threshold=call_threshold, combined_threshold=combined_threshold, speculate=speculate)
+                       evidence_check=value_check, call_threshold=call_threshold,
+                       combined_threshold=combined_threshold, speculate=speculate)
     try:
         answering = ray_answering(ray_address, ray_actors, threads, config, "eval")
         t = evaluate(config, data, limit, output, runtime_compiler, ids, answering)
@@ -425,8 +426,8 @@ def eval_cmd(data, model, max_tokens, threads, call_format, tool_choice, paralle
                    "a new tool list is compiled once per cluster (default: each node's index cache).")
 @compile_limits_option()
 def serve_cmd(model, host, port, max_batch, max_queue, api_key, per_minute, index_cache_size, threads,
-              call_format, relevance_check, confirm_check, value_check, call_threshold, combined_threshold, dtype, device, speculate,
-              ray_address, ray_replicas, ray_index_dir, compile_limits) -> None:
+              call_format, relevance_check, confirm_check, value_check, call_threshold, combined_threshold, dtype,
+              device, speculate, ray_address, ray_replicas, ray_index_dir, compile_limits) -> None:
     """Serve an OpenAI-compatible chat completions API (POST /v1/chat/completions, GET /v1/models, GET /health)
     whose tool calls are valid by construction.
 
@@ -450,7 +451,8 @@ def serve_cmd(model, host, port, max_batch, max_queue, api_key, per_minute, inde
 
         config = RunConfig(model=model, threads=threads, call_format=call_format, dtype=dtype, device=device,
                            max_batch=max_batch, relevance_check=relevance_check, confirm_check=confirm_check,
-                           evidence_check=value_check, call_threshold=call_threshold, combined_threshold=combined_threshold, speculate=speculate)
+                           evidence_check=value_check, call_threshold=call_threshold,
+                           combined_threshold=combined_threshold, speculate=speculate)
         if ray_address is None and ray_index_dir is not None:
             raise InputError("--ray-index-dir needs --ray")
         if ray_address is not None:
@@ -506,9 +508,9 @@ def serve_cmd(model, host, port, max_batch, max_queue, api_key, per_minute, inde
                    "index or flags.")
 @ray_options
 def run_cmd(input_pos, functions, input_opt, output, model, max_tokens, threads, call_format, tool_choice,
-            parallel_calls, relevance_check, confirm_check, value_check, call_threshold, combined_threshold, keep_unstated, dtype, device,
-            max_batch, speculate, profile, index_path, trace, no_prefix_cache, interactive, resume, ray_address,
-            ray_actors) -> None:
+            parallel_calls, relevance_check, confirm_check, value_check, call_threshold, combined_threshold,
+            keep_unstated, dtype, device, max_batch, speculate, profile, index_path, trace, no_prefix_cache,
+            interactive, resume, ray_address, ray_actors) -> None:
     """Answer a file of requests with one schema-valid call each.
 
     Each answer is appended to a journal beside the output as it is produced; the output is written
@@ -527,8 +529,8 @@ def run_cmd(input_pos, functions, input_opt, output, model, max_tokens, threads,
                                prefix_cache=not no_prefix_cache, keep_unstated=keep_unstated, trace=trace,
                                dtype=dtype, device=device, max_batch=max_batch, tool_choice=tool_choice,
                                parallel_calls=parallel_calls, relevance_check=relevance_check,
-                               confirm_check=confirm_check, evidence_check=value_check, call_threshold=call_threshold, combined_threshold=combined_threshold,
-                               speculate=speculate)
+                               confirm_check=confirm_check, evidence_check=value_check, call_threshold=call_threshold,
+                               combined_threshold=combined_threshold, speculate=speculate)
             on_answer = show_trace if trace else None
             if interactive:
                 if ray_address is not None:

@@ -24,10 +24,10 @@ modes:
   declines when it made none.
 * ``text``: free text, token by token, until EOS or the budget ("length"). After a tool result, a copy of
   the text the prompt wraps that result in is left out of the answer (its opening at the start; its closing
-  ends the answer: :func:`~..decoding.prompt.result_wrapper`, Qwen's ``<tool_response>``). Control tokens other than EOS and
-  (under "auto") the call marker are never picked; under "none" the marker is not either, and with tools
-  the first token opens no call, nor does a token after a blank start (no JSON object, no code fence: a
-  model that would write its call as text writes words).
+  ends the answer: :func:`~..decoding.prompt.result_wrapper`, Qwen's ``<tool_response>``). Control tokens
+  other than EOS and (under "auto") the call marker are never picked; under "none" the marker is not either,
+  and with tools the first token opens no call, nor does a token after a blank start (no JSON object, no code
+  fence: a model that would write its call as text writes words).
 * ``json``: a text answer that must match ``response_schema``: decoded under that schema's index.
 * ``call``: one call under the call index (:class:`~..decoding.decoder.Decoding`, so forced text and loop breaking
   work as for ``run``). A named function is pinned by walking its name's tokens through the index.
