@@ -467,8 +467,8 @@ class _Edges:
     def consistent(self, block: np.ndarray) -> bool:
         """True when every state has the same classes, going to the same blocks, as the first state of its
         block (a stable partition: each block is a class of equivalent states)."""
-        _, first = unique(block, return_index=True)
-        rep = first[unique(block, return_inverse=True)[1].reshape(-1)]
+        _, first, inverse = unique(block, return_index=True, return_inverse=True)
+        rep = first[inverse.reshape(-1)]
         deg = np.diff(self.at)
         if not np.array_equal(deg, deg[rep]):
             return False

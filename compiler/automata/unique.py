@@ -110,15 +110,8 @@ def unique_rows(m: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     lo = m.min(axis=0)
     span = m.max(axis=0) - lo
     bits = [max(int(v).bit_length(), 1) for v in span.tolist()]
-    if sum(bits) > 62:  # hashed to one uint64 per row, checked exactly
-        mult = np.random.default_rng(0x5EED).integers(1, 2**63, size=c, dtype=np.uint64) | np.uint64(1)
-        with np.errstate(over="ignore"):
-            h = (np.ascontiguousarray(m).view(np.uint64) * mult).sum(axis=1, dtype=np.uint64)
-        _, first, inverse = unique(h, return_index=True, return_inverse=True)
-        if not np.array_equal(m[first[inverse]], m):  # a collision
-            rows, inverse = np.unique(m, axis=0, return_inverse=True)
-            return rows, inverse.reshape(-1)
-        rows = m[first]
+    if sum(bits) > 62:  # hashed to one uint64 per row, checked exactly, then sorted
+        rows, inverse = distinct_inverse(m)
         order = np.lexsort(rows.T[::-1])
         rank = np.empty_like(order)
         rank[order] = np.arange(len(order))
@@ -134,3 +127,22 @@ def unique_rows(m: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         keys, inverse = unique(key, return_inverse=True)
     rows = ((keys[:, None] >> shifts) & ((np.int64(1) << np.asarray(bits, dtype=np.int64)) - 1)) + lo
     return rows, inverse.reshape(-1)  # keys in order are rows in lexicographic order: no lexsort
+
+
+def distinct_inverse(m: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct rows of ``m`` (any 64-bit integer matrix (n, c)) in no particular order, and each row's
+    index among them (int64 (n,)): rows hashed to one uint64 each (a matrix-vector product with random odd
+    multipliers), told apart by :func:`unique`, and checked exactly (a hash collision falls back to
+    ``np.unique(axis=0)``)."""
+    m = np.ascontiguousarray(m)
+    if len(m) == 0:
+        return m, np.zeros(0, dtype=np.int64)
+    mult = np.random.default_rng(0x5EED).integers(1, 2**63, size=m.shape[1], dtype=np.uint64) | np.uint64(1)
+    with np.errstate(over="ignore"):
+        h = (m.view(np.uint64) * mult).sum(axis=1, dtype=np.uint64)
+    _, first, inverse = unique(h, return_index=True, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    if not np.array_equal(m[first[inverse]], m):
+        rows, inverse = np.unique(m, axis=0, return_inverse=True)
+        return rows, inverse.reshape(-1).astype(np.int64)
+    return m[first], inverse.astype(np.int64)

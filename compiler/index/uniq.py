@@ -1,46 +1,17 @@
 """Distinct rows of 64-bit integer matrices in no particular order, and distinct keys by a table: the index's
-sorts (sorted distinct rows: :func:`..automata.unique.unique_rows`)."""
+sorts (sorted distinct rows and their inverse: :mod:`..automata.unique`)."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from ..automata.unique import unique
+from ..automata.unique import distinct_inverse, unique
 
 
 def distinct_rows(m: np.ndarray) -> np.ndarray:
-    """The distinct rows of ``m`` (any 64-bit integer matrix (n, c)), in no particular order: rows hashed to
-    one uint64 each (a matrix-vector product with random odd multipliers), told apart by a 1-D sort, and
-    checked exactly (a hash collision falls back to ``np.unique(axis=0)``)."""
-    m = np.ascontiguousarray(m)
-    if len(m) == 0:
-        return m
-    bits = m.view(np.uint64)
-    mult = np.random.default_rng(0x5EED).integers(1, 2**63, size=m.shape[1], dtype=np.uint64) | np.uint64(1)
-    with np.errstate(over="ignore"):
-        h = (bits * mult).sum(axis=1, dtype=np.uint64)
-    _, first, inverse = unique(h, return_index=True, return_inverse=True)
-    if not np.array_equal(m[first[inverse.reshape(-1)]], m):
-        return np.unique(m, axis=0)
-    return m[first]
-
-
-def distinct_inverse(m: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The distinct rows of ``m`` (any 64-bit integer matrix (n, c)) in no particular order, and each row's
-    index among them (int64 (n,)): rows hashed as :func:`distinct_rows` does and checked exactly (a hash
-    collision falls back to ``np.unique(axis=0)``)."""
-    m = np.ascontiguousarray(m)
-    if len(m) == 0:
-        return m, np.zeros(0, dtype=np.int64)
-    mult = np.random.default_rng(0x5EED).integers(1, 2**63, size=m.shape[1], dtype=np.uint64) | np.uint64(1)
-    with np.errstate(over="ignore"):
-        h = (m.view(np.uint64) * mult).sum(axis=1, dtype=np.uint64)
-    _, first, inverse = unique(h, return_index=True, return_inverse=True)
-    inverse = inverse.reshape(-1)
-    if not np.array_equal(m[first[inverse]], m):
-        rows, inverse = np.unique(m, axis=0, return_inverse=True)
-        return rows, inverse.reshape(-1).astype(np.int64)
-    return m[first], inverse.astype(np.int64)
+    """The distinct rows of ``m`` (any 64-bit integer matrix (n, c)), in no particular order
+    (:func:`..automata.unique.distinct_inverse`'s rows)."""
+    return distinct_inverse(m)[0]
 
 
 #: :func:`unique_keys` marks keys in a table of all keys (no sort) while there are at most this many, or at

@@ -28,8 +28,8 @@ import numpy as np
 
 from ..limits import entries_error
 from .trie import TokenTrie
-from .uniq import distinct_inverse, distinct_rows
-from ..automata.unique import unique, unique_rows
+from .uniq import distinct_rows
+from ..automata.unique import distinct_inverse, unique, unique_rows
 
 
 def member_bits(rows: np.ndarray) -> np.ndarray:

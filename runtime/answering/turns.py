@@ -374,11 +374,9 @@ class TurnDecoding:
             return self._call_after_marker(self.vocab.marker)
         self.mode = "call"
         if self.call_ids is not None:
-            self._reprompt()
-            self._begin_call()  # its first token comes from the next pass, over the rest of call_ids
-            return
+            self._reprompt()  # the call's first token comes from the next pass, over the rest of call_ids
         self._begin_call()
-        if self.call is not None and not self.call.matcher.forced_tokens():
+        if self.reprompted is None and self.call is not None and not self.call.matcher.forced_tokens():
             self._choose(logits)  # the call's first token is chosen here, under its mask
 
     def _reprompt(self) -> None:
@@ -693,13 +691,6 @@ class TurnDecoding:
         self.decision = f"declined a call: {reason}"
         self.declined = True
         self.call, self.pending = None, []
-        if self.reprompted is not None:  # the call was decoded under call_ids: back to the answer's prompt
-            shared, self.ids = self.reprompted
-            self.reprompted = None
-            self.truncate_to = shared
-            self.pending = list(self.ids[shared:])
-            self.generated, self.forced, self.text_tokens = [], 0, 0
-            return self._as_text_answer(self.first_logits, self._pick(self.first_logits, self.vocab.text_first))
         if self.text_before_call is not None:  # text, then a call: the text stays, the call goes
             kept, logits = self.text_before_call
             self.text_before_call = None
@@ -708,6 +699,10 @@ class TurnDecoding:
             self.mode = "text"
             return self._text(logits, self._text_bias())
         self.truncate_to = len(self.ids)
+        if self.reprompted is not None:  # the call was decoded under call_ids: back to the answer's prompt
+            self.truncate_to, self.ids = self.reprompted  # the shared tokens stay, the rest is fed again
+            self.reprompted = None
+            self.pending = list(self.ids[self.truncate_to:])
         self.generated, self.forced, self.text_tokens = [], 0, 0
         logits = self.first_logits
         if logits is None:  # a turn that did not decide (cannot happen under "auto"; never trusted)

@@ -149,11 +149,7 @@ def _literal_ids(tokenizer, render: Callable[[Callable[[str], str] | None], str]
     model alone (its added tokens, special or not, never match there). The other stretches keep the ids the
     tokenizer gave them. ``texts``: the messages' and the catalog's texts, as :func:`chat_ids` collected them.
     """
-    sources = [str(getattr(tokenizer, "chat_template", None) or ""), *texts]
-    base, n = "CallmaybeLiteral", 0
-    while any(f"{base}{n}" in s for s in sources):
-        n += 1
-    base = f"{base}{n}x"
+    base = _fresh_word("CallmaybeLiteral", [str(getattr(tokenizer, "chat_template", None) or ""), *texts])
     spellings: list[str] = []
 
     def hide(text: str) -> str:
@@ -186,6 +182,15 @@ def _literal_ids(tokenizer, render: Callable[[Callable[[str], str] | None], str]
             out.append(ids[k])
             start, run = offsets[k][1], k + 1
     return out
+
+
+def _fresh_word(base: str, texts: list[str]) -> str:
+    """``base``, a number and "x" (letters and digits, which no template escapes), the first such word that
+    none of ``texts`` contains."""
+    n = 0
+    while any(f"{base}{n}" in t for t in texts):
+        n += 1
+    return f"{base}{n}x"
 
 
 def plain_text_ids(tokenizer, text: str, at_start: bool = True) -> list[int]:
@@ -301,11 +306,8 @@ def result_wrapper(tokenizer, functions: list[Function], messages: list[dict[str
     last = max((i for i, m in enumerate(messages) if m.get("role") in ("user", "tool")), default=-1)
     if last < 0 or messages[last].get("role") != "tool":
         return "", ""
-    texts = [str(getattr(tokenizer, "chat_template", None) or ""), *_strings(messages)]
-    base, n = "CallmaybeResult", 0
-    while any(f"{base}{n}" in t for t in texts):
-        n += 1
-    placeholder = f"{base}{n}x"
+    placeholder = _fresh_word("CallmaybeResult", [str(getattr(tokenizer, "chat_template", None) or ""),
+                                                  *_strings(messages)])
     as_tool = [*messages[:last], {**messages[last], "content": placeholder}, *messages[last + 1:]]
     as_user = [*messages[:last], {"role": "user", "content": placeholder}, *messages[last + 1:]]
     try:
