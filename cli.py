@@ -231,10 +231,30 @@ def decision_options() -> list:
 
 
 def decision_options_decorator(f):
-    """:func:`decision_options` applied to ``f``."""
+    """:func:`decision_options` applied to ``f`` (checked by :func:`_combined_checked`)."""
+    f = _combined_checked(f)
     for option in reversed(decision_options()):
         f = option(f)
     return f
+
+
+def _combined_checked(f):
+    """``f``, where a ``--combined-threshold`` given while the relevance or the confirm check is off (the sum it
+    bounds then has two terms or one, and the rule never runs) is a usage error instead of a setting without
+    effect."""
+    import functools
+
+    @functools.wraps(f)
+    def checked(*args, **kwargs):
+        ctx = click.get_current_context()
+        given = ctx.get_parameter_source("combined_threshold") != click.core.ParameterSource.DEFAULT
+        if given and not (kwargs["relevance_check"] and kwargs["confirm_check"]):
+            off = "--no-relevance-check" if not kwargs["relevance_check"] else "--no-confirm-check"
+            raise click.UsageError(f"--combined-threshold has no effect with {off}: it bounds the sum of the first "
+                                   "token's, the relevance check's and the confirm check's log-odds")
+        return f(*args, **kwargs)
+
+    return checked
 
 
 SPECULATE_HELP = ("Where the model chooses a token inside a call, draft the tokens that follow the same words in "
@@ -279,6 +299,7 @@ def run_options(f):
         click.option("--profile", "profile", is_flag=True,
                      help="Print where the answering time went: seconds, calls and tokens per phase."),
     ]
+    f = _combined_checked(f)
     for option in reversed(options):
         f = option(f)
     return f
@@ -333,10 +354,13 @@ def show_trace(record: dict) -> None:
                    "two halves, to tune on one and report the other.")
 @click.option("--output", type=click.Path(path_type=Path), default=None,
               help="Write every case's call {id, prompt, name, parameters} (or error) here.")
+@click.option("--text-tokens", type=click.IntRange(min=1), default=None,
+              help="Cut a text answer after this many tokens (scored as no call; default 16): a call it writes "
+                   "as text later is not seen.")
 @ray_options
 def eval_cmd(data, model, max_tokens, threads, call_format, tool_choice, parallel_calls, relevance_check,
              confirm_check, value_check, call_threshold, combined_threshold, keep_unstated, dtype, device, max_batch,
-             speculate, profile, limit, ids, output, ray_address, ray_actors) -> None:
+             speculate, profile, limit, ids, output, text_tokens, ray_address, ray_actors) -> None:
     """Score a data set with expected answers (a public-style folder or a BFCL cases.jsonl).
 
     A case whose catalog cannot be compiled, or whose answer failed, gets an error entry of its own; the others
@@ -353,7 +377,7 @@ def eval_cmd(data, model, max_tokens, threads, call_format, tool_choice, paralle
                        tool_choice=tool_choice, parallel_calls=parallel_calls,
                        relevance_check=relevance_check, confirm_check=confirm_check,
                        evidence_check=value_check, call_threshold=call_threshold,
-                       combined_threshold=combined_threshold, speculate=speculate)
+                       combined_threshold=combined_threshold, speculate=speculate, text_tokens=text_tokens)
     try:
         answering = ray_answering(ray_address, ray_actors, threads, config, "eval")
         t = evaluate(config, data, limit, output, runtime_compiler, ids, answering)

@@ -1,6 +1,7 @@
 """Bad input: one clear error line, exit code 2, nothing written."""
 
 import json
+from pathlib import Path
 
 from click.testing import CliRunner
 
@@ -226,6 +227,18 @@ def test_eval_ids_option():
     assert "--ids [even|odd]" in r.output and "tune on one and report the other" in " ".join(r.output.split())
     r = invoke("eval", "nope.jsonl", "--ids", "all")
     assert r.exit_code == 2 and "'all' is not one of 'even', 'odd'" in r.output + r.stderr
+
+
+def test_a_combined_threshold_without_both_checks_is_a_usage_error():
+    # it used to be accepted and did nothing (the rule needs the three log-odds)
+    for command in ("eval", "run", "serve"):
+        data = [str(Path(__file__).parents[1] / "bench/catalogs/everyday_cases.jsonl")] if command == "eval" else []
+        r = invoke(command, *data, "--combined-threshold", "3", "--no-confirm-check")
+        assert r.exit_code == 2, command
+        assert ("Error: --combined-threshold has no effect with --no-confirm-check: it bounds the sum of the first "
+                "token's, the relevance check's and the confirm check's log-odds") in r.output
+    r = invoke("run", "--combined-threshold", "3", "--no-relevance-check", "--no-confirm-check")
+    assert "has no effect with --no-relevance-check:" in r.output
 
 
 def test_call_threshold_must_be_a_number():

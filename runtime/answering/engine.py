@@ -39,6 +39,7 @@ class Ticket:
         self.request, self.ids, self.prefix_len, self.on_event = request, ids, prefix_len, on_event
         self.index, self.schema_index = index, schema_index
         self.call_ids: list[int] | None = None  # under "auto": the prompt a call is decoded under (TurnDecoding)
+        self.text_ids: list[int] | None = None  # under "auto": the prompt a declined turn answers under
         self.row = None
         self.cancelled = False
         self.over = False
@@ -130,6 +131,18 @@ class Engine:
             return chat_ids(self.tokenizer, request.functions, request.messages, self.call_format, False,
                             "required", request.parallel)
 
+    def text_prompt_ids(self, request) -> list[int] | None:
+        """Under "auto" with tools: the prompt a declined turn writes its text answer under, the same chat
+        (system message, earlier calls and tool results included) rendered without the catalog, as
+        ``tool_choice="none"`` renders it in the "plain" call format. None otherwise."""
+        from ..decoding.prompt import chat_ids
+
+        if request.tool_choice != "auto" or not request.functions:
+            return None
+        with self._tokenizing:
+            return chat_ids(self.tokenizer, [], request.messages, self.call_format, False, "none",
+                            request.parallel)
+
     def _prefix_length(self, key: tuple, functions, args: tuple, ids: list[int]) -> int:
         """The catalog prefix length of ``ids`` (see :meth:`prompt_ids`), from a reference prompt per key."""
         from ..decoding.prompt import chat_ids, common_length
@@ -161,6 +174,7 @@ class Engine:
             request = replace(request, max_tokens=left)
         ticket = Ticket(request, ids, prefix_len, on_event, index, schema_index)
         ticket.call_ids = self.call_prompt_ids(request)
+        ticket.text_ids = self.text_prompt_ids(request)
         try:
             self._row(ticket)  # checks the budget and the named function now, in the caller's thread
         except InputError as exc:
@@ -346,7 +360,8 @@ class Engine:
                            threshold=getattr(config, "call_threshold", CALL_LOG_ODDS_MIN),
                            confirm=confirmed if request.tool_choice == "auto" and self.confirm else None,
                            speculate=getattr(config, "speculate", True), call_ids=ticket.call_ids,
-                           combined_min=getattr(config, "combined_threshold", COMBINED_LOG_ODDS_MIN))
+                           combined_min=getattr(config, "combined_threshold", COMBINED_LOG_ODDS_MIN),
+                           text_ids=ticket.text_ids)
         ticket.row = row
         return row
 

@@ -60,6 +60,8 @@ class RunConfig:
     ``combined_threshold``: the least sum of a first call's three log-odds (:mod:`..policy.decision`).
     ``speculate``: draft tokens copied from the prompt and verify them in one pass where the model chooses
     (:mod:`..decoding.lookup`; greedy output unchanged; a sampled turn never drafts).
+    ``text_tokens``: ``eval`` only: a text answer is cut after this many tokens (None: ``DECLINE_TOKENS`` of
+    :mod:`..evaluation.evaluate`); it is scored as no call, and a call it would write as text later is not seen.
     """
 
     model: str = DEFAULT_MODEL
@@ -82,6 +84,7 @@ class RunConfig:
     verdict_threshold: float = VERDICT_LOG_ODDS_MIN
     combined_threshold: float = COMBINED_LOG_ODDS_MIN
     speculate: bool = True
+    text_tokens: int | None = None
 
     @property
     def turns(self) -> bool:

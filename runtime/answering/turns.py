@@ -11,7 +11,10 @@ modes:
   is then decoded under the grammar (in the "plain" call format under the "required" message, ``call_ids``,
   as ``tool_choice="required"`` decodes it: the row keeps the tokens the two prompts share and feeds the
   rest), text is the model's own text with the call's openings left out. A text
-  answer may still turn into a call when the model writes its call marker. A call the first token wants is
+  answer may still turn into a call when the model writes its call marker, or writes the call as text (a JSON
+  object whose first key is "name", bare or in a code fence: :mod:`.shape`): the answer then ends before the
+  token that began it (held back, never sent) and the call is decoded under the grammar from there (after the
+  forced marker, "tools"). A call the first token wants is
   checked by the model's verdict over the whole catalog (the ``judge`` callback, :mod:`~..policy.relevance`) before
   it is decoded; a text answer follows when the model doubts it. A call that repeats one the conversation
   already answered since the last user message (a tool result follows it), a first call the model doubts once
@@ -27,7 +30,9 @@ modes:
   ends the answer: :func:`~..decoding.prompt.result_wrapper`, Qwen's ``<tool_response>``). Control tokens
   other than EOS and (under "auto") the call marker are never picked; under "none" the marker is not either,
   and with tools the first token opens no call, nor does a token after a blank start (no JSON object, no code
-  fence: a model that would write its call as text writes words).
+  fence: a model that would write its call as text writes words). Where the turn may not call (``none``,
+  after a decline), a call written as text later in the answer ends the answer before it (after a decline the
+  model first gets one more try there without that token: :data:`SHAPE_RETRIES`).
 * ``json``: a text answer that must match ``response_schema``: decoded under that schema's index.
 * ``call``: one call under the call index (:class:`~..decoding.decoder.Decoding`, so forced text and loop breaking
   work as for ``run``). A named function is pinned by walking its name's tokens through the index.
@@ -74,9 +79,13 @@ from ..policy.parallel import settle
 from ..decoding.profile import Profile
 from ..decoding.sampling import generator, pick
 from ..decoding.turn import Event, ToolCall, TurnRequest, TurnResult
+from .shape import find_shape
 
 #: The text that closes a call in the "tools" call format, before EOS or the next call.
 TOOLS_CLOSING = "\n</tool_call>"
+#: How many times a text answer that may not call goes back before a call it writes as text (the model then
+#: picks another token there); the next time the answer ends before it.
+SHAPE_RETRIES = 0
 
 
 class Vocab:
@@ -140,6 +149,12 @@ class TurnDecoding:
     "plain" call format's "required" message, which asks for a call: :func:`~..decoding.prompt.system_message`):
     the row keeps the tokens both prompts share and feeds the rest of this one (:meth:`_reprompt`); a decline
     goes back to ``ids``. None: the call is decoded under ``ids``.
+    ``text_ids``: under "auto", the prompt a declined turn writes its text answer under: the same chat without
+    the catalog (:meth:`~.engine.Engine.text_prompt_ids`), so that a model that wanted a call the checks
+    declined answers the request instead of writing the call as text (Qwen2.5-Coder-1.5B, shown its catalog,
+    wrote "To find the capital of Australia, I will use the `get_capital` function. Here is the JSON
+    object..." for a bike shop's catalog). The row keeps the tokens the two prompts share and feeds the rest
+    (:meth:`_to_text_prompt`). None: the text answer follows the turn's own prompt.
     ``combined_min``: a first call under "auto" that passed the first token's, the verdict's and the
     confirmation's thresholds is still declined when their three log-odds sum below it
     (:data:`~..policy.decision.COMBINED_LOG_ODDS_MIN`).
@@ -154,12 +169,15 @@ class TurnDecoding:
                  on_event: Callable[[Event], None], profile: Profile | None = None,
                  judge: Callable | None = None, pair: Callable | None = None, evidence: bool = False,
                  threshold: float = CALL_LOG_ODDS_MIN, confirm: Callable | None = None, speculate: bool = False,
-                 call_ids: list[int] | None = None, combined_min: float = COMBINED_LOG_ODDS_MIN):
+                 call_ids: list[int] | None = None, combined_min: float = COMBINED_LOG_ODDS_MIN,
+                 text_ids: list[int] | None = None):
         self.request, self.vocab, self.ids = request, vocab, ids
         # the prompt a call decided under "auto" is decoded under (None: ``ids``) and, once it is, how many
         # tokens the two prompts share and the text answer's own prompt (a decline goes back to it)
         self.call_ids = call_ids if call_ids is not None and call_ids != ids else None
         self.reprompted: tuple[int, list[int]] | None = None
+        # the prompt a declined turn answers in text under (the chat without the catalog; None: ``ids``)
+        self.text_ids = text_ids if text_ids is not None and text_ids != ids else None
         self.index, self.schema_index, self.ground, self.judge, self.pair = index, schema_index, ground, judge, pair
         self.confirm = confirm
         self.on_event = on_event
@@ -169,8 +187,14 @@ class TurnDecoding:
         self.log_odds: list[float] = []  # the first token's log-odds, then the verdict's (when asked)
         self.combined_min = combined_min
         self.first_logits: torch.Tensor | None = None  # the first position's logits, kept for a decline
-        # where a text answer turned into a call: (tokens generated before the marker, the logits there)
-        self.text_before_call: tuple[int, torch.Tensor] | None = None
+        # where a text answer turned into a call: (tokens generated before the marker, the logits there; None
+        # for a call written as text: the last kept token is fed again for them, _rewind)
+        self.text_before_call: tuple[int, torch.Tensor | None] | None = None
+        self._marks: list[tuple[int, int]] = []  # (len(generated), len(_answer)) at each text token's end
+        self._shape_cut: tuple[int, int] | None = None  # where a call written as text cuts the answer (a mark)
+        self._shape_token: int | None = None  # the token that began it: not picked there again
+        self._shape_bias: torch.Tensor | None = None  # the next text token's bias, once, after going back
+        self._shape_backs = 0  # times the answer went back before a call written as text (SHAPE_RETRIES)
         self.declined = False  # a call was declined: the turn is a text answer and opens no call again
         self.truncate_to: int | None = None  # set on a decline: the batch keeps this many of the row's tokens
         self.answered = answered_calls(request.messages)
@@ -367,6 +391,9 @@ class TurnDecoding:
             self.passes += judged.forward_passes
             if not judged.keep:  # the model would call, and doubts a call does what is asked: text
                 self.decision = f"answered in text: {verdict.evidence}, but {judged.evidence}"
+                self.declined = True  # a call written as text later is not taken either
+                if self._to_text_prompt(self.ids):
+                    return
                 return self._as_text_answer(logits, self._pick(logits, self.vocab.text_first))
             self.decision += f"; {judged.evidence}"
             self.log_odds.append(judged.log_odds)
@@ -388,6 +415,21 @@ class TurnDecoding:
         self.pending = list(self.call_ids[shared:])
         self.ids = self.call_ids
 
+    def _to_text_prompt(self, prompt: list[int]) -> bool:
+        """Go over to ``text_ids`` for a declined turn's text answer (see the class docstring), from a row whose
+        tokens are ``prompt`` (nothing generated is kept): the row keeps the tokens the two share and feeds the
+        rest; the answer's first token comes from the next pass. False (nothing done) without ``text_ids``."""
+        if self.text_ids is None:
+            return False
+        shared = min(common_length(prompt, self.text_ids), len(self.text_ids) - 1)
+        self.truncate_to, self.ids, self.text_ids = shared, self.text_ids, None
+        self.pending = list(self.ids[shared:])
+        self.generated, self.forced, self.text_tokens = [], 0, 0
+        self.mode = "json" if self.schema_index is not None else "text"
+        if self.mode == "json":
+            self._begin_json()
+        return True
+
     def _as_text_answer(self, logits: torch.Tensor, tok: int, before: str = "") -> None:
         """The turn is a text answer after all: a JSON one takes its first token from ``logits`` (under the
         schema's mask); a free one starts with ``before`` (text already fed) and ``tok``."""
@@ -404,6 +446,9 @@ class TurnDecoding:
         object, a code fence) while the answer is blank (its first token, or whitespace so far: a model that
         writes a newline first would write its call as text after it); the call marker only where the turn may
         still call (:meth:`_may_call`)."""
+        if self._shape_bias is not None:  # back before a call written as text: no call opens here
+            bias, self._shape_bias = self._shape_bias, None
+            return bias
         blank = bool(self.request.functions) and not self._answer.strip()
         if self._may_call():
             return self.vocab.text_lead if blank else self.vocab.free
@@ -442,12 +487,17 @@ class TurnDecoding:
             self._flush_text()
             self._call_after_marker(tok)
             return
+        if not self._marks:
+            self._marks.append((len(self.generated), len(self._answer)))
         self._feed(tok)
         self.text_tokens += 1
         if self._add_text(self._utf8.decode(self.vocab.token_bytes[tok] or b"")):
             self.finish_reason = "stop"  # a stop text: the answer ends before it
             self._done()
             return
+        self._marks.append((len(self.generated), len(self._answer)))
+        if self._shape_cut is not None:
+            return self._written_call()
         cut = self.request.text_tokens
         if self.left <= 0 or (cut is not None and self.text_tokens >= cut):
             self._flush_text()
@@ -464,6 +514,7 @@ class TurnDecoding:
                 return False  # it may still be the opening: nothing is sent yet
             if lead.startswith(opening):
                 self._answer = lead[len(opening):].lstrip()
+                self._marks = [(len(self.generated) - 1, 0)]  # a cut here drops the token that held the opening
             self._unwrapped = True
         stops = self.stops
         if stops:
@@ -474,8 +525,76 @@ class TurnDecoding:
                 self._answer = self._answer[:first]
                 return True
         hold = max((k for stop in stops for k in range(1, len(stop)) if self._answer.endswith(stop[:k])), default=0)
-        self._send(self._answer[self._sent:len(self._answer) - hold])
+        end = len(self._answer) - hold
+        shape = find_shape(self._answer) if self.request.functions else None
+        if shape is not None:  # a call written as text, or what may become one: held back from its token
+            cut = self._cut(shape.start)
+            end = min(end, cut[1])
+            if shape.complete:
+                self._shape_cut = cut
+        self._send(self._answer[self._sent:max(end, self._sent)])
         return False
+
+    def _cut(self, at: int) -> tuple[int, int]:
+        """The last mark (tokens generated, characters of the answer) at or before character ``at`` of the
+        answer: the text of the tokens before the one that reaches ``at``."""
+        marks = self._marks or [(len(self.generated), 0)]
+        return max((m for m in marks if m[1] <= at), default=marks[0])
+
+    def _rewind(self, kept: int) -> None:
+        """Go back to ``kept`` generated tokens: the row keeps the keys and values before the last of them and
+        feeds it again, so that its next pass gives the logits where the answer goes on."""
+        self.generated = self.generated[:kept]
+        tokens = self.ids + self.generated
+        self.truncate_to = len(tokens) - 1
+        self.pending = [tokens[-1]]
+
+    def _written_call(self) -> None:
+        """The answer wrote a call as text (:mod:`.shape`): the answer is cut before the token that began it.
+        Where the turn may call (``auto``, no call declined), that call is decoded under the grammar from there
+        (after the call marker, which is forced, in the "tools" format) and checked as a call after text is;
+        elsewhere the model goes back there and picks another token (neither that one nor one that opens a call),
+        :data:`SHAPE_RETRIES` times, then the answer ends there."""
+        (kept, chars), self._shape_cut = self._shape_cut, None
+        self._shape_token = self.generated[kept] if kept < len(self.generated) else None
+        self.text_tokens -= len(self.generated) - kept
+        self.generated = self.generated[:kept]  # the tokens of the call written as text are not the answer's
+        self._answer = self._answer[:chars]
+        self._marks = [m for m in self._marks if m[0] <= kept]
+        self._utf8.reset()
+        if self._may_write_call():
+            self._flush_text()
+            self._rewind(kept)
+            self.text_before_call = (kept, None)
+            if self.vocab.marker is not None:
+                opening = [self.vocab.marker, *self.vocab.after_marker]
+                self._take(opening, forced=True)
+                self.pending += opening
+            self.mode = "call"
+            self._begin_call()
+            return
+        self._shape_backs += 1
+        if self._shape_backs > SHAPE_RETRIES:
+            self._flush_text()
+            self.finish_reason = "stop"
+            self._done()
+            return
+        self._back_to_text(kept)
+
+    def _back_to_text(self, kept: int) -> None:
+        """Text again from ``kept`` generated tokens, the token that began the call written as text and every
+        token that opens a call left out at the first position."""
+        self._rewind(kept)
+        self.mode = "text"
+        bias = self.vocab.text_first.clone()
+        if self._shape_token is not None:
+            bias[self._shape_token] = float("-inf")
+        self._shape_bias = bias
+
+    def _may_write_call(self) -> bool:
+        """Whether a call the text answer writes as text becomes a call: under ``auto``, with an index, before
+        any decline."""
+        return self.request.tool_choice == "auto" and self.index is not None and not self.declined
 
     def _send(self, text: str) -> None:
         if text:
@@ -694,16 +813,22 @@ class TurnDecoding:
         if self.text_before_call is not None:  # text, then a call: the text stays, the call goes
             kept, logits = self.text_before_call
             self.text_before_call = None
+            self.forced = 0  # text tokens: chosen, none forced
+            if logits is None:  # a call written as text: the model picks another token where it began
+                return self._back_to_text(kept)
             self.truncate_to = len(self.ids) + kept
-            self.generated, self.forced = self.generated[:kept], 0  # text tokens: chosen, none forced
+            self.generated = self.generated[:kept]
             self.mode = "text"
             return self._text(logits, self._text_bias())
+        self.generated, self.forced, self.text_tokens = [], 0, 0
+        if self._to_text_prompt(self.ids):  # the row's prompt is ids (call_ids when reprompted)
+            self.reprompted = None
+            return
         self.truncate_to = len(self.ids)
         if self.reprompted is not None:  # the call was decoded under call_ids: back to the answer's prompt
             self.truncate_to, self.ids = self.reprompted  # the shared tokens stay, the rest is fed again
             self.reprompted = None
             self.pending = list(self.ids[self.truncate_to:])
-        self.generated, self.forced, self.text_tokens = [], 0, 0
         logits = self.first_logits
         if logits is None:  # a turn that did not decide (cannot happen under "auto"; never trusted)
             self.finish_reason = "stop"

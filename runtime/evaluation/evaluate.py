@@ -195,7 +195,7 @@ def case_answers(runtime: Runtime, config: RunConfig, cases: list[dict], engine=
     or None) as each is answered. Each catalog's answerer is made once (at most 9 kept); the public set's
     index is found or cached on disk, a BFCL case's compiled in memory. Under ``config.turns`` the cases are
     turns decoded by ``engine`` (an :class:`~..answering.engine.Engine` of ``runtime``; None: one made for them), a
-    declined one cut to :data:`DECLINE_TOKENS`; so are cases with ``messages``."""
+    text answer cut to ``config.text_tokens`` (default :data:`DECLINE_TOKENS`); so are cases with ``messages``."""
     answerers: dict[str, Answerer] = {}
 
     def answerer_for(case: dict) -> Answerer:
@@ -237,7 +237,7 @@ def case_answers(runtime: Runtime, config: RunConfig, cases: list[dict], engine=
 
         engine = engine if engine is not None else Engine(runtime, config.max_batch, max_queue=max(1, len(cases)))
         return mapped(answer_turns(engine, ((c["functions"], a.index, _request(c)) for c, a in answerable()),
-                                   config, text_tokens=DECLINE_TOKENS))
+                                   config, text_tokens=config.text_tokens or DECLINE_TOKENS))
     return mapped(answer_all(((a, {"prompt": c["prompt"]}) for c, a in answerable()), config.max_batch))
 
 

@@ -115,11 +115,12 @@ def _align(text: bytes, want: bytes) -> tuple[bytes, bytes]:
     """``text`` (generated) and ``want`` (the script) with what the turn writes around a call the script writes
     otherwise taken out: a marker the turn put before a call the script writes without it, and a code fence
     the script opens its call with (the turn decodes the call itself): the model writes the same call."""
-    if text.startswith(b"\x01\n") and not want.startswith(b"\x01"):
-        text = text[2:]
+    at = text.find(b"\x01\n")
+    if at >= 0 and b"\x01" not in want[at:at + 1] and want.startswith(text[:at]):
+        text = text[:at] + text[at + 2:]  # a marker the turn forced where the script writes its call as text
         for fence in (b"```json\n", b"```\n"):
-            if want.startswith(fence) and not text.startswith(b"`"):
-                want = want[len(fence):]
+            if want[at:].startswith(fence) and not text[at:].startswith(b"`"):
+                want = want[:at] + want[at + len(fence):]
     return text, want
 
 
@@ -954,3 +955,103 @@ def test_a_call_that_passes_each_check_narrowly_is_declined_as_a_whole(index):
     assert [(c.name, c.arguments) for c in result.calls] == [("add", {"a": 2, "b": 3})]
     result, _ = turn(index, None, model=mild, confirm=confirm(narrow))  # no verdict asked: no sum
     assert [(c.name, c.arguments) for c in result.calls] == [("add", {"a": 2, "b": 3})]
+
+
+# -- a call written as text inside a text answer (runtime/answering/shape.py) ------------------------------------
+
+def _model(*scripts: str) -> FirstOf:
+    """A model that writes ``scripts[0]`` and, where the turn does not let it, falls back on the next script
+    (each script's second choice is the first token where the next one leaves it, EOS where it ends there)."""
+    tok = Tokenizer()
+    models = []
+    for a, b in zip(scripts, scripts[1:]):
+        at = next(i for i, (x, y) in enumerate(zip(a + "\0", b + "\0")) if x != y)
+        models.append(ScriptModel(a, fallback=tok.encode(b[at:])[0] if b[at:] else EOS))
+    return FirstOf(*models, ScriptModel(scripts[-1]))
+
+
+def test_a_call_written_as_text_after_some_words_is_decoded_as_a_call(index):
+    """Under "auto" the answer "I will add them." goes on with the call in a code fence: the answer keeps its
+    words (sent), the fence and the JSON are never sent, and the call is decoded under the grammar after the
+    forced call marker ("tools" format) or where the JSON began ("plain")."""
+    result, events = turn(index, "I will add them.\n```json\n" + CALL + "\n```")
+    assert (result.content, result.finish_reason) == ("I will add them.\n", "tool_calls")
+    assert [(c.name, c.arguments) for c in result.calls] == [("add", {"a": 2, "b": 3})]
+    assert "".join(e.data for e in events if e.kind == "text") == "I will add them.\n"
+    assert [e.kind for e in events][-2:] == ["call", "done"]
+    plain = open_index(compile_index(FUNCTIONS, VOCAB, CompileOptions(parameters_key="parameters"))[0],
+                       VOCAB.token_bytes)
+    result, _ = turn(plain, "I will add them. " + CALL.replace("arguments", "parameters"), call_format="plain")
+    assert (result.content, result.finish_reason) == ("I will add them. ", "tool_calls")
+    assert [(c.name, c.arguments) for c in result.calls] == [("add", {"a": 2, "b": 3})]
+
+
+def test_a_call_written_as_text_where_the_turn_may_not_call_ends_the_answer_before_it(index):
+    """Under "none" the answer ends before the JSON (SHAPE_RETRIES: no other token is tried there): the
+    words before it are the answer, the JSON is never sent."""
+    from callmaybe.runtime.answering.turns import SHAPE_RETRIES
+
+    model = _model("Sure.\n" + CALL, "Sure.\nNo call needed.")
+    result, events = turn(index, None, model=model, tool_choice="none")
+    assert SHAPE_RETRIES == 0
+    assert (result.content, result.calls, result.finish_reason) == ("Sure.\n", [], "stop")
+    assert "".join(e.data for e in events if e.kind == "text") == "Sure.\n"
+    assert result.completion_tokens == len("Sure.\n")
+
+
+def test_a_declined_call_written_as_text_goes_back_to_the_words_before_it(index):
+    """Under "auto" a call written as text is decoded and checked; declined, the answer goes back before it and
+    the model writes on without it (the token that began it and every call opening left out there); when it
+    writes the call again, the answer ends before that one."""
+    from callmaybe.runtime.policy.relevance import Relevance
+
+    doubt = Relevance(0.2, -1.4, False, "the model doubts the call", 1)
+    confirm = lambda fn, asked, arguments: doubt  # noqa: E731
+    result, events = turn(index, None, model=_model("Sure.\n" + CALL, "Sure.\nNo call needed."), confirm=confirm)
+    assert (result.content, result.calls) == ("Sure.\nNo call needed.", [])
+    assert result.decision == "declined a call: the model doubts the call"
+    assert "".join(e.data for e in events if e.kind == "text") == "Sure.\nNo call needed."
+    assert result.completion_tokens == len("Sure.\nNo call needed.")
+    result, events = turn(index, None, model=_model("Sure.\n" + CALL, "Sure.\n " + CALL, "Sure.\n x"),
+                          confirm=confirm)
+    assert (result.content, result.calls, result.finish_reason) == ("Sure.\n ", [], "stop")
+    assert "".join(e.data for e in events if e.kind == "text") == "Sure.\n "
+
+
+def test_a_declined_turn_answers_under_the_prompt_without_the_catalog(index):
+    """``text_ids`` (the chat without the catalog, "#t"): a call the verdict doubts, or one declined once decoded,
+    is answered in text under it: the row keeps the token the prompts share ("#") and feeds the rest ("t"); the
+    model there answers the request ("Canberra.") instead of the text it would write beside its catalog
+    ("Use add."). A call the model writes as text later is not taken: the turn declined."""
+    from callmaybe.runtime.policy.relevance import Relevance
+
+    tok = Tokenizer()
+    auto_ids, text_ids = tok.encode("#a"), tok.encode("#t")
+    under_auto = prefers_call(CALL, "Use add.")
+    under_text = _model("Canberra.\n" + CALL, "Canberra.")
+    doubt = Relevance(0.3, -0.85, False, "the model doubts it", 1)
+
+    def decode(**checks):
+        vocab = Vocab(VOCAB.token_bytes, VOCAB.eos_ids, VOCAB.vocab_size, tok, "tools")
+        req = TurnRequest([{"role": "user", "content": ASKED}], FUNCTIONS, tool_choice="auto")
+        row = TurnDecoding(req, vocab, auto_ids, auto_ids, index, None, None, lambda e: None, text_ids=text_ids,
+                           **checks)
+        fed, truncations = [], []
+        while not row.take_forced():
+            if row.truncate_to is not None:
+                truncations.append(row.truncate_to)
+                fed, row.truncate_to = fed[:row.truncate_to], None
+            fed += row.pending
+            model = under_text if fed[:2] == text_ids else under_auto
+            if row.choose(model(fed[2:])):
+                break
+        return row.result(), tok.decode(fed), truncations
+
+    result, fed, truncations = decode(judge=lambda functions, asked: doubt)
+    assert (result.calls, result.content, fed, truncations) == ([], "Canberra.\n", "#tCanberra.\n", [1])
+    assert result.decision.startswith("answered in text: p(call) 1.000") and result.prompt_tokens == 2
+    result, fed, truncations = decode(confirm=lambda fn, asked, arguments: doubt)
+    assert (result.calls, result.content, result.decision) == ([], "Canberra.\n", "declined a call: the model doubts it")
+    assert fed.startswith("#tCanberra.\n") and truncations == [1]
+    result, fed, _ = decode()  # no check doubts it: the call, under the turn's prompt
+    assert [(c.name, c.arguments) for c in result.calls] == [("add", {"a": 2, "b": 3})] and fed.startswith("#a")
