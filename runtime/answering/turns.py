@@ -154,7 +154,11 @@ class TurnDecoding:
     declined answers the request instead of writing the call as text (Qwen2.5-Coder-1.5B, shown its catalog,
     wrote "To find the capital of Australia, I will use the `get_capital` function. Here is the JSON
     object..." for a bike shop's catalog). The row keeps the tokens the two prompts share and feeds the rest
-    (:meth:`_to_text_prompt`). None: the text answer follows the turn's own prompt.
+    (:meth:`_to_text_prompt`). None: the text answer follows the turn's own prompt. Not after a tool result:
+    there the catalog served the request, and the answer stays where the model saw its call answered (six
+    agent-loop clients, default model: weather, to-do and currency loops ended with the result stated in 28 of
+    36 loops answered beside the catalog, 24 of 36 without it, where every to-do answer became "I'm sorry, but I
+    can't assist with that." and every weather answer stated the result).
     ``combined_min``: a first call under "auto" that passed the first token's, the verdict's and the
     confirmation's thresholds is still declined when their three log-odds sum below it
     (:data:`~..policy.decision.COMBINED_LOG_ODDS_MIN`).
@@ -176,8 +180,10 @@ class TurnDecoding:
         # tokens the two prompts share and the text answer's own prompt (a decline goes back to it)
         self.call_ids = call_ids if call_ids is not None and call_ids != ids else None
         self.reprompted: tuple[int, list[int]] | None = None
-        # the prompt a declined turn answers in text under (the chat without the catalog; None: ``ids``)
-        self.text_ids = text_ids if text_ids is not None and text_ids != ids else None
+        # the prompt a declined turn answers in text under (the chat without the catalog; None: ``ids``); after a
+        # tool result the text answer stays beside the catalog (class docstring)
+        self.text_ids = text_ids if text_ids is not None and text_ids != ids and \
+            not _after_tool_result(request.messages) else None
         self.index, self.schema_index, self.ground, self.judge, self.pair = index, schema_index, ground, judge, pair
         self.confirm = confirm
         self.on_event = on_event

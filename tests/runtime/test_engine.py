@@ -117,15 +117,14 @@ def _answered(name, arguments, result, asked):
 
 def test_a_declined_call_in_a_batch_answers_as_the_turn_that_never_called(runtime, catalog):
     # a threshold of -60 makes each turn call; the call repeats the one the tool answered, so it is declined
-    # and the row goes over to the chat without the catalog (Batch._truncate back to the tokens the two prompts
-    # share, prompt partly from the prefix cache) while other rows decode beside it: its text is the text of
-    # the same chat under tool_choice "none" (the "plain" format renders it without the catalog too), and the
-    # other rows' answers do not move
+    # and the row goes back to its prompt (Batch._truncate, prompt partly from the prefix cache) while other
+    # rows decode beside it: its text is the text of the same turn at a threshold of +60, which never calls,
+    # and the other rows' answers do not move
     functions, index = catalog
     chats = [_answered("fn_reverse_string", {"s": "hello"}, '{"result": "olleh"}', "Reverse the string 'hello'"),
              _answered("fn_greet", {"name": "shrek"}, "Hello shrek!", "Greet shrek")]
     forced = [TurnRequest(c, functions, "auto", max_tokens=24, call_threshold=-60.0) for c in chats]
-    plain = [TurnRequest(c, functions, "none", max_tokens=24) for c in chats]
+    plain = [TurnRequest(c, functions, "auto", max_tokens=24, call_threshold=60.0) for c in chats]
     other = TurnRequest([{"role": "user", "content": "What is the sum of 2 and 3?"}], functions, "required")
 
     def answer(requests, max_batch):
@@ -136,8 +135,7 @@ def test_a_declined_call_in_a_batch_answers_as_the_turn_that_never_called(runtim
                  r.decision) for _, r in sorted(got.items())]
 
     texts = answer(plain, 1)
-    assert [t[1] for t in texts] == [[], []] and [t[0] for t in texts] == [
-        '"Oleh"', 'The result of the `fn_greet` function is a string that contains the greeting message "Hello shrek']
+    assert [t[1] for t in texts] == [[], []] and all(t[4].startswith("answered in text") for t in texts)
     batched = answer([forced[0], other, forced[1]], 3)
     assert batched == answer([forced[0], other, forced[1]], 1)
     for (content, calls, finish, tokens, decision), text, name in zip(batched[::2], texts,

@@ -1055,3 +1055,29 @@ def test_a_declined_turn_answers_under_the_prompt_without_the_catalog(index):
     assert fed.startswith("#tCanberra.\n") and truncations == [1]
     result, fed, _ = decode()  # no check doubts it: the call, under the turn's prompt
     assert [(c.name, c.arguments) for c in result.calls] == [("add", {"a": 2, "b": 3})] and fed.startswith("#a")
+
+
+def test_after_a_tool_result_a_declined_turn_answers_beside_the_catalog(index):
+    """The model repeats the call the tool answered: it is declined and the text follows the turn's own prompt
+    ("#a": "It is 5."), not ``text_ids`` ("#t", where the model would write "Other.")."""
+    tok = Tokenizer()
+    messages = [{"role": "user", "content": ASKED},
+                {"role": "assistant", "tool_calls": [{"id": "c1", "type": "function", "function": {
+                    "name": "add", "arguments": '{"a": 2, "b": 3}'}}]},
+                {"role": "tool", "tool_call_id": "c1", "content": "5"}]
+    auto_ids, text_ids = tok.encode("#a"), tok.encode("#t")
+    under_auto, under_text = prefers_call(CALL, "It is 5."), ScriptModel("Other.")
+    vocab = Vocab(VOCAB.token_bytes, VOCAB.eos_ids, VOCAB.vocab_size, tok, "tools")
+    row = TurnDecoding(TurnRequest(messages, FUNCTIONS, tool_choice="auto"), vocab, auto_ids, auto_ids, index, None,
+                       None, lambda e: None, text_ids=text_ids)
+    fed = []
+    while not row.take_forced():
+        if row.truncate_to is not None:
+            fed, row.truncate_to = fed[:row.truncate_to], None
+        fed += row.pending
+        if row.choose((under_text if fed[:2] == text_ids else under_auto)(fed[2:])):
+            break
+    result = row.result()
+    assert (result.calls, result.content) == ([], "It is 5.")
+    assert result.decision == "declined a call: add with these arguments was already called and answered"
+    assert tok.decode(fed) == "#aIt is 5."
