@@ -30,9 +30,10 @@ modes:
   ends the answer: :func:`~..decoding.prompt.result_wrapper`, Qwen's ``<tool_response>``). Control tokens
   other than EOS and (under "auto") the call marker are never picked; under "none" the marker is not either,
   and with tools the first token opens no call, nor does a token after a blank start (no JSON object, no code
-  fence: a model that would write its call as text writes words). Where the turn may not call (``none``,
-  after a decline), a call written as text later in the answer ends the answer before it (after a decline the
-  model first gets one more try there without that token: :data:`SHAPE_RETRIES`).
+  fence: a model that would write its call as text writes words). Under "auto" after a decline, a call
+  written as text later in the answer ends the answer before it (a declined written call first gets one more
+  try there without the token that began it: :data:`SHAPE_RETRIES`). Under "none" the text is the model's,
+  JSON included (a user who turned calls off may ask for JSON with a "name" key).
 * ``json``: a text answer that must match ``response_schema``: decoded under that schema's index.
 * ``call``: one call under the call index (:class:`~..decoding.decoder.Decoding`, so forced text and loop breaking
   work as for ``run``). A named function is pinned by walking its name's tokens through the index.
@@ -532,7 +533,7 @@ class TurnDecoding:
                 return True
         hold = max((k for stop in stops for k in range(1, len(stop)) if self._answer.endswith(stop[:k])), default=0)
         end = len(self._answer) - hold
-        shape = find_shape(self._answer) if self.request.functions else None
+        shape = find_shape(self._answer) if self.request.functions and self.request.tool_choice == "auto" else None
         if shape is not None:  # a call written as text, or what may become one: held back from its token
             cut = self._cut(shape.start)
             end = min(end, cut[1])

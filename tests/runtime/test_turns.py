@@ -986,17 +986,23 @@ def test_a_call_written_as_text_after_some_words_is_decoded_as_a_call(index):
     assert [(c.name, c.arguments) for c in result.calls] == [("add", {"a": 2, "b": 3})]
 
 
-def test_a_call_written_as_text_where_the_turn_may_not_call_ends_the_answer_before_it(index):
-    """Under "none" the answer ends before the JSON (SHAPE_RETRIES: no other token is tried there): the
-    words before it are the answer, the JSON is never sent."""
+def test_a_call_written_as_text_after_a_decline_ends_the_answer_before_it(index):
+    """The verdict doubts the call the first token wants: the text answer (SHAPE_RETRIES: no other token is
+    tried there) ends before the call the model writes as text; the JSON is never sent. Under "none" the JSON
+    is the model's text and stays."""
     from callmaybe.runtime.answering.turns import SHAPE_RETRIES
+    from callmaybe.runtime.policy.relevance import Relevance
 
-    model = _model("Sure.\n" + CALL, "Sure.\nNo call needed.")
-    result, events = turn(index, None, model=model, tool_choice="none")
+    doubt = Relevance(0.2, -1.4, False, "the model doubts it", 1)
+    model = FirstOf(ScriptModel(CALL, fallback=Tokenizer().encode("S")[0]), ScriptModel("Sure.\n" + CALL))
+    result, events = turn(index, None, model=model, judge=lambda functions, asked: doubt)
     assert SHAPE_RETRIES == 0
     assert (result.content, result.calls, result.finish_reason) == ("Sure.\n", [], "stop")
     assert "".join(e.data for e in events if e.kind == "text") == "Sure.\n"
     assert result.completion_tokens == len("Sure.\n")
+    assert result.decision.startswith("answered in text: p(call) 1.000")
+    result, _ = turn(index, "Sure.\n" + CALL, tool_choice="none")
+    assert (result.content, result.calls) == ("Sure.\n" + CALL, [])
 
 
 def test_a_declined_call_written_as_text_goes_back_to_the_words_before_it(index):
