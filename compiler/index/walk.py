@@ -462,8 +462,13 @@ HEAVY_MIN = 1000
 GROUP_ROUNDS = 4
 # A group has at most this many members (each walked entry carries a bit per member); larger ones are split.
 GROUP_MAX_MEMBERS = 256
-# A group's correspondence table holds members x states int32 entries; larger groups are split.
+# A group's tables of member bits hold states x members bits (:attr:`StateGroup.core_bits`); larger groups
+# are split.
 GROUP_MAX_ENTRIES = 1 << 23
+# The most candidates of a pattern paired with one rep at once (:func:`_groups`; the pairing's tables hold
+# candidates x paired rep states, a few hundred): a pattern's thousands of string contents are paired once,
+# not once per group of GROUP_MAX_MEMBERS, and its groups share the rep.
+GROUP_MATCH_POOL = 4096
 
 
 @dataclass
@@ -655,14 +660,13 @@ def iter_state_groups(transitions: np.ndarray, states: np.ndarray,
         kind = row_kinds(ctrans, class_effects)
     chunk = max(2, min(GROUP_MAX_MEMBERS, GROUP_MAX_ENTRIES // transitions.shape[0]))
     for alike in by_pattern.values():
-        for at in range(0, len(alike), chunk):
-            pool = alike[at : at + chunk]
+        for at in range(0, len(alike), GROUP_MATCH_POOL):
+            pool = alike[at : at + GROUP_MATCH_POOL]
             for _ in range(GROUP_REPS):  # the candidates the rep leaves out are grouped around the next one
                 if len(pool) < 2:
                     break
-                group, pool = _group(ctrans, pool, class_effects, kind)
-                if group is not None:
-                    yield group
+                groups, pool = _groups(ctrans, pool, chunk, class_effects, kind)
+                yield from groups
 
 
 #: How many bytes deep :func:`shapes` tells heavy members (grouped again apart) by what follows.
@@ -700,12 +704,15 @@ def shapes(class_transitions: np.ndarray, class_effects: np.ndarray | None = Non
 GROUP_REPS = 16
 
 
-def _group(ctrans: np.ndarray, members: list[int], ceff: np.ndarray | None = None,
-           kind: np.ndarray | None = None) -> tuple[StateGroup | None, list[int]]:
-    """The group of ``members`` around the first (None when fewer than two share its walk), and the members
-    it leaves out, the first aside (``ceff``, ``kind``: see :func:`_match`)."""
+def _groups(ctrans: np.ndarray, members: list[int], size: int, ceff: np.ndarray | None = None,
+            kind: np.ndarray | None = None) -> tuple[list[StateGroup], list[int]]:
+    """The groups of ``members`` around the first, paired with all of them at once (one :func:`_match`) and
+    cut into groups of at most ``size`` members (``size`` >= 2) that share the rep, its columns and its
+    walk's shape: the rep is a member of the first only; a last piece of one member goes back to the pool.
+    Returns the groups (none when fewer than two share the rep's walk) and the members they leave out, the
+    first aside (``ceff``, ``kind``: see :func:`_match`)."""
     if len(members) < 2:
-        return None, []
+        return [], []
     candidates = np.asarray(members, dtype=np.int64)
     cols, col_of, phi, core = _match(ctrans, int(candidates[0]), candidates, ceff, kind)
     kept = np.flatnonzero(core[:, col_of[candidates[0]]])
@@ -713,9 +720,15 @@ def _group(ctrans: np.ndarray, members: list[int], ceff: np.ndarray | None = Non
     left[0] = False
     left[kept] = False
     if len(kept) < 2:
-        return None, candidates[left].tolist()
-    return StateGroup(int(candidates[0]), candidates[kept], cols, col_of, phi[kept], core[kept]), \
-        candidates[left].tolist()
+        return [], candidates[left].tolist()
+    groups = []
+    for lo in range(0, len(kept), size):
+        part = kept[lo : lo + size]
+        if len(part) < 2:
+            left[part] = True
+            continue
+        groups.append(StateGroup(int(candidates[0]), candidates[part], cols, col_of, phi[part], core[part]))
+    return groups, candidates[left].tolist()
 
 
 def _walk_group(flat_t: np.ndarray, trie: TokenTrie, g: StateGroup, heavy: bool = False) -> GroupWalk:
