@@ -633,6 +633,9 @@ def iter_state_groups(transitions: np.ndarray, states: np.ndarray,
     Candidates share their pattern of dead, self-looping and other transitions over all 256 bytes; the
     first of each pattern is the rep, and a member is kept when the rep is core for it (see
     :func:`_match`); the candidates it leaves out are grouped around the next rep (:data:`GROUP_REPS`).
+    Up to :data:`GROUP_MATCH_POOL` candidates are paired with a rep at once and cut into groups of
+    :data:`GROUP_MAX_MEMBERS` that share it (:func:`_groups`); a transducer's (``class_effects`` given) are
+    cut first, each group paired around a rep of its own.
     ``class_transitions``: ``byte_classes(transitions)[1]`` when the caller has it already (computed here
     otherwise); a transducer's caller passes its classes of (transition, effect) instead, with
     ``class_effects`` (see :func:`_match`). ``shape``: int64 (num_states,), a finer key to class the
@@ -659,9 +662,12 @@ def iter_state_groups(transitions: np.ndarray, states: np.ndarray,
     if kind is None:
         kind = row_kinds(ctrans, class_effects)
     chunk = max(2, min(GROUP_MAX_MEMBERS, GROUP_MAX_ENTRIES // transitions.shape[0]))
+    # a transducer's index shares guard lists among a group's members (counted_index._member_guards), so its
+    # candidates are cut into groups before they are paired, each around its own rep, as they always were
+    pool_size = chunk if class_effects is not None else max(chunk, GROUP_MATCH_POOL)
     for alike in by_pattern.values():
-        for at in range(0, len(alike), GROUP_MATCH_POOL):
-            pool = alike[at : at + GROUP_MATCH_POOL]
+        for at in range(0, len(alike), pool_size):
+            pool = alike[at : at + pool_size]
             for _ in range(GROUP_REPS):  # the candidates the rep leaves out are grouped around the next one
                 if len(pool) < 2:
                     break
