@@ -460,11 +460,15 @@ GROUP_MAX_PAIRS = 256
 HEAVY_SHARE = 0.25
 HEAVY_MIN = 1000
 GROUP_ROUNDS = 4
-# A group has at most this many members (each walked entry carries a bit per member); larger ones are split.
+# A transducer's group has at most this many members (each walked entry carries a bit per member), and
+# states x members at most GROUP_MAX_ENTRIES; larger ones are split.
 GROUP_MAX_MEMBERS = 256
-# A group's tables of member bits hold states x members bits (:attr:`StateGroup.core_bits`); larger groups
-# are split.
 GROUP_MAX_ENTRIES = 1 << 23
+# A plain automaton's group has at most this many members, and states x members at most 32 x
+# GROUP_MAX_ENTRIES bits in its tables of member bits (:attr:`StateGroup.core_bits`, 32 MB): the walks of
+# dss-2.0.0's 14,192 string contents cost 2.7 s in groups of 1,024 against 4.0 s in groups of 256 (the shared
+# walk then carries 16 words per entry, ~19 MB for a vocabulary-sized walk).
+GROUP_SHARED_MEMBERS = 1024
 # The most candidates of a pattern paired with one rep at once (:func:`_groups`; the pairing's tables hold
 # candidates x paired rep states, a few hundred): a pattern's thousands of string contents are paired once,
 # not once per group of GROUP_MAX_MEMBERS, and its groups share the rep.
@@ -634,7 +638,7 @@ def iter_state_groups(transitions: np.ndarray, states: np.ndarray,
     first of each pattern is the rep, and a member is kept when the rep is core for it (see
     :func:`_match`); the candidates it leaves out are grouped around the next rep (:data:`GROUP_REPS`).
     Up to :data:`GROUP_MATCH_POOL` candidates are paired with a rep at once and cut into groups of
-    :data:`GROUP_MAX_MEMBERS` that share it (:func:`_groups`); a transducer's (``class_effects`` given) are
+    :data:`GROUP_SHARED_MEMBERS` that share it (:func:`_groups`); a transducer's (``class_effects`` given) are
     cut first, each group paired around a rep of its own.
     ``class_transitions``: ``byte_classes(transitions)[1]`` when the caller has it already (computed here
     otherwise); a transducer's caller passes its classes of (transition, effect) instead, with
@@ -661,17 +665,21 @@ def iter_state_groups(transitions: np.ndarray, states: np.ndarray,
             by_pattern.setdefault(pat.tobytes(), []).append(st)
     if kind is None:
         kind = row_kinds(ctrans, class_effects)
-    chunk = max(2, min(GROUP_MAX_MEMBERS, GROUP_MAX_ENTRIES // transitions.shape[0]))
-    # a transducer's index shares guard lists among a group's members (counted_index._member_guards), so its
-    # candidates are cut into groups before they are paired, each around its own rep, as they always were
-    pool_size = chunk if class_effects is not None else max(chunk, GROUP_MATCH_POOL)
+    n = transitions.shape[0]
+    if class_effects is not None:
+        # a transducer's index shares guard lists among a group's members (counted_index._member_guards), so
+        # its candidates are cut into groups before they are paired, each around its own rep, as they were
+        size = pool_size = max(2, min(GROUP_MAX_MEMBERS, GROUP_MAX_ENTRIES // n))
+    else:
+        size = max(2, min(GROUP_SHARED_MEMBERS, 32 * GROUP_MAX_ENTRIES // n))
+        pool_size = max(size, GROUP_MATCH_POOL)
     for alike in by_pattern.values():
         for at in range(0, len(alike), pool_size):
             pool = alike[at : at + pool_size]
             for _ in range(GROUP_REPS):  # the candidates the rep leaves out are grouped around the next one
                 if len(pool) < 2:
                     break
-                groups, pool = _groups(ctrans, pool, chunk, class_effects, kind)
+                groups, pool = _groups(ctrans, pool, size, class_effects, kind)
                 yield from groups
 
 
