@@ -691,28 +691,55 @@ SHAPE_DEPTH = 2
 
 
 def shapes(class_transitions: np.ndarray, class_effects: np.ndarray | None = None,
-           depth: int | None = None) -> np.ndarray:
+           depth: int | None = None, states: np.ndarray | None = None) -> np.ndarray:
     """int64 (num_states,): states numbered alike when the automaton looks alike from them to ``depth``
     bytes: the same pattern of dead, self-looping and other transitions per class (and the same effects,
     ``class_effects`` given), and, ``depth`` times over, the same such number for each class's target
     (a partition refinement cut short, as in Moore's minimization). Candidates classed by it are grouped
     around a rep of their own kind: the four hex digits after ``\\u`` in a counted string all have one
-    pattern, but only those at the same depth walk alike."""
+    pattern, but only those at the same depth walk alike.
+
+    ``states`` (int, optional): only these states' numbers are asked (the others are -1); they are computed
+    over the states within ``depth`` transitions of them (a state's number at depth d depends on those within
+    d transitions only), alike exactly when they are alike over the whole automaton."""
     depth = SHAPE_DEPTH if depth is None else depth
     ctrans = np.asarray(class_transitions, dtype=np.int64)
     n = ctrans.shape[0]
-    own = np.arange(n, dtype=np.int64)[:, None]
-    pattern = np.where(ctrans < 0, 0, np.where(ctrans == own, 1, 2))
+    if states is None:
+        near = np.arange(n, dtype=np.int64)
+    else:
+        near = _within(ctrans, np.asarray(states, dtype=np.int64), depth)
+    rows = ctrans[near]
+    pattern = np.where(rows < 0, 0, np.where(rows == near[:, None], 1, 2))
     if class_effects is not None:
-        pattern = np.concatenate([pattern, np.asarray(class_effects, dtype=np.int64)], axis=1)
+        pattern = np.concatenate([pattern, np.asarray(class_effects, dtype=np.int64)[near]], axis=1)
+    local = np.full(n, -1, dtype=np.int64)
+    local[near] = np.arange(len(near))
+    at = np.where(rows < 0, -1, local[np.maximum(rows, 0)])  # a target farther than ``depth``: -1
     shape = unique_rows(pattern)[1]
     for _ in range(depth):
-        nxt = np.where(ctrans < 0, 0, shape[np.maximum(ctrans, 0)] + 1)
+        # dead 0, a target beyond the states computed 1 (it never reaches the numbers asked), else shape + 2
+        nxt = np.where(rows < 0, 0, np.where(at < 0, 1, shape[np.maximum(at, 0)] + 2))
         refined = unique_rows(np.concatenate([shape[:, None], nxt], axis=1))[1]
-        if refined.max(initial=0) == shape.max(initial=0):  # no class split: stable
+        if states is None and refined.max(initial=0) == shape.max(initial=0):  # no class split: stable
             break
         shape = refined
-    return shape
+    out = np.full(n, -1, dtype=np.int64)
+    out[near] = shape
+    return out
+
+
+def _within(ctrans: np.ndarray, states: np.ndarray, depth: int) -> np.ndarray:
+    """int64, sorted: the states within ``depth`` transitions of ``states`` over ``ctrans`` (them included)."""
+    seen = np.zeros(ctrans.shape[0], dtype=bool)
+    seen[states] = True
+    frontier = unique(states)
+    for _ in range(depth):
+        t = ctrans[frontier].reshape(-1)
+        t = t[t >= 0]
+        frontier = unique(t[~seen[t]])
+        seen[frontier] = True
+    return np.flatnonzero(seen).astype(np.int64)
 
 
 #: The most reps tried per pattern: a pattern's candidates can be of several kinds (the positions of a
@@ -850,7 +877,6 @@ def walk(transitions: np.ndarray, trie: TokenTrie, states: np.ndarray | None = N
         return WalkResult(empty, empty, empty)
     entries = _Entries(max_entries)
     groups, grouped = [], [np.zeros(0, np.int64)]
-    shape: np.ndarray | None = None  # made when a group first has heavy members
     rounds, kind = [], None
     if share:
         if class_transitions is None:
@@ -864,8 +890,7 @@ def walk(transitions: np.ndarray, trie: TokenTrie, states: np.ndarray | None = N
             walked = _walk_group(flat_t, trie, g, heavy=not last)
             heavy = walked.heavy()
             if heavy.any() and not last:  # grouped again apart, around a rep of their own kind
-                if shape is None:
-                    shape = shapes(class_transitions, class_effects)
+                shape = shapes(class_transitions, class_effects, states=g.members[heavy])
                 rounds.append(iter_state_groups(transitions, g.members[heavy], class_transitions, class_effects,
                                                 shape, kind))
                 g = g.without(heavy)
