@@ -138,3 +138,35 @@ def test_shapes_near_the_states_asked_are_the_shapes_of_the_whole():
     assert _partition(shapes(ct, depth=1, states=asked)[asked]) == [[0, 1, 2]]
     assert _partition(shapes(ct, depth=2, states=asked)[asked]) == [[0, 1], [2]]
     assert shapes(ct, states=np.array([4]))[[0, 8]].tolist() == [-1, -1]
+
+
+def test_a_small_automaton_minimized_again_comes_from_the_cache(monkeypatch):
+    from callmaybe.compiler.automata import dfa as D
+
+    cache = D.MinimalCache(maxsize=2, max_states=4)
+    monkeypatch.setattr(D, "MINIMAL_CACHE", cache)
+    calls = []
+    real = D._minimize
+    monkeypatch.setattr(D, "_minimize", lambda dfa: calls.append(dfa.num_states) or real(dfa))
+    # "ab" with a duplicate accepting state (4 states, minimal: 3), and "a" then any of "bc" (3 states)
+    t = np.full((4, 256), -1, dtype=np.int32)
+    t[0, ord("a")], t[1, ord("b")], t[1, ord("c")] = 1, 2, 3
+    ab = D.ByteDFA(t, np.array([False, False, True, True]), 0)
+    first = D.minimize(ab)
+    again = D.minimize(D.ByteDFA(t.copy(), ab.accepting.copy(), 0))
+    assert calls == [4] and first.num_states == again.num_states == 3
+    assert again.transitions is first.transitions and D.is_minimal(again) and again is not first
+    t5 = np.full((5, 256), -1, dtype=np.int32)
+    t5[0, ord("x")], t5[1, ord("y")], t5[2, ord("z")], t5[3, ord("w")] = 1, 2, 3, 4
+    chain = D.ByteDFA(t5, np.array([False] * 4 + [True]), 0)
+    D.minimize(chain), D.minimize(chain)  # past max_states: minimized each time
+    assert calls == [4, 5, 5]
+    other = D.ByteDFA(t, np.array([False, True, False, False]), 0)  # "a" alone: another key
+    for dfa in (other, ab):
+        D.minimize(dfa)
+    assert calls == [4, 5, 5, 4]
+    # a third: "a" alone is the least recently used (ab was asked after it), dropped; then asked again
+    for dfa in (D.ByteDFA(t, np.array([False, False, False, True]), 0), other):
+        D.minimize(dfa)
+    assert calls == [4, 5, 5, 4, 4, 4]
+    assert cache.key(chain) is None and len(cache.key(ab)) == 32
