@@ -552,11 +552,13 @@ class MinimalCache:
     again (the branches of a ``$ref`` inlined in several places, each subtracted from the others: 178 of
     jscsrc's 683 minimizations, 177 of o69635's 423). Only automata of at most ``max_states`` states are
     kept (their content hashed in ~30 us, where a minimization costs ~1 ms). The cached arrays are shared:
-    callers never modify them, as with the leaf cache. ``maxsize``: the most automata kept."""
+    callers never modify them, as with the leaf cache. ``maxsize``: the most automata kept; ``max_total``: the
+    most states of the minimal automata kept, all together (1 KB each: 64 MB at the default)."""
 
-    def __init__(self, maxsize: int = 1024, max_states: int = 4096):
-        self.maxsize, self.max_states = maxsize, max_states
+    def __init__(self, maxsize: int = 1024, max_states: int = 4096, max_total: int = 1 << 16):
+        self.maxsize, self.max_states, self.max_total = maxsize, max_states, max_total
         self._dfas: OrderedDict[bytes, ByteDFA] = OrderedDict()
+        self._states = 0
         self._lock = threading.Lock()
 
     def key(self, dfa: ByteDFA) -> bytes | None:
@@ -578,13 +580,16 @@ class MinimalCache:
 
     def put(self, key: bytes, dfa: ByteDFA) -> None:
         with self._lock:
+            old = self._dfas.pop(key, None)
+            self._states += dfa.num_states - (old.num_states if old is not None else 0)
             self._dfas[key] = dfa
-            while len(self._dfas) > self.maxsize:
-                self._dfas.popitem(last=False)
+            while self._dfas and (len(self._dfas) > self.maxsize or self._states > self.max_total):
+                self._states -= self._dfas.popitem(last=False)[1].num_states
 
     def clear(self) -> None:
         with self._lock:
             self._dfas.clear()
+            self._states = 0
 
 
 MINIMAL_CACHE = MinimalCache()

@@ -170,3 +170,8 @@ def test_a_small_automaton_minimized_again_comes_from_the_cache(monkeypatch):
         D.minimize(dfa)
     assert calls == [4, 5, 5, 4, 4, 4]
     assert cache.key(chain) is None and len(cache.key(ab)) == 32
+    small = D.MinimalCache(maxsize=10, max_states=4, max_total=5)  # two of 3 states pass 5: the older out
+    monkeypatch.setattr(D, "MINIMAL_CACHE", small)
+    for dfa in (ab, D.ByteDFA(t, np.array([False, False, False, True]), 0), ab):
+        D.minimize(dfa)
+    assert calls == [4, 5, 5, 4, 4, 4, 4, 4, 4] and small._states == 3
