@@ -451,8 +451,12 @@ def _first_level(flat_t: np.ndarray, trie: TokenTrie, states: np.ndarray):
 #: ``entries`` limit: they cost time when the table is built (~14 ms a million), not memory.
 SERVED_PER_ENTRY = 10
 # A state is worth grouping when at least this many bytes have live transitions from it (string contents
-# allow ~200 bytes, an email's domain label 63; keys, numbers and punctuation a handful).
+# allow ~200 bytes, an email's domain label 63; keys, numbers and punctuation a handful), or, in a plain
+# automaton, when at least GROUP_FEW_LIVE_BYTES do and half of them lead to such states (a string's escape
+# state after a backslash: dss-2.0.0's 1,066 of them, walked alone, held 4.8 million of its 5.6 million
+# entries walked alone; a number's states, whose bytes lead to more digits or punctuation, stay alone).
 GROUP_MIN_LIVE_BYTES = 16
+GROUP_FEW_LIVE_BYTES = 8
 # The most state pairs matched per group member before the rest counts as not shared.
 GROUP_MAX_PAIRS = 256
 # A member whose own walk (below where it stops corresponding) holds more than this share of the shared
@@ -633,7 +637,8 @@ def state_groups(transitions: np.ndarray, states: np.ndarray,
 def iter_state_groups(transitions: np.ndarray, states: np.ndarray,
                       class_transitions: np.ndarray | None = None,
                       class_effects: np.ndarray | None = None,
-                      shape: np.ndarray | None = None, kind: np.ndarray | None = None) -> Iterator[StateGroup]:
+                      shape: np.ndarray | None = None, kind: np.ndarray | None = None,
+                      deeper: bool = False) -> Iterator[StateGroup]:
     """Group the many-byte states of ``states`` (e.g. the contents of different string values) whose
     automata look alike from there, so that one walk of the trie serves each group.
 
@@ -647,13 +652,22 @@ def iter_state_groups(transitions: np.ndarray, states: np.ndarray,
     otherwise); a transducer's caller passes its classes of (transition, effect) instead, with
     ``class_effects`` (see :func:`_match`). ``shape``: int64 (num_states,), a finer key to class the
     candidates by instead of their pattern (:func:`shapes`: alike to some depth); ``kind``: :func:`row_kinds`
-    of the class transitions and effects (made here when not given). Groups are made one at a
-    time (each holds a members x states table), so that a walk can stop after any of them.
+    of the class transitions and effects (made here when not given). ``deeper``: a state with at least
+    :data:`GROUP_FEW_LIVE_BYTES` live bytes, at least half of which lead to states of
+    :data:`GROUP_MIN_LIVE_BYTES`, is a candidate too (a string's escape state after a backslash: 9 live
+    bytes, 8 of them back into the string, ~4,500 tokens). Groups are made one at a time (each holds a
+    members x states table), so that a walk can stop after any of them.
     """
     from ..automata.dfa import byte_classes
 
-    live_bytes = (transitions[states] >= 0).sum(axis=1)
-    cand = states[live_bytes >= GROUP_MIN_LIVE_BYTES]
+    rows = transitions[states]
+    live_bytes = (rows >= 0).sum(axis=1)
+    worth = live_bytes >= GROUP_MIN_LIVE_BYTES
+    if deeper:
+        big = (transitions >= 0).sum(axis=1) >= GROUP_MIN_LIVE_BYTES
+        into_big = ((rows >= 0) & big[np.maximum(rows, 0)]).sum(axis=1)
+        worth |= (live_bytes >= GROUP_FEW_LIVE_BYTES) & (2 * into_big >= live_bytes)
+    cand = states[worth]
     if len(cand) < 2:
         return
     ctrans = byte_classes(transitions)[1] if class_transitions is None else class_transitions
@@ -877,13 +891,16 @@ def walk(transitions: np.ndarray, trie: TokenTrie, states: np.ndarray | None = N
         return WalkResult(empty, empty, empty)
     entries = _Entries(max_entries)
     groups, grouped = [], [np.zeros(0, np.int64)]
-    rounds, kind = [], None
+    rounds, kind, deeper = [], None, False
     if share:
         if class_transitions is None:
             from ..automata.dfa import byte_classes
             class_transitions = byte_classes(transitions)[1]
         kind = row_kinds(class_transitions, class_effects)  # once for every round
-        rounds.append(iter_state_groups(transitions, states, class_transitions, class_effects, kind=kind))
+        # a transducer's candidates stay those of their live bytes (its guard lists are shared per group)
+        deeper = class_effects is None
+        rounds.append(iter_state_groups(transitions, states, class_transitions, class_effects, kind=kind,
+                                        deeper=deeper))
     for round_, found in enumerate(rounds):
         for g in found:
             last = round_ + 1 >= GROUP_ROUNDS
@@ -892,7 +909,7 @@ def walk(transitions: np.ndarray, trie: TokenTrie, states: np.ndarray | None = N
             if heavy.any() and not last:  # grouped again apart, around a rep of their own kind
                 shape = shapes(class_transitions, class_effects, states=g.members[heavy])
                 rounds.append(iter_state_groups(transitions, g.members[heavy], class_transitions, class_effects,
-                                                shape, kind))
+                                                shape, kind, deeper))
                 g = g.without(heavy)
                 if g is None:
                     continue

@@ -175,3 +175,33 @@ def test_a_small_automaton_minimized_again_comes_from_the_cache(monkeypatch):
     for dfa in (ab, D.ByteDFA(t, np.array([False, False, False, True]), 0), ab):
         D.minimize(dfa)
     assert calls == [4, 5, 5, 4, 4, 4, 4, 4, 4] and small._states == 3
+
+
+def test_escape_states_lead_into_strings_and_are_grouped_too():
+    """A string's escape state after a backslash has 9 live bytes, 8 of which lead back into the string: with
+    ``deeper`` (a plain automaton's walk) the escape states of several strings are grouped like their contents,
+    and the walk stays the walk apart."""
+    from callmaybe.compiler.grammar import compile_grammar
+    from callmaybe.core.catalog import parse_catalog
+
+    fns = parse_catalog([{"name": "f", "parameters": {k: {"type": "string"} for k in ("a", "b", "c", "d")}}], "t")
+    dfa = compile_grammar(fns).dfa
+    head = b'{"name": "f", "parameters": {"a": "'
+    escapes = [dfa.state_after(head + b"".join(b'x", "' + k + b'": "' for k in (b"b", b"c", b"d")[:i]) + b"\\")
+               for i in range(4)]
+    assert all(s >= 0 for s in escapes) and int((dfa.transitions[escapes[0]] >= 0).sum()) == 9
+    _, ct = byte_classes(dfa.transitions)
+    states = np.arange(dfa.num_states)
+
+    def grouped(deeper):
+        return {int(m) for g in walk_mod.iter_state_groups(dfa.transitions, states, ct, deeper=deeper)
+                for m in g.members}
+
+    assert not set(escapes) & grouped(False)
+    assert set(escapes) <= grouped(True)
+    tokens = [b"\\", b"\\n", b"nx", b"n", b'n"', b'"', b'", "b', b"u00", b"\\u00e9", b"x"]
+    trie = build_trie(tokens)
+    shared, apart = walk_mod.walk(dfa.transitions, trie), walk_mod.walk(dfa.transitions, trie, share=False)
+    assert any(set(escapes) <= set(g.members.tolist()) for g in shared.groups)
+    for key in ("state", "token", "next_state"):
+        assert np.array_equal(getattr(shared, key), getattr(apart, key)), key
