@@ -376,9 +376,15 @@ def _refine_incremental(ct: np.ndarray, block: np.ndarray, mult: np.ndarray) -> 
     is recomputed, for its largest group; the others get new numbers. Each round costs the states
     recomputed, not all states, so that a long chain (a length counter: one round per character, 20,000
     states for ``maxLength`` 1,000) finishes in seconds less. Returns the int64 (states,) block of each
-    state (numbers not contiguous). ``mult``: the uint64 hash multipliers, one per class and one more."""
+    state (numbers not contiguous). ``mult``: the uint64 hash multipliers, one per class and one more.
+    A state's hash is summed over its live transitions only (:func:`_live_hashes`: the dense sum over all
+    classes, whose dead ones add 0, at the cost of a few live classes of ~100)."""
     n = ct.shape[0]
     src, at = _predecessors(ct)
+    live_src, live_cls = np.nonzero(ct >= 0)  # row-major: by state, then class
+    live_dst = ct[live_src, live_cls].astype(np.int64)
+    live_w = mult[1:][live_cls]
+    live_at = np.searchsorted(live_src, np.arange(n + 1))
     # no block ever empties (one group keeps each number), so the numbers stay below the states
     size = np.bincount(block, minlength=n + 1).astype(np.int64)  # members per block
     ref = np.zeros(n + 1, dtype=np.uint64)  # each block's signature hash (set in the first round)
@@ -386,8 +392,7 @@ def _refine_incremental(ct: np.ndarray, block: np.ndarray, mult: np.ndarray) -> 
     cand = np.arange(n, dtype=np.int64)  # first round: every state
     while len(cand):
         limits.tick()
-        nxt = np.where(ct[cand] >= 0, block[np.maximum(ct[cand], 0)], -1)
-        h = (nxt.astype(np.uint64) + np.uint64(1)) @ mult[1:]
+        h = _live_hashes(cand, block, live_at, live_dst, live_w)
         b = block[cand]
         ids, first, counts = unique(b, return_index=True, return_counts=True)
         full = counts == size[ids]  # every member recomputed: its largest group keeps the number
@@ -437,6 +442,27 @@ def _refine_incremental(ct: np.ndarray, block: np.ndarray, mult: np.ndarray) -> 
         idx = np.repeat(lo - np.concatenate([[0], np.cumsum(cnt)[:-1]]), cnt) + np.arange(cnt.sum())
         cand = unique(src[idx])
     return block
+
+
+def _live_hashes(cand: np.ndarray, block: np.ndarray, at: np.ndarray, dst: np.ndarray,
+                 weight: np.ndarray) -> np.ndarray:
+    """uint64 (len(cand),): for each state of ``cand`` (int64, distinct), the sum over its live transitions
+    of their class's multiplier x (the target's block + 1), modulo 2**64: ``(nxt + 1) @ mult[1:]`` of its
+    dense row of successors' blocks (-1 where dead), over the live transitions only. ``at``: int64
+    (states + 1,) offsets of each state's transitions in ``dst`` (int64 targets) and ``weight`` (uint64)."""
+    lo, hi = at[cand], at[cand + 1]
+    count = hi - lo
+    h = np.zeros(len(cand), dtype=np.uint64)
+    total = int(count.sum())
+    if not total:
+        return h
+    first = np.zeros(len(cand), dtype=np.int64)
+    np.cumsum(count[:-1], out=first[1:])
+    pos = np.repeat(lo - first, count) + np.arange(total)
+    vals = weight[pos] * (block[dst[pos]].astype(np.uint64) + np.uint64(1))
+    has = count > 0
+    h[has] = np.add.reduceat(vals, first[has])
+    return h
 
 
 class _Edges:
