@@ -205,3 +205,27 @@ def test_escape_states_lead_into_strings_and_are_grouped_too():
     assert any(set(escapes) <= set(g.members.tolist()) for g in shared.groups)
     for key in ("state", "token", "next_state"):
         assert np.array_equal(getattr(shared, key), getattr(apart, key)), key
+
+
+def test_live_hashes_are_the_dense_hashes():
+    from callmaybe.compiler.automata.dfa import _live_hashes
+
+    ct = np.array([[1, -1, 2], [-1, -1, -1], [0, 0, -1]], dtype=np.int32)
+    mult = np.array([99, 3, 5, 7], dtype=np.uint64)  # the first (the state's own block) is not used here
+    block = np.array([4, 0, 1], dtype=np.int64)
+    src, cls = np.nonzero(ct >= 0)
+    dst, w, at = ct[src, cls].astype(np.int64), mult[1:][cls], np.searchsorted(src, np.arange(4))
+    # state 0: 3 x (block[1] + 1) + 7 x (block[2] + 1) = 3 + 14; state 1: no live class; state 2: 3 x 5 + 5 x 5
+    assert _live_hashes(np.arange(3), block, at, dst, w).tolist() == [17, 0, 40]
+    assert _live_hashes(np.array([2, 0]), block, at, dst, w).tolist() == [40, 17]
+    rng = np.random.default_rng(9)
+    for n in (1, 40, 2000):
+        ct = rng.integers(-1, n, size=(n, 30)).astype(np.int32)
+        ct[rng.random(ct.shape) < 0.8] = -1
+        mult = rng.integers(1, 2**63, size=31, dtype=np.uint64)
+        block = rng.integers(0, 9, n).astype(np.int64)
+        src, cls = np.nonzero(ct >= 0)
+        dst, w, at = ct[src, cls].astype(np.int64), mult[1:][cls], np.searchsorted(src, np.arange(n + 1))
+        cand = np.unique(rng.integers(0, n, size=max(1, n // 2)))
+        dense = np.where(ct[cand] >= 0, block[np.maximum(ct[cand], 0)], -1)
+        assert np.array_equal(_live_hashes(cand, block, at, dst, w), (dense.astype(np.uint64) + np.uint64(1)) @ mult[1:])
