@@ -288,10 +288,12 @@ class CallmaybeEngine:
 
     @staticmethod
     def clear_caches() -> None:
-        """Forget the per-process cache of scalar automata, so that every build is a cold build."""
+        """Forget the per-process caches of scalar and minimal automata, so that every build is a cold build."""
+        from callmaybe.compiler.automata.dfa import MINIMAL_CACHE
         from callmaybe.compiler.automata.nodes import LEAF_CACHE
 
         LEAF_CACHE.clear()
+        MINIMAL_CACHE.clear()
 
     def prepare(self, vocabulary, tokenizer_path: Path):
         from callmaybe.compiler.compile import token_trie

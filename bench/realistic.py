@@ -11,8 +11,8 @@ Items (issue 31), each compiled cold for the default model's vocabulary (Qwen's,
 * ``jsonschemabench``: every schema of ``../shared/data/jsonschemabench`` that uses ``format``,
   ``maxLength`` or ``minLength`` (261), each compiled as a value (as a ``response_format`` is).
 
-callmaybe compiles the catalog's calls (``compile_index``, its per-process cache of scalar automata cleared
-first; a value with the ``value`` form); the peers compile the JSON schema of the same texts (the call
+callmaybe compiles the catalog's calls (``compile_index``, its per-process caches of scalar and minimal automata
+cleared first; a value with the ``value`` form); the peers compile the JSON schema of the same texts (the call
 schema: anyOf over the functions, name as const; or the schema itself), xgrammar with
 ``compile_json_schema`` (cache off, one thread, no whitespace, ``", "`` and ``": "``), llguidance with
 ``grammar_from("json_schema")`` + ``LLMatcher`` + the first mask (it builds masks lazily, so its compile is
@@ -124,11 +124,13 @@ class Callmaybe:
 
     def compile(self, item) -> dict:
         from callmaybe.compiler.compile import CompileOptions, compile_index
+        from callmaybe.compiler.automata.dfa import MINIMAL_CACHE
         from callmaybe.compiler.automata.nodes import LEAF_CACHE
         from callmaybe.core.catalog import Function, parse_catalog
         from callmaybe.core.indexfile import to_bytes
 
         LEAF_CACHE.clear()
+        MINIMAL_CACHE.clear()
         if "catalog" in item:
             functions, options = parse_catalog(item["catalog"], item["id"]), CompileOptions()
         else:

@@ -19,7 +19,10 @@ refinement, vectorized with numpy over byte classes.
 from __future__ import annotations
 
 import contextvars
+import hashlib
+import threading
 import time
+from collections import OrderedDict
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -301,14 +304,15 @@ def byte_classes(transitions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         h += rows.sum(axis=0)
     _, first, inverse = unique(h, return_index=True, return_inverse=True)
     inverse = inverse.reshape(-1)
-    if not np.array_equal(transitions[:, first[inverse]], transitions):  # a hash collision
+    # columns gathered by np.take (6x faster than fancy indexing of columns on a row-major table)
+    if not np.array_equal(np.take(transitions, first[inverse], axis=1), transitions):  # a hash collision
         _, first, inverse = np.unique(transitions.T, axis=0, return_index=True, return_inverse=True)
         inverse = inverse.reshape(-1)
     order = np.argsort(first)
     rank = np.empty_like(order)
     rank[order] = np.arange(len(order))
     byte_class = rank[inverse].astype(np.uint8)
-    class_trans = np.ascontiguousarray(transitions[:, np.sort(first)]).astype(np.int32)
+    class_trans = np.take(transitions, np.sort(first), axis=1).astype(np.int32, copy=False)
     return byte_class, class_trans
 
 
@@ -372,9 +376,15 @@ def _refine_incremental(ct: np.ndarray, block: np.ndarray, mult: np.ndarray) -> 
     is recomputed, for its largest group; the others get new numbers. Each round costs the states
     recomputed, not all states, so that a long chain (a length counter: one round per character, 20,000
     states for ``maxLength`` 1,000) finishes in seconds less. Returns the int64 (states,) block of each
-    state (numbers not contiguous). ``mult``: the uint64 hash multipliers, one per class and one more."""
+    state (numbers not contiguous). ``mult``: the uint64 hash multipliers, one per class and one more.
+    A state's hash is summed over its live transitions only (:func:`_live_hashes`: the dense sum over all
+    classes, whose dead ones add 0, at the cost of a few live classes of ~100)."""
     n = ct.shape[0]
     src, at = _predecessors(ct)
+    live_src, live_cls = np.nonzero(ct >= 0)  # row-major: by state, then class
+    live_dst = ct[live_src, live_cls].astype(np.int64)
+    live_w = mult[1:][live_cls]
+    live_at = np.searchsorted(live_src, np.arange(n + 1))
     # no block ever empties (one group keeps each number), so the numbers stay below the states
     size = np.bincount(block, minlength=n + 1).astype(np.int64)  # members per block
     ref = np.zeros(n + 1, dtype=np.uint64)  # each block's signature hash (set in the first round)
@@ -382,8 +392,7 @@ def _refine_incremental(ct: np.ndarray, block: np.ndarray, mult: np.ndarray) -> 
     cand = np.arange(n, dtype=np.int64)  # first round: every state
     while len(cand):
         limits.tick()
-        nxt = np.where(ct[cand] >= 0, block[np.maximum(ct[cand], 0)], -1)
-        h = (nxt.astype(np.uint64) + np.uint64(1)) @ mult[1:]
+        h = _live_hashes(cand, block, live_at, live_dst, live_w)
         b = block[cand]
         ids, first, counts = unique(b, return_index=True, return_counts=True)
         full = counts == size[ids]  # every member recomputed: its largest group keeps the number
@@ -433,6 +442,27 @@ def _refine_incremental(ct: np.ndarray, block: np.ndarray, mult: np.ndarray) -> 
         idx = np.repeat(lo - np.concatenate([[0], np.cumsum(cnt)[:-1]]), cnt) + np.arange(cnt.sum())
         cand = unique(src[idx])
     return block
+
+
+def _live_hashes(cand: np.ndarray, block: np.ndarray, at: np.ndarray, dst: np.ndarray,
+                 weight: np.ndarray) -> np.ndarray:
+    """uint64 (len(cand),): for each state of ``cand`` (int64, distinct), the sum over its live transitions
+    of their class's multiplier x (the target's block + 1), modulo 2**64: ``(nxt + 1) @ mult[1:]`` of its
+    dense row of successors' blocks (-1 where dead), over the live transitions only. ``at``: int64
+    (states + 1,) offsets of each state's transitions in ``dst`` (int64 targets) and ``weight`` (uint64)."""
+    lo, hi = at[cand], at[cand + 1]
+    count = hi - lo
+    h = np.zeros(len(cand), dtype=np.uint64)
+    total = int(count.sum())
+    if not total:
+        return h
+    first = np.zeros(len(cand), dtype=np.int64)
+    np.cumsum(count[:-1], out=first[1:])
+    pos = np.repeat(lo - first, count) + np.arange(total)
+    vals = weight[pos] * (block[dst[pos]].astype(np.uint64) + np.uint64(1))
+    has = count > 0
+    h[has] = np.add.reduceat(vals, first[has])
+    return h
 
 
 class _Edges:
@@ -510,7 +540,7 @@ def _renumber(ct: np.ndarray, byte_class: np.ndarray, accepting: np.ndarray, sta
     old = bfs_order(ct, start)
     remap = np.full(ct.shape[0] + 1, -1, dtype=np.int32)
     remap[old] = np.arange(len(old), dtype=np.int32)
-    return ByteDFA(remap[ct[old]][:, byte_class], accepting[old], 0)
+    return ByteDFA(np.take(remap[ct[old]], byte_class, axis=1), accepting[old], 0)
 
 
 def minimize(dfa: ByteDFA) -> ByteDFA:
@@ -520,13 +550,80 @@ def minimize(dfa: ByteDFA) -> ByteDFA:
     classes), rounds <= the longest distinguishing suffix, for the first :data:`FULL_ROUNDS` rounds; after
     them only the states that may still split are recomputed (:func:`_refine_incremental`). An automaton
     this function made is returned as it is (a new :class:`ByteDFA` on the same arrays, without counters):
-    joins minimize their parts, and most parts were minimized already. Raises SchemaError when the language
-    is empty.
+    joins minimize their parts, and most parts were minimized already; so is one of a small automaton
+    minimized before (:data:`MINIMAL_CACHE`). Raises SchemaError when the language is empty.
     """
     if is_minimal(dfa):
-        out = ByteDFA(dfa.transitions, dfa.accepting, dfa.start)
-        out.__dict__["_minimal"] = True
-        return out
+        return _as_minimal(dfa)
+    key = MINIMAL_CACHE.key(dfa)
+    if key is not None:
+        got = MINIMAL_CACHE.get(key)
+        if got is not None:
+            return _as_minimal(got)
+    out = _minimize(dfa)
+    if key is not None:
+        MINIMAL_CACHE.put(key, out)
+    return out
+
+
+def _as_minimal(dfa: ByteDFA) -> ByteDFA:
+    """A new :class:`ByteDFA` on the arrays of the minimal ``dfa`` (no counters), known minimal."""
+    out = ByteDFA(dfa.transitions, dfa.accepting, dfa.start)
+    out.__dict__["_minimal"] = True
+    return out
+
+
+class MinimalCache:
+    """The minimal automata of small automata minimized before, by their content, kept per process and
+    bounded (least recently used dropped first): a schema's joins minimize the same small automata again and
+    again (the branches of a ``$ref`` inlined in several places, each subtracted from the others: 178 of
+    jscsrc's 683 minimizations, 177 of o69635's 423). Only automata of at most ``max_states`` states are
+    kept (their content hashed in ~30 us, where a minimization costs ~1 ms). The cached arrays are shared:
+    callers never modify them, as with the leaf cache. ``maxsize``: the most automata kept; ``max_total``: the
+    most states of the minimal automata kept, all together (1 KB each: 64 MB at the default)."""
+
+    def __init__(self, maxsize: int = 1024, max_states: int = 4096, max_total: int = 1 << 16):
+        self.maxsize, self.max_states, self.max_total = maxsize, max_states, max_total
+        self._dfas: OrderedDict[bytes, ByteDFA] = OrderedDict()
+        self._states = 0
+        self._lock = threading.Lock()
+
+    def key(self, dfa: ByteDFA) -> bytes | None:
+        """A 32-byte digest of ``dfa``'s transitions, accepting states and start (None past ``max_states``)."""
+        if dfa.num_states > self.max_states:
+            return None
+        h = hashlib.blake2b(digest_size=32)
+        h.update(f"{dfa.transitions.dtype.str} {dfa.transitions.shape} {dfa.start}".encode())
+        h.update(np.ascontiguousarray(dfa.transitions).tobytes())
+        h.update(np.ascontiguousarray(dfa.accepting, dtype=bool).tobytes())
+        return h.digest()
+
+    def get(self, key: bytes) -> ByteDFA | None:
+        with self._lock:
+            got = self._dfas.get(key)
+            if got is not None:
+                self._dfas.move_to_end(key)
+            return got
+
+    def put(self, key: bytes, dfa: ByteDFA) -> None:
+        with self._lock:
+            old = self._dfas.pop(key, None)
+            self._states += dfa.num_states - (old.num_states if old is not None else 0)
+            self._dfas[key] = dfa
+            while self._dfas and (len(self._dfas) > self.maxsize or self._states > self.max_total):
+                self._states -= self._dfas.popitem(last=False)[1].num_states
+
+    def clear(self) -> None:
+        with self._lock:
+            self._dfas.clear()
+            self._states = 0
+
+
+MINIMAL_CACHE = MinimalCache()
+
+
+def _minimize(dfa: ByteDFA) -> ByteDFA:
+    """:func:`minimize` of an automaton not known to be minimal."""
     byte_class, ct = byte_classes(dfa.transitions)
     ct, accepting, start = _trim_classes(ct, dfa.accepting, dfa.start)
     block = accepting.astype(np.int64)

@@ -53,8 +53,8 @@ def effect_classes(tr: Transducer) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     key = (tr.transitions.astype(np.int64) + 1) * width + tr.effect
     byte_class, _ = byte_classes(key)
     first = np.array([int(np.flatnonzero(byte_class == c)[0]) for c in range(int(byte_class.max()) + 1)])
-    return (byte_class, np.ascontiguousarray(tr.transitions[:, first]).astype(np.int32),
-            np.ascontiguousarray(tr.effect[:, first]).astype(np.int32))
+    return (byte_class, np.take(tr.transitions, first, axis=1).astype(np.int32, copy=False),
+            np.take(tr.effect, first, axis=1).astype(np.int32, copy=False))
 
 
 _PADDED: dict[int, tuple[object, tuple[np.ndarray, np.ndarray]]] = {}

@@ -435,21 +435,28 @@ def _beyond_cap(trie: TokenTrie, d: int, start: np.ndarray, node: np.ndarray, be
 
 
 def _first_level(flat_t: np.ndarray, trie: TokenTrie, states: np.ndarray):
-    """The depth-1 frontier (start, node, current) of every state in ``states`` x every first byte."""
-    n1 = len(trie.byte[0])
-    start = np.repeat(states.astype(np.int64), n1)
-    node = np.tile(np.arange(n1), len(states))
-    cur = flat_t[start * 256 + trie.byte[0][node]]
-    live = cur >= 0
-    return start[live], node[live], cur[live].astype(np.int64)
+    """The depth-1 frontier (start, node, current) of every state in ``states`` x every first byte, start by
+    start, nodes ascending (the depth-1 nodes are in byte order): the states' rows gathered whole and their live
+    entries found by one ``nonzero``, not a (state, node) pair built for every first byte (38,000 states
+    walked alone in compose-spec: 0.05 s against 0.3 s)."""
+    rows = flat_t.reshape(-1, 256)[np.asarray(states, dtype=np.int64)]
+    if len(trie.byte[0]) < 256:
+        rows = rows[:, trie.byte[0]]
+    at, node = np.nonzero(rows >= 0)
+    return (np.asarray(states, dtype=np.int64)[at], node.astype(np.int64),
+            rows[at, node].astype(np.int64))
 
 
 #: Entries a group member derives from its group's shared walk count this many to one against the
 #: ``entries`` limit: they cost time when the table is built (~14 ms a million), not memory.
 SERVED_PER_ENTRY = 10
 # A state is worth grouping when at least this many bytes have live transitions from it (string contents
-# allow ~200 bytes, an email's domain label 63; keys, numbers and punctuation a handful).
+# allow ~200 bytes, an email's domain label 63; keys, numbers and punctuation a handful), or, in a plain
+# automaton, when at least GROUP_FEW_LIVE_BYTES do and half of them lead to such states (a string's escape
+# state after a backslash: dss-2.0.0's 1,066 of them, walked alone, held 4.8 million of its 5.6 million
+# entries walked alone; a number's states, whose bytes lead to more digits or punctuation, stay alone).
 GROUP_MIN_LIVE_BYTES = 16
+GROUP_FEW_LIVE_BYTES = 8
 # The most state pairs matched per group member before the rest counts as not shared.
 GROUP_MAX_PAIRS = 256
 # A member whose own walk (below where it stops corresponding) holds more than this share of the shared
@@ -460,10 +467,19 @@ GROUP_MAX_PAIRS = 256
 HEAVY_SHARE = 0.25
 HEAVY_MIN = 1000
 GROUP_ROUNDS = 4
-# A group has at most this many members (each walked entry carries a bit per member); larger ones are split.
+# A transducer's group has at most this many members (each walked entry carries a bit per member), and
+# states x members at most GROUP_MAX_ENTRIES; larger ones are split.
 GROUP_MAX_MEMBERS = 256
-# A group's correspondence table holds members x states int32 entries; larger groups are split.
 GROUP_MAX_ENTRIES = 1 << 23
+# A plain automaton's group has at most this many members, and states x members at most 32 x
+# GROUP_MAX_ENTRIES bits in its tables of member bits (:attr:`StateGroup.core_bits`, 32 MB): the walks of
+# dss-2.0.0's 14,192 string contents cost 2.7 s in groups of 1,024 against 4.0 s in groups of 256 (the shared
+# walk then carries 16 words per entry, ~19 MB for a vocabulary-sized walk).
+GROUP_SHARED_MEMBERS = 1024
+# The most candidates of a pattern paired with one rep at once (:func:`_groups`; the pairing's tables hold
+# candidates x paired rep states, a few hundred): a pattern's thousands of string contents are paired once,
+# not once per group of GROUP_MAX_MEMBERS, and its groups share the rep.
+GROUP_MATCH_POOL = 4096
 
 
 @dataclass
@@ -621,24 +637,37 @@ def state_groups(transitions: np.ndarray, states: np.ndarray,
 def iter_state_groups(transitions: np.ndarray, states: np.ndarray,
                       class_transitions: np.ndarray | None = None,
                       class_effects: np.ndarray | None = None,
-                      shape: np.ndarray | None = None, kind: np.ndarray | None = None) -> Iterator[StateGroup]:
+                      shape: np.ndarray | None = None, kind: np.ndarray | None = None,
+                      deeper: bool = False) -> Iterator[StateGroup]:
     """Group the many-byte states of ``states`` (e.g. the contents of different string values) whose
     automata look alike from there, so that one walk of the trie serves each group.
 
     Candidates share their pattern of dead, self-looping and other transitions over all 256 bytes; the
     first of each pattern is the rep, and a member is kept when the rep is core for it (see
     :func:`_match`); the candidates it leaves out are grouped around the next rep (:data:`GROUP_REPS`).
+    Up to :data:`GROUP_MATCH_POOL` candidates are paired with a rep at once and cut into groups of
+    :data:`GROUP_SHARED_MEMBERS` that share it (:func:`_groups`); a transducer's (``class_effects`` given) are
+    cut first, each group paired around a rep of its own.
     ``class_transitions``: ``byte_classes(transitions)[1]`` when the caller has it already (computed here
     otherwise); a transducer's caller passes its classes of (transition, effect) instead, with
     ``class_effects`` (see :func:`_match`). ``shape``: int64 (num_states,), a finer key to class the
     candidates by instead of their pattern (:func:`shapes`: alike to some depth); ``kind``: :func:`row_kinds`
-    of the class transitions and effects (made here when not given). Groups are made one at a
-    time (each holds a members x states table), so that a walk can stop after any of them.
+    of the class transitions and effects (made here when not given). ``deeper``: a state with at least
+    :data:`GROUP_FEW_LIVE_BYTES` live bytes, at least half of which lead to states of
+    :data:`GROUP_MIN_LIVE_BYTES`, is a candidate too (a string's escape state after a backslash: 9 live
+    bytes, 8 of them back into the string, ~4,500 tokens). Groups are made one at a time (each holds a
+    members x states table), so that a walk can stop after any of them.
     """
     from ..automata.dfa import byte_classes
 
-    live_bytes = (transitions[states] >= 0).sum(axis=1)
-    cand = states[live_bytes >= GROUP_MIN_LIVE_BYTES]
+    rows = transitions[states]
+    live_bytes = (rows >= 0).sum(axis=1)
+    worth = live_bytes >= GROUP_MIN_LIVE_BYTES
+    if deeper:
+        big = (transitions >= 0).sum(axis=1) >= GROUP_MIN_LIVE_BYTES
+        into_big = ((rows >= 0) & big[np.maximum(rows, 0)]).sum(axis=1)
+        worth |= (live_bytes >= GROUP_FEW_LIVE_BYTES) & (2 * into_big >= live_bytes)
+    cand = states[worth]
     if len(cand) < 2:
         return
     ctrans = byte_classes(transitions)[1] if class_transitions is None else class_transitions
@@ -653,16 +682,22 @@ def iter_state_groups(transitions: np.ndarray, states: np.ndarray,
             by_pattern.setdefault(pat.tobytes(), []).append(st)
     if kind is None:
         kind = row_kinds(ctrans, class_effects)
-    chunk = max(2, min(GROUP_MAX_MEMBERS, GROUP_MAX_ENTRIES // transitions.shape[0]))
+    n = transitions.shape[0]
+    if class_effects is not None:
+        # a transducer's index shares guard lists among a group's members (counted_index._member_guards), so
+        # its candidates are cut into groups before they are paired, each around its own rep, as they were
+        size = pool_size = max(2, min(GROUP_MAX_MEMBERS, GROUP_MAX_ENTRIES // n))
+    else:
+        size = max(2, min(GROUP_SHARED_MEMBERS, 32 * GROUP_MAX_ENTRIES // n))
+        pool_size = max(size, GROUP_MATCH_POOL)
     for alike in by_pattern.values():
-        for at in range(0, len(alike), chunk):
-            pool = alike[at : at + chunk]
+        for at in range(0, len(alike), pool_size):
+            pool = alike[at : at + pool_size]
             for _ in range(GROUP_REPS):  # the candidates the rep leaves out are grouped around the next one
                 if len(pool) < 2:
                     break
-                group, pool = _group(ctrans, pool, class_effects, kind)
-                if group is not None:
-                    yield group
+                groups, pool = _groups(ctrans, pool, size, class_effects, kind)
+                yield from groups
 
 
 #: How many bytes deep :func:`shapes` tells heavy members (grouped again apart) by what follows.
@@ -670,28 +705,55 @@ SHAPE_DEPTH = 2
 
 
 def shapes(class_transitions: np.ndarray, class_effects: np.ndarray | None = None,
-           depth: int | None = None) -> np.ndarray:
+           depth: int | None = None, states: np.ndarray | None = None) -> np.ndarray:
     """int64 (num_states,): states numbered alike when the automaton looks alike from them to ``depth``
     bytes: the same pattern of dead, self-looping and other transitions per class (and the same effects,
     ``class_effects`` given), and, ``depth`` times over, the same such number for each class's target
     (a partition refinement cut short, as in Moore's minimization). Candidates classed by it are grouped
     around a rep of their own kind: the four hex digits after ``\\u`` in a counted string all have one
-    pattern, but only those at the same depth walk alike."""
+    pattern, but only those at the same depth walk alike.
+
+    ``states`` (int, optional): only these states' numbers are asked (the others are -1); they are computed
+    over the states within ``depth`` transitions of them (a state's number at depth d depends on those within
+    d transitions only), alike exactly when they are alike over the whole automaton."""
     depth = SHAPE_DEPTH if depth is None else depth
     ctrans = np.asarray(class_transitions, dtype=np.int64)
     n = ctrans.shape[0]
-    own = np.arange(n, dtype=np.int64)[:, None]
-    pattern = np.where(ctrans < 0, 0, np.where(ctrans == own, 1, 2))
+    if states is None:
+        near = np.arange(n, dtype=np.int64)
+    else:
+        near = _within(ctrans, np.asarray(states, dtype=np.int64), depth)
+    rows = ctrans[near]
+    pattern = np.where(rows < 0, 0, np.where(rows == near[:, None], 1, 2))
     if class_effects is not None:
-        pattern = np.concatenate([pattern, np.asarray(class_effects, dtype=np.int64)], axis=1)
+        pattern = np.concatenate([pattern, np.asarray(class_effects, dtype=np.int64)[near]], axis=1)
+    local = np.full(n, -1, dtype=np.int64)
+    local[near] = np.arange(len(near))
+    at = np.where(rows < 0, -1, local[np.maximum(rows, 0)])  # a target farther than ``depth``: -1
     shape = unique_rows(pattern)[1]
     for _ in range(depth):
-        nxt = np.where(ctrans < 0, 0, shape[np.maximum(ctrans, 0)] + 1)
+        # dead 0, a target beyond the states computed 1 (it never reaches the numbers asked), else shape + 2
+        nxt = np.where(rows < 0, 0, np.where(at < 0, 1, shape[np.maximum(at, 0)] + 2))
         refined = unique_rows(np.concatenate([shape[:, None], nxt], axis=1))[1]
-        if refined.max(initial=0) == shape.max(initial=0):  # no class split: stable
+        if states is None and refined.max(initial=0) == shape.max(initial=0):  # no class split: stable
             break
         shape = refined
-    return shape
+    out = np.full(n, -1, dtype=np.int64)
+    out[near] = shape
+    return out
+
+
+def _within(ctrans: np.ndarray, states: np.ndarray, depth: int) -> np.ndarray:
+    """int64, sorted: the states within ``depth`` transitions of ``states`` over ``ctrans`` (them included)."""
+    seen = np.zeros(ctrans.shape[0], dtype=bool)
+    seen[states] = True
+    frontier = unique(states)
+    for _ in range(depth):
+        t = ctrans[frontier].reshape(-1)
+        t = t[t >= 0]
+        frontier = unique(t[~seen[t]])
+        seen[frontier] = True
+    return np.flatnonzero(seen).astype(np.int64)
 
 
 #: The most reps tried per pattern: a pattern's candidates can be of several kinds (the positions of a
@@ -700,12 +762,15 @@ def shapes(class_transitions: np.ndarray, class_effects: np.ndarray | None = Non
 GROUP_REPS = 16
 
 
-def _group(ctrans: np.ndarray, members: list[int], ceff: np.ndarray | None = None,
-           kind: np.ndarray | None = None) -> tuple[StateGroup | None, list[int]]:
-    """The group of ``members`` around the first (None when fewer than two share its walk), and the members
-    it leaves out, the first aside (``ceff``, ``kind``: see :func:`_match`)."""
+def _groups(ctrans: np.ndarray, members: list[int], size: int, ceff: np.ndarray | None = None,
+            kind: np.ndarray | None = None) -> tuple[list[StateGroup], list[int]]:
+    """The groups of ``members`` around the first, paired with all of them at once (one :func:`_match`) and
+    cut into groups of at most ``size`` members (``size`` >= 2) that share the rep, its columns and its
+    walk's shape: the rep is a member of the first only; a last piece of one member goes back to the pool.
+    Returns the groups (none when fewer than two share the rep's walk) and the members they leave out, the
+    first aside (``ceff``, ``kind``: see :func:`_match`)."""
     if len(members) < 2:
-        return None, []
+        return [], []
     candidates = np.asarray(members, dtype=np.int64)
     cols, col_of, phi, core = _match(ctrans, int(candidates[0]), candidates, ceff, kind)
     kept = np.flatnonzero(core[:, col_of[candidates[0]]])
@@ -713,9 +778,15 @@ def _group(ctrans: np.ndarray, members: list[int], ceff: np.ndarray | None = Non
     left[0] = False
     left[kept] = False
     if len(kept) < 2:
-        return None, candidates[left].tolist()
-    return StateGroup(int(candidates[0]), candidates[kept], cols, col_of, phi[kept], core[kept]), \
-        candidates[left].tolist()
+        return [], candidates[left].tolist()
+    groups = []
+    for lo in range(0, len(kept), size):
+        part = kept[lo : lo + size]
+        if len(part) < 2:
+            left[part] = True
+            continue
+        groups.append(StateGroup(int(candidates[0]), candidates[part], cols, col_of, phi[part], core[part]))
+    return groups, candidates[left].tolist()
 
 
 def _walk_group(flat_t: np.ndarray, trie: TokenTrie, g: StateGroup, heavy: bool = False) -> GroupWalk:
@@ -820,24 +891,25 @@ def walk(transitions: np.ndarray, trie: TokenTrie, states: np.ndarray | None = N
         return WalkResult(empty, empty, empty)
     entries = _Entries(max_entries)
     groups, grouped = [], [np.zeros(0, np.int64)]
-    shape: np.ndarray | None = None  # made when a group first has heavy members
-    rounds, kind = [], None
+    rounds, kind, deeper = [], None, False
     if share:
         if class_transitions is None:
             from ..automata.dfa import byte_classes
             class_transitions = byte_classes(transitions)[1]
         kind = row_kinds(class_transitions, class_effects)  # once for every round
-        rounds.append(iter_state_groups(transitions, states, class_transitions, class_effects, kind=kind))
+        # a transducer's candidates stay those of their live bytes (its guard lists are shared per group)
+        deeper = class_effects is None
+        rounds.append(iter_state_groups(transitions, states, class_transitions, class_effects, kind=kind,
+                                        deeper=deeper))
     for round_, found in enumerate(rounds):
         for g in found:
             last = round_ + 1 >= GROUP_ROUNDS
             walked = _walk_group(flat_t, trie, g, heavy=not last)
             heavy = walked.heavy()
             if heavy.any() and not last:  # grouped again apart, around a rep of their own kind
-                if shape is None:
-                    shape = shapes(class_transitions, class_effects)
+                shape = shapes(class_transitions, class_effects, states=g.members[heavy])
                 rounds.append(iter_state_groups(transitions, g.members[heavy], class_transitions, class_effects,
-                                                shape, kind))
+                                                shape, kind, deeper))
                 g = g.without(heavy)
                 if g is None:
                     continue

@@ -200,9 +200,14 @@ def test_the_cpu_clock_is_read_when_the_limit_could_be_passed_only(monkeypatch):
         blocks.append(self._since is None)  # an outer block (a nested one reads nothing)
         return running(self)
 
+    from callmaybe.compiler.automata.dfa import MINIMAL_CACHE
+    from callmaybe.compiler.automata.nodes import LEAF_CACHE
+
+    LEAF_CACHE.clear()  # a cold compile: the ticks of every build (small searches tick once, cached ones not)
+    MINIMAL_CACHE.clear()
     monkeypatch.setattr(limits, "cpu_clock", clock)
     monkeypatch.setattr(limits.Budget, "tick", counted)
     monkeypatch.setattr(limits.Budget, "running", block)
-    schema_dfa({"type": "object", "properties": {f"p{i}": S(maxLength=5 + i) for i in range(8)}})
+    schema_dfa({"type": "object", "properties": {f"p{i}": S(maxLength=5 + i) for i in range(16)}})
     assert len(ticks) > 100 and sum(blocks) == 2
     assert len(reads) == 3 * sum(blocks)
