@@ -12,7 +12,8 @@ modes:
   as ``tool_choice="required"`` decodes it: the row keeps the tokens the two prompts share and feeds the
   rest), text is the model's own text with the call's openings left out. A text
   answer may still turn into a call when the model writes its call marker, or writes the call as text (a JSON
-  object whose first key is "name", bare or in a code fence: :mod:`.shape`): the answer then ends before the
+  object whose first key is "name" and names a function of the catalog, bare or in a code fence:
+  :mod:`.shape`): the answer then ends before the
   token that began it (held back, never sent) and the call is decoded under the grammar from there (after the
   forced marker, "tools"). A call the first token wants is
   checked by the model's verdict over the whole catalog (the ``judge`` callback, :mod:`~..policy.relevance`) before
@@ -533,7 +534,8 @@ class TurnDecoding:
                 return True
         hold = max((k for stop in stops for k in range(1, len(stop)) if self._answer.endswith(stop[:k])), default=0)
         end = len(self._answer) - hold
-        shape = find_shape(self._answer) if self.request.functions and self.request.tool_choice == "auto" else None
+        shape = find_shape(self._answer, self.by_name) \
+            if self.request.functions and self.request.tool_choice == "auto" else None
         if shape is not None:  # a call written as text, or what may become one: held back from its token
             cut = self._cut(shape.start)
             end = min(end, cut[1])

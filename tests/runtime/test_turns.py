@@ -1054,7 +1054,7 @@ def test_a_declined_turn_answers_under_the_prompt_without_the_catalog(index):
         return row.result(), tok.decode(fed), truncations
 
     result, fed, truncations = decode(judge=lambda functions, asked: doubt)
-    assert (result.calls, result.content, fed, truncations) == ([], "Canberra.\n", "#tCanberra.\n", [1])
+    assert (result.calls, result.content, fed, truncations) == ([], "Canberra.\n", '#tCanberra.\n{"name": "add', [1])
     assert result.decision.startswith("answered in text: p(call) 1.000") and result.prompt_tokens == 2
     result, fed, truncations = decode(confirm=lambda fn, asked, arguments: doubt)
     assert (result.calls, result.content, result.decision) == ([], "Canberra.\n", "declined a call: the model doubts it")
@@ -1087,3 +1087,16 @@ def test_after_a_tool_result_a_declined_turn_answers_beside_the_catalog(index):
     assert (result.calls, result.content) == ([], "It is 5.")
     assert result.decision == "declined a call: add with these arguments was already called and answered"
     assert tok.decode(fed) == "#aIt is 5."
+
+
+def test_a_json_object_whose_name_is_no_function_stays_in_the_answer(index):
+    """A text answer with a JSON object the user asked for ({"name": "Bob"}, no function of the catalog) is the
+    model's text, after a decline too (the break test's "example JSON object for a fictional patient")."""
+    from callmaybe.runtime.policy.relevance import Relevance
+
+    doubt = Relevance(0.2, -1.4, False, "the model doubts it", 1)
+    text = 'Sure: {"name": "Bob", "age": 3}'
+    model = FirstOf(ScriptModel(CALL, fallback=Tokenizer().encode("S")[0]), ScriptModel(text))
+    result, events = turn(index, None, model=model, judge=lambda functions, asked: doubt)
+    assert (result.content, result.calls, result.finish_reason) == (text, [], "stop")
+    assert "".join(e.data for e in events if e.kind == "text") == text
