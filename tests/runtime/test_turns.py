@@ -835,6 +835,22 @@ def test_an_answered_call_without_arguments_is_not_made_again(index):
         assert result.decision == "declined a call: now with these arguments was already called and answered"
 
 
+def _decode_two_prompts(row, other_ids, under_other, under_own):
+    """Drive ``row`` (a TurnDecoding over a two-token prompt) as the batch does, with ``under_other`` answering
+    while the row's tokens start with ``other_ids`` and ``under_own`` otherwise; returns (every token fed, in
+    order, what truncations left; the truncations)."""
+    fed, truncations = [], []
+    while not row.take_forced():
+        if row.truncate_to is not None:
+            truncations.append(row.truncate_to)
+            fed, row.truncate_to = fed[:row.truncate_to], None
+        fed += row.pending
+        model = under_other if fed[:2] == other_ids else under_own
+        if row.choose(model(fed[2:])):
+            break
+    return fed, truncations
+
+
 def test_a_call_decided_under_auto_is_decoded_under_the_call_prompt_and_a_decline_goes_back(index):
     """``call_ids`` (the "plain" format's "required" message): the first token decides under the turn's prompt
     ("#a"), the row keeps the token the two prompts share ("#") and feeds the rest of the call prompt ("r"); the
@@ -853,15 +869,7 @@ def test_a_call_decided_under_auto_is_decoded_under_the_call_prompt_and_a_declin
         req = TurnRequest([{"role": "user", "content": ASKED}], FUNCTIONS, tool_choice="auto")
         row = TurnDecoding(req, vocab, auto_ids, auto_ids, plain, None, None, lambda e: None, confirm=confirm,
                            call_ids=call_ids)
-        fed, truncations = [], []
-        while not row.take_forced():
-            if row.truncate_to is not None:
-                truncations.append(row.truncate_to)
-                fed, row.truncate_to = fed[:row.truncate_to], None
-            fed += row.pending
-            model = under_call if fed[:2] == call_ids else under_auto
-            if row.choose(model(fed[2:])):
-                break
+        fed, truncations = _decode_two_prompts(row, call_ids, under_call, under_auto)
         return row.result(), tok.decode(fed), truncations
 
     result, fed, truncations = decode()
@@ -1042,15 +1050,7 @@ def test_a_declined_turn_answers_under_the_prompt_without_the_catalog(index):
         req = TurnRequest([{"role": "user", "content": ASKED}], FUNCTIONS, tool_choice="auto")
         row = TurnDecoding(req, vocab, auto_ids, auto_ids, index, None, None, lambda e: None, text_ids=text_ids,
                            **checks)
-        fed, truncations = [], []
-        while not row.take_forced():
-            if row.truncate_to is not None:
-                truncations.append(row.truncate_to)
-                fed, row.truncate_to = fed[:row.truncate_to], None
-            fed += row.pending
-            model = under_text if fed[:2] == text_ids else under_auto
-            if row.choose(model(fed[2:])):
-                break
+        fed, truncations = _decode_two_prompts(row, text_ids, under_text, under_auto)
         return row.result(), tok.decode(fed), truncations
 
     result, fed, truncations = decode(judge=lambda functions, asked: doubt)
@@ -1076,13 +1076,7 @@ def test_after_a_tool_result_a_declined_turn_answers_beside_the_catalog(index):
     vocab = Vocab(VOCAB.token_bytes, VOCAB.eos_ids, VOCAB.vocab_size, tok, "tools")
     row = TurnDecoding(TurnRequest(messages, FUNCTIONS, tool_choice="auto"), vocab, auto_ids, auto_ids, index, None,
                        None, lambda e: None, text_ids=text_ids)
-    fed = []
-    while not row.take_forced():
-        if row.truncate_to is not None:
-            fed, row.truncate_to = fed[:row.truncate_to], None
-        fed += row.pending
-        if row.choose((under_text if fed[:2] == text_ids else under_auto)(fed[2:])):
-            break
+    fed, _ = _decode_two_prompts(row, text_ids, under_text, under_auto)
     result = row.result()
     assert (result.calls, result.content) == ([], "It is 5.")
     assert result.decision == "declined a call: add with these arguments was already called and answered"
