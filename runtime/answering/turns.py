@@ -376,8 +376,8 @@ class TurnDecoding:
     # -- modes --------------------------------------------------------------------------------------------
 
     def _may_call(self) -> bool:
-        return (self.request.tool_choice == "auto" and self.index is not None and self.vocab.marker is not None
-                and not self.declined)
+        """Whether the text answer may still write the call marker (:meth:`_may_write_call`, with a marker)."""
+        return self._may_write_call() and self.vocab.marker is not None
 
     def _decide(self, logits: torch.Tensor) -> None:
         """The first token: the model's odds of starting a call decide (:func:`~..policy.decision.decide`); a call is
@@ -392,7 +392,7 @@ class TurnDecoding:
         self.first_logits = logits.detach().clone()
         if not verdict.call:
             self.decision = f"answered in text: {verdict.evidence}"
-            return self._as_text_answer(logits, self._pick(logits, self.vocab.text_first))
+            return self._as_text_answer(logits)
         self.decision = f"called: {verdict.evidence}"
         if self.judge is not None and not _after_tool_result(self.request.messages):
             judged = self.judge(self.request.functions, request_text(self.request.messages))
@@ -400,9 +400,9 @@ class TurnDecoding:
             if not judged.keep:  # the model would call, and doubts a call does what is asked: text
                 self.decision = f"answered in text: {verdict.evidence}, but {judged.evidence}"
                 self.declined = True  # a call written as text later is not taken either
-                if self._to_text_prompt(self.ids):
+                if self._to_text_prompt():
                     return
-                return self._as_text_answer(logits, self._pick(logits, self.vocab.text_first))
+                return self._as_text_answer(logits)
             self.decision += f"; {judged.evidence}"
             self.log_odds.append(judged.log_odds)
         if self.vocab.marker is not None:
@@ -423,30 +423,29 @@ class TurnDecoding:
         self.pending = list(self.call_ids[shared:])
         self.ids = self.call_ids
 
-    def _to_text_prompt(self, prompt: list[int]) -> bool:
+    def _to_text_prompt(self) -> bool:
         """Go over to ``text_ids`` for a declined turn's text answer (see the class docstring), from a row whose
-        tokens are ``prompt`` (nothing generated is kept): the row keeps the tokens the two share and feeds the
-        rest; the answer's first token comes from the next pass. False (nothing done) without ``text_ids``."""
+        tokens are ``ids`` (``call_ids`` once reprompted) with nothing generated kept (the caller dropped it):
+        the row keeps the tokens the two prompts share and feeds the rest; the answer's first token comes from
+        the next pass. False (nothing done) without ``text_ids``."""
         if self.text_ids is None:
             return False
-        shared = min(common_length(prompt, self.text_ids), len(self.text_ids) - 1)
+        shared = min(common_length(self.ids, self.text_ids), len(self.text_ids) - 1)
         self.truncate_to, self.ids, self.text_ids = shared, self.text_ids, None
         self.pending = list(self.ids[shared:])
-        self.generated, self.forced, self.text_tokens = [], 0, 0
         self.mode = "json" if self.schema_index is not None else "text"
         if self.mode == "json":
             self._begin_json()
         return True
 
-    def _as_text_answer(self, logits: torch.Tensor, tok: int, before: str = "") -> None:
-        """The turn is a text answer after all: a JSON one takes its first token from ``logits`` (under the
-        schema's mask); a free one starts with ``before`` (text already fed) and ``tok``."""
+    def _as_text_answer(self, logits: torch.Tensor) -> None:
+        """The turn is a text answer after all, from ``logits`` (the first position's): a JSON one takes its
+        first token under the schema's mask; a free one a token that opens no call."""
+        tok = self._pick(logits, self.vocab.text_first)  # picked either way: a sampled turn's draws stay the same
         self.mode = "json" if self.schema_index is not None else "text"
         if self.mode == "json":
             self._begin_json()
             return self._choose(logits)
-        if before:
-            self._add_text(before)
         self._text_token(tok)
 
     def _text_bias(self) -> torch.Tensor:
@@ -830,7 +829,7 @@ class TurnDecoding:
             self.mode = "text"
             return self._text(logits, self._text_bias())
         self.generated, self.forced, self.text_tokens = [], 0, 0
-        if self._to_text_prompt(self.ids):  # the row's prompt is ids (call_ids when reprompted)
+        if self._to_text_prompt():
             self.reprompted = None
             return
         self.truncate_to = len(self.ids)
@@ -843,7 +842,7 @@ class TurnDecoding:
             self.finish_reason = "stop"
             self._done()
             return
-        self._as_text_answer(logits, self._pick(logits, self.vocab.text_first))
+        self._as_text_answer(logits)
 
     def _claim(self) -> None:
         """Leave out the optional numbers of the turn's calls whose mentions required arguments take
