@@ -220,6 +220,10 @@ def decision_options() -> list:
         click.option("--confirm-check/--no-confirm-check", default=True, show_default=True,
                      help="Under tool_choice auto: once a first call is decoded, show it to the model and ask whether "
                           "it does what the request asks; text when it doubts it (runtime/policy/confirm.py)."),
+        click.option("--result-check/--no-result-check", default=True, show_default=True,
+                     help="Under tool_choice auto, after a tool result: a declined turn answers without the catalog "
+                          "and keeps that answer when it uses the result (its PMI with it, runtime/policy/"
+                          "result_use.py); else it answers beside the catalog."),
         click.option("--value-check/--no-value-check", default=False, show_default=True,
                      help="Under tool_choice auto: decline a first call none of whose values the request states."),
         click.option("--combined-threshold", type=float, default=COMBINED_LOG_ODDS_MIN, show_default=True,
@@ -359,7 +363,7 @@ def show_trace(record: dict) -> None:
                    "as text later is not seen.")
 @ray_options
 def eval_cmd(data, model, max_tokens, threads, call_format, tool_choice, parallel_calls, relevance_check,
-             confirm_check, value_check, call_threshold, combined_threshold, keep_unstated, dtype, device, max_batch,
+             confirm_check, result_check, value_check, call_threshold, combined_threshold, keep_unstated, dtype, device, max_batch,
              speculate, profile, limit, ids, output, text_tokens, ray_address, ray_actors) -> None:
     """Score a data set with expected answers (a public-style folder or a BFCL cases.jsonl).
 
@@ -375,7 +379,7 @@ def eval_cmd(data, model, max_tokens, threads, call_format, tool_choice, paralle
                        call_format=resolve_call_format(call_format),
                        keep_unstated=keep_unstated, dtype=dtype, device=device, max_batch=max_batch,
                        tool_choice=tool_choice, parallel_calls=parallel_calls,
-                       relevance_check=relevance_check, confirm_check=confirm_check,
+                       relevance_check=relevance_check, confirm_check=confirm_check, result_check=result_check,
                        evidence_check=value_check, call_threshold=call_threshold,
                        combined_threshold=combined_threshold, speculate=speculate, text_tokens=text_tokens)
     try:
@@ -450,7 +454,7 @@ def eval_cmd(data, model, max_tokens, threads, call_format, tool_choice, paralle
                    "a new tool list is compiled once per cluster (default: each node's index cache).")
 @compile_limits_option()
 def serve_cmd(model, host, port, max_batch, max_queue, api_key, per_minute, index_cache_size, threads,
-              call_format, relevance_check, confirm_check, value_check, call_threshold, combined_threshold, dtype,
+              call_format, relevance_check, confirm_check, result_check, value_check, call_threshold, combined_threshold, dtype,
               device, speculate, ray_address, ray_replicas, ray_index_dir, compile_limits) -> None:
     """Serve an OpenAI-compatible chat completions API (POST /v1/chat/completions, GET /v1/models, GET /health)
     whose tool calls are valid by construction.
@@ -474,7 +478,7 @@ def serve_cmd(model, host, port, max_batch, max_queue, api_key, per_minute, inde
         from .server.serve import runtime_app, serve
 
         config = RunConfig(model=model, threads=threads, call_format=call_format, dtype=dtype, device=device,
-                           max_batch=max_batch, relevance_check=relevance_check, confirm_check=confirm_check,
+                           max_batch=max_batch, relevance_check=relevance_check, confirm_check=confirm_check, result_check=result_check,
                            evidence_check=value_check, call_threshold=call_threshold,
                            combined_threshold=combined_threshold, speculate=speculate)
         if ray_address is None and ray_index_dir is not None:
@@ -532,7 +536,7 @@ def serve_cmd(model, host, port, max_batch, max_queue, api_key, per_minute, inde
                    "index or flags.")
 @ray_options
 def run_cmd(input_pos, functions, input_opt, output, model, max_tokens, threads, call_format, tool_choice,
-            parallel_calls, relevance_check, confirm_check, value_check, call_threshold, combined_threshold,
+            parallel_calls, relevance_check, confirm_check, result_check, value_check, call_threshold, combined_threshold,
             keep_unstated, dtype, device, max_batch, speculate, profile, index_path, trace, no_prefix_cache,
             interactive, resume, ray_address, ray_actors) -> None:
     """Answer a file of requests with one schema-valid call each.
@@ -553,7 +557,7 @@ def run_cmd(input_pos, functions, input_opt, output, model, max_tokens, threads,
                                prefix_cache=not no_prefix_cache, keep_unstated=keep_unstated, trace=trace,
                                dtype=dtype, device=device, max_batch=max_batch, tool_choice=tool_choice,
                                parallel_calls=parallel_calls, relevance_check=relevance_check,
-                               confirm_check=confirm_check, evidence_check=value_check, call_threshold=call_threshold,
+                               confirm_check=confirm_check, result_check=result_check, evidence_check=value_check, call_threshold=call_threshold,
                                combined_threshold=combined_threshold, speculate=speculate)
             on_answer = show_trace if trace else None
             if interactive:

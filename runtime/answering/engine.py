@@ -63,6 +63,7 @@ class Engine:
         self.model, self.tokenizer = loaded.model, loaded.tokenizer
         self.judge = getattr(runtime.config, "relevance_check", True)  # relevance of first calls under auto
         self.confirm = getattr(runtime.config, "confirm_check", True)  # the model's verdict on a decoded first call
+        self.result_check = getattr(runtime.config, "result_check", True)  # a text answer after a tool result uses it
         from ...core.callformat import call_format_of
 
         self.call_format = call_format_of(runtime.options)
@@ -348,6 +349,16 @@ class Engine:
             with self.runtime.profile.timed("confirm pass"):
                 return confirm(self.model, self.tokenizer, fn, asked, arguments)
 
+        def used(with_results, answer):  # the PMI of an answer written without the catalog with the results
+            from ..decoding.prompt import chat_ids
+            from ..policy.result_use import emptied_results, result_use
+
+            with self._tokenizing:
+                without = chat_ids(self.tokenizer, [], emptied_results(request.messages), self.call_format, False,
+                                   "none", request.parallel)
+            with self.runtime.profile.timed("result pass"):
+                return result_use(self.model, with_results, without, answer)
+
         def paired(key, first, second):
             with self.runtime.profile.timed("pair pass"):
                 return pair_probability(self.model, self.tokenizer, key, first, second)
@@ -361,7 +372,8 @@ class Engine:
                            confirm=confirmed if request.tool_choice == "auto" and self.confirm else None,
                            speculate=getattr(config, "speculate", True), call_ids=ticket.call_ids,
                            combined_min=getattr(config, "combined_threshold", COMBINED_LOG_ODDS_MIN),
-                           text_ids=ticket.text_ids)
+                           text_ids=ticket.text_ids,
+                           result_check=used if request.tool_choice == "auto" and self.result_check else None)
         ticket.row = row
         return row
 

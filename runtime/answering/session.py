@@ -53,7 +53,9 @@ class RunConfig:
     or a text answer) or ``none`` (text); ``parallel_calls``: one or more calls (:mod:`.choices`).
     ``relevance_check``: under ``auto``, decline a first call of a function the model doubts does what the
     request asks (:mod:`..policy.relevance`); ``confirm_check``: under ``auto``, decline a decoded first call the
-    model, shown it, doubts does what the request asks (:mod:`..policy.confirm`); ``evidence_check``: under
+    model, shown it, doubts does what the request asks (:mod:`..policy.confirm`); ``result_check``: under
+    ``auto`` after a tool result, keep a declined turn's answer written without the catalog only when it uses the
+    result (:mod:`..policy.result_use`), else answer beside the catalog; ``evidence_check``: under
     ``auto``, decline a first call none of whose values the request states
     (:func:`~..policy.evidence.first_call`). ``call_threshold``: the call-or-answer decision's log-odds (nats,
     :mod:`..policy.decision`); ``verdict_threshold``: the relevance verdict's (:mod:`..policy.relevance`);
@@ -79,6 +81,7 @@ class RunConfig:
     parallel_calls: bool = False
     relevance_check: bool = True
     confirm_check: bool = True
+    result_check: bool = True
     evidence_check: bool = False
     call_threshold: float = CALL_LOG_ODDS_MIN
     verdict_threshold: float = VERDICT_LOG_ODDS_MIN
@@ -294,7 +297,7 @@ def run_identity(config: RunConfig, functions: list[Function]) -> dict[str, Any]
             "max_tokens": config.max_tokens, "call_format": config.call_format,
             "keep_unstated": config.keep_unstated, "tool_choice": config.tool_choice,
             "parallel_calls": config.parallel_calls, "relevance_check": config.relevance_check,
-            "confirm_check": config.confirm_check,
+            "confirm_check": config.confirm_check, "result_check": config.result_check,
             "evidence_check": config.evidence_check, "call_threshold": config.call_threshold,
             "verdict_threshold": config.verdict_threshold, "combined_threshold": config.combined_threshold,
             "callmaybe": __version__}

@@ -78,6 +78,7 @@ from ..policy.grounding import drop
 from ..decoding.lookup import PromptLookup
 from ..decoding.masks import TokenIndex
 from ..policy.parallel import settle
+from ..policy.result_use import RESULT_TOKENS
 from ..decoding.profile import Profile
 from ..decoding.sampling import generator, pick
 from ..decoding.turn import Event, ToolCall, TurnRequest, TurnResult
@@ -156,11 +157,14 @@ class TurnDecoding:
     declined answers the request instead of writing the call as text (Qwen2.5-Coder-1.5B, shown its catalog,
     wrote "To find the capital of Australia, I will use the `get_capital` function. Here is the JSON
     object..." for a bike shop's catalog). The row keeps the tokens the two prompts share and feeds the rest
-    (:meth:`_to_text_prompt`). None: the text answer follows the turn's own prompt. Not after a tool result:
-    there the catalog served the request, and the answer stays where the model saw its call answered (six
-    agent-loop clients, default model: weather, to-do and currency loops ended with the result stated in 28 of
-    36 loops answered beside the catalog, 24 of 36 without it, where every to-do answer became "I'm sorry, but I
-    can't assist with that." and every weather answer stated the result).
+    (:meth:`_to_text_prompt`). None: the text answer follows the turn's own prompt. After a tool result only
+    with ``result_check``: there the answer written without the catalog is held back until it ends or reaches
+    :data:`~..policy.result_use.RESULT_TOKENS` tokens, and ``result_check(text_ids, answer_ids)`` (a
+    :class:`~..policy.relevance.Relevance`, :mod:`~..policy.result_use`) says whether it uses the tool result;
+    when it does not, the answer is written again beside the catalog (six agent-loop clients, default model:
+    without the catalog every weather answer stated the result and every to-do answer became "I'm sorry, but I
+    can't assist with that."; beside it the to-do answers stated the result and the weather answers described
+    ``get_weather``).
     ``combined_min``: a first call under "auto" that passed the first token's, the verdict's and the
     confirmation's thresholds is still declined when their three log-odds sum below it
     (:data:`~..policy.decision.COMBINED_LOG_ODDS_MIN`).
@@ -176,16 +180,21 @@ class TurnDecoding:
                  judge: Callable | None = None, pair: Callable | None = None, evidence: bool = False,
                  threshold: float = CALL_LOG_ODDS_MIN, confirm: Callable | None = None, speculate: bool = False,
                  call_ids: list[int] | None = None, combined_min: float = COMBINED_LOG_ODDS_MIN,
-                 text_ids: list[int] | None = None):
+                 text_ids: list[int] | None = None, result_check: Callable | None = None):
         self.request, self.vocab, self.ids = request, vocab, ids
         # the prompt a call decided under "auto" is decoded under (None: ``ids``) and, once it is, how many
         # tokens the two prompts share and the text answer's own prompt (a decline goes back to it)
         self.call_ids = call_ids if call_ids is not None and call_ids != ids else None
         self.reprompted: tuple[int, list[int]] | None = None
         # the prompt a declined turn answers in text under (the chat without the catalog; None: ``ids``); after a
-        # tool result the text answer stays beside the catalog (class docstring)
+        # tool result only with the check that the answer uses the result (class docstring)
+        after = _after_tool_result(request.messages)
+        self.result_check = result_check if after else None
         self.text_ids = text_ids if text_ids is not None and text_ids != ids and \
-            not _after_tool_result(request.messages) else None
+            (not after or self.result_check is not None) else None
+        # while a text answer written without the catalog after a tool result is held back for that check: the
+        # prompt it goes back to (beside the catalog) when the answer does not use the result
+        self._trial: list[int] | None = None
         self.index, self.schema_index, self.ground, self.judge, self.pair = index, schema_index, ground, judge, pair
         self.confirm = confirm
         self.on_event = on_event
@@ -392,6 +401,10 @@ class TurnDecoding:
         self.first_logits = logits.detach().clone()
         if not verdict.call:
             self.decision = f"answered in text: {verdict.evidence}"
+            if self.result_check is not None and self.text_ids is not None:  # after a tool result: on trial
+                self.declined = True  # the answer goes on without the catalog: it opens no call
+                self._to_text_prompt()
+                return
             return self._as_text_answer(logits)
         self.decision = f"called: {verdict.evidence}"
         if self.judge is not None and not _after_tool_result(self.request.messages):
@@ -430,6 +443,8 @@ class TurnDecoding:
         the next pass. False (nothing done) without ``text_ids``."""
         if self.text_ids is None:
             return False
+        if self.result_check is not None and self.schema_index is None:  # after a tool result: on trial
+            self._trial = self.reprompted[1] if self.reprompted is not None else self.ids
         shared = min(common_length(self.ids, self.text_ids), len(self.text_ids) - 1)
         self.truncate_to, self.ids, self.text_ids = shared, self.text_ids, None
         self.pending = list(self.ids[shared:])
@@ -486,10 +501,7 @@ class TurnDecoding:
 
     def _text_token(self, tok: int) -> None:
         if tok in self.vocab.eos_ids:
-            self._flush_text()
-            self.finish_reason = "stop"
-            self._done()
-            return
+            return self._end_text("stop")
         if tok == self.vocab.marker:  # the text turns into a call
             self._flush_text()
             self._call_after_marker(tok)
@@ -499,17 +511,47 @@ class TurnDecoding:
         self._feed(tok)
         self.text_tokens += 1
         if self._add_text(self._utf8.decode(self.vocab.token_bytes[tok] or b"")):
-            self.finish_reason = "stop"  # a stop text: the answer ends before it
-            self._done()
-            return
+            return self._end_text("stop")  # a stop text: the answer ends before it
         self._marks.append((len(self.generated), len(self._answer)))
         if self._shape_cut is not None:
             return self._written_call()
         cut = self.request.text_tokens
         if self.left <= 0 or (cut is not None and self.text_tokens >= cut):
-            self._flush_text()
-            self.finish_reason = "length"
-            self._done()
+            return self._end_text("length")
+        if self._trial is not None and self.text_tokens >= RESULT_TOKENS:
+            self._result_checked()
+
+    def _end_text(self, reason: str) -> None:
+        """The text answer is over (``reason``, the finish reason): what was held back is sent and the turn
+        ends, unless the answer was on trial and did not use the tool result (:meth:`_result_checked`): it is
+        then written again beside the catalog."""
+        if self._trial is not None and not self._result_checked():
+            return
+        self._flush_text()
+        self.finish_reason = reason
+        self._done()
+
+    def _result_checked(self) -> bool:
+        """The check of a text answer written without the catalog after a tool result (``result_check``, see
+        the class docstring), on the tokens it has so far. True: the answer stands and what was held back is sent.
+        False: the row goes back to the prompt beside the catalog (it keeps the tokens the two prompts share and
+        feeds the rest) and the answer starts again there, opening no call; nothing of it was sent."""
+        catalog_ids, self._trial = self._trial, None
+        verdict = self.result_check(self.ids, list(self.generated))
+        self.passes += verdict.forward_passes
+        self.decision = f"{self.decision}; {verdict.evidence}"
+        if verdict.keep:
+            self._add_text("")  # what no stop text or written call holds back goes out now
+            return True
+        self.generated, self.forced, self.text_tokens = [], 0, 0
+        self._answer, self._sent, self._marks, self._unwrapped = "", 0, [], False
+        self._shape_cut, self._shape_token, self._shape_bias, self._shape_backs = None, None, None, 0
+        self._utf8.reset()
+        shared = min(common_length(self.ids, catalog_ids), len(catalog_ids) - 1)
+        self.truncate_to, self.ids = shared, catalog_ids
+        self.pending = list(catalog_ids[shared:])
+        self.mode = "text"
+        return False
 
     def _add_text(self, delta: str) -> bool:
         """Add ``delta`` to the text answer and send what no stop text can still claim; True when a stop text
@@ -528,7 +570,8 @@ class TurnDecoding:
             first = min((at for at in (self._answer.find(s, max(0, self._sent - len(s) + 1)) for s in stops if s)
                          if at >= 0), default=-1)
             if first >= 0:
-                self._send(self._answer[self._sent:first])
+                if self._trial is None:
+                    self._send(self._answer[self._sent:first])
                 self._answer = self._answer[:first]
                 return True
         hold = max((k for stop in stops for k in range(1, len(stop)) if self._answer.endswith(stop[:k])), default=0)
@@ -540,7 +583,8 @@ class TurnDecoding:
             end = min(end, cut[1])
             if shape.complete:
                 self._shape_cut = cut
-        self._send(self._answer[self._sent:max(end, self._sent)])
+        if self._trial is None:  # an answer on trial is held back whole (_result_checked)
+            self._send(self._answer[self._sent:max(end, self._sent)])
         return False
 
     def _cut(self, at: int) -> tuple[int, int]:
@@ -583,10 +627,7 @@ class TurnDecoding:
             return
         self._shape_backs += 1
         if self._shape_backs > SHAPE_RETRIES:
-            self._flush_text()
-            self.finish_reason = "stop"
-            self._done()
-            return
+            return self._end_text("stop")
         self._back_to_text(kept)
 
     def _back_to_text(self, kept: int) -> None:

@@ -17,6 +17,7 @@ Phases (every forward pass is in exactly one of the first ten):
 * ``confirm pass``: the passes of showing the model a decoded first call under ``auto`` (:mod:`..policy.confirm`);
 * ``pair pass``: the passes asking whether two values a parallel call joined with "and" are one name
   (:mod:`..policy.parallel`);
+* ``result pass``: the passes checking that a text answer after a tool result uses it (:mod:`..policy.result_use`);
 * ``mask``: the matcher's mask, applying it to the logits, and the argmax;
 * ``forced tokens``: finding and taking forced text (tokenizing it the first time a state is seen);
 * ``prompt``: rendering the chat template and tokenizing it;
@@ -31,8 +32,8 @@ from contextlib import contextmanager
 from collections.abc import Iterator
 
 PHASES = ("prefix", "prefill", "decode step", "forced chunk", "verify pass", "batch step", "restate pass",
-          "relevance pass", "confirm pass", "pair pass", "mask", "forced tokens", "prompt", "check")
-MODEL_PHASES = PHASES[:10]
+          "relevance pass", "confirm pass", "pair pass", "result pass", "mask", "forced tokens", "prompt", "check")
+MODEL_PHASES = PHASES[:11]
 
 
 class Profile:

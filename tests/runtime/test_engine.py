@@ -5,6 +5,7 @@ context is refused on submit."""
 from __future__ import annotations
 
 import json
+import re
 
 import jsonschema
 import pytest
@@ -141,7 +142,11 @@ def test_a_declined_call_in_a_batch_answers_as_the_turn_that_never_called(runtim
     for (content, calls, finish, tokens, decision), text, name in zip(batched[::2], texts,
                                                                       ("fn_reverse_string", "fn_greet")):
         assert (content, calls, finish, tokens) == text[:4]
-        assert decision == f"declined a call: {name} with these arguments was already called and answered"
+        # after the tool result the answer is written without the catalog and kept: it states the result
+        assert re.fullmatch(f"declined a call: {name} with these arguments was already called and answered; the "
+                            r"answer written without the catalog uses the tool result \(PMI \+\d+\.\d\d nats >= "
+                            r"\+5\.00\)", decision), decision
+        assert decision.split("; ")[1] == text[4].split("; ")[1]  # the same answer, checked the same way
     assert batched[1][1] == [("fn_add_numbers", {"a": 2.0, "b": 3.0})]
 
 

@@ -1083,6 +1083,107 @@ def test_after_a_tool_result_a_declined_turn_answers_beside_the_catalog(index):
     assert tok.decode(fed) == "#aIt is 5."
 
 
+def _after_result_turn(index, under_text, check, events=None, under_auto=None):
+    """A turn after the tool result "5" whose model repeats the answered call under "#a" (then writes "It is 5.";
+    or does what ``under_auto`` says) and writes ``under_text`` under ``text_ids`` "#t", with ``result_check``
+    ``check``: (result, every token fed, as text; the truncations)."""
+    tok = Tokenizer()
+    messages = [{"role": "user", "content": ASKED},
+                {"role": "assistant", "tool_calls": [{"id": "c1", "type": "function", "function": {
+                    "name": "add", "arguments": '{"a": 2, "b": 3}'}}]},
+                {"role": "tool", "tool_call_id": "c1", "content": "5"}]
+    auto_ids, text_ids = tok.encode("#a"), tok.encode("#t")
+    vocab = Vocab(VOCAB.token_bytes, VOCAB.eos_ids, VOCAB.vocab_size, tok, "tools")
+    row = TurnDecoding(TurnRequest(messages, FUNCTIONS, tool_choice="auto"), vocab, auto_ids, auto_ids, index, None,
+                       None, (events.append if events is not None else lambda e: None), text_ids=text_ids,
+                       result_check=check)
+    under_auto = under_auto or prefers_call(CALL, "It is 5.")
+    fed, truncations = _decode_two_prompts(row, text_ids, ScriptModel(under_text), under_auto)
+    return row.result(), tok.decode(fed), truncations
+
+
+def test_after_a_tool_result_an_answer_without_the_catalog_stands_when_it_uses_the_result(index):
+    """With ``result_check``, the declined repeat answers under ``text_ids`` ("#t"); the answer is held back
+    until it ends, the check reads the prompt and the answer's tokens, and, when they use the result, the answer
+    is sent as written there."""
+    from callmaybe.runtime.policy.relevance import Relevance
+
+    asked, events = [], []
+
+    def check(with_results, answer):
+        asked.append((Tokenizer().decode(with_results), Tokenizer().decode(answer)))
+        return Relevance(0.99, 6.5, True, "uses it", 2)
+
+    result, fed, truncations = _after_result_turn(index, "Five.", check, events)
+    assert (result.calls, result.content, fed, truncations) == ([], "Five.", "#tFive.", [1])
+    assert asked == [("#t", "Five.")]
+    assert result.decision == ("declined a call: add with these arguments was already called and answered; "
+                               "uses it")
+    texts = [e.data for e in events if e.kind == "text"]
+    assert texts == ["Five."]  # held back whole, then sent at once
+    assert result.completion_tokens == len("Five.")
+
+
+def test_after_a_tool_result_an_answer_that_does_not_use_it_is_written_again_beside_the_catalog(index):
+    """The check says the answer without the catalog ("Sorry.") does not use the result: nothing of it was sent,
+    the row keeps the token the prompts share ("#"), feeds "a" and the answer is the one beside the catalog."""
+    from callmaybe.runtime.policy.relevance import Relevance
+
+    events = []
+    result, fed, truncations = _after_result_turn(
+        index, "Sorry.", lambda with_results, answer: Relevance(0.6, 0.4, False, "does not use it", 2), events)
+    assert (result.calls, result.content, fed, truncations) == ([], "It is 5.", "#aIt is 5.", [1, 1])
+    assert "".join(e.data for e in events if e.kind == "text") == "It is 5."  # streamed; nothing of "Sorry."
+    assert result.decision == ("declined a call: add with these arguments was already called and answered; "
+                               "does not use it")
+    assert result.completion_tokens == len("It is 5.")
+
+
+def test_after_a_tool_result_a_text_answer_the_first_token_chose_is_on_trial_too(index):
+    """The model answers in text at the first token (no call): that answer, too, is written without the catalog
+    and kept when it uses the result, else written again beside it."""
+    from callmaybe.runtime.policy.relevance import Relevance
+
+    for keep, content, fed_text in ((True, "Five.", "#tFive."), (False, "It is 5.", "#aIt is 5.")):
+        result, fed, _ = _after_result_turn(index, "Five.", lambda w, a, keep=keep: Relevance(0.5, 0.0, keep, "c", 2),
+                                            under_auto=ScriptModel("It is 5."))
+        assert (result.calls, result.content, fed) == ([], content, fed_text)
+        assert result.decision.startswith("answered in text: p(call) ") and result.decision.endswith("; c")
+
+
+def test_a_long_answer_after_a_tool_result_is_checked_at_its_first_result_tokens(index):
+    """An answer longer than RESULT_TOKENS is checked once, on its first RESULT_TOKENS tokens; what was held
+    back goes out then and the rest streams."""
+    from callmaybe.runtime.policy.relevance import Relevance
+    from callmaybe.runtime.policy.result_use import RESULT_TOKENS
+
+    long = "The sum of two and three is five, as the tool said."
+    asked, events = [], []
+
+    def check(with_results, answer):
+        asked.append(Tokenizer().decode(answer))
+        return Relevance(0.99, 9.0, True, "uses it", 2)
+
+    result, fed, _ = _after_result_turn(index, long, check, events)
+    assert result.content == long and fed == "#t" + long
+    assert asked == [long[:RESULT_TOKENS]]
+    texts = [e.data for e in events if e.kind == "text"]
+    assert texts[0] == long[:RESULT_TOKENS] and "".join(texts) == long
+
+
+def test_emptied_results_empties_the_tool_messages_after_the_last_user_message():
+    from callmaybe.runtime.policy.result_use import emptied_results
+
+    messages = [{"role": "user", "content": "a"}, {"role": "tool", "content": "old"},
+                {"role": "user", "content": "b"}, {"role": "assistant", "content": None},
+                {"role": "tool", "tool_call_id": "1", "content": "new"}, {"role": "tool", "content": "newer"}]
+    assert emptied_results(messages) == [
+        {"role": "user", "content": "a"}, {"role": "tool", "content": "old"},
+        {"role": "user", "content": "b"}, {"role": "assistant", "content": None},
+        {"role": "tool", "tool_call_id": "1", "content": ""}, {"role": "tool", "content": ""}]
+    assert messages[4]["content"] == "new"  # a copy
+
+
 def test_a_json_object_whose_name_is_no_function_stays_in_the_answer(index):
     """A text answer with a JSON object the user asked for ({"name": "Bob"}, no function of the catalog) is the
     model's text, after a decline too (the break test's "example JSON object for a fictional patient")."""
