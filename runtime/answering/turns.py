@@ -195,6 +195,7 @@ class TurnDecoding:
         # while a text answer written without the catalog after a tool result is held back for that check: the
         # prompt it goes back to (beside the catalog) when the answer does not use the result
         self._trial: list[int] | None = None
+        self._undecline = False  # the trial's answer was the first token's choice: beside the catalog it may call
         self.index, self.schema_index, self.ground, self.judge, self.pair = index, schema_index, ground, judge, pair
         self.confirm = confirm
         self.on_event = on_event
@@ -402,7 +403,7 @@ class TurnDecoding:
         if not verdict.call:
             self.decision = f"answered in text: {verdict.evidence}"
             if self.result_check is not None and self.text_ids is not None:  # after a tool result: on trial
-                self.declined = True  # the answer goes on without the catalog: it opens no call
+                self.declined = self._undecline = True  # no call opens without the catalog; beside it again may
                 self._to_text_prompt()
                 return
             return self._as_text_answer(logits)
@@ -547,6 +548,7 @@ class TurnDecoding:
         self._answer, self._sent, self._marks, self._unwrapped = "", 0, [], False
         self._shape_cut, self._shape_token, self._shape_bias, self._shape_backs = None, None, None, 0
         self._utf8.reset()
+        self.declined = self.declined and not self._undecline  # as the first token chose it, a call may follow
         shared = min(common_length(self.ids, catalog_ids), len(catalog_ids) - 1)
         self.truncate_to, self.ids = shared, catalog_ids
         self.pending = list(catalog_ids[shared:])

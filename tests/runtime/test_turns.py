@@ -1149,6 +1149,10 @@ def test_after_a_tool_result_a_text_answer_the_first_token_chose_is_on_trial_too
                                             under_auto=ScriptModel("It is 5."))
         assert (result.calls, result.content, fed) == ([], content, fed_text)
         assert result.decision.startswith("answered in text: p(call) ") and result.decision.endswith("; c")
+    # beside the catalog again, the answer the first token chose may still turn into a call (a new one)
+    result, fed, _ = _after_result_turn(index, "Five.", lambda w, a: Relevance(0.5, 0.0, False, "c", 2),
+                                        under_auto=ScriptModel(f"Then: <tool_call>\n{GREET_BOB}\n</tool_call>"))
+    assert (result.content, [c.name for c in result.calls]) == ("Then: ", ["greet"])
 
 
 def test_a_long_answer_after_a_tool_result_is_checked_at_its_first_result_tokens(index):
