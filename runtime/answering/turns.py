@@ -536,7 +536,8 @@ class TurnDecoding:
         """The check of a text answer written without the catalog after a tool result (``result_check``, see
         the class docstring), on the tokens it has so far. True: the answer stands and what was held back is sent.
         False: the row goes back to the prompt beside the catalog (it keeps the tokens the two prompts share and
-        feeds the rest) and the answer starts again there, opening no call; nothing of it was sent."""
+        feeds the rest) and the answer starts again there, opening no call after a declined one (the first
+        token's own choice of text may still turn into a call there); nothing of it was sent."""
         catalog_ids, self._trial = self._trial, None
         verdict = self.result_check(self.ids, list(self.generated))
         self.passes += verdict.forward_passes
