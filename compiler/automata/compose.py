@@ -74,14 +74,9 @@ def seq(parts: list[ByteDFA]) -> ByteDFA:
     return ByteDFA(trans, acc, int(offs[0]) + parts[0].start)
 
 
-def product(a: ByteDFA, b: ByteDFA, mode: str) -> ByteDFA:
-    """The product automaton of ``a`` and ``b`` over their reachable pairs of states, accepting by ``mode``:
-    "or" (L(a) | L(b)), "and" (L(a) & L(b)), "minus" (L(a) - L(b)) or "xor" (in exactly one).
-
-    A dead side is written -1 in a pair; pairs that can no longer accept are not built ("and": both sides
-    live; "minus": the left side live). Each new pair counts one state against the compile budget
-    (:func:`~..limits.count_states`). Not minimized. Raises ValueError for an unknown ``mode``.
-    """
+def _product(a: ByteDFA, b: ByteDFA, mode: str) -> tuple[ByteDFA, np.ndarray, np.ndarray]:
+    """:func:`product`, with for each pair (state) whether its side of ``a`` accepts and whether its side of
+    ``b`` does (bool, one per state)."""
     if mode not in ("or", "and", "minus", "xor"):
         raise ValueError(f"unknown product mode {mode!r}")
     dead = np.full((1, 256), -1, dtype=np.int64)
@@ -143,7 +138,18 @@ def product(a: ByteDFA, b: ByteDFA, mode: str) -> ByteDFA:
     in_a = (sa >= 0) & np.concatenate([a.accepting, [False]])[sa]
     in_b = (sb >= 0) & np.concatenate([b.accepting, [False]])[sb]
     acc = {"or": in_a | in_b, "and": in_a & in_b, "minus": in_a & ~in_b, "xor": in_a ^ in_b}[mode]
-    return ByteDFA(trans, acc, 0)
+    return ByteDFA(trans, acc, 0), in_a, in_b
+
+
+def product(a: ByteDFA, b: ByteDFA, mode: str) -> ByteDFA:
+    """The product automaton of ``a`` and ``b`` over their reachable pairs of states, accepting by ``mode``:
+    "or" (L(a) | L(b)), "and" (L(a) & L(b)), "minus" (L(a) - L(b)) or "xor" (in exactly one).
+
+    A dead side is written -1 in a pair; pairs that can no longer accept are not built ("and": both sides
+    live; "minus": the left side live). Each new pair counts one state against the compile budget
+    (:func:`~..limits.count_states`). Not minimized. Raises ValueError for an unknown ``mode``.
+    """
+    return _product(a, b, mode)[0]
 
 
 def union(a: ByteDFA, b: ByteDFA) -> ByteDFA:
@@ -219,11 +225,30 @@ def _minus_each(part: ByteDFA, others: list[ByteDFA]) -> ByteDFA | None:
     nothing is left; minimized after each difference, so each product pairs the small remainder."""
     out = D.minimize(part)
     for q in others:
-        rest = product(out, q, "minus")
+        if _apart(out, q):
+            continue
+        rest, in_a, in_b = _product(out, q, "minus")
+        if not (in_a & in_b).any():
+            continue  # no text of both: L(out) - L(q) is L(out), and out is minimal already
         if is_empty(rest):
             return None
         out = D.minimize(rest)
     return out
+
+
+def _apart(a: ByteDFA, b: ByteDFA) -> bool:
+    """True when the minimal ``a`` and ``b`` share no text by their first byte (no byte leaves both start
+    states, and not both accept the empty text): then L(a) - L(b) is L(a), and ``a`` itself its minimal DFA.
+    Counts the states :func:`product` "minus" would have built against the compile budget (the start pair,
+    then a pair (state of ``a``, dead) for each state reached in one byte or more: every state of the
+    minimal ``a`` but its start, and the start again when a transition leads back to it), so that the budget
+    runs out where it did (its verdicts, the place and text of a refusal, are unchanged)."""
+    ta, tb = a.transitions, b.transitions
+    if ((ta[a.start] >= 0) & (tb[b.start] >= 0)).any() or (a.accepting[a.start] and b.accepting[b.start]):
+        return False
+    count_states(1)
+    count_states(a.num_states - 1 + int((ta == a.start).any()))
+    return True
 
 
 def _unions_of_others(parts: list[ByteDFA | None]) -> list[ByteDFA | None]:
