@@ -24,6 +24,7 @@ import numpy as np
 from . import dfa as D
 from . import counters, long_counts
 from .dfa import ByteDFA
+from .. import limits
 from ..limits import count_states
 from .reach import coreachable
 from .unique import unique
@@ -74,9 +75,14 @@ def seq(parts: list[ByteDFA]) -> ByteDFA:
     return ByteDFA(trans, acc, int(offs[0]) + parts[0].start)
 
 
-def _product(a: ByteDFA, b: ByteDFA, mode: str) -> tuple[ByteDFA, np.ndarray, np.ndarray]:
-    """:func:`product`, with for each pair (state) whether its side of ``a`` accepts and whether its side of
-    ``b`` does (bool, one per state)."""
+def product(a: ByteDFA, b: ByteDFA, mode: str) -> ByteDFA:
+    """The product automaton of ``a`` and ``b`` over their reachable pairs of states, accepting by ``mode``:
+    "or" (L(a) | L(b)), "and" (L(a) & L(b)), "minus" (L(a) - L(b)) or "xor" (in exactly one).
+
+    A dead side is written -1 in a pair; pairs that can no longer accept are not built ("and": both sides
+    live; "minus": the left side live). Each new pair counts one state against the compile budget
+    (:func:`~..limits.count_states`). Not minimized. Raises ValueError for an unknown ``mode``.
+    """
     if mode not in ("or", "and", "minus", "xor"):
         raise ValueError(f"unknown product mode {mode!r}")
     dead = np.full((1, 256), -1, dtype=np.int64)
@@ -138,18 +144,7 @@ def _product(a: ByteDFA, b: ByteDFA, mode: str) -> tuple[ByteDFA, np.ndarray, np
     in_a = (sa >= 0) & np.concatenate([a.accepting, [False]])[sa]
     in_b = (sb >= 0) & np.concatenate([b.accepting, [False]])[sb]
     acc = {"or": in_a | in_b, "and": in_a & in_b, "minus": in_a & ~in_b, "xor": in_a ^ in_b}[mode]
-    return ByteDFA(trans, acc, 0), in_a, in_b
-
-
-def product(a: ByteDFA, b: ByteDFA, mode: str) -> ByteDFA:
-    """The product automaton of ``a`` and ``b`` over their reachable pairs of states, accepting by ``mode``:
-    "or" (L(a) | L(b)), "and" (L(a) & L(b)), "minus" (L(a) - L(b)) or "xor" (in exactly one).
-
-    A dead side is written -1 in a pair; pairs that can no longer accept are not built ("and": both sides
-    live; "minus": the left side live). Each new pair counts one state against the compile budget
-    (:func:`~..limits.count_states`). Not minimized. Raises ValueError for an unknown ``mode``.
-    """
-    return _product(a, b, mode)[0]
+    return ByteDFA(trans, acc, 0)
 
 
 def union(a: ByteDFA, b: ByteDFA) -> ByteDFA:
@@ -196,6 +191,8 @@ def exactly_one(parts: list[ByteDFA], loose: list[ByteDFA | None] | None = None)
         present_at = [None if q is None or is_empty(q) else D.minimize(q) for q in loose]
         for i, p in enumerate(parts):
             if p is not None:
+                if loose[i] is p and present_at[i] is not None:
+                    p = present_at[i]  # the part is its own loose language: minimized already (past the cache)
                 only = _minus_each(p, [q for j, q in enumerate(present_at) if j != i and q is not None])
                 if only is not None:
                     pieces.append(only)
@@ -224,16 +221,75 @@ def _minus_each(part: ByteDFA, others: list[ByteDFA]) -> ByteDFA | None:
     """The minimal DFA of L(part) minus each of ``others`` (automata without counter markers), or None when
     nothing is left; minimized after each difference, so each product pairs the small remainder."""
     out = D.minimize(part)
+    successors = None
     for q in others:
         if _apart(out, q):
             continue
-        rest, in_a, in_b = _product(out, q, "minus")
-        if not (in_a & in_b).any():
-            continue  # no text of both: L(out) - L(q) is L(out), and out is minimal already
+        if successors is None:
+            successors = _successors(out.transitions)
+        if _disjoint(out, q, successors):
+            continue
+        rest = product(out, q, "minus")
         if is_empty(rest):
             return None
         out = D.minimize(rest)
+        successors = None
     return out
+
+
+def _successors(transitions: np.ndarray) -> list[list[int]]:
+    """For each state, its targets (one per run of bytes to the same target; a target may repeat)."""
+    keep = transitions >= 0
+    keep[:, 1:] &= transitions[:, 1:] != transitions[:, :-1]
+    src, byte = np.nonzero(keep)
+    at = np.searchsorted(src, np.arange(transitions.shape[0] + 1)).tolist()
+    dst = transitions[src, byte].tolist()
+    return [dst[at[s]:at[s + 1]] for s in range(transitions.shape[0])]
+
+
+def _disjoint(a: ByteDFA, b: ByteDFA, successors: list[list[int]]) -> bool:
+    """True when the minimal ``a`` and ``b`` (no counter markers) share no text: then L(a) - L(b) is L(a),
+    and ``a`` itself its minimal DFA. Searches the pairs of states both sides reach on one text (what
+    :func:`product` "and" pairs, built no further than a pair where both accept: False at once). True: counts
+    the states :func:`product` "minus" would have built against the compile budget, so that the budget runs
+    out where it did (its verdicts, the place and text of a refusal, are unchanged): those pairs, and a pair
+    (state of ``a``, dead) for each state of ``a`` reached from one of them by a byte ``b`` has no transition
+    on (``successors``: :func:`_successors` of ``a``), or after it."""
+    ta, tb = a.transitions, b.transitions
+    width = b.num_states
+    if a.accepting[a.start] and b.accepting[b.start]:
+        return False
+    seen = {a.start * width + b.start}
+    pairs_a, pairs_b = [a.start], [b.start]
+    escaped: list[np.ndarray] = []
+    lo, hi = 0, 1
+    while lo < hi:
+        limits.tick()
+        sa, sb = np.asarray(pairs_a[lo:hi]), np.asarray(pairs_b[lo:hi])
+        na, nb = ta[sa], tb[sb]
+        live = na >= 0
+        both = live & (nb >= 0)
+        escaped.append(na[live & ~both])
+        na, nb = na[both].astype(np.int64), nb[both].astype(np.int64)
+        if (a.accepting[na] & b.accepting[nb]).any():
+            return False
+        for key in unique(na * width + nb).tolist():
+            if key not in seen:
+                seen.add(key)
+                pairs_a.append(key // width)
+                pairs_b.append(key % width)
+        lo, hi = hi, len(pairs_a)
+    reached = bytearray(a.num_states)
+    queue = unique(np.concatenate(escaped)).tolist()
+    for s in queue:
+        reached[s] = 1
+    for s in queue:  # grows while read
+        for t in successors[s]:
+            if not reached[t]:
+                reached[t] = 1
+                queue.append(t)
+    count_states(len(pairs_a) + len(queue))
+    return True
 
 
 def _apart(a: ByteDFA, b: ByteDFA) -> bool:

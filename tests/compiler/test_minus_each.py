@@ -7,7 +7,7 @@ import pytest
 
 from callmaybe.compiler import limits
 from callmaybe.compiler.automata import dfa as D
-from callmaybe.compiler.automata.compose import _apart, _minus_each, is_empty, product
+from callmaybe.compiler.automata.compose import _apart, _disjoint, _minus_each, _successors, is_empty, product
 from callmaybe.compiler.limits import Budget, CompileLimits
 
 
@@ -90,3 +90,34 @@ def test_apart_is_exact_on_random_unions():
         part = D.from_regex("|".join(pick))
         assert _counted(_minus_each, part, others)[0] == _counted(_by_products, part, others)[0]
         assert _arrays(_minus_each(part, others)) == _arrays(_by_products(part, others))
+
+
+def test_disjoint_counts_the_pairs_and_the_escapes():
+    # a = {"a": [0-9]+} (9 states); b = {"b": 1|"ab": 1}: the pairs of one text are the start, {, {", {"a
+    # (4); from {"a the byte '"' leaves b: then a's 5 states from '"' on (", :, the space, digits, }), alone
+    a, b = m('\\{"a": [0-9]+\\}'), m('\\{"b": 1\\}|\\{"ab": 1\\}')
+    assert a.num_states == 9
+    successors = _successors(a.transitions)
+    assert _counted(_disjoint, a, b, successors) == (4 + 5, True)
+    assert _counted(product, a, b, "minus")[0] == 4 + 5
+    # a text of both: False, nothing counted
+    assert _counted(_disjoint, a, m('\\{"a": 7\\}'), successors) == (0, False)
+    assert _disjoint(m("a*"), m("b*"), _successors(m("a*").transitions)) is False  # the empty text
+
+
+def test_disjoint_is_the_product_on_random_automata():
+    # loops, shared prefixes: whether the languages meet (the "and" product is empty or not), and the pairs the
+    # "minus" product builds when they do not
+    rng = np.random.default_rng(81)
+    words = ["ab", "a(bc)*d", "(ab)+", "b[0-9]", "ba*c", "abc", "a[b-d]+e", "x?y", "ab*"]
+    seen = set()
+    for _ in range(60):
+        a, b = (m("|".join(words[i] for i in rng.choice(len(words), size=rng.integers(1, 3), replace=False)))
+                for _ in range(2))
+        meet = not is_empty(product(a, b, "and"))
+        n, got = _counted(_disjoint, a, b, _successors(a.transitions))
+        assert got is not meet
+        if got:
+            assert n == _counted(product, a, b, "minus")[0]
+        seen.add(got)
+    assert seen == {True, False}
