@@ -24,6 +24,7 @@ import numpy as np
 from . import dfa as D
 from . import counters, long_counts
 from .dfa import ByteDFA
+from .. import limits
 from ..limits import count_states
 from .reach import coreachable
 from .unique import unique
@@ -190,6 +191,8 @@ def exactly_one(parts: list[ByteDFA], loose: list[ByteDFA | None] | None = None)
         present_at = [None if q is None or is_empty(q) else D.minimize(q) for q in loose]
         for i, p in enumerate(parts):
             if p is not None:
+                if loose[i] is p and present_at[i] is not None:
+                    p = present_at[i]  # the part is its own loose language: minimized already (past the cache)
                 only = _minus_each(p, [q for j, q in enumerate(present_at) if j != i and q is not None])
                 if only is not None:
                     pieces.append(only)
@@ -218,12 +221,90 @@ def _minus_each(part: ByteDFA, others: list[ByteDFA]) -> ByteDFA | None:
     """The minimal DFA of L(part) minus each of ``others`` (automata without counter markers), or None when
     nothing is left; minimized after each difference, so each product pairs the small remainder."""
     out = D.minimize(part)
+    successors = None
     for q in others:
+        if _apart(out, q):
+            continue
+        if successors is None:
+            successors = _successors(out.transitions)
+        if _disjoint(out, q, successors):
+            continue
         rest = product(out, q, "minus")
         if is_empty(rest):
             return None
         out = D.minimize(rest)
+        successors = None
     return out
+
+
+def _successors(transitions: np.ndarray) -> list[list[int]]:
+    """For each state, its targets (one per run of bytes to the same target; a target may repeat)."""
+    keep = transitions >= 0
+    keep[:, 1:] &= transitions[:, 1:] != transitions[:, :-1]
+    src, byte = np.nonzero(keep)
+    at = np.searchsorted(src, np.arange(transitions.shape[0] + 1)).tolist()
+    dst = transitions[src, byte].tolist()
+    return [dst[at[s]:at[s + 1]] for s in range(transitions.shape[0])]
+
+
+def _disjoint(a: ByteDFA, b: ByteDFA, successors: list[list[int]]) -> bool:
+    """True when the minimal ``a`` and ``b`` (no counter markers) share no text: then L(a) - L(b) is L(a),
+    and ``a`` itself its minimal DFA. Searches the pairs of states both sides reach on one text (what
+    :func:`product` "and" pairs, built no further than a pair where both accept: False at once). True: counts
+    the states :func:`product` "minus" would have built against the compile budget, so that the budget runs
+    out where it did (its verdicts, the place and text of a refusal, are unchanged): those pairs, and a pair
+    (state of ``a``, dead) for each state of ``a`` reached from one of them by a byte ``b`` has no transition
+    on (``successors``: :func:`_successors` of ``a``), or after it."""
+    ta, tb = a.transitions, b.transitions
+    width = b.num_states
+    if a.accepting[a.start] and b.accepting[b.start]:
+        return False
+    seen = {a.start * width + b.start}
+    pairs_a, pairs_b = [a.start], [b.start]
+    escaped: list[np.ndarray] = []
+    lo, hi = 0, 1
+    while lo < hi:
+        limits.tick()
+        sa, sb = np.asarray(pairs_a[lo:hi]), np.asarray(pairs_b[lo:hi])
+        na, nb = ta[sa], tb[sb]
+        live = na >= 0
+        both = live & (nb >= 0)
+        escaped.append(na[live & ~both])
+        na, nb = na[both].astype(np.int64), nb[both].astype(np.int64)
+        if (a.accepting[na] & b.accepting[nb]).any():
+            return False
+        for key in unique(na * width + nb).tolist():
+            if key not in seen:
+                seen.add(key)
+                pairs_a.append(key // width)
+                pairs_b.append(key % width)
+        lo, hi = hi, len(pairs_a)
+    reached = bytearray(a.num_states)
+    queue = unique(np.concatenate(escaped)).tolist()
+    for s in queue:
+        reached[s] = 1
+    for s in queue:  # grows while read
+        for t in successors[s]:
+            if not reached[t]:
+                reached[t] = 1
+                queue.append(t)
+    count_states(len(pairs_a) + len(queue))
+    return True
+
+
+def _apart(a: ByteDFA, b: ByteDFA) -> bool:
+    """True when the minimal ``a`` and ``b`` share no text by their first byte (no byte leaves both start
+    states, and not both accept the empty text): then L(a) - L(b) is L(a), and ``a`` itself its minimal DFA.
+    Counts the states :func:`product` "minus" would have built against the compile budget (the start pair,
+    then a pair (state of ``a``, dead) for each state reached in one byte or more: every state of the
+    minimal ``a`` but its start, and the start again when a transition leads back to it), so that the budget
+    runs out where it did (its verdicts, the place and text of a refusal, are unchanged)."""
+    ta, tb = a.transitions, b.transitions
+    if ((ta[a.start] >= 0) & (tb[b.start] >= 0)).any() or (a.accepting[a.start] and b.accepting[b.start]):
+        return False
+    count_states(1)
+    count_states(a.num_states - 1 + int((ta == a.start).any()))
+    return True
 
 
 def _unions_of_others(parts: list[ByteDFA | None]) -> list[ByteDFA | None]:
