@@ -219,7 +219,7 @@ class TurnDecoding:
         # after a tool result: the text the prompt wraps it in (a text answer's copy of the opening is left out,
         # its closing ends the answer, _add_text); ("", "") otherwise
         self.wrapper = result_wrapper(vocab.tokenizer, request.functions, request.messages, vocab.call_format) \
-            if _after_tool_result(request.messages) else ("", "")
+            if after else ("", "")
         closing = self.wrapper[1]
         self.stops = tuple(request.stop) + ((closing,) if closing and closing not in request.stop else ())
         self.skipped: list[ToolCall] = []  # calls of this turn left out: the conversation already answered them

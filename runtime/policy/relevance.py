@@ -66,9 +66,14 @@ def _logits(model, ids: list[int]) -> torch.Tensor:
 def continuation_logprob(model, tokenizer, context: str, text: str) -> float:
     """Summed log-probability (nats) of ``text``'s tokens after ``context`` (both plain text)."""
     head = plain_text_ids(tokenizer, context)
-    tail = plain_text_ids(tokenizer, text, at_start=False)
-    logits = _logits(model, head + tail)[len(head) - 1:-1]
-    chosen = torch.log_softmax(logits, -1)[torch.arange(len(tail)), torch.tensor(tail, device=logits.device)]
+    return answer_logprob(model, head, plain_text_ids(tokenizer, text, at_start=False))
+
+
+def answer_logprob(model, prompt: list[int], answer: list[int]) -> float:
+    """Summed log-probability (nats) of the token ids ``answer`` after the token ids ``prompt`` under ``model``
+    (a causal LM called as transformers' are): one forward pass without a cache, float32 log-softmax."""
+    logits = _logits(model, prompt + answer)[len(prompt) - 1:-1]
+    chosen = torch.log_softmax(logits, -1)[torch.arange(len(answer)), torch.tensor(answer, device=logits.device)]
     return float(chosen.sum())
 
 

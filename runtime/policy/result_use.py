@@ -25,9 +25,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-import torch
-
-from .relevance import Relevance
+from .relevance import Relevance, answer_logprob
 
 #: Keep a text answer written without the catalog after a tool result when its PMI with the results (nats)
 #: reaches this; below it the answer is written again beside the catalog.
@@ -44,16 +42,6 @@ def emptied_results(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     last_user = max((i for i, m in enumerate(messages) if m.get("role") == "user"), default=-1)
     return [{**m, "content": ""} if i > last_user and m.get("role") == "tool" else m
             for i, m in enumerate(messages)]
-
-
-def answer_logprob(model, prompt: list[int], answer: list[int]) -> float:
-    """Summed log-probability (nats) of the token ids ``answer`` after the token ids ``prompt`` under ``model``
-    (a causal LM called as transformers' are): one forward pass without a cache, float32 log-softmax."""
-    device = next(model.parameters()).device
-    with torch.inference_mode():
-        logits = model(input_ids=torch.tensor([prompt + answer], device=device), use_cache=False).logits[0]
-    logp = torch.log_softmax(logits[len(prompt) - 1:-1].float(), -1)
-    return float(logp[torch.arange(len(answer), device=device), torch.tensor(answer, device=device)].sum())
 
 
 def result_use(model, with_results: list[int], without_results: list[int], answer: list[int],

@@ -1065,22 +1065,11 @@ def test_a_declined_turn_answers_under_the_prompt_without_the_catalog(index):
 
 def test_after_a_tool_result_a_declined_turn_answers_beside_the_catalog(index):
     """The model repeats the call the tool answered: it is declined and the text follows the turn's own prompt
-    ("#a": "It is 5."), not ``text_ids`` ("#t", where the model would write "Other.")."""
-    tok = Tokenizer()
-    messages = [{"role": "user", "content": ASKED},
-                {"role": "assistant", "tool_calls": [{"id": "c1", "type": "function", "function": {
-                    "name": "add", "arguments": '{"a": 2, "b": 3}'}}]},
-                {"role": "tool", "tool_call_id": "c1", "content": "5"}]
-    auto_ids, text_ids = tok.encode("#a"), tok.encode("#t")
-    under_auto, under_text = prefers_call(CALL, "It is 5."), ScriptModel("Other.")
-    vocab = Vocab(VOCAB.token_bytes, VOCAB.eos_ids, VOCAB.vocab_size, tok, "tools")
-    row = TurnDecoding(TurnRequest(messages, FUNCTIONS, tool_choice="auto"), vocab, auto_ids, auto_ids, index, None,
-                       None, lambda e: None, text_ids=text_ids)
-    fed, _ = _decode_two_prompts(row, text_ids, under_text, under_auto)
-    result = row.result()
+    ("#a": "It is 5."), not ``text_ids`` ("#t", where the model would write "Other."), without ``result_check``."""
+    result, fed, _ = _after_result_turn(index, "Other.", None)
     assert (result.calls, result.content) == ([], "It is 5.")
     assert result.decision == "declined a call: add with these arguments was already called and answered"
-    assert tok.decode(fed) == "#aIt is 5."
+    assert fed == "#aIt is 5."
 
 
 def _after_result_turn(index, under_text, check, events=None, under_auto=None):
