@@ -18,6 +18,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import threading
+import time
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any, Callable
@@ -33,14 +34,29 @@ from ..core.vocabulary import Vocabulary
 #: 14.7 s (starved by the neighbours). 2 keeps decoding ahead without starving the compile.
 NICE = 2
 
+#: How often the worker looks whether the server that started it is still there (seconds).
+PARENT_POLL_S = 0.5
+
 _COMPILE: Callable[..., IndexData] | None = None
 _VOCABULARY: Vocabulary | None = None
 
 
-def _start(compile: Callable[..., IndexData], vocabulary: Vocabulary, nice: int, prepare: Callable | None) -> None:
-    """The worker's initializer: keep the compile function and the vocabulary, lower the priority, and
-    prepare what every compile needs (``prepare(vocabulary)``: the token trie)."""
+def _watch_parent(parent: int, every: float = PARENT_POLL_S) -> None:
+    """End this process once its parent ``parent`` (a pid) is gone: a server killed without its ``close``
+    (SIGKILL, a crash) left its compile worker running, reparented to init (a break test of issue 29)."""
+    while os.getppid() == parent:
+        time.sleep(every)
+    os._exit(0)
+
+
+def _start(compile: Callable[..., IndexData], vocabulary: Vocabulary, nice: int, prepare: Callable | None,
+           parent: int | None = None) -> None:
+    """The worker's initializer: watch the server process ``parent`` (the worker ends when it does), keep the
+    compile function and the vocabulary, lower the priority, and prepare what every compile needs
+    (``prepare(vocabulary)``: the token trie)."""
     global _COMPILE, _VOCABULARY
+    if parent is not None:
+        threading.Thread(target=_watch_parent, args=(parent,), daemon=True, name="parent-watch").start()
     _COMPILE, _VOCABULARY = compile, vocabulary
     try:
         os.nice(nice)
@@ -69,12 +85,13 @@ class ProcessCompiler:
     much lower the worker's priority is. A call for another vocabulary raises ValueError. Errors of the
     compile (SchemaError, CatalogError, CompileLimitError ...) reach the caller as raised; a worker that dies
     mid-compile (killed, out of memory) raises SchemaError naming the tool list's functions, and the next
-    call starts a new worker. Thread-safe; compiles run one at a time.
+    call starts a new worker. Thread-safe; compiles run one at a time. The worker ends by itself within
+    :data:`PARENT_POLL_S` seconds of this process's end, ``close`` called or not.
     """
 
     def __init__(self, compile: Callable[..., IndexData], vocabulary: Vocabulary, prepare: Callable | None = None,
                  nice: int = NICE):
-        self._args = (compile, vocabulary, nice, prepare)
+        self._args = (compile, vocabulary, nice, prepare, os.getpid())
         self.vocabulary = vocabulary
         self._lock = threading.Lock()
         self._pool: ProcessPoolExecutor | None = None

@@ -114,3 +114,38 @@ def test_a_worker_that_dies_mid_compile_fails_that_list_only():
         assert compiler.pid() != pid
     finally:
         compiler.close()
+
+
+def _running(pid: int) -> bool:
+    """Whether process ``pid`` exists and has not ended (a zombie nobody has reaped yet has ended)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except FileNotFoundError:
+        return False
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="reads processes' states in /proc")
+def test_the_worker_ends_when_the_server_is_killed_without_closing_it():
+    import subprocess
+    import sys
+
+    server = ("import os, signal\n"
+              "from callmaybe.compiler.build import runtime_compiler\n"
+              "from callmaybe.core.vocabulary import Vocabulary\n"
+              "from callmaybe.server.compiling import ProcessCompiler\n"
+              "vocab = Vocabulary(name='v', token_bytes=(b'a', b'{', None), eos_ids=(2,), vocab_size=3)\n"
+              "print(ProcessCompiler(runtime_compiler, vocab).pid(), flush=True)\n"
+              "os.kill(os.getpid(), signal.SIGKILL)\n")
+    proc = subprocess.Popen([sys.executable, "-c", server], stdout=subprocess.PIPE, text=True)
+    worker = int(proc.stdout.readline())  # the worker keeps the pipe open while it runs: no read to its end
+    assert proc.wait(60) == -signal.SIGKILL
+    proc.stdout.close()
+    deadline = time.monotonic() + 10
+    while _running(worker) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    try:
+        assert not _running(worker)
+    finally:
+        if _running(worker):
+            os.kill(worker, signal.SIGKILL)
