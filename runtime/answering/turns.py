@@ -63,7 +63,8 @@ from __future__ import annotations
 import codecs
 import json
 import time
-from typing import Any, Callable
+from dataclasses import replace
+from typing import Any, Callable, NamedTuple
 
 import torch
 
@@ -89,6 +90,18 @@ TOOLS_CLOSING = "\n</tool_call>"
 #: How many times a text answer that may not call goes back before a call it writes as text (the model then
 #: picks another token there); the next time the answer ends before it.
 SHAPE_RETRIES = 0
+
+
+class _FirstAnswer(NamedTuple):
+    """A text answer written without the catalog after a tool result that did not use the result, kept aside
+    while it is written again beside the catalog (:meth:`TurnDecoding._result_checked`): ``prompt`` (token ids,
+    the chat without the catalog), ``pmi`` (nats, its PMI with the results), ``reason`` (its finish reason, None
+    when it was checked before its end) and ``state`` (:meth:`TurnDecoding._answer_state`)."""
+
+    prompt: list[int]
+    pmi: float
+    reason: str | None
+    state: dict[str, Any]
 
 
 class Vocab:
@@ -195,6 +208,9 @@ class TurnDecoding:
         # while a text answer written without the catalog after a tool result is held back for that check: the
         # prompt it goes back to (beside the catalog) when the answer does not use the result
         self._trial: list[int] | None = None
+        # once that answer did not use the result and is written again beside the catalog: the first answer
+        # (its prompt, its PMI and the turn's state after it), which the second is held back to be compared with
+        self._rival: _FirstAnswer | None = None
         self._undecline = False  # the trial's answer was the first token's choice: beside the catalog it may call
         self.index, self.schema_index, self.ground, self.judge, self.pair = index, schema_index, ground, judge, pair
         self.confirm = confirm
@@ -398,6 +414,9 @@ class TurnDecoding:
         if self.schema_index is not None and self.vocab.marker is not None:
             starts = self.vocab.marker_only  # a JSON answer opens as a call without the marker would
         verdict = decide(logits, starts, self.threshold, allowed)
+        if verdict.call and not self._call_fits():  # a call that could not end: text (a break test, issue 29)
+            verdict = replace(verdict, call=False, evidence=f"{verdict.evidence}, but max_tokens "
+                              f"{self.request.max_tokens} cannot hold a call")
         self.log_odds = [verdict.log_odds]  # the evidence for a call so far (combined in _doubt)
         self.first_logits = logits.detach().clone()
         if not verdict.call:
@@ -504,6 +523,7 @@ class TurnDecoding:
         if tok in self.vocab.eos_ids:
             return self._end_text("stop")
         if tok == self.vocab.marker:  # the text turns into a call
+            self._rival = None  # a second answer that calls is not compared with the first
             self._flush_text()
             self._call_after_marker(tok)
             return
@@ -519,32 +539,56 @@ class TurnDecoding:
         cut = self.request.text_tokens
         if self.left <= 0 or (cut is not None and self.text_tokens >= cut):
             return self._end_text("length")
-        if self._trial is not None and self.text_tokens >= RESULT_TOKENS:
-            self._result_checked()
+        if self._held and self.text_tokens >= RESULT_TOKENS:
+            reason = self._result_checked(None)
+            if reason is not None:  # the first answer, which had ended, came back
+                self._close_text(reason)
+
+    @property
+    def _held(self) -> bool:
+        """Whether the text answer is held back for a check of its use of the tool result (nothing of it is
+        sent until then: :meth:`_result_checked`)."""
+        return self._trial is not None or self._rival is not None
 
     def _end_text(self, reason: str) -> None:
         """The text answer is over (``reason``, the finish reason): what was held back is sent and the turn
-        ends, unless the answer was on trial and did not use the tool result (:meth:`_result_checked`): it is
-        then written again beside the catalog."""
-        if self._trial is not None and not self._result_checked():
-            return
+        ends, unless the answer was held back for the check of its use of the tool result
+        (:meth:`_result_checked`) and another answer is written or goes on instead."""
+        if self._held:
+            reason = self._result_checked(reason)
+            if reason is None:
+                return
+        self._close_text(reason)
+
+    def _close_text(self, reason: str) -> None:
         self._flush_text()
         self.finish_reason = reason
         self._done()
 
-    def _result_checked(self) -> bool:
-        """The check of a text answer written without the catalog after a tool result (``result_check``, see
-        the class docstring), on the tokens it has so far. True: the answer stands and what was held back is sent.
-        False: the row goes back to the prompt beside the catalog (it keeps the tokens the two prompts share and
-        feeds the rest) and the answer starts again there, opening no call after a declined one (the first
-        token's own choice of text may still turn into a call there); nothing of it was sent."""
+    def _result_checked(self, reason: str | None) -> str | None:
+        """The check of a text answer after a tool result (``result_check``, see the class docstring), on the
+        tokens it has so far; ``reason``: the finish reason when the answer has ended, None when it reached
+        :data:`~..policy.result_use.RESULT_TOKENS` and goes on. Returns the finish reason the turn ends with now,
+        or None while it goes on.
+
+        The first answer, written without the catalog, stands when it uses the result; what was held back is
+        sent. Otherwise the row goes back to the prompt beside the catalog (it keeps the tokens the two prompts
+        share and feeds the rest) and the answer starts again there, opening no call after a declined one (the
+        first token's own choice of text may still turn into a call there); nothing of the first was sent, and
+        it is kept aside (:class:`_FirstAnswer`). The second answer is held back and checked the same way, under
+        the same prompt without the catalog; the one whose PMI with the results is higher stands (the second on
+        a tie). A break test of 44 after-tool turns (docs/call-or-answer.md) found every one of 11 second answers
+        wrong: empty, "<", the result copied as XML tags; the first came back where the second is worse."""
+        if self._rival is not None:
+            return self._rival_checked(reason)
         catalog_ids, self._trial = self._trial, None
         verdict = self.result_check(self.ids, list(self.generated))
         self.passes += verdict.forward_passes
         self.decision = f"{self.decision}; {verdict.evidence}"
         if verdict.keep:
             self._add_text("")  # what no stop text or written call holds back goes out now
-            return True
+            return reason
+        self._rival = _FirstAnswer(self.ids, verdict.log_odds, reason, self._answer_state())
         self.generated, self.forced, self.text_tokens = [], 0, 0
         self._answer, self._sent, self._marks, self._unwrapped = "", 0, [], False
         self._shape_cut, self._shape_token, self._shape_bias, self._shape_backs = None, None, None, 0
@@ -554,7 +598,51 @@ class TurnDecoding:
         self.truncate_to, self.ids = shared, catalog_ids
         self.pending = list(catalog_ids[shared:])
         self.mode = "text"
-        return False
+        return None
+
+    def _rival_checked(self, reason: str | None) -> str | None:
+        """The second answer's check (:meth:`_result_checked`): it stands (what was held back is sent; the turn
+        ends with ``reason`` or goes on) when its PMI with the results reaches the first's; otherwise the first
+        comes back: the turn ends with the first's finish reason, or, where the first had not ended, the row
+        goes back to its prompt and tokens (it keeps the tokens shared with the second's prompt and feeds the
+        rest) and the first goes on, no longer held back."""
+        first, self._rival = self._rival, None
+        verdict = self.result_check(first.prompt, list(self.generated))
+        self.passes += verdict.forward_passes
+        second = verdict.log_odds
+        if second >= first.pmi:
+            self.decision = f"{self.decision}; the answer written beside the catalog stands (PMI {second:+.2f} " \
+                            f"nats >= {first.pmi:+.2f})"
+            self._add_text("")
+            return reason
+        self.decision = f"{self.decision}; the first answer stands (the one written beside the catalog: PMI " \
+                        f"{second:+.2f} nats < {first.pmi:+.2f})"
+        catalog_ids = self.ids
+        self._restore_answer(first.state)
+        self.ids = first.prompt
+        if first.reason is not None:
+            return first.reason
+        tokens = self.ids + self.generated
+        shared = min(common_length(catalog_ids, tokens), len(tokens) - 1)
+        self.truncate_to = shared
+        self.pending = list(tokens[shared:])
+        self._add_text("")
+        return None
+
+    def _answer_state(self) -> dict[str, Any]:
+        """What the text answer written so far is (a copy, :meth:`_restore_answer` puts it back)."""
+        return {"generated": list(self.generated), "forced": self.forced, "text_tokens": self.text_tokens,
+                "_answer": self._answer, "_sent": self._sent, "_marks": list(self._marks),
+                "_unwrapped": self._unwrapped, "_shape_cut": self._shape_cut, "_shape_token": self._shape_token,
+                "_shape_bias": self._shape_bias, "_shape_backs": self._shape_backs, "declined": self.declined,
+                "_utf8": self._utf8.getstate()}
+
+    def _restore_answer(self, state: dict[str, Any]) -> None:
+        for name, value in state.items():
+            if name == "_utf8":
+                self._utf8.setstate(value)
+            else:
+                setattr(self, name, list(value) if isinstance(value, list) else value)
 
     def _add_text(self, delta: str) -> bool:
         """Add ``delta`` to the text answer and send what no stop text can still claim; True when a stop text
@@ -573,7 +661,7 @@ class TurnDecoding:
             first = min((at for at in (self._answer.find(s, max(0, self._sent - len(s) + 1)) for s in stops if s)
                          if at >= 0), default=-1)
             if first >= 0:
-                if self._trial is None:
+                if not self._held:
                     self._send(self._answer[self._sent:first])
                 self._answer = self._answer[:first]
                 return True
@@ -586,7 +674,7 @@ class TurnDecoding:
             end = min(end, cut[1])
             if shape.complete:
                 self._shape_cut = cut
-        if self._trial is None:  # an answer on trial is held back whole (_result_checked)
+        if not self._held:  # an answer on trial is held back whole (_result_checked)
             self._send(self._answer[self._sent:max(end, self._sent)])
         return False
 
@@ -618,6 +706,7 @@ class TurnDecoding:
         self._marks = [m for m in self._marks if m[0] <= kept]
         self._utf8.reset()
         if self._may_write_call():
+            self._rival = None  # a second answer that calls is not compared with the first
             self._flush_text()
             self._rewind(kept)
             self.text_before_call = (kept, None)
@@ -645,8 +734,15 @@ class TurnDecoding:
 
     def _may_write_call(self) -> bool:
         """Whether a call the text answer writes as text becomes a call: under ``auto``, with an index, before
-        any decline."""
-        return self.request.tool_choice == "auto" and self.index is not None and not self.declined
+        any decline, where the budget left holds a whole call (:meth:`_call_fits`)."""
+        return self.request.tool_choice == "auto" and self.index is not None and not self.declined \
+            and self._call_fits()
+
+    def _call_fits(self) -> bool:
+        """Whether the tokens the budget still allows hold a whole call from here: its marker and the marker's
+        forced newline (in the "tools" call format) and the call's fewest tokens (:meth:`_call_need`)."""
+        opening = 1 + len(self.vocab.after_marker) if self.vocab.marker is not None else 0
+        return opening + self._call_need() <= self.left
 
     def _send(self, text: str) -> None:
         if text:

@@ -4,6 +4,7 @@ vocabulary: the model writes a given text (markers included); the turn decides, 
 from __future__ import annotations
 
 import json
+from functools import partial
 
 import jsonschema
 import pytest
@@ -342,10 +343,16 @@ def test_a_required_call_that_cannot_fit_is_refused(index):
         turn(index, CALL, tool_choice="required", max_tokens=5)
 
 
-def test_auto_call_that_cannot_fit_ends_without_a_call(index):
-    result, events = turn(index, f"<tool_call>\n{CALL}", max_tokens=5)
-    assert (result.content, result.calls, result.finish_reason) == (None, [], "length")
-    assert [e.kind for e in events] == ["done"]
+def test_auto_call_that_cannot_fit_answers_in_text(index):
+    """Under auto, a call the budget cannot hold is not begun: the turn answers in text (the break test's
+    max_tokens 8 after a tool result ended with no call and no text)."""
+    result, events = turn(index, None, model=prefers_call(CALL, "Hi."), max_tokens=5)
+    assert (result.content, result.calls, result.finish_reason) == ("Hi.", [], "stop")
+    assert result.decision == ("answered in text: p(call) 1.000, log-odds +50.00 >= -1.00, but max_tokens 5 cannot "
+                               "hold a call")
+    assert [e.kind for e in events] == ["text", "text", "text", "done"]
+    result, _ = turn(index, None, model=prefers_call(CALL, "Hi."), max_tokens=500)  # room for it: the call
+    assert [c.name for c in result.calls] == ["add"]
 
 
 def test_a_failing_row_reports_an_error_and_nothing_else(index):
@@ -1072,7 +1079,7 @@ def test_after_a_tool_result_a_declined_turn_answers_beside_the_catalog(index):
     assert fed == "#aIt is 5."
 
 
-def _after_result_turn(index, under_text, check, events=None, under_auto=None):
+def _after_result_turn(index, under_text, check, events=None, under_auto=None, max_tokens=None):
     """A turn after the tool result "5" whose model repeats the answered call under "#a" (then writes "It is 5.";
     or does what ``under_auto`` says) and writes ``under_text`` under ``text_ids`` "#t", with ``result_check``
     ``check``: (result, every token fed, as text; the truncations)."""
@@ -1083,7 +1090,8 @@ def _after_result_turn(index, under_text, check, events=None, under_auto=None):
                 {"role": "tool", "tool_call_id": "c1", "content": "5"}]
     auto_ids, text_ids = tok.encode("#a"), tok.encode("#t")
     vocab = Vocab(VOCAB.token_bytes, VOCAB.eos_ids, VOCAB.vocab_size, tok, "tools")
-    row = TurnDecoding(TurnRequest(messages, FUNCTIONS, tool_choice="auto"), vocab, auto_ids, auto_ids, index, None,
+    extra = {"max_tokens": max_tokens} if max_tokens is not None else {}
+    row = TurnDecoding(TurnRequest(messages, FUNCTIONS, tool_choice="auto", **extra), vocab, auto_ids, auto_ids, index, None,
                        None, (events.append if events is not None else lambda e: None), text_ids=text_ids,
                        result_check=check)
     under_auto = under_auto or prefers_call(CALL, "It is 5.")
@@ -1115,17 +1123,65 @@ def test_after_a_tool_result_an_answer_without_the_catalog_stands_when_it_uses_t
 
 def test_after_a_tool_result_an_answer_that_does_not_use_it_is_written_again_beside_the_catalog(index):
     """The check says the answer without the catalog ("Sorry.") does not use the result: nothing of it was sent,
-    the row keeps the token the prompts share ("#"), feeds "a" and the answer is the one beside the catalog."""
+    the row keeps the token the prompts share ("#"), feeds "a" and the answer is the one beside the catalog,
+    held back in turn and checked under the prompt without the catalog: its PMI beats the first's, it stands."""
+    events, asked = [], []
+
+    def check(with_results, answer):
+        asked.append((Tokenizer().decode(with_results), Tokenizer().decode(answer)))
+        return _pmi(with_results, answer, {"Sorry.": 0.4, "It is 5.": 7.0})
+
+    result, fed, truncations = _after_result_turn(index, "Sorry.", check, events)
+    assert (result.calls, result.content, fed, truncations) == ([], "It is 5.", "#aIt is 5.", [1, 1])
+    assert asked == [("#t", "Sorry."), ("#t", "It is 5.")]
+    assert [e.data for e in events if e.kind == "text"] == ["It is 5."]  # held back whole; nothing of "Sorry."
+    assert result.decision == ("declined a call: add with these arguments was already called and answered; "
+                               "PMI +0.40; the answer written beside the catalog stands (PMI +7.00 nats >= +0.40)")
+    assert result.completion_tokens == len("It is 5.")
+
+
+def _pmi(with_results, answer, by_text, threshold=5.0):
+    """A Relevance as ``result_use`` gives it for ``answer`` (token ids), with the PMI ``by_text[its text]``."""
     from callmaybe.runtime.policy.relevance import Relevance
 
+    pmi = by_text[Tokenizer().decode(answer)]
+    return Relevance(0.5, pmi, pmi >= threshold, f"PMI {pmi:+.2f}", 2)
+
+
+def test_after_a_tool_result_the_first_answer_comes_back_when_the_second_uses_the_result_less(index):
+    """The break test's kind: the answer written again beside the catalog is worse (empty, "<", invented): its PMI
+    with the results is below the first's, and the first answer, which had ended, is the turn's answer; only it
+    is sent. With max_tokens 3 both are cut ("length") and the first's finish reason is the turn's."""
     events = []
-    result, fed, truncations = _after_result_turn(
-        index, "Sorry.", lambda with_results, answer: Relevance(0.6, 0.4, False, "does not use it", 2), events)
-    assert (result.calls, result.content, fed, truncations) == ([], "It is 5.", "#aIt is 5.", [1, 1])
-    assert "".join(e.data for e in events if e.kind == "text") == "It is 5."  # streamed; nothing of "Sorry."
+    check = partial(_pmi, by_text={"Sorry.": 3.0, "It is 5.": 0.0, "Sor": 2.0, "It ": 1.0})
+    result, fed, truncations = _after_result_turn(index, "Sorry.", check, events)
+    assert (result.calls, result.content, result.finish_reason, fed, truncations) == (
+        [], "Sorry.", "stop", "#aIt is 5.", [1, 1])
+    assert [e.data for e in events if e.kind == "text"] == ["Sorry."]
     assert result.decision == ("declined a call: add with these arguments was already called and answered; "
-                               "does not use it")
-    assert result.completion_tokens == len("It is 5.")
+                               "PMI +3.00; the first answer stands (the one written beside the catalog: PMI +0.00 "
+                               "nats < +3.00)")
+    assert result.completion_tokens == len("Sorry.") and result.prompt_tokens == 2
+    result, _, _ = _after_result_turn(index, "Sorry.", check, max_tokens=3)
+    assert (result.content, result.finish_reason, result.completion_tokens) == ("Sor", "length", 3)
+
+
+def test_a_first_answer_checked_at_its_first_result_tokens_comes_back_and_goes_on(index):
+    """A first answer longer than RESULT_TOKENS that loses nothing to the second comes back mid-way: the row
+    keeps the token the prompts share ("#"), feeds "t" and the first answer's tokens again, and the answer goes on
+    to its end, no longer held back."""
+    from callmaybe.runtime.policy.result_use import RESULT_TOKENS
+
+    long = "The sum of two and three is five, as the tool said."
+    events = []
+    check = partial(_pmi, by_text={long[:RESULT_TOKENS]: 4.0, "It is 5.": 1.0})
+    result, fed, truncations = _after_result_turn(index, long, check, events)
+    assert (result.content, result.finish_reason, truncations) == (long, "stop", [1, 1, 1])
+    assert fed == "#t" + long
+    texts = [e.data for e in events if e.kind == "text"]
+    assert texts[0] == long[:RESULT_TOKENS] and "".join(texts) == long
+    assert result.decision.endswith("the first answer stands (the one written beside the catalog: PMI +1.00 nats "
+                                    "< +4.00)")
 
 
 def test_after_a_tool_result_a_text_answer_the_first_token_chose_is_on_trial_too(index):
@@ -1137,7 +1193,8 @@ def test_after_a_tool_result_a_text_answer_the_first_token_chose_is_on_trial_too
         result, fed, _ = _after_result_turn(index, "Five.", lambda w, a, keep=keep: Relevance(0.5, 0.0, keep, "c", 2),
                                             under_auto=ScriptModel("It is 5."))
         assert (result.calls, result.content, fed) == ([], content, fed_text)
-        assert result.decision.startswith("answered in text: p(call) ") and result.decision.endswith("; c")
+        assert result.decision.startswith("answered in text: p(call) ") and result.decision.endswith(
+            "; c" if keep else "; c; the answer written beside the catalog stands (PMI +0.00 nats >= +0.00)")
     # beside the catalog again, the answer the first token chose may still turn into a call (a new one)
     result, fed, _ = _after_result_turn(index, "Five.", lambda w, a: Relevance(0.5, 0.0, False, "c", 2),
                                         under_auto=ScriptModel(f"Then: <tool_call>\n{GREET_BOB}\n</tool_call>"))
