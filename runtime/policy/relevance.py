@@ -71,7 +71,10 @@ def continuation_logprob(model, tokenizer, context: str, text: str) -> float:
 
 def answer_logprob(model, prompt: list[int], answer: list[int]) -> float:
     """Summed log-probability (nats) of the token ids ``answer`` after the token ids ``prompt`` under ``model``
-    (a causal LM called as transformers' are): one forward pass without a cache, float32 log-softmax."""
+    (a causal LM called as transformers' are): one forward pass without a cache, float32 log-softmax; 0.0 and no
+    pass for an empty ``answer``."""
+    if not answer:
+        return 0.0
     logits = _logits(model, prompt + answer)[len(prompt) - 1:-1]
     chosen = torch.log_softmax(logits, -1)[torch.arange(len(answer)), torch.tensor(answer, device=logits.device)]
     return float(chosen.sum())

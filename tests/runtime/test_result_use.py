@@ -32,6 +32,13 @@ def test_answer_logprob_sums_the_answer_tokens_log_probabilities():
     assert math.isclose(answer_logprob(model, [0, RESULT], [1, 2]), math.log(0.75) + math.log(1 / 12), rel_tol=1e-6)
 
 
+def test_an_empty_answer_has_no_log_probability_to_sum():
+    """An answer that ended at its first token (EOS: nothing generated) sums nothing (the break test's empty second
+    answer raised "tensors used as indices must be long" here)."""
+    assert answer_logprob(Attentive(), [0, RESULT], []) == 0.0
+    assert result_use(Attentive(), [0, RESULT], [0, 2], []).log_odds == 0.0
+
+
 def test_an_answer_likelier_with_the_result_uses_it():
     """PMI of [1, 1] between a prompt with the result and one without: 2 ln 0.75 - 2 ln 0.25 = 2 ln 3 nats."""
     model = Attentive()
