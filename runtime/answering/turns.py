@@ -160,7 +160,7 @@ class TurnDecoding:
     call none of whose values the request states (:func:`~..policy.evidence.first_call`); ``threshold``: the
     decision's log-odds (:data:`~..policy.decision.CALL_LOG_ODDS_MIN`) unless the request sets its own;
     ``confirm(fn, asked, arguments)`` returns a :class:`~..policy.relevance.Relevance` for a decoded first call
-    under "auto", unless a tool result follows the last user message (None: no check, :mod:`~..policy.confirm`).
+    under "auto", a new call after a tool result included (None: no check, :mod:`~..policy.confirm`).
     ``call_ids``: under "auto", the prompt a call is decoded under once the first token decided for one (the
     "plain" call format's "required" message, which asks for a call: :func:`~..decoding.prompt.system_message`):
     the row keeps the tokens both prompts share and feeds the rest of this one (:meth:`_reprompt`); a decline
@@ -902,7 +902,7 @@ class TurnDecoding:
         verdict = first_call(arguments, asked) if self.evidence else None
         if verdict is not None and not verdict.keep:  # a call from nowhere
             return f"{name} would take values the request does not give ({verdict.evidence})"
-        if self.confirm is not None and not _after_tool_result(self.request.messages):
+        if self.confirm is not None:  # after a tool result too (a new call there: docs/call-or-answer.md)
             confirmed = self.confirm(self.by_name[name], asked, arguments)
             self.passes += confirmed.forward_passes
             if not confirmed.keep:  # shown its own call, the model doubts it

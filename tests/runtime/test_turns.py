@@ -632,7 +632,11 @@ def test_a_decoded_call_the_model_doubts_once_shown_it_is_a_text_answer(index):
     assert shown == [] and [(c.name, c.arguments) for c in result.calls] == [("add", {"a": 2, "b": 3})]
     other = '<tool_call>\n{"name": "add", "arguments": {"a": 2, "b": 4}}'
     result, _ = turn(index, None, model=prefers_call(other, "Hi."), confirm=confirm(doubt), messages=ANSWERED)
-    assert shown == [] and [c.arguments for c in result.calls] == [{"a": 2, "b": 4}]  # after a tool result
+    # after a tool result too: a new call the model doubts is a text answer (the break test's start_watering)
+    assert shown == [("add", ASKED, {"a": 2, "b": 4})] and (result.calls, result.content) == ([], "Hi.")
+    shown.clear()
+    result, _ = turn(index, None, model=prefers_call(other, "Hi."), confirm=confirm(sure), messages=ANSWERED)
+    assert shown == [("add", ASKED, {"a": 2, "b": 4})] and [c.arguments for c in result.calls] == [{"a": 2, "b": 4}]
 
 
 ANSWERED = [{"role": "user", "content": ASKED},
