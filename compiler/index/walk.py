@@ -139,6 +139,26 @@ class GroupWalk:
             self._patterns = (unpack(distinct[:, :words]), unpack(distinct[:, words:]), inverse)
         return self._patterns
 
+    def without(self, drop: np.ndarray) -> GroupWalk | None:
+        """The walk of ``group.without(drop)`` (bool (k,), never the rep; None when fewer than two members are
+        left), derived from this one rather than walked again: what a member takes and meets is its own bit
+        along the walk, so the shared walk keeps the entries some member left serves, their bits kept, and
+        each member left keeps its own walk. The members dropped must include every ``capped`` one (a member
+        left walked on its own to the end); the result is what :func:`_walk_group` gives for the smaller group
+        (without ``heavy``)."""
+        group = self.group.without(drop)
+        if group is None:
+            return None
+        keep = ~drop
+        if (self.capped & keep).any():
+            raise ValueError("a member kept was capped: its own walk is incomplete")
+        served, met, pattern = self.patterns()
+        served, met = served[:, keep], met[:, keep]
+        rows = served.any(axis=1)[pattern]  # an entry no member left serves is not reached
+        bits, met_bits = member_bits(served)[pattern[rows]], member_bits(met)[pattern[rows]]
+        own = [piece for piece, k in zip(self.own, keep.tolist()) if k]
+        return GroupWalk(group, self.tok[rows], self.end[rows], bits, met_bits, own)
+
     def served(self) -> int:
         """The entries of all members together (what the group stands for)."""
         served, _, pattern = self.patterns()
@@ -457,8 +477,13 @@ SERVED_PER_ENTRY = 10
 # entries walked alone; a number's states, whose bytes lead to more digits or punctuation, stay alone).
 GROUP_MIN_LIVE_BYTES = 16
 GROUP_FEW_LIVE_BYTES = 8
-# The most state pairs matched per group member before the rest counts as not shared.
+# The most rep states paired with a group's members before the rest counts as not shared: a transducer's
+# (the positions of a counted string correspond far past its closing quote) and a plain automaton's (its
+# members are strings whose states mostly stop corresponding a few states past their closing quote; past 64
+# pairs the pairing cost more than the shared walk saved: dss-2.0.0's 78 pairings of ~270 states took 0.42 s,
+# ~1.5 ms per 10 pairs, and its walk 1.83 -> 1.58 s with 64).
 GROUP_MAX_PAIRS = 256
+GROUP_PLAIN_PAIRS = 64
 # A member whose own walk (below where it stops corresponding) holds more than this share of the shared
 # walk's entries, and at least HEAVY_MIN of them, is grouped again apart (GROUP_ROUNDS rounds at most): the
 # hyphen states of an email's first domain label and of the later ones look alike, but their labels differ
@@ -541,7 +566,7 @@ def row_kinds(ctrans: np.ndarray, ceff: np.ndarray | None = None) -> np.ndarray:
 
 
 def _match(ctrans: np.ndarray, rep: int, members: np.ndarray, ceff: np.ndarray | None = None,
-           kind: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+           kind: np.ndarray | None = None, max_pairs: int = GROUP_MAX_PAIRS) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Pair ``rep`` with every one of ``members`` (int64 (k,)) breadth-first over (class-compressed)
     transitions, all members in one pass: returns (cols, col_of, phi, core) as in :class:`StateGroup`. A rep
     state is core for a member when its row and the member's row are dead on the same classes and every live
@@ -580,7 +605,7 @@ def _match(ctrans: np.ndarray, rep: int, members: np.ndarray, ceff: np.ndarray |
     queued = np.zeros(num_states, dtype=bool)
     queued[rep] = True
     queue, done = [rep], 0
-    while done < len(queue) and done < GROUP_MAX_PAIRS:
+    while done < len(queue) and done < max_pairs:
         q = queue[done]
         cq = col_of[q]
         done += 1
@@ -638,7 +663,7 @@ def iter_state_groups(transitions: np.ndarray, states: np.ndarray,
                       class_transitions: np.ndarray | None = None,
                       class_effects: np.ndarray | None = None,
                       shape: np.ndarray | None = None, kind: np.ndarray | None = None,
-                      deeper: bool = False) -> Iterator[StateGroup]:
+                      deeper: bool = False, big: np.ndarray | None = None) -> Iterator[StateGroup]:
     """Group the many-byte states of ``states`` (e.g. the contents of different string values) whose
     automata look alike from there, so that one walk of the trie serves each group.
 
@@ -655,8 +680,10 @@ def iter_state_groups(transitions: np.ndarray, states: np.ndarray,
     of the class transitions and effects (made here when not given). ``deeper``: a state with at least
     :data:`GROUP_FEW_LIVE_BYTES` live bytes, at least half of which lead to states of
     :data:`GROUP_MIN_LIVE_BYTES`, is a candidate too (a string's escape state after a backslash: 9 live
-    bytes, 8 of them back into the string, ~4,500 tokens). Groups are made one at a time (each holds a
-    members x states table), so that a walk can stop after any of them.
+    bytes, 8 of them back into the string, ~4,500 tokens); ``big``: bool (num_states,), the states of at least
+    :data:`GROUP_MIN_LIVE_BYTES` live bytes (made here when not given; a walk makes it once for its rounds).
+    Groups are made one at a time (each holds a members x states table), so that a walk can stop after any of
+    them.
     """
     from ..automata.dfa import byte_classes
 
@@ -664,7 +691,8 @@ def iter_state_groups(transitions: np.ndarray, states: np.ndarray,
     live_bytes = (rows >= 0).sum(axis=1)
     worth = live_bytes >= GROUP_MIN_LIVE_BYTES
     if deeper:
-        big = (transitions >= 0).sum(axis=1) >= GROUP_MIN_LIVE_BYTES
+        if big is None:
+            big = _big(transitions)
         into_big = ((rows >= 0) & big[np.maximum(rows, 0)]).sum(axis=1)
         worth |= (live_bytes >= GROUP_FEW_LIVE_BYTES) & (2 * into_big >= live_bytes)
     cand = states[worth]
@@ -698,6 +726,11 @@ def iter_state_groups(transitions: np.ndarray, states: np.ndarray,
                     break
                 groups, pool = _groups(ctrans, pool, size, class_effects, kind)
                 yield from groups
+
+
+def _big(transitions: np.ndarray) -> np.ndarray:
+    """bool (num_states,): the states of at least :data:`GROUP_MIN_LIVE_BYTES` live bytes."""
+    return (transitions >= 0).sum(axis=1) >= GROUP_MIN_LIVE_BYTES
 
 
 #: How many bytes deep :func:`shapes` tells heavy members (grouped again apart) by what follows.
@@ -772,7 +805,8 @@ def _groups(ctrans: np.ndarray, members: list[int], size: int, ceff: np.ndarray 
     if len(members) < 2:
         return [], []
     candidates = np.asarray(members, dtype=np.int64)
-    cols, col_of, phi, core = _match(ctrans, int(candidates[0]), candidates, ceff, kind)
+    cols, col_of, phi, core = _match(ctrans, int(candidates[0]), candidates, ceff, kind,
+                                     GROUP_MAX_PAIRS if ceff is not None else GROUP_PLAIN_PAIRS)
     kept = np.flatnonzero(core[:, col_of[candidates[0]]])
     left = np.ones(len(candidates), dtype=bool)
     left[0] = False
@@ -891,7 +925,7 @@ def walk(transitions: np.ndarray, trie: TokenTrie, states: np.ndarray | None = N
         return WalkResult(empty, empty, empty)
     entries = _Entries(max_entries)
     groups, grouped = [], [np.zeros(0, np.int64)]
-    rounds, kind, deeper = [], None, False
+    rounds, kind, deeper, big = [], None, False, None
     if share:
         if class_transitions is None:
             from ..automata.dfa import byte_classes
@@ -899,8 +933,9 @@ def walk(transitions: np.ndarray, trie: TokenTrie, states: np.ndarray | None = N
         kind = row_kinds(class_transitions, class_effects)  # once for every round
         # a transducer's candidates stay those of their live bytes (its guard lists are shared per group)
         deeper = class_effects is None
+        big = _big(transitions) if deeper else None  # once for every round
         rounds.append(iter_state_groups(transitions, states, class_transitions, class_effects, kind=kind,
-                                        deeper=deeper))
+                                        deeper=deeper, big=big))
     for round_, found in enumerate(rounds):
         for g in found:
             last = round_ + 1 >= GROUP_ROUNDS
@@ -909,11 +944,11 @@ def walk(transitions: np.ndarray, trie: TokenTrie, states: np.ndarray | None = N
             if heavy.any() and not last:  # grouped again apart, around a rep of their own kind
                 shape = shapes(class_transitions, class_effects, states=g.members[heavy])
                 rounds.append(iter_state_groups(transitions, g.members[heavy], class_transitions, class_effects,
-                                                shape, kind, deeper))
-                g = g.without(heavy)
-                if g is None:
+                                                shape, kind, deeper, big))
+                walked = walked.without(heavy)
+                if walked is None:
                     continue
-                walked = _walk_group(flat_t, trie, g)
+                g = walked.group
             entries.add(walked.held() + walked.served() // SERVED_PER_ENTRY)
             groups.append(walked)
             grouped.append(g.members)
