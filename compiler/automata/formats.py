@@ -69,8 +69,9 @@ _H16 = "[0-9A-Fa-f]{1,4}"
 _LS32 = f"(?:{_H16}:{_H16}|{IPV4})"
 
 
-def _ipv6() -> str:
-    """RFC 3986 ``IPv6address``: the nine forms by the number of groups before and after ``::``."""
+def _ipv6_forms() -> list[str]:
+    """RFC 3986 ``IPv6address``: the nine forms by the number of groups before and after ``::`` (the first
+    seven end with ``ls32``)."""
     forms = [f"(?:{_H16}:){{6}}{_LS32}", f"::(?:{_H16}:){{5}}{_LS32}"]
     for before, after in ((0, 4), (1, 3), (2, 2), (3, 1), (4, 0)):
         head = f"(?:{_H16})?" if before == 0 else f"(?:(?:{_H16}:){{0,{before}}}{_H16})?"
@@ -78,10 +79,21 @@ def _ipv6() -> str:
         forms.append(f"{head}::{tail}{_LS32}")
     forms.append(f"(?:(?:{_H16}:){{0,5}}{_H16})?::{_H16}")
     forms.append(f"(?:(?:{_H16}:){{0,6}}{_H16})?::")
-    return "(?:" + "|".join(forms) + ")"
+    return forms
 
 
-IPV6 = _ipv6()
+IPV6 = "(?:" + "|".join(_ipv6_forms()) + ")"
+
+
+def _ipv6_dfa() -> ByteDFA:
+    """The minimal DFA of :data:`IPV6`, its forms joined: each form's groups before ``ls32`` from its regex,
+    followed by one ``ls32`` automaton (an IPv4 address or two groups) made once, and the nine unioned. The
+    same minimal automaton as interegular on the whole regex, in 0.05 s instead of 0.26 (interegular builds
+    the IPv4 address's octets again in each of the seven forms that end with it)."""
+    ls32 = D.from_regex(_LS32)
+    parts = [seq([D.from_regex(form[: -len(_LS32)]), ls32]) if form.endswith(_LS32) else D.from_regex(form)
+             for form in _ipv6_forms()]
+    return D.minimize(union_all(parts))
 _LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9\-]*[A-Za-z0-9])?"
 #: hostname without its length bound (see HOSTNAME_MAX)
 HOSTNAME_LABELS = _LABEL + r"(?:\." + _LABEL + ")*"
@@ -158,7 +170,7 @@ def _ip_literal(head: str) -> ByteDFA:
     """The content DFA of ``head`` [userinfo@] ``[`` IPv6 or IPvFuture ``]`` [port] path-abempty [query]
     [fragment], joined from separately built parts (interegular on the whole regex takes 0.7 s and passes
     the ``pattern`` limit: the IPv6 forms multiply with what surrounds them)."""
-    ip = union(LEAF_CACHE.get(IPV6), LEAF_CACHE.get(_IPVFUTURE))
+    ip = union(LEAF_CACHE.get(IPV6, build=_ipv6_dfa), LEAF_CACHE.get(_IPVFUTURE))
     return seq([LEAF_CACHE.get(head + _USERINFO + r"\["), D.minimize(ip), LEAF_CACHE.get(_IP_LITERAL_TAIL)])
 
 
