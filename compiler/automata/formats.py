@@ -94,6 +94,8 @@ def _ipv6_dfa() -> ByteDFA:
     parts = [seq([D.from_regex(form[: -len(_LS32)]), ls32]) if form.endswith(_LS32) else D.from_regex(form)
              for form in _ipv6_forms()]
     return D.minimize(union_all(parts))
+
+
 _LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9\-]*[A-Za-z0-9])?"
 #: hostname without its length bound (see HOSTNAME_MAX)
 HOSTNAME_LABELS = _LABEL + r"(?:\." + _LABEL + ")*"

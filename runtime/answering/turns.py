@@ -465,9 +465,8 @@ class TurnDecoding:
             return False
         if self.result_check is not None and self.schema_index is None:  # after a tool result: on trial
             self._trial = self.reprompted[1] if self.reprompted is not None else self.ids
-        shared = min(common_length(self.ids, self.text_ids), len(self.text_ids) - 1)
-        self.truncate_to, self.ids, self.text_ids = shared, self.text_ids, None
-        self.pending = list(self.ids[shared:])
+        self._refeed(self.ids, self.text_ids)
+        self.ids, self.text_ids = self.text_ids, None
         self.mode = "json" if self.schema_index is not None else "text"
         if self.mode == "json":
             self._begin_json()
@@ -594,9 +593,8 @@ class TurnDecoding:
         self._shape_cut, self._shape_token, self._shape_bias, self._shape_backs = None, None, None, 0
         self._utf8.reset()
         self.declined = self.declined and not self._undecline  # as the first token chose it, a call may follow
-        shared = min(common_length(self.ids, catalog_ids), len(catalog_ids) - 1)
-        self.truncate_to, self.ids = shared, catalog_ids
-        self.pending = list(catalog_ids[shared:])
+        self._refeed(self.ids, catalog_ids)
+        self.ids = catalog_ids
         self.mode = "text"
         return None
 
@@ -622,12 +620,17 @@ class TurnDecoding:
         self.ids = first.prompt
         if first.reason is not None:
             return first.reason
-        tokens = self.ids + self.generated
-        shared = min(common_length(catalog_ids, tokens), len(tokens) - 1)
-        self.truncate_to = shared
-        self.pending = list(tokens[shared:])
+        self._refeed(catalog_ids, self.ids + self.generated)
         self._add_text("")
         return None
+
+    def _refeed(self, row: list[int], tokens: list[int]) -> None:
+        """The row, whose keys and values are those of ``row`` (token ids), goes over to ``tokens``: it keeps the
+        tokens the two share (``truncate_to``), the last of ``tokens`` always fed again so that the next pass gives
+        the logits after it, and feeds the rest (``pending``)."""
+        shared = min(common_length(row, tokens), len(tokens) - 1)
+        self.truncate_to = shared
+        self.pending = list(tokens[shared:])
 
     def _answer_state(self) -> dict[str, Any]:
         """What the text answer written so far is (a copy, :meth:`_restore_answer` puts it back)."""
