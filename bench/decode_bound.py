@@ -80,18 +80,22 @@ def child_callmaybe(dtype: str, context: int, steps: int) -> dict:
     lm = load_model(MODEL, dtype=dtype, device="cpu")
     ids = torch.randint(1000, 20000, (1, context), generator=torch.Generator().manual_seed(0))
     times = []
+    # The plain-torch decoder (int8, int4: runtime/model/llama.py) takes and returns ``cache``; transformers'
+    # classes (float32, bfloat16) ``past_key_values``.
+    plain = hasattr(lm.model, "get_decoder") and not hasattr(lm.model, "generation_config")
+    key = "cache" if plain else "past_key_values"
     with torch.inference_mode():
         out = lm.model(input_ids=ids, use_cache=True)
-        past, token = out.past_key_values, out.logits[:, -1:].argmax(-1)
+        past, token = getattr(out, key), out.logits[:, -1:].argmax(-1)
         for _ in range(steps):
             t0 = time.perf_counter()
-            out = lm.model(input_ids=token, past_key_values=past, use_cache=True)
+            out = lm.model(input_ids=token, use_cache=True, **{key: past})
             times.append(time.perf_counter() - t0)
-            past, token = out.past_key_values, out.logits[:, -1:].argmax(-1)
+            past, token = getattr(out, key), out.logits[:, -1:].argmax(-1)
     return {"bytes": weight_bytes(lm.model), "step_s": statistics.median(times)}
 
 
-def child_llama(context: int, steps: int) -> dict:
+def child_llama(context: int, steps: int, threads: int) -> dict:
     from gguf import GGUFReader
     from llama_cpp import Llama
 
@@ -103,7 +107,7 @@ def child_llama(context: int, steps: int) -> dict:
     total = sum(int(t.n_bytes) for t in reader.tensors
                 if t.name != "token_embd.weight" or "output.weight" not in names)
     del reader
-    llm = Llama(model_path=str(path), n_ctx=context + steps + 8, n_threads=os.cpu_count() or 1, n_gpu_layers=0,
+    llm = Llama(model_path=str(path), n_ctx=context + steps + 8, n_threads=threads, n_gpu_layers=0,
                 verbose=False)
     llm.eval(list(range(1000, 1000 + context)))
     times = []
@@ -129,7 +133,7 @@ def main(argv: list[str] | None = None) -> None:
 
     torch.set_num_threads(args.threads)
     if args.child:
-        result = (child_llama(args.context, args.steps) if args.child == "llama.cpp"
+        result = (child_llama(args.context, args.steps, args.threads) if args.child == "llama.cpp"
                   else child_callmaybe(args.child, args.context, args.steps))
         print(json.dumps(result))
         return
@@ -143,7 +147,8 @@ def main(argv: list[str] | None = None) -> None:
                                "--steps", str(args.steps), "--threads", str(args.threads)],
                               capture_output=True, text=True)
         if proc.returncode != 0:
-            print(f"{system:<12}failed: {(proc.stderr.strip().splitlines() or ['?'])[-1]}")
+            said = proc.stderr.strip().splitlines()
+            print(f"{system:<12}failed: {said[-1] if said else f'exit status {proc.returncode}'}")
             continue
         r = json.loads(proc.stdout.strip().splitlines()[-1])
         bound = r["bytes"] / (bw["copy_gbs"] * 1e9)

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from .lookup import PromptLookup, cut
+from .lookup import PromptLookup, boundary, closing, cut, healed
 from .loops import LoopGuard
 from .masks import TokenIndex
 from .matcher import BudgetExhausted, Matcher
@@ -202,14 +202,32 @@ class Decoding:
 
     def propose(self) -> list[int]:
         """Draft the tokens after ``pending`` (call when :meth:`take_forced` said the model must choose): the
-        prompt's tokens after the call's last tokens (:class:`~.lookup.PromptLookup`), cut where the grammar
-        refuses one (:func:`~.lookup.cut`). Sets and returns :attr:`draft` ([] without a lookup)."""
+        forced text token healing left to the model (:func:`~.lookup.healed`), else the prompt's tokens after
+        the call's last tokens (:class:`~.lookup.PromptLookup`) up to a :func:`~.lookup.boundary`, cut where
+        the grammar refuses one (:func:`~.lookup.cut`) and, where cut or stopped, the value's closer and the
+        forced text after it (:func:`~.lookup.closing`). Sets and returns :attr:`draft` ([] without a
+        lookup)."""
         self.draft = []
         if self.lookup is not None:
-            proposed = self.lookup.propose(self.matcher.tokens)
-            self.draft = cut(self.matcher, proposed) if proposed else []
+            if self.tokenizer is not None:
+                self.draft = healed(self.matcher, self.tokenizer)
+            proposed = [] if self.draft else self.lookup.propose(self.matcher.tokens)
+            if proposed:
+                self.draft = cut(self.matcher, proposed[:boundary(proposed, self.index.token_bytes)])
+                if len(self.draft) < len(proposed) and self.tokenizer is not None:
+                    self.draft += self._closing(self.draft)
             self.drafted += len(self.draft)
         return self.draft
+
+    def _closing(self, draft: list[int]) -> list[int]:
+        """:func:`~.lookup.closing` after ``draft`` (the matcher is left as it was)."""
+        matcher = self.matcher
+        for tok in draft:
+            matcher.advance(tok)
+        try:
+            return [] if matcher.is_finished() else closing(matcher, self.tokenizer)
+        finally:
+            matcher.rollback(len(draft))
 
     def verify(self, logits: torch.Tensor) -> tuple[bool, int]:
         """Take what the model chooses given :attr:`draft`: ``logits`` (len(draft) + 1, vocab_size) are its

@@ -7,6 +7,12 @@ the up to ``k`` tokens that follow them there. :func:`cut` then keeps the longes
 allows from the matcher's state (forced text inside it must be the forced tokens themselves), so the model
 verifies only tokens it could pick (:meth:`~.decoder.Decoding.verify`, one forward pass for all of them).
 
+Two drafts come from the grammar rather than the prompt, so that the forced text between two values rides in
+the pass that writes the first: :func:`closing` (where the grammar cuts a copied value, or :func:`boundary`
+stops it at punctuation that ends a value, the draft goes on with the value's closer and the text forced after
+it) and :func:`healed` (the forced text token healing left to the model: the space after ``"a":``). Without
+them each value's end cost a pass of its own (a forced chunk) and each value's start another (the space).
+
 Sources: A. Saxena, "Prompt Lookup Decoding" (2023, github.com/apoorvumang/prompt-lookup-decoding), and
 transformers' ``prompt_lookup_num_tokens`` (its ``PromptLookupCandidateGenerator``); the verification is the
 greedy case of speculative decoding (Leviathan et al., ICML 2023; Chen et al., 2023). Our own code.
@@ -23,6 +29,9 @@ from .matcher import Matcher
 #: and BFCL simple with Qwen2.5-Coder-1.5B in int8: docs/model.md).
 NGRAM_MAX = 3
 DRAFT_MAX = 8
+#: The bytes that close a JSON value, in the order :func:`closing` tries them: a string's quote, then the
+#: separator before the next member, then the ends of an object and of an array.
+CLOSERS = (b'"', b",", b"}", b"]")
 
 
 class PromptLookup:
@@ -110,3 +119,71 @@ def cut(matcher: Matcher, draft: list[int]) -> list[int]:
     finally:
         matcher.rollback(len(matcher.tokens) - start)
     return draft[:taken]
+
+
+def closing(matcher: Matcher, tokenizer) -> list[int]:
+    """Tokens that end the value being written at ``matcher``'s state and write the text forced after it, for a
+    draft copied from the prompt that the grammar cut (:func:`cut`: the prompt goes on where the call's value
+    may not, ``" and 345"`` after ``265``): the first of :data:`CLOSERS` the state allows after which text is
+    forced or the call may end, that byte and the forced bytes encoded by ``tokenizer`` (as the model writes them:
+    ``",`` then `` "b":`` rather than ``"`` then ``,``), as far as :func:`cut` takes them. [] when no closer
+    fits (the matcher is left as it was).
+
+    Where the model closes the value there, one pass takes the value, its closer and the forced text, and gives
+    the model's next token; without it the closer is the model's own token and the forced text after it needs a
+    pass of its own (a forced chunk)."""
+    index = matcher.index
+    for closer in CLOSERS:
+        state = index.state_after(matcher.state, closer)
+        if state < 0:
+            continue
+        forced = index.forced_bytes(state)
+        if not forced and not index.is_accepting(state):
+            continue
+        try:
+            ids = tokenizer.encode((closer + forced).decode("utf-8"), add_special_tokens=False)
+        except UnicodeDecodeError:
+            continue
+        taken = cut(matcher, ids)
+        if taken:
+            return taken
+    return []
+
+
+def boundary(draft: list[int], token_bytes) -> int:
+    """Where a draft copied from the prompt should stop for :func:`closing`: the index of the first token that
+    starts with an ASCII punctuation byte followed by a space, another punctuation byte or a control token
+    (``'`` then the end of the request, ``?`` then the end, ``"`` then a space), or ``len(draft)``. Such a byte
+    ends a value more often than it continues one (``'hello'``, ``Paris?``); one followed by a letter or a
+    digit (``I'm``, ``john@x.com``, ``3.5``) does not stop the draft. A wrong stop costs the draft tokens after
+    it, never a different output (the model verifies every token)."""
+    pieces = [token_bytes[t] if 0 <= t < len(token_bytes) and token_bytes[t] is not None else b"\0"
+              for t in draft]
+    for i, piece in enumerate(pieces):
+        if not piece or not _punctuation(piece[0]):
+            continue
+        after = piece[1:2] or (pieces[i + 1][:1] if i + 1 < len(pieces) else b"")
+        if after and (after in (b" ", b"\0") or _punctuation(after[0])):
+            return i
+    return len(draft)
+
+
+def _punctuation(byte: int) -> bool:
+    """An ASCII byte that is not a letter, a digit, a space or a control byte."""
+    return 0x21 <= byte < 0x7F and not chr(byte).isalnum()
+
+
+def healed(matcher: Matcher, tokenizer) -> list[int]:
+    """A draft of the forced text that token healing left to the model (:meth:`~.masks.TokenIndex.forced_tokens`
+    appends ``"a":`` but not the space after it, which `` "`` or `` 1`` may extend): the state's forced bytes
+    encoded by ``tokenizer`` (`` "`` before a string, `` {"`` and the first key before an object, `` `` before a
+    number), as far as :func:`cut` takes them; [] when nothing is forced. Where the model extends the text
+    otherwise the draft costs nothing but its place in the pass, and its own token comes from that pass."""
+    forced = matcher.index.forced_bytes(matcher.state)
+    if not forced:
+        return []
+    try:
+        ids = tokenizer.encode(forced.decode("utf-8"), add_special_tokens=False)
+    except UnicodeDecodeError:
+        return []
+    return cut(matcher, ids)

@@ -1,7 +1,8 @@
 """Prompt-lookup drafts on a tiny vocabulary: the exact draft ids for a constructed prompt and state, cut where
 the grammar refuses a token; verification with a scripted model: the cache drops the keys and values of the
 draft tokens not taken, the matcher holds only the taken ones, and the call equals the one decoded without a
-draft."""
+draft; a draft the grammar cuts closes the value and carries the forced text after it, a draft stops at
+punctuation that ends a value, and the forced text token healing left to the model is drafted."""
 
 from types import SimpleNamespace
 
@@ -13,7 +14,7 @@ from callmaybe.core.catalog import parse_catalog
 from callmaybe.core.vocabulary import Vocabulary
 from callmaybe.runtime.decoding.decoder import generate
 from callmaybe.runtime.decoding.index import open_index
-from callmaybe.runtime.decoding.lookup import PromptLookup, cut
+from callmaybe.runtime.decoding.lookup import PromptLookup, boundary, closing, cut, healed
 from callmaybe.runtime.decoding.matcher import Matcher
 
 from .tiny import TinyTokenizer
@@ -103,14 +104,14 @@ class CopyModel:
     """Writes ``script[p]`` after absolute position ``p`` (the logits of every position fed); records each
     pass as (the cache's length before it, the ids fed, logits_to_keep)."""
 
-    def __init__(self, script):
-        self.script, self.passes = script, []
+    def __init__(self, script, vocab_size=VOCAB.vocab_size):
+        self.script, self.passes, self.vocab_size = script, [], vocab_size
 
     def __call__(self, input_ids, cache=None, use_cache=True, logits_to_keep=0):
         cache = cache if cache is not None else Recorded()
         fed = input_ids[0].tolist()
         self.passes.append((cache.length, fed, logits_to_keep))
-        logits = torch.zeros(1, len(fed), VOCAB.vocab_size)
+        logits = torch.zeros(1, len(fed), self.vocab_size)
         for i in range(len(fed)):
             logits[0, i, self.script.get(cache.length + i, ID[b"a"])] = 100.0
         cache.length += len(fed)
@@ -147,13 +148,88 @@ def test_the_call_is_the_one_decoded_without_a_draft(index):
     assert (gen.forward_passes, gen.drafted_tokens) == (4, 0)
 
 
-def test_forced_text_inside_a_draft_is_taken_as_forced(index):
-    # the prompt spells the close as the index does: '"' then the forced "}}"
+@pytest.mark.parametrize("closer, crops, accepted", [(b'"}}', [], 2), (b'"', [-1], 1)])
+def test_a_quote_before_punctuation_in_the_prompt_is_drafted_as_the_call_closes(index, closer, crops, accepted):
+    # the prompt spells the close '"' then "}}": the draft stops at the quote (boundary) and closes the call as
+    # the tokenizer writes it, '"}}'; a model that writes '"' alone takes its own token from the same pass, and
+    # the forced "}}" then ends the call without another pass
     prompt = ids(b"s", b"1", b"ab", b'"', b"}}")
-    model = CopyModel({5: ID[b"1"], 6: ID[b"ab"], 7: ID[b'"']})
+    model = CopyModel({5: ID[b"1"], 6: ID[b"ab"], 7: ID[closer]})
     gen = generate(model, TinyTokenizer(TOKENS), index, prompt, max_tokens=20, speculate=True)
     assert gen.text == '{"name": "f", "parameters": {"s": "1ab"}}'
-    assert [p[1] for p in model.passes] == [prompt + [OPENING], ids(b"1", b"ab", b'"', b"}}")]
-    assert model.cache.crops == []
-    assert (gen.forward_passes, gen.chosen_tokens, gen.forced_tokens) == (2, 3, 2)
-    assert (gen.drafted_tokens, gen.accepted_tokens) == (3, 3)
+    assert [p[1] for p in model.passes] == [prompt + [OPENING], ids(b"1", b"ab", b'"}}')]
+    assert model.cache.crops == crops
+    assert (gen.forward_passes, gen.chosen_tokens, gen.drafted_tokens, gen.accepted_tokens) == (2, 3, 2, accepted)
+
+
+def test_boundary_stops_a_draft_at_punctuation_that_ends_a_value():
+    assert boundary(ids(b"ab", b'"', b"}}"), VOCAB.token_bytes) == 1  # a quote, then a brace
+    assert boundary(ids(b"ab", b'"', None), VOCAB.token_bytes) == 1  # a quote, then a control token
+    assert boundary(ids(b"ab", b"[", b" "), VOCAB.token_bytes) == 1  # a bracket, then a space
+    assert boundary(ids(b'"}}', b"a"), VOCAB.token_bytes) == 0  # the byte after it inside the token
+    assert boundary(ids(b"ab", b'"', b"a"), VOCAB.token_bytes) == 3  # a quote, then a letter: inside a value
+    assert boundary(ids(b"ab", b'"'), VOCAB.token_bytes) == 2  # nothing known after it
+    assert boundary(ids(b"ab", b" ", b"c"), VOCAB.token_bytes) == 3  # a space is no punctuation
+    assert boundary([], VOCAB.token_bytes) == 0
+
+
+# A vocabulary where " 1" extends the space after a key (token healing leaves that space to the model) and
+# ', "' spells the separator before a key.
+TOKENS2 = TOKENS + [b" 1", b', "']
+VOCAB2 = Vocabulary(name="tiny2", token_bytes=tuple(TOKENS2), eos_ids=(EOS,), vocab_size=len(TOKENS2))
+ID2 = {t: i for i, t in enumerate(TOKENS2) if t is not None}
+
+
+@pytest.fixture(scope="module")
+def index2():
+    fns = parse_catalog([{"name": "f", "parameters": {"a": {"type": "integer"}, "s": {"type": "string"}}}], "t")
+    data, _ = compile_index(fns, VOCAB2)
+    return open_index(data, VOCAB2.token_bytes)
+
+
+def matcher2(index2, *pieces):
+    m = Matcher(index2, 40, TinyTokenizer(TOKENS2))
+    while forced := m.forced_tokens():
+        for tok in forced:
+            m.advance(tok)
+    for piece in pieces:
+        m.advance(ID2[piece])
+    return m
+
+
+def test_healed_drafts_the_forced_text_token_healing_left_to_the_model(index2):
+    m = matcher2(index2)
+    assert m.data == b'{"name": "f", "parameters": {"a":'
+    state = m.state
+    assert [TOKENS2[t] for t in healed(m, TinyTokenizer(TOKENS2))] == [b" "]
+    assert m.state == state
+    assert healed(matcher2(index2, b" 1"), TinyTokenizer(TOKENS2)) == []  # inside the number: nothing forced
+
+
+def test_closing_ends_the_value_and_drafts_the_forced_text_after_it(index2):
+    m = matcher2(index2, b" 1")
+    tokens = list(m.tokens)
+    assert [TOKENS2[t] for t in closing(m, TinyTokenizer(TOKENS2))] == [b', "', b"s", b'":', b" ", b'"']
+    assert m.tokens == tokens
+    assert closing(matcher2(index2, b" "), TinyTokenizer(TOKENS2)) == []  # no digit yet: nothing closes
+    m = matcher2(index2, b" 1", b', "', b"s", b'":', b" ", b'"', b"ab")
+    assert [TOKENS2[t] for t in closing(m, TinyTokenizer(TOKENS2))] == [b'"}}']
+
+
+def test_a_value_the_grammar_cuts_is_closed_in_the_same_pass(index2):
+    prompt = [ID2[b"s"], ID2[b" 1"], ID2[b"c"], ID2[b"ab"]]
+    n = len(prompt) + 13  # the model's first token follows the forced opening's 14 tokens
+    script = {n: b" 1", n + 1: b', "', n + 2: b"s", n + 3: b'":', n + 4: b" ", n + 5: b'"', n + 6: b"ab",
+              n + 7: b'"}}'}
+    model = CopyModel({p: ID2[t] for p, t in script.items()}, VOCAB2.vocab_size)
+    gen = generate(model, TinyTokenizer(TOKENS2), index2, prompt, max_tokens=40, speculate=True)
+    assert gen.text == '{"name": "f", "parameters": {"a": 1, "s": "ab"}}'
+    fed = [[TOKENS2[t] for t in p[1]] for p in model.passes]
+    assert fed[0][:4] == [b"s", b" 1", b"c", b"ab"] and fed[0][-4:] == [b'{"', b"a", b'":', b" "]  # healed " "
+    assert fed[1:] == [[b" 1", b', "', b"s", b'":', b" ", b'"'], [b"ab"]]  # " 1" -> closed, then the string
+    assert [p[2] for p in model.passes] == [2, 6, 1]
+    assert model.cache.crops == [-1]  # the healed " " the model extended to " 1"
+    assert (gen.forward_passes, gen.drafted_tokens, gen.accepted_tokens) == (3, 6, 5)
+    plain = CopyModel({p: ID2[t] for p, t in script.items()}, VOCAB2.vocab_size)
+    assert generate(plain, TinyTokenizer(TOKENS2), index2, prompt, max_tokens=40).text == gen.text
+    assert len(plain.passes) == 5
