@@ -329,10 +329,16 @@ class TurnDecoding:
             return []
         return self.call.propose()
 
+    @property
+    def choices(self) -> list[int]:
+        """The offsets after ``pending`` whose logits :meth:`verify` reads (the call's
+        :attr:`~..decoding.decoder.Decoding.choices`; [0] without a draft)."""
+        return self.call.choices if self.call is not None and self.call.draft else [0]
+
     def verify(self, logits: torch.Tensor) -> tuple[bool, int]:
-        """Take the next tokens from ``logits`` (len(draft) + 1, vocab_size): the model's outputs after
-        ``pending`` and after each token of the :meth:`propose` draft fed with it
-        (:meth:`~..decoding.decoder.Decoding.verify`). Returns (whether the turn is over, how many draft tokens
+        """Take the next tokens from ``logits`` (len(choices), vocab_size): the model's outputs after
+        ``pending`` and after the tokens of the :meth:`propose` draft fed with it where the model chooses
+        (:attr:`choices`; :meth:`~..decoding.decoder.Decoding.verify`). Returns (whether the turn is over, how many draft tokens
         were taken: the caller drops the keys and values of the others). Without a draft it is :meth:`choose`."""
         if self.call is None or not self.call.draft:
             return self.choose(logits[-1]), 0

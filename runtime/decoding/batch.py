@@ -173,7 +173,10 @@ class Batch:
         drafts = [row.propose() for row in self.rows]  # [] for a row that drafts nothing
         fed_ids = [row.pending + draft for row, draft in zip(self.rows, drafts)]
         counts = [len(ids) for ids in fed_ids]
-        keeps = [len(draft) + 1 for draft in drafts]  # the positions whose logits each row needs
+        # the indices of each row's fed tokens whose logits it reads: its last pending token, and the draft
+        # positions where it chooses
+        keeps = [[len(row.pending) - 1 + offset for offset in (row.choices if draft else [0])]
+                 for row, draft in zip(self.rows, drafts)]
         width = max(counts)
         if self.used + width > self.keys[0].shape[2] and self.used > max(self.lengths):
             self._repack()
@@ -189,7 +192,7 @@ class Batch:
         self.lengths = [n + c for n, c in zip(self.lengths, counts)]
         self.profile.add("batch step", time.perf_counter() - t0, sum(counts))
         finished = []
-        for b, (row, part) in enumerate(zip(self.rows, torch.split(logits, keeps))):
+        for b, (row, part) in enumerate(zip(self.rows, torch.split(logits, [len(k) for k in keeps]))):
             if not drafts[b]:
                 finished.append(row.choose(part[0]))
                 continue
@@ -208,9 +211,10 @@ class Batch:
             self.valid[b, end - rejected:end] = 0
             self.lengths[b] -= rejected
 
-    def _own_pass(self, fed_ids: list[list[int]], keeps: list[int], width: int, fed: torch.Tensor) -> torch.Tensor:
-        """The step through :func:`~.rowpass.row_pass`: (sum(keeps), vocab_size) logits, row by row the last
-        ``keeps[b]`` fed positions of row ``b``."""
+    def _own_pass(self, fed_ids: list[list[int]], keeps: list[list[int]], width: int,
+                  fed: torch.Tensor) -> torch.Tensor:
+        """The step through :func:`~.rowpass.row_pass`: (total of len(keeps[b]), vocab_size) logits, row by row
+        those of row ``b``'s fed tokens at indices ``keeps[b]``."""
         counts = [len(ids) for ids in fed_ids]
         count = len(counts)
         counts_t = torch.tensor(counts)
@@ -219,8 +223,7 @@ class Batch:
         cols = torch.arange(int(counts_t.sum())) - starts[rows]
         positions = torch.tensor(self.lengths)[rows] + cols
         ids = torch.tensor([t for row_ids in fed_ids for t in row_ids], dtype=torch.long)
-        ends = starts + counts_t  # each row's tokens end there in the packed order
-        last = torch.cat([torch.arange(int(e) - k, int(e)) for e, k in zip(ends, keeps)])
+        last = torch.tensor([int(start) + i for start, keep in zip(starts, keeps) for i in keep], dtype=torch.long)
         causal = torch.ones(width, width, dtype=torch.bool).tril()
         allowed = torch.cat([self.valid.bool()[:, None, :].expand(count, width, self.used),
                              causal[None] & fed[:, None, :]], dim=2)
@@ -229,7 +232,7 @@ class Batch:
                           self.keys, self.values, self.used, allowed.to(dev), last.to(dev))
         return self.head(hidden)
 
-    def _transformers_pass(self, fed_ids: list[list[int]], keeps: list[int], width: int,
+    def _transformers_pass(self, fed_ids: list[list[int]], keeps: list[list[int]], width: int,
                            fed: torch.Tensor) -> torch.Tensor:
         """The step through the model's own forward (an architecture :func:`~.rowpass.row_pass` does not
         know): the rows padded to ``width``; the new keys and values are copied into the buffers. Logits as
@@ -249,8 +252,8 @@ class Batch:
         for layer, k, v in zip(out.cache.layers, self.keys, self.values):
             k[:count, :, self.used:self.used + width] = layer.keys[:, :, self.used:]
             v[:count, :, self.used:self.used + width] = layer.values[:, :, self.used:]
-        rows = torch.repeat_interleave(torch.arange(count), torch.tensor(keeps))
-        cols = torch.cat([torch.arange(c - k, c) for c, k in zip(counts, keeps)])
+        rows = torch.tensor([b for b, keep in enumerate(keeps) for _ in keep], dtype=torch.long)
+        cols = torch.tensor([i for keep in keeps for i in keep], dtype=torch.long)
         return self.head(out.last_hidden_state[rows, cols])
 
     def _truncate(self) -> None:

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from .lookup import PromptLookup, boundary, closing, cut, healed
+from .lookup import PromptLookup, boundary, choice_points, closing, cut, healed
 from .loops import LoopGuard
 from .masks import TokenIndex
 from .matcher import BudgetExhausted, Matcher
@@ -95,18 +95,24 @@ class PrefixCache:
                 self.cache.crop(-extra)  # transformers 5: a negative count removes that many tokens
 
 
-def forward(model, ids: list[int], past, profile: Profile | None = None, phase: str = "", keep: int = 1):
+def forward(model, ids: list[int], past, profile: Profile | None = None, phase: str = "",
+            keep: int | list[int] = 1):
     """Run ``model`` on ``ids`` after ``past``; returns (the logits of the last position, shape (vocab_size,),
     in the model's dtype and on its device; the cache). Only the last position's logits are computed
     (``logits_to_keep=1``): the output layer is 151,936 x 1,536 for Qwen, a large share of a prefill's work.
-    ``keep`` > 1 (a verify pass, :meth:`Decoding.verify`): the logits of the last ``keep`` positions, shape
-    (keep, vocab_size). With ``profile``, the pass's seconds and ``len(ids)`` tokens are added to its ``phase``."""
+    ``keep`` > 1 : the logits of the last ``keep`` positions, shape (keep, vocab_size); a list (a verify pass,
+    :meth:`Decoding.verify`): the logits of those indices of ``ids``, shape (len(keep), vocab_size). With
+    ``profile``, the pass's seconds and ``len(ids)`` tokens are added to its ``phase``."""
     t0 = time.perf_counter()
-    input_ids = torch.tensor([ids], dtype=torch.long, device=getattr(model, "device", None))
+    device = getattr(model, "device", None)
+    input_ids = torch.tensor([ids], dtype=torch.long, device=device)
+    to_keep = torch.tensor(keep, dtype=torch.long, device=device) if isinstance(keep, list) else keep
     with torch.inference_mode():
-        out = model(input_ids=input_ids, cache=past, use_cache=True, logits_to_keep=keep)
+        out = model(input_ids=input_ids, cache=past, use_cache=True, logits_to_keep=to_keep)
     if profile is not None:
         profile.add(phase, time.perf_counter() - t0, len(ids))
+    if isinstance(keep, list):
+        return out.logits[0], out.cache
     return (out.logits[0, -1] if keep == 1 else out.logits[0, -keep:]), out.cache
 
 
@@ -137,6 +143,7 @@ class Decoding:
         self.matcher = Matcher(index, max_tokens, tokenizer)
         self.pending = list(pending)
         self.draft: list[int] = []  # tokens proposed after pending, to be verified (propose)
+        self.choices: list[int] = [0]  # the offsets whose logits verify reads (lookup.choice_points)
         self.loops = LoopGuard()
         self.passes = self.chosen = self.forced = 0
         self.drafted = self.accepted = 0
@@ -217,6 +224,7 @@ class Decoding:
                 if len(self.draft) < len(proposed) and self.tokenizer is not None:
                     self.draft += self._closing(self.draft)
             self.drafted += len(self.draft)
+        self.choices = choice_points(self.matcher, self.draft) if self.draft else [0]
         return self.draft
 
     def _closing(self, draft: list[int]) -> list[int]:
@@ -230,8 +238,9 @@ class Decoding:
             matcher.rollback(len(draft))
 
     def verify(self, logits: torch.Tensor) -> tuple[bool, int]:
-        """Take what the model chooses given :attr:`draft`: ``logits`` (len(draft) + 1, vocab_size) are its
-        outputs after the last pending token and after each draft token, from one pass over ``pending +
+        """Take what the model chooses given :attr:`draft`: ``logits`` (len(choices), vocab_size) are its
+        outputs at :attr:`choices` (0: after the last pending token, ``j``: after draft token ``j - 1``; the
+        positions where the model chooses, :func:`~.lookup.choice_points`), from one pass over ``pending +
         draft``. Each position is masked under the matcher's state after the tokens taken before it, so the
         token picked there is the one :meth:`choose` would pick; draft tokens are taken while they equal it
         (forced text inside the draft is taken as forced), and the first that does not gives the model's own
@@ -239,10 +248,12 @@ class Decoding:
         taken (the caller drops the keys and values of the others). ``pending`` is then the model's own token
         (or nothing, when forced text the draft does not hold comes next: :meth:`take_forced` appends it)."""
         draft, self.draft = self.draft, []
+        row_of = {offset: i for i, offset in enumerate(self.choices)}
+        self.choices = [0]
         self.passes += 1
         kept = 0
         while True:
-            tok = self._choose(logits[kept])
+            tok = self._choose(logits[row_of[kept]])
             if self.matcher.finished:
                 self.pending = []
                 return True, kept
@@ -310,7 +321,8 @@ def generate(
                 if row.choose(logits):
                     break
                 continue
-            logits, past = forward(model, row.pending + draft, past, profile, row.phase, keep=len(draft) + 1)
+            at = [len(row.pending) - 1 + offset for offset in row.choices]
+            logits, past = forward(model, row.pending + draft, past, profile, row.phase, keep=at)
             finished, kept = row.verify(logits)
             if kept < len(draft):
                 past.crop(kept - len(draft))  # transformers 5: a negative count removes that many tokens

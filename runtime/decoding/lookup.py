@@ -187,3 +187,22 @@ def healed(matcher: Matcher, tokenizer) -> list[int]:
     except UnicodeDecodeError:
         return []
     return cut(matcher, ids)
+
+
+def choice_points(matcher: Matcher, draft: list[int]) -> list[int]:
+    """The offsets in a pass over ``pending + draft`` whose logits :meth:`~.decoder.Decoding.verify` can use:
+    0 (after the pending tokens) and ``j`` (after ``draft[j - 1]``) wherever the state after ``draft[:j]``
+    leaves the choice to the model, that is neither forces text nor ends the call. The logits of the other
+    positions are never read (a forced token is taken as forced), so the output layer (151,936 x 1,536 for
+    Qwen) runs only on these. ``draft`` must be one :func:`cut` returned from the matcher's state; the matcher
+    is left as it was."""
+    points = [0]
+    start = len(matcher.tokens)
+    try:
+        for j, tok in enumerate(draft, 1):
+            matcher.advance(tok)
+            if not matcher.is_finished() and not matcher.forced_tokens():
+                points.append(j)
+    finally:
+        matcher.rollback(len(matcher.tokens) - start)
+    return points

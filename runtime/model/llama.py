@@ -270,9 +270,9 @@ class CausalLM(nn.Module):
         return self.lm_head
 
     def forward(self, input_ids: torch.Tensor, cache: Cache | None = None, use_cache: bool = False,
-                logits_to_keep: int = 0, **_) -> Output:
+                logits_to_keep: int | torch.Tensor = 0, **_) -> Output:
         """Run the long ``input_ids`` (batch, tokens) after ``cache``'s tokens; the logits of the last
-        ``logits_to_keep`` positions (0: all). ``use_cache``: the new keys and values are added to ``cache`` (a
+        ``logits_to_keep`` positions (0: all; a 1-D long tensor: those positions). ``use_cache``: the new keys and values are added to ``cache`` (a
         new :class:`Cache` when None) and it is returned."""
         if use_cache and cache is None:
             cache = Cache(len(self.model.layers))
@@ -288,5 +288,8 @@ class CausalLM(nn.Module):
         for i, layer in enumerate(self.model.layers):
             x = layer(x, cos, sin, cache.layers[i] if use_cache else None, mask)
         x = self.model.norm(x)
-        keep = slice(-logits_to_keep, None) if logits_to_keep else slice(None)
+        if isinstance(logits_to_keep, torch.Tensor):  # indices of positions, as transformers takes them
+            keep = logits_to_keep
+        else:
+            keep = slice(-logits_to_keep, None) if logits_to_keep else slice(None)
         return Output(self.lm_head(x[:, keep]), cache if use_cache else None)

@@ -110,13 +110,14 @@ class CopyModel:
     def __call__(self, input_ids, cache=None, use_cache=True, logits_to_keep=0):
         cache = cache if cache is not None else Recorded()
         fed = input_ids[0].tolist()
-        self.passes.append((cache.length, fed, logits_to_keep))
+        at = logits_to_keep.tolist() if isinstance(logits_to_keep, torch.Tensor) else None
+        self.passes.append((cache.length, fed, logits_to_keep if at is None else at))
         logits = torch.zeros(1, len(fed), self.vocab_size)
         for i in range(len(fed)):
             logits[0, i, self.script.get(cache.length + i, ID[b"a"])] = 100.0
         cache.length += len(fed)
         self.cache = cache
-        return SimpleNamespace(logits=logits, cache=cache)
+        return SimpleNamespace(logits=logits if at is None else logits[:, at], cache=cache)
 
 
 PROMPT = ids(b"s", b"1", b"ab", b"a", b"ab", b'"}}')
@@ -130,8 +131,9 @@ def test_verification_keeps_the_taken_draft_tokens_and_drops_the_others(index):
     assert gen.text == '{"name": "f", "parameters": {"s": "1abab"}}'
     assert model.passes == [
         (0, PROMPT + [OPENING], 1),  # the prompt's pass: the opening's tail is nowhere in the prompt
-        (7, ids(b"1", b"ab", b"a", b"ab", b'"}}'), 5),  # "1" -> the draft after it; "ab" taken, "a" refused
-        (9, ids(b"ab", b'"}}'), 2),  # "ab" -> '"}}', taken: the call is finished
+        # "1" -> the draft after it; "ab" taken, "a" refused; no logits after '"}}', which ends the call
+        (7, ids(b"1", b"ab", b"a", b"ab", b'"}}'), [0, 1, 2, 3]),
+        (9, ids(b"ab", b'"}}'), [0]),  # "ab" -> '"}}', taken: the call is finished
     ]
     assert model.cache.crops == [-3]  # "a", "ab", '"}}' of the second pass
     assert model.cache.length == len(PROMPT) + len(gen.tokens)  # every token but none pending
@@ -227,7 +229,7 @@ def test_a_value_the_grammar_cuts_is_closed_in_the_same_pass(index2):
     fed = [[TOKENS2[t] for t in p[1]] for p in model.passes]
     assert fed[0][:4] == [b"s", b" 1", b"c", b"ab"] and fed[0][-4:] == [b'{"', b"a", b'":', b" "]  # healed " "
     assert fed[1:] == [[b" 1", b', "', b"s", b'":', b" ", b'"'], [b"ab"]]  # " 1" -> closed, then the string
-    assert [p[2] for p in model.passes] == [2, 6, 1]
+    assert [p[2] for p in model.passes] == [[17, 18], [0, 4, 5], 1]  # no logits where text is forced
     assert model.cache.crops == [-1]  # the healed " " the model extended to " 1"
     assert (gen.forward_passes, gen.drafted_tokens, gen.accepted_tokens) == (3, 6, 5)
     plain = CopyModel({p: ID2[t] for p, t in script.items()}, VOCAB2.vocab_size)
