@@ -188,7 +188,7 @@ def exactly_one(parts: list[ByteDFA], loose: list[ByteDFA | None] | None = None)
         # the others, which for objects in any order grows with the product of their automata. Not once a
         # long count is enforced: the states built decide whether it stays (long_counts.LONG_STATES), and
         # this way builds fewer than the union
-        present_at = [None if q is None or is_empty(q) else D.minimize(q) for q in loose]
+        present_at = [None if q is None else _minimal_or_none(q) for q in loose]
         for i, p in enumerate(parts):
             if p is not None:
                 if loose[i] is p and present_at[i] is not None:
@@ -209,9 +209,9 @@ def exactly_one(parts: list[ByteDFA], loose: list[ByteDFA | None] | None = None)
         if rest is None:
             pieces.append(D.minimize(p))
             continue
-        only = product(D.minimize(p), rest, "minus")
-        if not is_empty(only):
-            pieces.append(D.minimize(only))
+        only = _minimal_or_none(product(D.minimize(p), rest, "minus"))
+        if only is not None:
+            pieces.append(only)
     if not pieces:
         raise D.EmptyLanguage("the schema accepts no value (empty language)")
     return union_all(pieces)
@@ -229,12 +229,20 @@ def _minus_each(part: ByteDFA, others: list[ByteDFA]) -> ByteDFA | None:
             successors = _successors(out.transitions)
         if _disjoint(out, q, successors):
             continue
-        rest = product(out, q, "minus")
-        if is_empty(rest):
+        out = _minimal_or_none(product(out, q, "minus"))
+        if out is None:
             return None
-        out = D.minimize(rest)
         successors = None
     return out
+
+
+def _minimal_or_none(dfa: ByteDFA) -> ByteDFA | None:
+    """The minimal ``dfa``, or None when its language is empty (:func:`~.dfa.minimize` finds that in its trim:
+    no search of its own first, as :func:`is_empty` would make)."""
+    try:
+        return D.minimize(dfa)
+    except D.EmptyLanguage:
+        return None
 
 
 def _successors(transitions: np.ndarray) -> list[list[int]]:
