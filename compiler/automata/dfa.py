@@ -557,7 +557,8 @@ def minimize(dfa: ByteDFA) -> ByteDFA:
     them only the states that may still split are recomputed (:func:`_refine_incremental`). An automaton
     this function made is returned as it is (a new :class:`ByteDFA` on the same arrays, without counters):
     joins minimize their parts, and most parts were minimized already; so is one of a small automaton
-    minimized before (:data:`MINIMAL_CACHE`). Raises SchemaError when the language is empty.
+    minimized before (:data:`MINIMAL_CACHE`). An automaton given a smaller one of its language
+    (:func:`set_equivalent`) is minimized through that one. Raises SchemaError when the language is empty.
     """
     if is_minimal(dfa):
         return _as_minimal(dfa)
