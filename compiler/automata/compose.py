@@ -188,7 +188,7 @@ def exactly_one(parts: list[ByteDFA], loose: list[ByteDFA | None] | None = None)
         # the others, which for objects in any order grows with the product of their automata. Not once a
         # long count is enforced: the states built decide whether it stays (long_counts.LONG_STATES), and
         # this way builds fewer than the union
-        present_at = [None if q is None or is_empty(q) else D.minimize(q) for q in loose]
+        present_at = [None if q is None else _minimal_or_none(q) for q in loose]
         for i, p in enumerate(parts):
             if p is not None:
                 if loose[i] is p and present_at[i] is not None:
@@ -209,9 +209,9 @@ def exactly_one(parts: list[ByteDFA], loose: list[ByteDFA | None] | None = None)
         if rest is None:
             pieces.append(D.minimize(p))
             continue
-        only = product(D.minimize(p), rest, "minus")
-        if not is_empty(only):
-            pieces.append(D.minimize(only))
+        only = _minimal_or_none(product(D.minimize(p), rest, "minus"))
+        if only is not None:
+            pieces.append(only)
     if not pieces:
         raise D.EmptyLanguage("the schema accepts no value (empty language)")
     return union_all(pieces)
@@ -229,12 +229,20 @@ def _minus_each(part: ByteDFA, others: list[ByteDFA]) -> ByteDFA | None:
             successors = _successors(out.transitions)
         if _disjoint(out, q, successors):
             continue
-        rest = product(out, q, "minus")
-        if is_empty(rest):
+        out = _minimal_or_none(product(out, q, "minus"))
+        if out is None:
             return None
-        out = D.minimize(rest)
         successors = None
     return out
+
+
+def _minimal_or_none(dfa: ByteDFA) -> ByteDFA | None:
+    """The minimal ``dfa``, or None when its language is empty (:func:`~.dfa.minimize` finds that in its trim:
+    no search of its own first, as :func:`is_empty` would make)."""
+    try:
+        return D.minimize(dfa)
+    except D.EmptyLanguage:
+        return None
 
 
 def _successors(transitions: np.ndarray) -> list[list[int]]:
@@ -575,4 +583,42 @@ def members_any_order(pairs: list[ByteDFA], required: list[bool]) -> ByteDFA:
             merge_rows(trans, ends[m] + off[c], row)
     accepting = np.zeros(len(trans), dtype=bool)
     accepting[final] = True
-    return ByteDFA(trans, accepting, 0)
+    out = ByteDFA(trans, accepting, 0)
+    if k:
+        D.set_equivalent(out, lambda: merge_copies(trans, accepting, base, [ends[m] for m in markers], off))
+    return out
+
+
+def merge_copies(trans: np.ndarray, accepting: np.ndarray, base: np.ndarray, ends: list[np.ndarray],
+                 off: list[int]) -> ByteDFA:
+    """An automaton of the language of :func:`members_any_order`'s (``trans``, ``accepting``, start 0) with
+    fewer reachable states, for :func:`~.dfa.minimize` to refine: a state of the members' automaton from which the end of
+    one required member only can be reached (its key read: the rest of that member) goes on alike in the
+    copy of a subset without that member and in the copy of the subset with it (after the member, both
+    continue in the latter copy), so every transition into the former goes to the latter instead. The
+    states left unreachable stay (the same rows: the table's shape is unchanged); minimize trims them.
+
+    ``base``: int32 (n, 256), the members' automaton with its end markers removed; ``ends``: int64 arrays,
+    the states that read each marker, the required members' in bit order then the one the others share;
+    ``off``: the first state of each subset's copy (2 ** required, subsets as bit masks)."""
+    n, k = base.shape[0], len(ends) - 1
+    reached = np.zeros(n, dtype=np.int64)  # how many markers each state can reach
+    bit_of = np.full(n, -1, dtype=np.int64)  # the required member whose end it reaches (one of them)
+    for bit, states in enumerate(ends):
+        goal = np.zeros(n, dtype=bool)
+        goal[states] = True
+        can = coreachable(base, goal)
+        reached += can
+        if bit < k:
+            bit_of[can] = bit
+    one = (reached == 1) & (bit_of >= 0)
+    remap = np.arange(len(trans) + 1, dtype=np.int32)
+    remap[-1] = -1  # a dead transition (-1) stays dead
+    offsets = np.asarray(off, dtype=np.int64)
+    subsets = np.arange(len(off), dtype=np.int64)
+    for bit in range(k):
+        states = np.flatnonzero(one & (bit_of == bit))
+        without = subsets[(subsets >> bit & 1) == 0]
+        into = (offsets[without | 1 << bit, None] + states).reshape(-1)
+        remap[(offsets[without, None] + states).reshape(-1)] = into
+    return ByteDFA(remap[trans], accepting, 0)

@@ -23,6 +23,7 @@ import hashlib
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -34,7 +35,7 @@ from interegular.fsm import anything_else
 from ...core.errors import SchemaError
 from .. import limits
 from .counters import CounterClash, resolve
-from .reach import bfs_order, coreachable
+from .reach import bfs_order, coreachable, reachable
 from ...core.intervals import MAX_CODE_POINT, SURROGATES, complement, normalize, restrict, subtract
 from .unique import unique
 
@@ -394,20 +395,21 @@ def _refine_incremental(ct: np.ndarray, block: np.ndarray, mult: np.ndarray) -> 
         limits.tick()
         h = _live_hashes(cand, block, live_at, live_dst, live_w)
         b = block[cand]
-        ids, first, counts = unique(b, return_index=True, return_counts=True)
-        full = counts == size[ids]  # every member recomputed: its largest group keeps the number
-        full_of = np.zeros(len(cand), dtype=bool)
-        full_of[np.isin(b, ids[full])] = True
         # groups (block, hash) of the recomputed states
         order = np.lexsort((h, b))
         bs, hs = b[order], h[order]
-        new_group = np.ones(len(order), dtype=bool)
-        new_group[1:] = (bs[1:] != bs[:-1]) | (hs[1:] != hs[:-1])
+        new_block = np.ones(len(order), dtype=bool)
+        new_block[1:] = bs[1:] != bs[:-1]
+        new_group = new_block.copy()
+        new_group[1:] |= hs[1:] != hs[:-1]
         gid = np.cumsum(new_group) - 1
         g_start = np.flatnonzero(new_group)
         g_block, g_hash = bs[g_start], hs[g_start]
         g_size = np.diff(np.append(g_start, len(order)))
-        g_full = full_of[order][g_start]
+        # the blocks recomputed whole (every member a candidate): their largest group keeps the number
+        b_start = np.flatnonzero(new_block)
+        b_count = np.diff(np.append(b_start, len(order)))
+        g_full = np.repeat(b_count == size[bs[b_start]], b_count)[g_start]
         keep = np.zeros(len(g_start), dtype=bool)
         # partly recomputed blocks: the group whose hash is the block's keeps the number
         keep[~g_full] = g_hash[~g_full] == ref[g_block[~g_full]]
@@ -431,9 +433,9 @@ def _refine_incremental(ct: np.ndarray, block: np.ndarray, mult: np.ndarray) -> 
         t_of = target[gid]
         moved = t_of >= 0
         states = cand[order][moved]
-        np.subtract.at(size, block[states], 1)
+        np.subtract.at(size, g_block[moving], g_size[moving])  # a group moves whole, to a number of its own
+        size[new_ids] = g_size[moving]
         block[states] = t_of[moved]
-        np.add.at(size, t_of[moved], 1)
         # next round: the predecessors of the states that changed block
         lo, hi = at[states], at[states + 1]
         cnt = hi - lo
@@ -525,8 +527,12 @@ def _trim_classes(ct: np.ndarray, accepting: np.ndarray, start: int) -> tuple[np
     alive = coreachable(ct, accepting)
     if not alive[start]:
         raise EmptyLanguage("the schema accepts no value (empty language)")
-    ct = np.where((ct >= 0) & alive[np.maximum(ct, 0)], ct, -1)
-    old = bfs_order(ct, start)
+    if not alive.all():
+        ct = np.where((ct >= 0) & alive[np.maximum(ct, 0)], ct, -1)
+    keep = reachable(ct, start)
+    if keep.all():  # a product's pairs, a join of trimmed parts: nothing to remove
+        return ct, accepting, start
+    old = np.flatnonzero(keep)
     remap = np.full(ct.shape[0] + 1, -1, dtype=np.int32)
     remap[old] = np.arange(len(old), dtype=np.int32)
     return remap[ct[old]], accepting[old], int(remap[start])
@@ -551,7 +557,8 @@ def minimize(dfa: ByteDFA) -> ByteDFA:
     them only the states that may still split are recomputed (:func:`_refine_incremental`). An automaton
     this function made is returned as it is (a new :class:`ByteDFA` on the same arrays, without counters):
     joins minimize their parts, and most parts were minimized already; so is one of a small automaton
-    minimized before (:data:`MINIMAL_CACHE`). Raises SchemaError when the language is empty.
+    minimized before (:data:`MINIMAL_CACHE`). An automaton given a smaller one of its language
+    (:func:`set_equivalent`) is minimized through that one. Raises SchemaError when the language is empty.
     """
     if is_minimal(dfa):
         return _as_minimal(dfa)
@@ -560,10 +567,18 @@ def minimize(dfa: ByteDFA) -> ByteDFA:
         got = MINIMAL_CACHE.get(key)
         if got is not None:
             return _as_minimal(got)
-    out = _minimize(dfa)
+    make = dfa.__dict__.get("_equivalent")
+    out = _minimize(dfa if make is None else make())
     if key is not None:
         MINIMAL_CACHE.put(key, out)
     return out
+
+
+def set_equivalent(dfa: ByteDFA, make: Callable[[], ByteDFA]) -> None:
+    """Give ``dfa`` an automaton of the same language that is cheaper to minimize (fewer reachable states):
+    ``make()`` builds it when :func:`minimize` first needs it. The automaton itself is left as it is (its
+    states are what joins count and pair)."""
+    dfa.__dict__["_equivalent"] = make
 
 
 def _as_minimal(dfa: ByteDFA) -> ByteDFA:

@@ -50,6 +50,37 @@ def coreachable(transitions: np.ndarray, accepting: np.ndarray) -> np.ndarray:
     return alive[:n]
 
 
+def reachable(transitions: np.ndarray, start: int) -> np.ndarray:
+    """Bool (states,): the states reachable from ``start`` (it included), in no order: a queue in Python over
+    each state's targets (one per run of bytes to the same target) up to :data:`SMALL_EDGES` of them, else one
+    breadth-first search of ``scipy.sparse.csgraph`` (as :func:`coreachable`, forwards)."""
+    from scipy.sparse import csr_matrix
+    from scipy.sparse.csgraph import breadth_first_order
+
+    limits.tick()
+    n = transitions.shape[0]
+    keep = transitions >= 0
+    keep[:, 1:] &= transitions[:, 1:] != transitions[:, :-1]  # a run of bytes to one target: its first byte
+    src, byte = np.nonzero(keep)  # by source state
+    dst = transitions[src, byte].astype(np.int64)
+    seen = np.zeros(n, dtype=bool)
+    if len(src) <= SMALL_EDGES:
+        at, succ = np.searchsorted(src, np.arange(n + 1)).tolist(), dst.tolist()
+        mark = bytearray(n)
+        mark[start] = 1
+        queue = [start]
+        for q in queue:  # grows while read
+            for t in succ[at[q] : at[q + 1]]:
+                if not mark[t]:
+                    mark[t] = 1
+                    queue.append(t)
+        seen[queue] = True
+        return seen
+    graph = csr_matrix((np.ones(len(src), dtype=np.int32), (src, dst)), shape=(n, n))
+    seen[breadth_first_order(graph, start, directed=True, return_predecessors=False)] = True
+    return seen
+
+
 def bfs_order(transitions: np.ndarray, start: int) -> np.ndarray:
     """The states reachable from ``start`` (int64 array, ``start`` first) in breadth-first order, each level
     in (parent order, byte) order. With at most :data:`SMALL_EDGES` transitions, one queue in Python over

@@ -176,13 +176,28 @@ def min_tokens(result: WalkResult, accepting: np.ndarray) -> np.ndarray:
 
 def min_tokens_from_edges(src: np.ndarray, dst: np.ndarray, accepting: np.ndarray) -> np.ndarray:
     """The fewest edges from each state to an accepting state (int32, shape (S,); large if unreachable),
-    edges ``src[i] -> dst[i]`` (int arrays). Bellman-Ford style relaxation, vectorized."""
+    edges ``src[i] -> dst[i]`` (int arrays, any order, repeats allowed). One breadth-first search backwards
+    from every accepting state at once, level by level (a level: the unreached predecessors of the last one,
+    by the edges sorted by target), so that it costs the edges once, not once per level as a relaxation of
+    every edge until nothing changes does."""
     inf = np.iinfo(np.int32).max // 2
+    n = len(accepting)
     dist = np.where(accepting, 0, inf).astype(np.int64)
-    while True:
-        cand = dist.copy()
-        np.minimum.at(cand, src, dist[dst] + 1)
-        if (cand == dist).all():
+    frontier = np.flatnonzero(accepting)
+    src, dst = np.asarray(src, dtype=np.int64), np.asarray(dst, dtype=np.int64)
+    order = np.argsort(dst, kind="stable")
+    pred, at = src[order], np.searchsorted(dst[order], np.arange(n + 1))
+    level = 0
+    while len(frontier):
+        level += 1
+        lo, hi = at[frontier], at[frontier + 1]
+        count = hi - lo
+        total = int(count.sum())
+        if not total:
             break
-        dist = cand
-    return np.minimum(dist, inf).astype(np.int32)
+        first = np.zeros(len(frontier), dtype=np.int64)
+        np.cumsum(count[:-1], out=first[1:])
+        found = pred[np.repeat(lo - first, count) + np.arange(total)]
+        frontier = unique(found[dist[found] == inf])
+        dist[frontier] = level
+    return dist.astype(np.int32)

@@ -349,7 +349,10 @@ class ObjectCompiler:
     def extras(self, members, names: ByteDFA | None) -> tuple[Tagged | None, list[Node]]:
         """The classifier of extra keys (tag: region) and each region's value node; (None, []) when the
         object takes no extra member."""
-        declared = any(v is not False for layer in self.layers for v in layer.get("properties", {}).values())
+        # a property some layer forbids (``false``) is forbidden, whatever the others say (a dependent schema's
+        # alternative without its key declares the names the schema declares as ``true``): it declares nothing
+        forbidden = {k for layer in self.layers for k, v in layer.get("properties", {}).items() if v is False}
+        declared = any(k not in forbidden for layer in self.layers for k in layer.get("properties", {}))
         additional = [layer["additionalProperties"] for layer in self.layers if "additionalProperties" in layer]
         opened_by_schema = any(isinstance(a, dict) for a in additional)
         map_open = not declared and all(a is not False for a in additional)

@@ -451,8 +451,19 @@ def object_schemas(draw) -> dict:
 
 def _layout_allows(schema: dict, keys: list[str]) -> bool:
     """True when ``keys`` (in their order) are in the grammar's layout for ``schema`` (see the module
-    docstring)."""
+    docstring). A dependent schema ``K: S`` (``K`` not required) splits the object as the grammar does
+    (:meth:`~callmaybe.compiler.schema.objects.ObjectCompiler.dependencies`): without ``K``, the layout of
+    ``properties: {K: false}`` (the names ``S`` declares still declared, any value) merged in; with it, of
+    ``required: [K]`` and ``S`` merged in. A property that only the first alternative forbids still closes the
+    object in the second."""
     parts = [schema, *schema.get("allOf", [])]
+    required = {k for part in parts for k in part.get("required", [])}
+    for name, dep in schema.get("dependentSchemas", {}).items():
+        declared = dep.get("properties", {}) if isinstance(dep, dict) else {}
+        if name in keys or name in required:
+            parts += [{"required": [name]}, dep if isinstance(dep, dict) else {}]
+        else:
+            parts.append({"properties": {name: False, **{n: True for n in declared if n != name}}})
     named: list[str] = []
     for part in parts:
         named.extend(k for k in part.get("properties", {}) if k not in named)
@@ -482,6 +493,40 @@ def test_a_property_that_allof_forbids_leaves_the_object_open_to_other_keys():
     assert [dfa.accepts(canonical(v).encode("utf-8")) for v in values] == [True, False, False, True]
     assert [Draft202012Validator(schema).is_valid(v) for v in values] == [True, False, False, True]
     assert _layout_allows(schema, ["a"]) is True
+
+
+def test_a_dependent_schema_that_cannot_hold_leaves_the_object_without_its_key_open():
+    # hypothesis's example: ``a`` needs ``x-a``, which is ``false``: ``a`` never appears, and the object
+    # without it declares no property (``a`` and ``x-a`` both forbidden there), so it is a map of keys of at
+    # most two characters; ``{"b": 0}`` is valid (no ``a``: the dependent schema does not apply)
+    schema = {"type": "object", "properties": {"a": {"type": "integer"}, "x-a": False},
+              "propertyNames": {"maxLength": 2}, "dependentSchemas": {"a": {"required": ["x-a"]}}, "allOf": [{}]}
+    dfa, _ = schema_dfa(schema)
+    values = [{"b": 0}, {"a": 0}, {}, {"x-a": 0}, {"ab": 1, "b": 2}, {"abc": 1}]
+    assert [dfa.accepts(canonical(v).encode("utf-8")) for v in values] == [True, False, True, False, True, False]
+    assert [Draft202012Validator(schema).is_valid(v) for v in values] == [True, False, True, False, True, False]
+    assert [_layout_allows(schema, list(v)) for v in values] == [True, True, True, True, True, True]
+    # with a dependent schema that can hold and a property left declared, the object is closed either way
+    schema = {"type": "object", "properties": {"a": {"type": "integer"}, "ya": {}},
+              "dependentSchemas": {"a": {"properties": {"x-a": {"type": "integer"}}}}}
+    dfa, _ = schema_dfa(schema)
+    values = [{"b": 0}, {"a": 0, "b": 0}, {"a": 0}, {"a": 0, "x-a": 1}, {"x-a": 1}, {"ya": 1, "a": 0}]
+    assert [dfa.accepts(canonical(v).encode("utf-8")) for v in values] == [False, False, True, True, True, False]
+    assert [_layout_allows(schema, list(v)) for v in values] == [False, False, True, True, True, False]
+
+
+def test_a_property_forbidden_in_one_layer_and_true_in_another_declares_nothing():
+    # hypothesis's second example: without ``a``, the dependent schema's names are declared ``true`` in a
+    # layer of their own (``patternProperties`` keeps the layers apart) while ``properties`` forbids ``x-a``:
+    # no property is declared, so the object is a map (the grammar counted ``x-a: true`` as declared and
+    # refused the valid ``{"b": 0}``; without the pattern the layers merged and it was a map already)
+    schema = {"type": "object", "properties": {"a": False, "x-a": False}, "patternProperties": {"^x-": False},
+              "dependentSchemas": {"a": {"properties": {"x-a": {"type": "integer"}}}}}
+    dfa, _ = schema_dfa(schema)
+    values = [{"b": 0}, {"a": 0}, {"x-a": 0}, {"x-b": 0}, {}, {"b": 0, "c": "s"}]
+    assert [dfa.accepts(canonical(v).encode("utf-8")) for v in values] == [True, False, False, False, True, True]
+    assert [Draft202012Validator(schema).is_valid(v) for v in values] == [True, False, False, False, True, True]
+    assert _layout_allows(schema, ["b"]) is True
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
