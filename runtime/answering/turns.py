@@ -338,8 +338,8 @@ class TurnDecoding:
     def verify(self, logits: torch.Tensor) -> tuple[bool, int]:
         """Take the next tokens from ``logits`` (len(choices), vocab_size): the model's outputs after
         ``pending`` and after the tokens of the :meth:`propose` draft fed with it where the model chooses
-        (:attr:`choices`; :meth:`~..decoding.decoder.Decoding.verify`). Returns (whether the turn is over, how many draft tokens
-        were taken: the caller drops the keys and values of the others). Without a draft it is :meth:`choose`."""
+        (:attr:`choices`; :meth:`~..decoding.decoder.Decoding.verify`). Returns (whether the turn is over, how
+        many draft tokens were taken: the caller drops the keys and values of the others). Without a draft it is :meth:`choose`."""
         if self.call is None or not self.call.draft:
             return self.choose(logits[-1]), 0
         self.passes += 1

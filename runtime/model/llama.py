@@ -272,8 +272,8 @@ class CausalLM(nn.Module):
     def forward(self, input_ids: torch.Tensor, cache: Cache | None = None, use_cache: bool = False,
                 logits_to_keep: int | torch.Tensor = 0, **_) -> Output:
         """Run the long ``input_ids`` (batch, tokens) after ``cache``'s tokens; the logits of the last
-        ``logits_to_keep`` positions (0: all; a 1-D long tensor: those positions). ``use_cache``: the new keys and values are added to ``cache`` (a
-        new :class:`Cache` when None) and it is returned."""
+        ``logits_to_keep`` positions (0: all; a 1-D long tensor: those positions). ``use_cache``: the new keys
+        and values are added to ``cache`` (a new :class:`Cache` when None) and it is returned."""
         if use_cache and cache is None:
             cache = Cache(len(self.model.layers))
         past = cache.get_seq_length() if cache is not None else 0
