@@ -17,8 +17,9 @@ Systems:
 
 Printed per system: wall time with and without model loading (s), seconds per request, requests per second,
 forward passes (callmaybe only: the peers decode every token), tokens per second, peak RSS (MB), right answers
-(public rules, or BFCL's), and the ratio of wall time, answering time and RSS to the baseline's (``--baseline``,
-default callmaybe). Usage::
+(public rules, or BFCL's), load (s: wall time before the first request, interpreter start left out; callmaybe's
+is everything its ``eval`` spends outside answering: model, indexes, the shared prefix), and the ratio of wall
+time, answering time, RSS and load to the baseline's (``--baseline``, default callmaybe). Usage::
 
     python bench/e2e.py [--data public|bfcl100|bfcl64] [--systems callmaybe,callmaybe-fp32,...] [--max-batch 8]
                         [--baseline callmaybe]
@@ -224,7 +225,7 @@ def measure(system: str, data: str, max_batch: int) -> dict:
 def table(rows: dict[str, dict], baseline: str = "callmaybe") -> list[str]:
     base = rows.get(baseline, {})
     head = (f"{'system':<16}{'wall s':>8}{'answer s':>10}{'s/req':>7}{'req/s':>7}{'passes':>8}{'tok/s':>7}"
-            f"{'RSS MB':>8}{'right':>8}{'x wall':>8}{'x answer':>10}{'x RSS':>7}")
+            f"{'RSS MB':>8}{'right':>8}{'load s':>8}{'x wall':>8}{'x answer':>10}{'x RSS':>7}{'x load':>8}")
     out = [head]
     for system, r in rows.items():
         if r.get("status") != "ok":
@@ -234,8 +235,9 @@ def table(rows: dict[str, dict], baseline: str = "callmaybe") -> list[str]:
         out.append(f"{system:<16}{r['wall_s']:>8.1f}{r['answer_s']:>10.1f}{r['answer_s'] / r['cases']:>7.2f}"
                    f"{r['cases'] / r['answer_s']:>7.3f}"
                    f"{r['passes'] if r['passes'] is not None else '-':>8}{r['tokens'] / r['answer_s']:>7.1f}"
-                   f"{r['rss_mb']:>8.0f}{str(r['right']) + '/' + str(r['cases']):>8}{ratio('wall_s'):>8}"
-                   f"{ratio('answer_s'):>10}{ratio('rss_mb'):>7}")
+                   f"{r['rss_mb']:>8.0f}{str(r['right']) + '/' + str(r['cases']):>8}{r['load_s']:>8.1f}"
+                   f"{ratio('wall_s'):>8}"
+                   f"{ratio('answer_s'):>10}{ratio('rss_mb'):>7}{ratio('load_s'):>8}")
     return out
 
 
