@@ -88,3 +88,40 @@ def test_is_label():
     assert not is_label(True, {"enum": [True, 1], "default": 0})
     assert not is_label(["seconds"], schema)
     assert not is_label("seconds", None) and not is_label("seconds", {"type": "string"})
+
+
+class TriggerModel(RequestModel):
+    """:class:`RequestModel` whose value logit is raised once the request's ``x`` token has been seen."""
+
+    def __call__(self, input_ids, cache=None, use_cache=True, logits_to_keep=0):
+        ids = input_ids[0].tolist()
+        self.calls.append(len(ids))
+        logits = torch.zeros(1, len(ids), len(TOKENS))
+        seen = False
+        for i, t in enumerate(ids):
+            seen = seen or t == ID[b"x"]
+            if seen:
+                logits[0, i, ID[b'"Paris"']] = 3.0
+        if isinstance(logits_to_keep, torch.Tensor):
+            logits = logits[:, logits_to_keep]
+        return SimpleNamespace(logits=logits, cache=cache)
+
+
+def test_ground_keeps_a_label_the_request_supports():
+    from callmaybe.core.catalog import parse_catalog
+    from callmaybe.runtime.answering.runner import ground
+    from callmaybe.runtime.decoding.profile import Profile
+
+    fn = parse_catalog([{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {
+        "city": {"type": "string", "enum": ["Paris", "Rome"], "default": "none"}}}}}], "t")[0]
+    call = [ID[b'{"name": "f", "parameters": {'], ID[b'"city": '], ID[b'"Paris"'], ID[b"}}"]]
+    context = [SPECIAL, ID[b"<user>"], ID[b"x"], ID[b"<end>"]]
+    model, profile = TriggerModel(), Profile()
+    done = ground(model, SimpleNamespace(token_bytes=TOKENS), fn, {"city": "Paris"}, "x", context, call, None, 0,
+                  profile)
+    pmi = 3.0 - math.log(math.exp(3.0) + len(TOKENS) - 1) + math.log(len(TOKENS))
+    assert done.parameters == {"city": "Paris"} and done.dropped == [] and done.forward_passes == 2
+    assert done.grounding == {"city": {"action": "kept", "evidence": f"the request supports it (PMI {pmi:+.2f} nats >= "
+                                       '+0.50); a value the catalog offers ("Paris"), which the request does not name'}}
+    assert model.calls == [len(context) + len(call), len(context) - 1 + len(call)]
+    assert profile.calls["support pass"] == 2
