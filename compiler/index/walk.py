@@ -330,7 +330,14 @@ def _expand(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarra
 
 
 def _ends(trie: TokenTrie, d: int, node: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The tokens that end at the depth-index-``d`` nodes ``node``: (index into ``node``, token id)."""
+    """The tokens that end at the depth-index-``d`` nodes ``node``: (index into ``node``, token id), in the
+    order of ``node``. With at most one token per node (:attr:`~.trie.TokenTrie.end_one`: every vocabulary
+    seen so far), read from one table instead of expanding ranges."""
+    one = trie.end_one
+    if one is not None:
+        tok = one[d][node]
+        owner = np.flatnonzero(tok >= 0)
+        return owner, tok[owner]
     owner, pos = _expand(trie.end_start[d][node], trie.end_end[d][node])
     return owner, trie.end_tokens[d][pos]
 
