@@ -319,14 +319,13 @@ class WalkResult:
 def _expand(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """For ranges [starts[i], ends[i]), return (owner index i, position) of every element, vectorized."""
     counts = ends - starts
-    total = int(counts.sum())
     owner = np.repeat(np.arange(len(starts)), counts)
-    if total == 0:
+    if len(owner) == 0:
         return owner, owner
-    first = np.zeros(len(starts), dtype=np.int64)
-    np.cumsum(counts[:-1], out=first[1:])
-    pos = starts[owner] + (np.arange(total) - first[owner])
-    return owner, pos
+    # element j of range i is at starts[i] + j - (the elements of the ranges before i): one gather, not two
+    shift = starts - np.cumsum(counts)
+    shift += counts
+    return owner, np.arange(len(owner)) + shift[owner]
 
 
 def _ends(trie: TokenTrie, d: int, node: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -50,3 +50,18 @@ def test_a_walk_over_a_trie_with_repeated_tokens_allows_each():
                          ([b"a", b"ab", b"b", b"bb"], [(0, 0, 1), (0, 1, 2), (0, 2, 2), (1, 2, 2)])):
         r = walk(t, build_trie(tokens), share=False)
         assert list(zip(r.state.tolist(), r.token.tolist(), r.next_state.tolist())) == want
+
+
+def test_expand_gives_each_range_element_with_its_owner():
+    owner, pos = walk_mod._expand(np.array([5, 0, 9, 2], dtype=np.int64), np.array([8, 0, 10, 4], dtype=np.int64))
+    assert owner.tolist() == [0, 0, 0, 2, 3, 3] and pos.tolist() == [5, 6, 7, 9, 2, 3]
+    assert owner.dtype == np.int64 and pos.dtype == np.int64
+    owner, pos = walk_mod._expand(np.array([3], dtype=np.int32), np.array([3], dtype=np.int32))
+    assert owner.tolist() == [] and pos.tolist() == []
+    rng = np.random.default_rng(7)
+    starts = rng.integers(0, 1000, 500)
+    ends = starts + rng.integers(0, 5, 500)
+    owner, pos = walk_mod._expand(starts.astype(np.int32), ends.astype(np.int32))
+    assert owner.tolist() == [i for i in range(500) for _ in range(ends[i] - starts[i])]
+    assert pos.tolist() == [p for i in range(500) for p in range(starts[i], ends[i])]
+    assert pos.dtype == np.int64
