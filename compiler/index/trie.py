@@ -48,7 +48,6 @@ class TokenTrie:
             out[d] = count
         return out
 
-
     @cached_property
     def end_one(self) -> list[np.ndarray] | None:
         """Per depth index d, int32 (nodes,): the one token that ends at each node (-1: none), when no node
