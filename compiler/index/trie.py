@@ -48,6 +48,21 @@ class TokenTrie:
             out[d] = count
         return out
 
+    @cached_property
+    def end_one(self) -> list[np.ndarray] | None:
+        """Per depth index d, int32 (nodes,): the one token that ends at each node (-1: none), when no node
+        has more than one (two tokens of the same bytes); else None. Made on first use, kept with the trie."""
+        out = []
+        for d in range(len(self.byte)):
+            count = self.end_end[d] - self.end_start[d]
+            if len(count) and int(count.max()) > 1:
+                return None
+            one = np.full(len(count), -1, dtype=np.int32)
+            has = count > 0
+            one[has] = self.end_tokens[d][self.end_start[d][has]]
+            out.append(one)
+        return out
+
 
 def build_trie(token_bytes: list[bytes | None] | tuple[bytes | None, ...]) -> TokenTrie:
     """Build the trie of the non-empty, non-None entries of ``token_bytes`` (index = token id).

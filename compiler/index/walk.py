@@ -319,18 +319,24 @@ class WalkResult:
 def _expand(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """For ranges [starts[i], ends[i]), return (owner index i, position) of every element, vectorized."""
     counts = ends - starts
-    total = int(counts.sum())
     owner = np.repeat(np.arange(len(starts)), counts)
-    if total == 0:
+    if len(owner) == 0:
         return owner, owner
-    first = np.zeros(len(starts), dtype=np.int64)
-    np.cumsum(counts[:-1], out=first[1:])
-    pos = starts[owner] + (np.arange(total) - first[owner])
-    return owner, pos
+    # element j of range i is at starts[i] + j - (the elements of the ranges before i): one gather, not two
+    shift = starts - np.cumsum(counts)
+    shift += counts
+    return owner, np.arange(len(owner)) + shift[owner]
 
 
 def _ends(trie: TokenTrie, d: int, node: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The tokens that end at the depth-index-``d`` nodes ``node``: (index into ``node``, token id)."""
+    """The tokens that end at the depth-index-``d`` nodes ``node``: (index into ``node``, token id), in the
+    order of ``node``. With at most one token per node (:attr:`~.trie.TokenTrie.end_one`: every vocabulary
+    seen so far), read from one table instead of expanding ranges."""
+    one = trie.end_one
+    if one is not None:
+        tok = one[d][node]
+        owner = np.flatnonzero(tok >= 0)
+        return owner, tok[owner]
     owner, pos = _expand(trie.end_start[d][node], trie.end_end[d][node])
     return owner, trie.end_tokens[d][pos]
 
