@@ -254,10 +254,10 @@ def ground(model, index: TokenIndex, fn: Function, params: dict, request: str, i
            tokens: list[int], prefix: PrefixCache | None, prefix_len: int, profile: Profile) -> Grounded:
     """Weigh each optional argument of a call of ``fn`` (:mod:`~..policy.evidence`): one the request does not ground
     is kept when it is an ``enum`` label of a parameter whose default is none of them and the model's own
-    probabilities say the request supports it (:mod:`~..policy.support`: its PMI with the request at least ``SUPPORT_PMI_MIN``; two forward
-    passes), else decoded again within the request's words (:mod:`~..policy.restate`; ``ids`` is the context
-    before the call, ``tokens`` the call's own) and kept when the model gives a stated value at least
-    ``RESTATE_MIN_PROB``, else left out (:func:`~..policy.grounding.drop`)."""
+    probabilities say the request supports it (:mod:`~..policy.support`: its PMI with the request at least
+    ``SUPPORT_PMI_MIN``; two forward passes), else decoded again within the request's words
+    (:mod:`~..policy.restate`; ``ids`` is the context before the call, ``tokens`` the call's own) and kept when the
+    model gives a stated value at least ``RESTATE_MIN_PROB``, else left out (:func:`~..policy.grounding.drop`)."""
     judged = verdicts(params, fn, request)
     names = [k for k, v in judged.items() if not v.keep]
     passes = 0

@@ -1,7 +1,7 @@
 """Where the time of a run goes: seconds, calls and tokens per phase, printed by ``run --profile`` and ``eval
 --profile``.
 
-Phases (every forward pass is in exactly one of the first ten):
+Phases (every forward pass is in exactly one of the first twelve):
 
 * ``prefix``: the catalog prompt's keys and values, computed once per run (per catalog);
 * ``prefill``: a request's first pass, over the prompt after the shared prefix;
@@ -34,7 +34,8 @@ from contextlib import contextmanager
 from collections.abc import Iterator
 
 PHASES = ("prefix", "prefill", "decode step", "forced chunk", "verify pass", "batch step", "restate pass",
-          "support pass", "relevance pass", "confirm pass", "pair pass", "result pass", "mask", "forced tokens", "prompt", "check")
+          "support pass", "relevance pass", "confirm pass", "pair pass", "result pass", "mask", "forced tokens",
+          "prompt", "check")
 MODEL_PHASES = PHASES[:12]
 
 
