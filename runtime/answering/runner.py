@@ -21,7 +21,6 @@ from ..decoding.lookup import PromptLookup
 from ..decoding.profile import Profile
 from ..decoding.prompt import prompt_ids, shared_prefix_length
 from ..policy.restate import RESTATE_MIN_PROB, restate
-from ..policy.support import SUPPORT_PMI_MIN, is_label, support
 
 
 @dataclass
@@ -212,14 +211,13 @@ class Answerer:
     def _finish(self, prompt: str, ids: list[int], gen: Generation) -> dict[str, Any]:
         """The result entry of a decoded call: parsed, checked and grounded. Raises CallmaybeError when the
         output is not a valid call."""
-        passes = ("restate pass", "support pass")
-        t0, restating = time.perf_counter(), sum(self.profile.seconds[p] for p in passes)
+        t0, restating = time.perf_counter(), self.profile.seconds["restate pass"]
         try:
             call = to_call(gen.text, self.by_name, self.key)
             if not self.keep_unstated:
                 call["parameters"] = self._ground(call, prompt, ids, gen)
-        finally:  # the restate and support passes are phases of their own
-            spent = time.perf_counter() - t0 - (sum(self.profile.seconds[p] for p in passes) - restating)
+        finally:  # the restate passes are a phase of their own
+            spent = time.perf_counter() - t0 - (self.profile.seconds["restate pass"] - restating)
             self.profile.add("check", spent)
         return {"prompt": prompt, **call}
 
@@ -253,29 +251,13 @@ class Grounded:
 def ground(model, index: TokenIndex, fn: Function, params: dict, request: str, ids: list[int],
            tokens: list[int], prefix: PrefixCache | None, prefix_len: int, profile: Profile) -> Grounded:
     """Weigh each optional argument of a call of ``fn`` (:mod:`~..policy.evidence`): one the request does not ground
-    is kept when it is an ``enum`` label of a parameter whose default is none of them and the model's own
-    probabilities say the request supports it (:mod:`~..policy.support`: its PMI with the request at least
-    ``SUPPORT_PMI_MIN``; two forward passes), else decoded again within the request's words
-    (:mod:`~..policy.restate`; ``ids`` is the context before the call, ``tokens`` the call's own) and kept when the
-    model gives a stated value at least ``RESTATE_MIN_PROB``, else left out (:func:`~..policy.grounding.drop`)."""
+    is decoded again within the request's words (:mod:`~..policy.restate`; ``ids`` is the context before the call,
+    ``tokens`` the call's own) and kept when the model gives a stated value at least ``RESTATE_MIN_PROB``,
+    else left out (:func:`~..policy.grounding.drop`)."""
     judged = verdicts(params, fn, request)
     names = [k for k, v in judged.items() if not v.keep]
-    passes = 0
-    labels = [k for k in names if is_label(params[k], fn.parameters.get("properties", {}).get(k))]
-    if labels:
-        try:
-            pmi = support(model, index.token_bytes, ids, tokens, request, labels, prefix, prefix_len, profile)
-        except RuntimeError:  # e.g. out of memory: the word rules' verdicts stand
-            pmi = {}
-        passes += 2 if pmi else 0
-        for key, value in pmi.items():
-            if value >= SUPPORT_PMI_MIN:
-                judged[key] = Verdict(True, f"the request supports it (PMI {value:+.2f} nats >= "
-                                            f"{SUPPORT_PMI_MIN:+.2f}); {judged[key].evidence}")
-                names.remove(key)
-            else:
-                judged[key] = Verdict(False, f"{judged[key].evidence}; PMI {value:+.2f} nats < {SUPPORT_PMI_MIN:+.2f}")
     restated: dict[str, dict] = {}
+    passes = 0
     original = params
     for key in [k for k in names if isinstance(params[k], str)]:
         try:

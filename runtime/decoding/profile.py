@@ -1,7 +1,7 @@
 """Where the time of a run goes: seconds, calls and tokens per phase, printed by ``run --profile`` and ``eval
 --profile``.
 
-Phases (every forward pass is in exactly one of the first twelve):
+Phases (every forward pass is in exactly one of the first ten):
 
 * ``prefix``: the catalog prompt's keys and values, computed once per run (per catalog);
 * ``prefill``: a request's first pass, over the prompt after the shared prefix;
@@ -12,8 +12,6 @@ Phases (every forward pass is in exactly one of the first twelve):
 * ``batch step``: with ``--max-batch``, a pass over the pending tokens of every row of the batch (:mod:`.batch`;
   a row's prefill is still its own ``prefill``);
 * ``restate pass``: the passes of restating an unstated argument (:mod:`..policy.restate`);
-* ``support pass``: the two passes measuring how much the request supports an unstated argument
-  (:mod:`..policy.support`);
 * ``relevance pass``: the passes of asking the model whether a first call under ``auto`` fits the request
   (:mod:`..policy.relevance`);
 * ``confirm pass``: the passes of showing the model a decoded first call under ``auto`` (:mod:`..policy.confirm`);
@@ -23,7 +21,7 @@ Phases (every forward pass is in exactly one of the first twelve):
 * ``mask``: the matcher's mask, applying it to the logits, and the argmax;
 * ``forced tokens``: finding and taking forced text (tokenizing it the first time a state is seen);
 * ``prompt``: rendering the chat template and tokenizing it;
-* ``check``: parsing and validating the call, grounding (its restate and support passes apart);
+* ``check``: parsing and validating the call, grounding (its restate passes apart);
 * ``other``: the rest of the wall time (Python between the phases, progress, writing the output).
 """
 
@@ -34,9 +32,8 @@ from contextlib import contextmanager
 from collections.abc import Iterator
 
 PHASES = ("prefix", "prefill", "decode step", "forced chunk", "verify pass", "batch step", "restate pass",
-          "support pass", "relevance pass", "confirm pass", "pair pass", "result pass", "mask", "forced tokens",
-          "prompt", "check")
-MODEL_PHASES = PHASES[:12]
+          "relevance pass", "confirm pass", "pair pass", "result pass", "mask", "forced tokens", "prompt", "check")
+MODEL_PHASES = PHASES[:11]
 
 
 class Profile:

@@ -133,17 +133,9 @@ def chosen_label(value: str, schema: dict) -> bool:
     weather in ``celsius``, "suspenseful" is ``Thriller``), and the grammar lets the model write no other
     value, so its choice is kept. Measured with ``bench/wordrules.py`` on the expected calls of BFCL live's
     development part (simple, multiple, messages): the word rule left out 29 right optional values, every one
-    such a label (27 in English requests, 2 in others); with this rule, none.
-
-    Not when the parameter's ``default`` is none of its labels (``"enum": ["seconds", "milliseconds"],
-    "default": "N/A"``): leaving the argument out is then the only way to ask for the default, and a label the
-    request gives no ground for is the model's guess. BFCL live's development part has one such function (20
-    calls of ``cmd_controller.execute``, each with ``unit: "seconds"`` that no request asked for); such a label
-    is kept when the request supports it by the model's own probabilities (:mod:`~.support`)."""
+    such a label (27 in English requests, 2 in others); with this rule, none."""
     labels = schema.get("enum")
-    if not isinstance(labels, list) or value not in labels or fold(value).strip() in defaults(schema):
-        return False
-    return "default" not in schema or schema["default"] in labels
+    return isinstance(labels, list) and value in labels and fold(value).strip() not in defaults(schema)
 
 
 def doubt(value: str, schema: dict) -> str:

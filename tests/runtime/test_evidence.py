@@ -107,24 +107,6 @@ def test_an_enum_label_other_than_the_default_is_the_models_choice(value, reques
     assert weigh(value, request_text, schema) == expected
 
 
-EXEC_UNIT = {"type": "string", "enum": ["seconds", "milliseconds"], "default": "N/A",
-             "description": "The unit of measurement for the command execution time, such as 'seconds' or 'milliseconds'"}
-
-
-@pytest.mark.parametrize("value, request_text, schema, expected", [
-    # BFCL live (development part), live_simple_141-94-0: the default is none of the labels, so the model's label
-    # is a guess unless the request gives it (runtime/policy/support.py weighs it by the model's probabilities)
-    ("seconds", "check whether the docker is installed using docker --version", EXEC_UNIT,
-     Verdict(False, 'a value the catalog offers ("seconds"), which the request does not name')),
-    ("milliseconds", "Run 'ping -c 1 example.com' and give me the time in milliseconds.", EXEC_UNIT,
-     Verdict(True, "stated in the request")),
-    # no default at all: the model's choice, as before
-    ("milliseconds", "run dir", {"type": "string", "enum": ["seconds", "milliseconds"]}, Verdict(True, LABEL)),
-])
-def test_an_enum_label_whose_default_is_no_label_needs_the_request(value, request_text, schema, expected):
-    assert weigh(value, request_text, schema) == expected
-
-
 def test_verdicts_keep_required_arguments():
     fn = parse_catalog([{"type": "function", "function": {"name": "f", "parameters": {
         "type": "object", "properties": {"city": {"type": "string"}, "unit": UNIT}, "required": ["city"]}}}], "t")[0]
