@@ -21,14 +21,16 @@ Usage::
     python bench/value_pmi.py --data ../shared/data/bfcl_live/simple.jsonl --eval OUT.json --output rows.jsonl
     python bench/value_pmi.py --table rows.jsonl [--ids even|odd]     # the table again, no model
 
-The table: per language and label, how many values the word rules keep and how many a PMI threshold keeps
-(for thresholds on a grid), stated values apart (both keep them).
+The tables (``--table``): per language and label, how many values the word rules keep and how many a PMI
+threshold keeps (thresholds on ``--grid``), stated values apart; what each rule decides; the word rules against
+the word rules plus PMI keeps, per language.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from collections import defaultdict
 from pathlib import Path
@@ -50,17 +52,25 @@ def value_spans(name: str, params: dict) -> tuple[str, dict[str, tuple[int, int]
 
 
 def label(key: str, value, expected: dict) -> str:
-    """"keep" (a value the answer key accepts), "drop" (the key lets it be left out and does not accept it, or
-    does not list the argument), or "neither"."""
+    """"keep" (the answer key accepts the value and not its absence), "drop" (it accepts the absence, or does
+    not list the argument, and not the value), "either" (it accepts both: keeping or leaving it out decides
+    nothing) or "neither" (the case is wrong either way)."""
     from callmaybe.runtime.evaluation.scoring import _bfcl_value
 
     want = expected.get("parameters") or {}
-    if key not in want:
-        return "drop"
-    options = want[key] if isinstance(want[key], list) else [want[key]]
-    if any(_bfcl_value(value, o) for o in options if o != ""):
-        return "keep"
+    options = (want[key] if isinstance(want[key], list) else [want[key]]) if key in want else [""]
+    accepted = any(_bfcl_value(value, o) for o in options if o != "")
+    if accepted:
+        return "either" if "" in options else "keep"
     return "drop" if "" in options else "neither"
+
+
+def rule(evidence: str) -> str:
+    """The rule behind a verdict's evidence line: its words before any quoted value or parenthesis, numbers
+    written N (``"a reformat of what the request states: 2023, 4, 5"`` -> ``"a reformat of what the request
+    states: N, N, N"``)."""
+    head = re.sub(r"\(.*", "", evidence).strip()
+    return re.sub(r"\d[\d.,]*", "N", head).strip(" :;,")[:70]
 
 
 def stated(value, request: str) -> bool:
@@ -139,6 +149,10 @@ def measure(data: Path, eval_path: Path, output: Path, threads: int) -> None:
 
 
 def table(paths: list[Path], ids: str | None, grid: list[float]) -> None:
+    """Print, for the records of ``paths`` (the even or odd ids with ``ids``): the optional values per language
+    and label with how many unstated ones the word rules and PMI >= t keep; the values each rule decides (should
+    go / should stay, "either" and "neither" left out); the word rules against the word rules plus PMI >= t
+    keeps (values that should go left out, values that should stay left out, net); and every unstated value."""
     from callmaybe.runtime.evaluation.evaluate import id_number
 
     records = []
@@ -146,17 +160,25 @@ def table(paths: list[Path], ids: str | None, grid: list[float]) -> None:
         for line in path.read_text().splitlines():
             if line.strip():
                 r = json.loads(line)
-                n = id_number(r["id"], 0)
-                if ids and (n % 2 == 0) != (ids == "even"):
+                if ids and (id_number(r["id"], 0) % 2 == 0) != (ids == "even"):
                     continue
                 records.append(r)
     counts: dict = defaultdict(lambda: defaultdict(int))
+    by_rule: dict = defaultdict(lambda: [0, 0])
+    left_out: dict = defaultdict(lambda: [0, 0])  # (language, rule) -> [should go, should stay] left out
     unstated = []
     for r in records:
         lang = "en" if r["lang"] == "en" else "other"
         for v in r["values"]:
-            if v["label"] == "neither":
+            if v["label"] not in ("keep", "drop"):
                 continue
+            stay = v["label"] == "keep"
+            by_rule[(rule(v["evidence"]), "keep" if v["rules_keep"] else "leave out")][stay] += 1
+            keeps = {"word rules": v["rules_keep"],
+                     **{f"word rules, and PMI >= {t:g} keeps": v["rules_keep"] or v["pmi"] >= t for t in grid}}
+            for name, keep in keeps.items():
+                if not keep:
+                    left_out[(lang, name)][stay] += 1
             cell = counts[(lang, v["label"])]
             cell["n"] += 1
             if v["stated"]:
@@ -167,13 +189,19 @@ def table(paths: list[Path], ids: str | None, grid: list[float]) -> None:
             for t in grid:
                 cell[t] += v["pmi"] >= t
     print(f"calls {len(records)}; optional values by language and label (keep: the answer key accepts the "
-          "value; drop: it should be left out); unstated values kept by the word rules and by PMI >= t")
+          "value only; drop: only its absence); unstated values kept by the word rules and by PMI >= t")
     print("| language | label | values | stated | unstated: word rules keep | "
           + " | ".join(f"PMI >= {t:g}" for t in grid) + " |")
     print("|---" * (5 + len(grid)) + "|")
     for (lang, lab), c in sorted(counts.items()):
         print(f"| {lang} | {lab} | {c['n']} | {c['stated']} | {c['rules']} | "
               + " | ".join(str(c[t]) for t in grid) + " |")
+    print("\n| rule | its verdict | values that should go | values that should stay |\n|---|---|---|---|")
+    for (name, verdict), (go, stay) in sorted(by_rule.items(), key=lambda x: (x[0][1], x[0][0])):
+        print(f"| {name} | {verdict} | {go} | {stay} |")
+    print("\n| language | rule | should go, left out | should stay, left out | net |\n|---|---|---|---|---|")
+    for (lang, name), (go, stay) in sorted(left_out.items()):
+        print(f"| {lang} | {name} | {go} | {stay} | {go - stay:+d} |")
     print()
     for lang, v in sorted(unstated, key=lambda x: x[1]["pmi"]):
         print(f"  {lang} {v['label']:<4} pmi {v['pmi']:+7.2f} rules {'keep' if v['rules_keep'] else 'drop'}  "
