@@ -148,11 +148,8 @@ def measure(data: Path, eval_path: Path, output: Path, threads: int) -> None:
             out.flush()
 
 
-def table(paths: list[Path], ids: str | None, grid: list[float]) -> None:
-    """Print, for the records of ``paths`` (the even or odd ids with ``ids``): the optional values per language
-    and label with how many unstated ones the word rules and PMI >= t keep; the values each rule decides (should
-    go / should stay, "either" and "neither" left out); the word rules against the word rules plus PMI >= t
-    keeps (values that should go left out, values that should stay left out, net); and every unstated value."""
+def load_records(paths: list[Path], ids: str | None) -> list[dict]:
+    """The records of ``paths`` (one JSON object per line), only the even or odd ids with ``ids``."""
     from callmaybe.runtime.evaluation.evaluate import id_number
 
     records = []
@@ -160,12 +157,18 @@ def table(paths: list[Path], ids: str | None, grid: list[float]) -> None:
         for line in path.read_text().splitlines():
             if line.strip():
                 r = json.loads(line)
-                if ids and (id_number(r["id"], 0) % 2 == 0) != (ids == "even"):
-                    continue
-                records.append(r)
+                if not ids or (id_number(r["id"], 0) % 2 == 0) == (ids == "even"):
+                    records.append(r)
+    return records
+
+
+def tally(records: list[dict], grid: list[float]) -> tuple[dict, dict, dict, list]:
+    """Counts over the values labelled "keep" or "drop": per (language, label) the values, the stated ones and
+    the unstated ones the word rules and PMI >= t keep; per (rule, verdict) [should go, should stay]; per
+    (language, rule set) [should go, should stay] left out; and the unstated values as (language, value)."""
     counts: dict = defaultdict(lambda: defaultdict(int))
     by_rule: dict = defaultdict(lambda: [0, 0])
-    left_out: dict = defaultdict(lambda: [0, 0])  # (language, rule) -> [should go, should stay] left out
+    left_out: dict = defaultdict(lambda: [0, 0])
     unstated = []
     for r in records:
         lang = "en" if r["lang"] == "en" else "other"
@@ -188,6 +191,16 @@ def table(paths: list[Path], ids: str | None, grid: list[float]) -> None:
             cell["rules"] += v["rules_keep"]
             for t in grid:
                 cell[t] += v["pmi"] >= t
+    return counts, by_rule, left_out, unstated
+
+
+def table(paths: list[Path], ids: str | None, grid: list[float]) -> None:
+    """Print, for the records of ``paths`` (the even or odd ids with ``ids``): the optional values per language
+    and label with how many unstated ones the word rules and PMI >= t keep; the values each rule decides (should
+    go / should stay, "either" and "neither" left out); the word rules against the word rules plus PMI >= t
+    keeps (values that should go left out, values that should stay left out, net); and every unstated value."""
+    records = load_records(paths, ids)
+    counts, by_rule, left_out, unstated = tally(records, grid)
     print(f"calls {len(records)}; optional values by language and label (keep: the answer key accepts the "
           "value only; drop: only its absence); unstated values kept by the word rules and by PMI >= t")
     print("| language | label | values | stated | unstated: word rules keep | "
