@@ -11,8 +11,9 @@ Speculation (``speculate``): where the model must choose, tokens copied from the
 with the pending ones in one pass and verified under the mask (:meth:`Decoding.verify`); the cache drops the keys
 and values of those not taken (``crop``), the matcher advances through the taken ones only.
 
-Shared prompt prefix: :class:`PrefixCache` keeps the keys and values of the prompt prefix shared by all
-requests (the system message listing the catalog) and crops the cache back to it after each request.
+Shared prompt prefix: :class:`~.prefix.PrefixCache` keeps the keys and values of the prompt prefixes shared by
+requests (the system message listing a catalog, several catalogs at once) and crops the cache back to a prefix
+after each request.
 """
 
 from __future__ import annotations
@@ -22,12 +23,13 @@ from dataclasses import dataclass, field
 
 import torch
 
+from .forward import forward
 from .lookup import PromptLookup, boundary, choice_points, closing, cut, healed
 from .loops import LoopGuard
 from .masks import TokenIndex
 from .matcher import BudgetExhausted, Matcher
+from .prefix import PrefixCache
 from .profile import Profile
-from .prompt import common_length
 
 __all__ = ["BudgetExhausted", "Decoding", "Generation", "PrefixCache", "forward", "generate"]
 
@@ -52,68 +54,6 @@ class Generation:
     restated: dict[str, dict] = field(default_factory=dict)  # name -> {"from", "to", "probability"}
     grounding: dict[str, dict] = field(default_factory=dict)  # name -> {"action", "evidence", ...}: why
     model_parameters: dict | None = None  # the arguments as decoded, before grounding (None: it did not run)
-
-
-class PrefixCache:
-    """Keys and values of a prompt prefix shared by requests, computed once and reused.
-
-    ``lookup(prompt_ids, prefix_len)`` returns (cache to continue from, number of prompt tokens it covers);
-    after a request, :meth:`release` crops the cache back to the prefix so it can serve the next one. When
-    the prefix asked for is another one (another catalog), the tokens both share (the template's header and the
-    instructions before the catalog listing: ~130 tokens of a BFCL prompt) are kept and only the rest is
-    computed: keys and values at a position depend only on the tokens up to it. One PrefixCache may serve
-    every catalog of a run (:class:`~..answering.session.Runtime` shares one).
-    """
-
-    def __init__(self, model, enabled: bool = True, profile: Profile | None = None):
-        self.model = model
-        self.enabled = enabled
-        self.profile = profile if profile is not None else Profile()
-        self.ids: list[int] = []
-        self.cache = None
-
-    def lookup(self, prompt_ids: list[int], prefix_len: int):
-        if not self.enabled or prefix_len <= 0:
-            return None, 0
-        prefix = prompt_ids[:prefix_len]
-        if self.cache is not None and self.ids != prefix:
-            shared = common_length(self.ids, prefix)
-            if shared == 0:
-                self.cache, self.ids = None, []
-            elif shared < len(self.ids):
-                self.cache.crop(shared - len(self.ids))  # transformers 5: a negative count removes that many
-                self.ids = self.ids[:shared]
-        if len(self.ids) < len(prefix):
-            _, self.cache = forward(self.model, prefix[len(self.ids):], self.cache, self.profile, "prefix")
-            self.ids = prefix
-        return self.cache, prefix_len
-
-    def release(self) -> None:
-        if self.cache is not None:
-            extra = self.cache.get_seq_length() - len(self.ids)
-            if extra > 0:
-                self.cache.crop(-extra)  # transformers 5: a negative count removes that many tokens
-
-
-def forward(model, ids: list[int], past, profile: Profile | None = None, phase: str = "",
-            keep: int | list[int] = 1):
-    """Run ``model`` on ``ids`` after ``past``; returns (the logits of the last position, shape (vocab_size,),
-    in the model's dtype and on its device; the cache). Only the last position's logits are computed
-    (``logits_to_keep=1``): the output layer is 151,936 x 1,536 for Qwen, a large share of a prefill's work.
-    ``keep`` > 1 : the logits of the last ``keep`` positions, shape (keep, vocab_size); a list (a verify pass,
-    :meth:`Decoding.verify`): the logits of those indices of ``ids``, shape (len(keep), vocab_size). With
-    ``profile``, the pass's seconds and ``len(ids)`` tokens are added to its ``phase``."""
-    t0 = time.perf_counter()
-    device = getattr(model, "device", None)
-    input_ids = torch.tensor([ids], dtype=torch.long, device=device)
-    to_keep = torch.tensor(keep, dtype=torch.long, device=device) if isinstance(keep, list) else keep
-    with torch.inference_mode():
-        out = model(input_ids=input_ids, cache=past, use_cache=True, logits_to_keep=to_keep)
-    if profile is not None:
-        profile.add(phase, time.perf_counter() - t0, len(ids))
-    if isinstance(keep, list):
-        return out.logits[0], out.cache
-    return (out.logits[0, -1] if keep == 1 else out.logits[0, -keep:]), out.cache
 
 
 class Decoding:

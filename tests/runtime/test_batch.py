@@ -226,6 +226,48 @@ def test_a_prefix_cache_shared_by_two_catalogs_computes_only_what_differs(smollm
     assert torch.allclose(reused, alone_logits, atol=1e-4)
 
 
+
+def test_a_prefix_cache_keeps_several_catalogs_and_computes_each_once(smollm2):
+    # a server alternating between a known and a new tool list: neither prefix is computed twice
+    from callmaybe.runtime.decoding.decoder import PrefixCache
+    from callmaybe.runtime.decoding.profile import Profile
+
+    model, profile = smollm2.model, Profile()
+    cache = PrefixCache(model, profile=profile)
+    a, b = [1, 2, 3, 4, 5, 6, 7, 8], [1, 2, 3, 4, 5, 60, 70]
+    for prefix in (a, b, a, b, a):
+        past, covered = cache.lookup(prefix + [9, 10], len(prefix))
+        assert covered == len(prefix) and past.get_seq_length() == len(prefix)
+        reused, _ = forward(model, [9, 10], past)
+        cache.release()
+        assert torch.allclose(reused, alone(model, [prefix, [9, 10]])[-1], atol=1e-4)
+    assert profile.tokens["prefix"] == 8 + 2
+    assert [e.ids for e in cache.entries] == [b, a]  # least recently used first
+    # a prefix inside a cached one (a shorter prefix length of the same prompt) computes nothing
+    past, covered = cache.lookup(a, 6)
+    assert covered == 6 and past.get_seq_length() == 6
+    cache.release()
+    assert profile.tokens["prefix"] == 10 and [e.ids for e in cache.entries] == [b, a]
+    assert [e.cache.get_seq_length() for e in cache.entries] == [7, 8]
+
+
+def test_a_prefix_cache_past_its_bytes_drops_the_least_recently_used(smollm2):
+    from callmaybe.runtime.decoding.decoder import PrefixCache
+
+    model = smollm2.model
+    probe = PrefixCache(model)
+    probe.lookup([1, 2, 3, 4], 4)
+    probe.release()
+    per_token = probe.entries[0].bytes // 4
+    cache = PrefixCache(model, max_bytes=per_token * 12)  # room for 12 tokens
+    a, b, c = [1, 2, 3, 4, 5, 6], [1, 2, 3, 40, 50, 60], [7, 8, 9, 10]
+    for prefix in (a, b, a, c):
+        cache.lookup(prefix, len(prefix))
+        cache.release()
+    # b (6 tokens, used before a) left when c came: a 6 + c 4 = 10 tokens fit, 16 do not
+    assert [e.ids for e in cache.entries] == [a, c]
+    assert sum(e.bytes for e in cache.entries) == per_token * 10
+
 def entered(model, chunks, prefix_cache, prefix):
     """A Fed row that joins as :func:`batch.enter` leaves a turn: the keys and values of the shared ``prefix``
     only, its first chunk fed in the batch's next step."""
