@@ -426,6 +426,12 @@ def eval_cmd(data, model, max_tokens, threads, call_format, tool_choice, paralle
               help="Turns decoded together, as rows of one forward pass.")
 @click.option("--max-queue", type=click.IntRange(min=1), default=64, show_default=True,
               help="Turns that may wait for a row; past it a request gets 429.")
+@click.option("--prefill-chunk", type=click.IntRange(min=0), default=16, show_default=True,
+              help="While other turns decode, a new turn's prompt (a new tool list's included) is fed this many "
+                   "tokens per forward pass, so that theirs stay quick (0: all at once).")
+@click.option("--prefix-cache-mb", type=click.IntRange(min=1), default=512, show_default=True,
+              help="Keys and values of tool lists' prompts kept, so that a list seen before is not read again "
+                   "(least recently used out; about 28 KiB a token for the default model).")
 @click.option("--api-key", default=None, envvar="CALLMAYBE_API_KEY",
               help="Require 'Authorization: Bearer KEY' on every /v1 route (also $CALLMAYBE_API_KEY).")
 @click.option("--max-new-tool-lists-per-minute", "per_minute", type=click.IntRange(min=0), default=30,
@@ -453,7 +459,7 @@ def eval_cmd(data, model, max_tokens, threads, call_format, tool_choice, paralle
               help="With --ray: a folder every replica can read and write (the cluster's shared storage), where "
                    "a new tool list is compiled once per cluster (default: each node's index cache).")
 @compile_limits_option()
-def serve_cmd(model, host, port, max_batch, max_queue, api_key, per_minute, index_cache_size, threads,
+def serve_cmd(model, host, port, max_batch, max_queue, prefill_chunk, prefix_cache_mb, api_key, per_minute, index_cache_size, threads,
               call_format, relevance_check, confirm_check, result_check, value_check, call_threshold, combined_threshold, dtype,
               device, speculate, ray_address, ray_replicas, ray_index_dir, compile_limits) -> None:
     """Serve an OpenAI-compatible chat completions API (POST /v1/chat/completions, GET /v1/models, GET /health)
@@ -480,7 +486,8 @@ def serve_cmd(model, host, port, max_batch, max_queue, api_key, per_minute, inde
         config = RunConfig(model=model, threads=threads, call_format=call_format, dtype=dtype, device=device,
                            max_batch=max_batch, relevance_check=relevance_check, confirm_check=confirm_check, result_check=result_check,
                            evidence_check=value_check, call_threshold=call_threshold,
-                           combined_threshold=combined_threshold, speculate=speculate)
+                           combined_threshold=combined_threshold, speculate=speculate,
+                           prefix_cache_bytes=prefix_cache_mb * 2**20)
         if ray_address is None and ray_index_dir is not None:
             raise InputError("--ray-index-dir needs --ray")
         if ray_address is not None:
@@ -489,7 +496,7 @@ def serve_cmd(model, host, port, max_batch, max_queue, api_key, per_minute, inde
 
             require_ray()
             options = ServeOptions(model, api_key, index_cache_size, per_minute, max_batch, max_queue,
-                                   index_folder(ray_index_dir))
+                                   index_folder(ray_index_dir), prefill_chunk or None)
             serve_on_ray(ray_address, config, runtime_compiler, options, host, port, ray_replicas, threads or 1)
             return
         runtime = Runtime(config, runtime_compiler)
@@ -498,7 +505,7 @@ def serve_cmd(model, host, port, max_batch, max_queue, api_key, per_minute, inde
                                           prepare_vocabulary)
         from .runtime.answering.engine import Engine
 
-        engine = Engine(runtime, max_batch=max_batch, max_queue=max_queue)
+        engine = Engine(runtime, max_batch=max_batch, max_queue=max_queue, prefill_chunk=prefill_chunk or None)
     except CallmaybeError as exc:
         fail(exc)
         return

@@ -32,8 +32,9 @@ APP_NAME = "callmaybe"
 @dataclass(frozen=True)
 class ServeOptions:
     """What every replica is given: the model's name as clients send it, the API key (None: none), the
-    index cache's size and compile rate, the engine's batch and queue, and the shared index folder (None:
-    each replica's own index cache, which the replicas of one machine share)."""
+    index cache's size and compile rate, the engine's batch and queue, the shared index folder (None:
+    each replica's own index cache, which the replicas of one machine share) and the engine's prefill chunk
+    (``serve --prefill-chunk``; None: prompts fed at once)."""
 
     model: str
     api_key: str | None = None
@@ -42,6 +43,7 @@ class ServeOptions:
     max_batch: int = 8
     max_queue: int = 64
     index_dir: str | None = None
+    prefill_chunk: int | None = 16
 
 
 class Replica:
@@ -57,7 +59,8 @@ class Replica:
 
         shared = SharedCompile(compile, options.index_dir or cache_dir("indexes"))
         self.runtime = Runtime(config, shared)
-        self.engine = Engine(self.runtime, max_batch=options.max_batch, max_queue=options.max_queue)
+        self.engine = Engine(self.runtime, max_batch=options.max_batch, max_queue=options.max_queue,
+                             prefill_chunk=options.prefill_chunk)
         self.api = runtime_app(self.runtime, self.engine, options.model, options.api_key, options.index_cache_size,
                                options.per_minute, info={"max_batch": options.max_batch,
                                                          "max_queue": options.max_queue, "replica": os.getpid(),

@@ -52,13 +52,17 @@ class Engine:
     ``runtime``: a loaded :class:`~.session.Runtime` (model, tokenizer, vocabulary, call format, prefix
     cache). ``max_queue``: how many turns may wait for a row; :meth:`submit` raises QueueFull past it.
     A turn joins the next forward pass as soon as a row is free; a finished or cancelled turn leaves at once.
+    ``prefill_chunk`` (the server's): while other rows decode, a new row's prompt, a new catalog's prefix
+    included, is fed this many tokens per step (:class:`~..decoding.batch.Batch` ``chunk``) instead of in a
+    pass of its own; None (``run``, ``eval``: throughput before latency): all at once.
     """
 
-    def __init__(self, runtime, max_batch: int = 8, max_queue: int = 64):
+    def __init__(self, runtime, max_batch: int = 8, max_queue: int = 64, prefill_chunk: int | None = None):
         from .turns import Vocab
 
         self.runtime = runtime
         self.max_batch, self.max_queue = max(1, max_batch), max_queue
+        self.prefill_chunk = prefill_chunk
         loaded = runtime.loaded
         self.model, self.tokenizer = loaded.model, loaded.tokenizer
         self.judge = getattr(runtime.config, "relevance_check", True)  # relevance of first calls under auto
@@ -286,7 +290,7 @@ class Engine:
         from ..decoding.batch import Batch, enter, start
 
         if self._batch is None:
-            self._batch = Batch(self.model, self.runtime.profile)
+            self._batch = Batch(self.model, self.runtime.profile, self.prefill_chunk)
         batch = self._batch
         cancelled = [t for t in self._rows if t.cancelled]
         if cancelled:
@@ -300,7 +304,8 @@ class Engine:
             try:
                 row = ticket.row
                 # its prompt is fed in the batch's next step (with the prefix's keys and values), or alone
-                started = enter(row, ticket.ids, self.runtime.prefix, ticket.prefix_len)
+                started = enter(row, ticket.ids, self.runtime.prefix, ticket.prefix_len,
+                                fold=self.prefill_chunk is not None)
                 if started is None:
                     started = start(self.model, row, ticket.ids, self.runtime.prefix, ticket.prefix_len)
             except Exception as exc:

@@ -26,6 +26,7 @@ from ...core.registry import DEFAULT_MODEL
 from ...core.sources import HUB, PATH, REGISTRY, classify
 from ...core.vocabulary import Vocabulary, load_vocabulary, vocabulary_from_tokenizer
 from ..decoding.decoder import PrefixCache
+from ..decoding.prefix import PREFIX_CACHE_BYTES
 from ..decoding.index import open_index
 from ..decoding.profile import Profile
 from .runner import Answerer, RunStats, answer_all
@@ -46,7 +47,8 @@ class RunConfig:
     ``model``: a registry name, a local checkpoint folder or a hub id. ``index_path``: an explicit index
     (must match). ``max_tokens``: the token budget per call. ``threads``: torch CPU threads (None: torch's
     choice). ``call_format``: ``plain``, ``tools`` or ``auto``. ``prefix_cache``: reuse the catalog prompt's
-    keys and values. ``keep_unstated``: keep optional arguments the request does not state. ``trace``: record
+    keys and values; ``prefix_cache_bytes``: the keys and values of catalog prompts kept, in bytes
+    (:mod:`..decoding.prefix`; the server keeps more, ``serve --prefix-cache-mb``). ``keep_unstated``: keep optional arguments the request does not state. ``trace``: record
     every token. ``dtype``: the weights' dtype (``auto``, ``float32``, ``bfloat16``, ``int8``); ``device``:
     ``auto``, ``cpu`` or ``cuda`` (:mod:`..model.load`). ``max_batch``: how many calls decode together
     (:mod:`..decoding.batch`; 1: one at a time). ``tool_choice``: ``required`` (one call per request), ``auto`` (a call
@@ -72,6 +74,7 @@ class RunConfig:
     threads: int | None = None
     call_format: str = "plain"
     prefix_cache: bool = True
+    prefix_cache_bytes: int = PREFIX_CACHE_BYTES
     keep_unstated: bool = False
     trace: bool = False
     dtype: str = "auto"
@@ -127,7 +130,8 @@ class Runtime:
         self.model_dir = self.loaded.path if classify(config.model).kind in (PATH, HUB) else None
         self.profile = Profile()  # the seconds of every answerer of this runtime, per phase
         # one prefix cache for every catalog: another catalog reuses the prompt's header and instructions
-        self.prefix = PrefixCache(self.loaded.model, enabled=config.prefix_cache, profile=self.profile)
+        self.prefix = PrefixCache(self.loaded.model, enabled=config.prefix_cache, profile=self.profile,
+                                  max_bytes=config.prefix_cache_bytes)
 
     def index_for(self, functions: list[Function], store: bool = True) -> IndexData:
         """The index of ``functions`` for this model: ``config.index_path`` (must match), else a shipped,

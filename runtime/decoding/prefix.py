@@ -86,11 +86,7 @@ class PrefixCache:
         if not self.enabled or prefix_len <= 0:
             return None, 0
         prefix = prompt_ids[:prefix_len]
-        best, shared = None, 0
-        for entry in self.entries:
-            n = common_length(entry.ids, prefix)
-            if n >= shared and n > 0:  # ties: the most recently used
-                best, shared = entry, n
+        best, shared = self._closest(prefix)
         if best is not None and shared == len(prefix):  # all of it cached: a view of that entry
             self._touch(best)
             cache = best.cache if shared == len(best.ids) else _first(best.cache, shared)
@@ -108,6 +104,32 @@ class PrefixCache:
         self._lent = (entry.cache, len(prefix))
         return entry.cache, prefix_len
 
+    def share(self, prompt_ids: list[int], prefix_len: int) -> tuple[list | None, int]:
+        """The keys and values the cache already holds for the start of ``prompt_ids[:prefix_len]``, computing
+        nothing: (one (keys, values) pair per layer, copies of shape (1, kv_heads, n, head_dim); n), from the
+        entry that shares most tokens with it; (None, 0) when disabled, ``prefix_len`` is 0 or no entry shares
+        a token. The caller feeds the rest itself and may :meth:`store` the prefix once computed."""
+        if not self.enabled or prefix_len <= 0:
+            return None, 0
+        best, shared = self._closest(prompt_ids[:prefix_len])
+        if best is None:
+            return None, 0
+        self._touch(best)
+        return [(layer.keys[:, :, :shared].clone(), layer.values[:, :, :shared].clone())
+                for layer in best.cache.layers], shared
+
+    def store(self, ids: list[int], kv: list) -> None:
+        """Keep ``kv`` (one (keys, values) pair per layer, each (1, kv_heads, len(ids), head_dim), not written
+        to afterwards) as the keys and values of the prefix ``ids``, computed elsewhere (a row of a running
+        batch, :func:`~.batch.enter`); nothing when disabled or when a cached entry holds ``ids`` already."""
+        if not self.enabled or not ids or any(entry.ids == ids for entry in self.entries):
+            return
+        from transformers import DynamicCache
+
+        # transformers' cache serves every model: this project's decoder calls layers[l].update(keys, values)
+        self.entries.append(_Entry(list(ids), DynamicCache(ddp_cache_data=kv)))
+        self._evict()
+
     def release(self) -> None:
         if self._lent is None:
             return
@@ -116,6 +138,16 @@ class PrefixCache:
         extra = cache.get_seq_length() - n
         if extra > 0:
             cache.crop(-extra)  # transformers 5: a negative count removes that many tokens
+
+    def _closest(self, prefix: list[int]) -> tuple[_Entry | None, int]:
+        """The entry sharing most leading tokens with ``prefix`` (ties: the most recently used) and how many;
+        (None, 0) when none shares one."""
+        best, shared = None, 0
+        for entry in self.entries:
+            n = common_length(entry.ids, prefix)
+            if n >= shared and n > 0:
+                best, shared = entry, n
+        return best, shared
 
     def _touch(self, entry: _Entry) -> None:
         self.entries.remove(entry)

@@ -305,6 +305,63 @@ def test_a_row_whose_prompt_is_folded_into_the_running_batch_gets_the_logits_it_
             assert torch.allclose(got, want, atol=1e-4), (got - want).abs().max()
 
 
+
+def test_a_new_catalog_prefix_is_fed_in_chunks_beside_a_decoding_row_then_cached(smollm2):
+    # the server's path (Engine prefill_chunk): a request with a new tool list joins with the part of its
+    # catalog prefix the cache shares, feeds the rest 4 tokens a step while the other row decodes on, and the
+    # batch stores the new prefix for the next request
+    from callmaybe.runtime.decoding.batch import enter
+    from callmaybe.runtime.decoding.decoder import PrefixCache
+    from callmaybe.runtime.decoding.profile import Profile
+
+    model, profile = smollm2.model, Profile()
+    cache = PrefixCache(model, profile=profile)
+    known, new = [1, 2, 3, 4, 5, 6, 7], [1, 2, 3, 30, 31, 32, 33, 34, 35, 36, 37]
+    running = [[8, 9, 10], [40], [41], [42], [43], [44]]
+    late = [[60, 61, 62], [63]]
+    batch = Batch(model, chunk=4)
+    first = entered(model, running, cache, known)
+    batch.join(first)
+    assert batch.step() == []
+    row = Fed(late)
+    got = enter(row, new + row.pending, cache, len(new), fold=True)
+    assert got.kv[0][0].shape[2] == 3 and got.store == (cache, new)
+    assert row.pending == [30, 31, 32, 33, 34, 35, 36, 37, 60, 61, 62]
+    batch.join(got)
+    fed = []
+    while len(batch):
+        before = list(batch.lengths)
+        batch.step()
+        fed.append([n - b for n, b in zip(batch.lengths, before)] if len(batch) == len(before) else None)
+    assert fed[:3] == [[1, 4], [1, 4], [1, 3]]  # the late row's 11 tokens in 4, 4 and 3; the other row each step
+    assert len(first.row.seen) == 6 and len(row.seen) == 2
+    for got_row, chunks, prefix in ((first.row, running, known), (row, late, new)):
+        expected = alone(model, [prefix + chunks[0]] + chunks[1:])
+        for got_logits, want in zip(got_row.seen, expected):
+            assert torch.allclose(got_logits, want, atol=1e-4), (got_logits - want).abs().max()
+    computed = profile.tokens["prefix"]
+    past, covered = cache.lookup(new + [9], len(new))
+    assert covered == len(new) and profile.tokens["prefix"] == computed  # stored by the batch: nothing computed
+    reused, _ = forward(model, [9], past)
+    cache.release()
+    assert torch.allclose(reused, alone(model, [new, [9]])[-1], atol=1e-4)
+
+
+def test_a_folded_prompt_alone_in_the_batch_is_fed_at_once(smollm2):
+    from callmaybe.runtime.decoding.batch import enter
+    from callmaybe.runtime.decoding.decoder import PrefixCache
+
+    model = smollm2.model
+    cache = PrefixCache(model)
+    cache.lookup([1, 2, 3, 4, 9], 4)
+    cache.release()
+    new = [1, 2, 3, 30, 31, 32, 33, 34, 35, 36, 37]
+    row = Fed([[60, 61, 62], [63]])
+    batch = Batch(model, chunk=4)
+    batch.join(enter(row, new + row.pending, cache, len(new), fold=True))
+    assert batch.step() == [] and batch.lengths == [len(new) + 3]  # no other row waits: one pass
+    assert [e.ids for e in cache.entries] == [[1, 2, 3, 4], new]
+
 def test_enter_without_a_cached_prefix_leaves_the_prompt_to_start():
     from callmaybe.runtime.decoding.batch import enter
     from callmaybe.runtime.decoding.decoder import PrefixCache
@@ -338,3 +395,17 @@ def test_buffers_that_grow_in_rows_and_slots_keep_every_row_s_logits(smollm2, mo
         assert len(r.row.seen) == len(expected)
         for got, want in zip(r.row.seen, expected):
             assert torch.allclose(got, want, atol=1e-4), (got - want).abs().max()
+
+
+@pytest.mark.parametrize("pending, fed", [
+    ([1, 40], [1, 4]),  # a row decodes: the other's prompt goes 4 tokens a step
+    ([1, 40, 6], [1, 0, 4]),  # the fewest left first: the new request's 6 before the new catalog's 40
+    ([40, 6], [0, 6]),  # no row decodes: the shortest prompt whole (then it decodes)
+    ([300, 290], [0, 128]),  # at most PREFILL_STEP tokens in a step
+    ([3, 2], [3, 2]),
+])
+def test_a_step_feeds_long_prompts_in_chunks(smollm2, pending, fed):
+    assert batch_module.PREFILL_STEP == 128
+    batch = Batch(smollm2.model, chunk=4)
+    batch.rows = [Fed([list(range(n))]) for n in pending]
+    assert batch._allot() == fed
