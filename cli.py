@@ -427,8 +427,8 @@ def eval_cmd(data, model, max_tokens, threads, call_format, tool_choice, paralle
 @click.option("--max-queue", type=click.IntRange(min=1), default=64, show_default=True,
               help="Turns that may wait for a row; past it a request gets 429.")
 @click.option("--prefill-chunk", type=click.IntRange(min=0), default=16, show_default=True,
-              help="While other turns decode, a new turn's prompt (a new tool list's included) is fed this many "
-                   "tokens per forward pass, so that theirs stay quick (0: all at once).")
+              help="While other turns decode, a new turn's prompt over 64 tokens (a new tool list's) is fed this "
+                   "many tokens per forward pass, so that theirs stay quick (0: all at once).")
 @click.option("--prefix-cache-mb", type=click.IntRange(min=1), default=512, show_default=True,
               help="Keys and values of tool lists' prompts kept, so that a list seen before is not read again "
                    "(least recently used out; about 28 KiB a token for the default model).")

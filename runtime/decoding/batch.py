@@ -43,6 +43,11 @@ REPACK_SLACK = 64
 #: serve bench; 1,000 tokens beside a second row 13.3 s, against 4.96 s for a forward pass alone).
 PREFILL_STEP = 128
 
+#: With a ``chunk``, a row's pending tokens are fed whole up to this many (a request's own message after a
+#: cached catalog prompt: 20-40 tokens of the public set): chunking them would add steps to the request, and
+#: 16 new requests at once would wait for one another's messages.
+SHORT_PROMPT = 64
+
 #: Slots the key/value buffers grow by when a step needs more (and rows they start with).
 SLOT_CHUNK = 256
 ROWS_FIRST = 4
@@ -241,17 +246,18 @@ class Batch:
 
     def _allot(self) -> list[int]:
         """How many of its pending tokens each row feeds in this step: all of them, except that with ``chunk``
-        set, rows holding more than ``chunk`` (a new row's prompt) share a budget, the row with the fewest left
-        first (a request's own message before a new catalog's whole prompt): ``chunk`` tokens per step while
-        another row of the batch decodes (it would wait for their whole prompts otherwise); when none does, as
-        many as the fewest any of them holds, at most :data:`PREFILL_STEP`. Chunked prefill in the sense of Sarathi (Agrawal et al.,
+        set, rows holding more than ``chunk`` and :data:`SHORT_PROMPT` tokens (a new catalog's prompt) share a
+        budget, the row with the fewest left first: ``chunk`` tokens per step while another row of the batch
+        decodes (it would wait for their whole prompts otherwise); when none does, as many as the fewest any of
+        them holds, at most :data:`PREFILL_STEP`. Chunked prefill in the sense of Sarathi (Agrawal et al.,
         2023) and vLLM's ``max_num_batched_tokens``: a step's cost grows with its tokens (one row decoding
         with the 1.5B model on two cores: 141 ms a step, 208 ms with 16 prompt tokens besides, 358 ms with
         32, 1.3 s with 256)."""
         counts = [len(row.pending) for row in self.rows]
         if self.chunk is None:
             return counts
-        long = sorted((b for b, n in enumerate(counts) if n > self.chunk), key=lambda b: counts[b])
+        least = max(self.chunk, SHORT_PROMPT)
+        long = sorted((b for b, n in enumerate(counts) if n > least), key=lambda b: counts[b])
         if not long:
             return counts
         budget, out = self.chunk if len(long) < len(counts) else min(PREFILL_STEP, counts[long[0]]), list(counts)

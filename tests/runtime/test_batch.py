@@ -306,7 +306,7 @@ def test_a_row_whose_prompt_is_folded_into_the_running_batch_gets_the_logits_it_
 
 
 
-def test_a_new_catalog_prefix_is_fed_in_chunks_beside_a_decoding_row_then_cached(smollm2):
+def test_a_new_catalog_prefix_is_fed_in_chunks_beside_a_decoding_row_then_cached(smollm2, monkeypatch):
     # the server's path (Engine prefill_chunk): a request with a new tool list joins with the part of its
     # catalog prefix the cache shares, feeds the rest 4 tokens a step while the other row decodes on, and the
     # batch stores the new prefix for the next request
@@ -314,6 +314,7 @@ def test_a_new_catalog_prefix_is_fed_in_chunks_beside_a_decoding_row_then_cached
     from callmaybe.runtime.decoding.decoder import PrefixCache
     from callmaybe.runtime.decoding.profile import Profile
 
+    monkeypatch.setattr(batch_module, "SHORT_PROMPT", 0)  # a short prompt stands for a long one
     model, profile = smollm2.model, Profile()
     cache = PrefixCache(model, profile=profile)
     known, new = [1, 2, 3, 4, 5, 6, 7], [1, 2, 3, 30, 31, 32, 33, 34, 35, 36, 37]
@@ -398,14 +399,15 @@ def test_buffers_that_grow_in_rows_and_slots_keep_every_row_s_logits(smollm2, mo
 
 
 @pytest.mark.parametrize("pending, fed", [
-    ([1, 40], [1, 4]),  # a row decodes: the other's prompt goes 4 tokens a step
-    ([1, 40, 6], [1, 0, 4]),  # the fewest left first: the new request's 6 before the new catalog's 40
-    ([40, 6], [0, 6]),  # no row decodes: the shortest prompt whole (then it decodes)
+    ([1, 400], [1, 4]),  # a row decodes: the other's prompt goes 4 tokens a step
+    ([1, 400, 70], [1, 0, 4]),  # the fewest left first: 70 before 400
+    ([1, 400, 60], [1, 4, 60]),  # a request's own message (up to SHORT_PROMPT tokens) whole
+    ([400, 70], [0, 70]),  # no row decodes: the shortest prompt whole (then it decodes)
     ([300, 290], [0, 128]),  # at most PREFILL_STEP tokens in a step
     ([3, 2], [3, 2]),
 ])
 def test_a_step_feeds_long_prompts_in_chunks(smollm2, pending, fed):
-    assert batch_module.PREFILL_STEP == 128
+    assert batch_module.PREFILL_STEP == 128 and batch_module.SHORT_PROMPT == 64
     batch = Batch(smollm2.model, chunk=4)
     batch.rows = [Fed([list(range(n))]) for n in pending]
     assert batch._allot() == fed
