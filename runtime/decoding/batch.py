@@ -16,7 +16,10 @@ their rotary positions, so moving them changes nothing).
 A new row's prompt is folded into the running batch (:func:`enter`): it joins with the keys and values of the
 shared catalog prefix only, and its own prompt tokens are fed in the next step together with the other rows'
 tokens, so a request arriving stops no one. The step itself runs the decoder layers over the packed tokens
-(:mod:`.rowpass`), writing keys and values in place.
+(:mod:`.rowpass`), writing keys and values in place. In the server (``chunk``), a long prompt, a new catalog's
+included (:func:`enter` with ``fold``: the row joins with the part of the catalog prefix the cache shares), is
+fed a chunk per step while other rows decode (:meth:`Batch._allot`), and the catalog prefix, once fed, goes to
+the prefix cache for the next request.
 
 This is continuous batching in the sense of Orca (Yu et al., OSDI 2022: rows join and leave between
 iterations) with a padded cache instead of paged attention.
