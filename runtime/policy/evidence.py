@@ -100,6 +100,14 @@ def offered(value: str, schema: dict) -> bool:
     return re.search(pattern, fold(description)) is not None
 
 
+def exemplified(value: str, schema: dict) -> bool:
+    """True when ``value`` is one of the parameter's ``examples`` or written in its description (as
+    :func:`offered` reads it), not one of its ``enum`` labels or its ``default``: an example of what the
+    parameter takes ("One cuisine, e.g. Thai."), not a choice the catalog makes."""
+    plain = {k: schema[k] for k in ("examples", "description") if k in schema}
+    return offered(value, plain)
+
+
 def partly_stated(value: str, request: str) -> list[str]:
     """The words of ``value`` (3 letters or more) that are words of ``request`` up to an ending, when they
     are at least half of them; else []."""
@@ -365,7 +373,11 @@ def another_call(arguments: dict[str, Any], earlier: list[dict[str, Any]], reque
     parallel_22 and parallel_46 right, where recombining whenever two calls share a value also kept the extra
     calls of parallel_21 and parallel_33; counting mentions (before: a value used once was never new) turns
     parallel_64, _89 and _92 right, and in the grid rule with constant arguments kept, parallel_98; offered
-    labels, parallel_8."""
+    labels, parallel_8. A call of a new function none of whose values is new (stated and unused) that takes a
+    value only from the catalog's examples or descriptions (:func:`exemplified`) is no call asked for either:
+    ``find_restaurants(city="Paris", cuisine="Thai")`` after the weather calls of "What's the weather in Paris and
+    Rome?", "Thai" being the catalog's "e.g. Thai" (bench/catalogs/parallel_langs_cases.jsonl, in every
+    language)."""
     told = number_mentions(request) + _scaled_mentions(request)  # signed: "b = -3" states -3 (see _mentions)
     numbers = set(told)
     used: Counter = Counter()  # how many times earlier calls used each value
@@ -381,24 +393,20 @@ def another_call(arguments: dict[str, Any], earlier: list[dict[str, Any]], reque
             said[_same(leaf, request)] = _mentions(leaf, request, told)
     new: list[str] = []  # stated, and no earlier call used it
     fresh: list[str] = []  # stated more times than earlier calls used it (see the docstring)
+    copied: list[str] = []  # the catalog's own examples, not stated (see the docstring)
     for path, leaf in _leaf_paths(arguments).items():
         value = _same(leaf, request)
         stated = _stated(leaf, request, numbers) or _negated(leaf, request)
-        if not stated and value not in used and isinstance(leaf, str) \
-                and offered(leaf, _schema_at(parameters, path)):
-            continue  # a label the catalog offers ("country" of "city/state/country"): no guess, no new value
-        if not stated and value not in used:
+        kind = _kind(leaf, path, value, stated, used, places, given, request, told, parameters)
+        if kind == "guess":
             return Verdict(False, f"{json.dumps(leaf, ensure_ascii=False)} is neither in the request nor in "
                                   "an earlier call (a guess)")
-        if value not in used:
-            new.append(json.dumps(leaf, ensure_ascii=False))
-        elif stated:
-            times = _mentions(leaf, request, told)
-            moved = path not in places[value] and len(given.get(path, ())) != 1  # not into a constant argument
-            if len(places[value]) < times and (moved or used[value] < times):
-                fresh.append(json.dumps(leaf, ensure_ascii=False))
+        {"new": new, "fresh": fresh, "copied": copied}.get(kind, []).append(json.dumps(leaf, ensure_ascii=False))
     names = earlier_names if earlier_names is not None else [None] * len(earlier)
     if name is not None and earlier_names is not None and name not in earlier_names:
+        if copied and not new:
+            return Verdict(False, f"it calls {name} with values of earlier calls and the catalog's example "
+                                  f"{', '.join(copied)}, which the request does not state")
         return Verdict(True, f"it calls {name}, which no earlier call did")
     mine = _paths(arguments, request)
     calls = [_paths(e, request) for e, n in zip(earlier, names) if n == name]
@@ -414,6 +422,27 @@ def another_call(arguments: dict[str, Any], earlier: list[dict[str, Any]], reque
         return Verdict(True, "a new combination of the values earlier calls gave each argument, which run "
                              "through a grid")
     return Verdict(False, "it uses no value the earlier calls did not (a repeat)")
+
+
+def _kind(leaf: Any, path: str, value: Any, stated: bool, used: Counter, places: dict, given: dict, request: str,
+          told: Counter, parameters: dict | None) -> str:
+    """What a value of a later call is to :func:`another_call`: ``"offered"`` (a label the catalog offers and the
+    request does not state: no guess, no new value; "country" of "city/state/country"), ``"copied"`` (such a
+    label that is one of the catalog's examples, :func:`exemplified`), ``"guess"`` (neither stated nor used by an
+    earlier call), ``"new"`` (stated, unused), ``"fresh"`` (stated more often than earlier calls used it, see
+    :func:`another_call`) or ``"used"``."""
+    if not stated and value not in used and isinstance(leaf, str) and offered(leaf, _schema_at(parameters, path)):
+        return "copied" if exemplified(leaf, _schema_at(parameters, path)) else "offered"
+    if not stated and value not in used:
+        return "guess"
+    if value not in used:
+        return "new"
+    if stated:
+        times = _mentions(leaf, request, told)
+        moved = path not in places[value] and len(given.get(path, ())) != 1  # not into a constant argument
+        if len(places[value]) < times and (moved or used[value] < times):
+            return "fresh"
+    return "used"
 
 
 def _schema_at(parameters: dict | None, path: str) -> dict:

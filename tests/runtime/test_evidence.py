@@ -273,6 +273,31 @@ def test_another_call_may_choose_a_label_the_catalog_offers():
         Verdict(False, '"country" is neither in the request nor in an earlier call (a guess)')
 
 
+def test_a_new_function_called_with_earlier_values_and_the_catalog_s_example_is_not_asked_for():
+    from callmaybe.runtime.policy.evidence import another_call
+
+    # bench/catalogs/parallel_langs_cases.jsonl: after the weather calls, find_restaurants with the city of an
+    # earlier call and "Thai", the catalog's "e.g. Thai", in every language
+    restaurants = {"type": "object", "properties": {
+        "city": {"type": "string"}, "cuisine": {"type": "string", "description": "One cuisine, e.g. Thai."},
+        "price": {"type": "string", "enum": ["cheap", "fine"]}}}
+    weather = [{"city": "Berlin"}, {"city": "Hamburg"}]
+    names = ["get_weather"] * 2
+    asked = "Wie ist das Wetter in Berlin und Hamburg?"
+    assert another_call({"city": "Berlin", "cuisine": "Thai"}, weather, asked, "find_restaurants", names,
+                        restaurants) == Verdict(False, 'it calls find_restaurants with values of earlier calls and '
+                                                       'the catalog\'s example "Thai", which the request does not state')
+    # the cuisine stated: asked for
+    assert another_call({"city": "Berlin", "cuisine": "Thai"}, weather, "Wetter in Berlin und Hamburg, und Thai in "
+                        "Berlin?", "find_restaurants", names, restaurants) == \
+        Verdict(True, "it calls find_restaurants, which no earlier call did")
+    # an enum label is the catalog's choice, not an example: a new function with it stays (as before)
+    assert another_call({"city": "Berlin", "price": "cheap"}, weather, asked, "find_restaurants", names,
+                        restaurants) == Verdict(True, "it calls find_restaurants, which no earlier call did")
+    # a new function with earlier values only, no example: as before
+    assert another_call({"city": "Berlin"}, weather, asked, "find_restaurants", names, restaurants) == \
+        Verdict(True, "it calls find_restaurants, which no earlier call did")
+
 def test_numbers_in_scientific_notation_are_stated():
     from callmaybe.runtime.policy.evidence import _scaled_mentions, another_call
 
