@@ -428,10 +428,11 @@ def eval_cmd(data, model, max_tokens, threads, call_format, tool_choice, paralle
               help="Turns that may wait for a row; past it a request gets 429.")
 @click.option("--prefill-chunk", type=click.IntRange(min=0), default=16, show_default=True,
               help="While other turns decode, a new turn's prompt over 64 tokens (a new tool list's) is fed this "
-                   "many tokens per forward pass, so that theirs stay quick (0: all at once).")
-@click.option("--prefix-cache-mb", type=click.IntRange(min=1), default=512, show_default=True,
+                   "many tokens per forward pass, so that theirs stay quick; the new list's first answer takes "
+                   "longer (0: all at once, which answers it sooner and stalls the others meanwhile).")
+@click.option("--prefix-cache-mb", type=click.IntRange(min=0), default=512, show_default=True,
               help="Keys and values of tool lists' prompts kept, so that a list seen before is not read again "
-                   "(least recently used out; about 28 KiB a token for the default model).")
+                   "(least recently used out; about 28 KiB a token for the default model; 0: none kept).")
 @click.option("--api-key", default=None, envvar="CALLMAYBE_API_KEY",
               help="Require 'Authorization: Bearer KEY' on every /v1 route (also $CALLMAYBE_API_KEY).")
 @click.option("--max-new-tool-lists-per-minute", "per_minute", type=click.IntRange(min=0), default=30,
@@ -462,7 +463,7 @@ def eval_cmd(data, model, max_tokens, threads, call_format, tool_choice, paralle
 def serve_cmd(model, host, port, max_batch, max_queue, prefill_chunk, prefix_cache_mb, api_key, per_minute, index_cache_size, threads,
               call_format, relevance_check, confirm_check, result_check, value_check, call_threshold, combined_threshold, dtype,
               device, speculate, ray_address, ray_replicas, ray_index_dir, compile_limits) -> None:
-    """Serve an OpenAI-compatible chat completions API (POST /v1/chat/completions, GET /v1/models, GET /health)
+    """Serve an OpenAI-compatible API (POST /v1/chat/completions, POST /v1/responses, GET /v1/models, GET /health)
     whose tool calls are valid by construction.
 
     Exit status: 2 when the address cannot be listened on or the model cannot be loaded (one error line, before
@@ -487,7 +488,7 @@ def serve_cmd(model, host, port, max_batch, max_queue, prefill_chunk, prefix_cac
                            max_batch=max_batch, relevance_check=relevance_check, confirm_check=confirm_check, result_check=result_check,
                            evidence_check=value_check, call_threshold=call_threshold,
                            combined_threshold=combined_threshold, speculate=speculate,
-                           prefix_cache_bytes=prefix_cache_mb * 2**20)
+                           prefix_cache=prefix_cache_mb > 0, prefix_cache_bytes=prefix_cache_mb * 2**20)
         if ray_address is None and ray_index_dir is not None:
             raise InputError("--ray-index-dir needs --ray")
         if ray_address is not None:
