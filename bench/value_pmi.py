@@ -150,16 +150,10 @@ def measure(data: Path, eval_path: Path, output: Path, threads: int) -> None:
 
 def load_records(paths: list[Path], ids: str | None) -> list[dict]:
     """The records of ``paths`` (one JSON object per line), only the even or odd ids with ``ids``."""
-    from callmaybe.runtime.evaluation.evaluate import id_number
+    from callmaybe.runtime.evaluation.evaluate import select_ids
 
-    records = []
-    for path in paths:
-        for line in path.read_text().splitlines():
-            if line.strip():
-                r = json.loads(line)
-                if not ids or (id_number(r["id"], 0) % 2 == 0) == (ids == "even"):
-                    records.append(r)
-    return records
+    records = [json.loads(line) for path in paths for line in path.read_text().splitlines() if line.strip()]
+    return select_ids(records, ids)
 
 
 def tally(records: list[dict], grid: list[float]) -> tuple[dict, dict, dict, list]:

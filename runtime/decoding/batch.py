@@ -33,6 +33,7 @@ from dataclasses import dataclass
 import torch
 
 from .decoder import Decoding, PrefixCache, forward
+from .prefix import copies
 from .profile import Profile
 from .rowpass import row_pass, supported
 
@@ -79,7 +80,7 @@ def start(model, row: Decoding, prompt_ids: list[int], prefix: PrefixCache | Non
     try:
         logits, past = forward(model, row.pending, past, row.profile, row.phase)
         finished = row.choose(logits)
-        kv = None if finished else [(layer.keys.clone(), layer.values.clone()) for layer in past.layers]
+        kv = None if finished else copies(past)
     finally:
         if prefix is not None:
             prefix.release()
@@ -112,7 +113,7 @@ def enter(row: Decoding, prompt_ids: list[int], prefix: PrefixCache | None, pref
         past, cached = prefix.lookup(prompt_ids, prefix_len)
         if past is None or cached == 0:
             return None
-        kv = [(layer.keys[:, :, :cached].clone(), layer.values[:, :, :cached].clone()) for layer in past.layers]
+        kv = copies(past, cached)
     finally:
         prefix.release()
     return Started(row, kv)

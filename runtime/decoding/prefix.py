@@ -3,8 +3,8 @@ computed once and reused, for several catalogs at once.
 
 A server meets requests with different tool lists in turn; with one cached prefix, every change of list
 recomputed the whole catalog prompt (989 tokens of a six-function list in Qwen2.5's template, about 5 s of the
-1.5B model on two CPU cores), and the known list's requests paid for it again when the new list's were done. :class:`PrefixCache` keeps
-the prefixes most recently used, up to :data:`PREFIX_CACHE_BYTES` of keys and values, and continues a new
+1.5B model on two CPU cores), and the known list's requests paid for it again when the new list's were done.
+:class:`PrefixCache` keeps the prefixes most recently used, up to :data:`PREFIX_CACHE_BYTES` of keys and values, and continues a new
 prefix from the cached one that shares most tokens with it (the template's header and instructions before the
 listing: ~130 tokens of a BFCL prompt): keys and values at a position depend only on the tokens up to it.
 This is the prefix reuse of vLLM's automatic prefix caching and SGLang's RadixAttention (Zheng et al.,
@@ -44,6 +44,20 @@ class _Entry:
                    if t is not None)
 
 
+def copies(cache, n: int | None = None) -> list[tuple]:
+    """Copies of the keys and values of the first ``n`` tokens of ``cache`` (all when None): one (keys,
+    values) pair per layer, each (1, kv_heads, n, head_dim), for a row of :class:`~.batch.Batch`."""
+    end = cache.get_seq_length() if n is None else n
+    return [(layer.keys[:, :, :end].clone(), layer.values[:, :, :end].clone()) for layer in cache.layers]
+
+
+def _crop_to(cache, n: int) -> None:
+    """Keep the first ``n`` tokens of ``cache`` (in place)."""
+    extra = cache.get_seq_length() - n
+    if extra > 0:
+        cache.crop(-extra)  # transformers 5: a negative count removes that many tokens
+
+
 def _first(cache, n: int):
     """A cache of the first ``n`` tokens of ``cache`` whose layers are views of ``cache``'s tensors (no copy);
     extending or cropping it leaves ``cache`` as it is. Works for this project's
@@ -51,9 +65,7 @@ def _first(cache, n: int):
     ``values`` a forward pass replaces rather than writes into)."""
     twin = copy.copy(cache)
     twin.layers = [copy.copy(layer) for layer in cache.layers]
-    extra = cache.get_seq_length() - n
-    if extra > 0:
-        twin.crop(-extra)  # transformers 5: a negative count removes that many tokens
+    _crop_to(twin, n)
     return twin
 
 
@@ -115,8 +127,7 @@ class PrefixCache:
         if best is None:
             return None, 0
         self._touch(best)
-        return [(layer.keys[:, :, :shared].clone(), layer.values[:, :, :shared].clone())
-                for layer in best.cache.layers], shared
+        return copies(best.cache, shared), shared
 
     def store(self, ids: list[int], kv: list) -> None:
         """Keep ``kv`` (one (keys, values) pair per layer, each (1, kv_heads, len(ids), head_dim), not written
@@ -135,9 +146,7 @@ class PrefixCache:
             return
         cache, n = self._lent
         self._lent = None
-        extra = cache.get_seq_length() - n
-        if extra > 0:
-            cache.crop(-extra)  # transformers 5: a negative count removes that many tokens
+        _crop_to(cache, n)
 
     def _closest(self, prefix: list[int]) -> tuple[_Entry | None, int]:
         """The entry sharing most leading tokens with ``prefix`` (ties: the most recently used) and how many;

@@ -431,8 +431,10 @@ def _kind(leaf: Any, path: str, value: Any, stated: bool, used: Counter, places:
     label that is one of the catalog's examples, :func:`exemplified`), ``"guess"`` (neither stated nor used by an
     earlier call), ``"new"`` (stated, unused), ``"fresh"`` (stated more often than earlier calls used it, see
     :func:`another_call`) or ``"used"``."""
-    if not stated and value not in used and isinstance(leaf, str) and offered(leaf, _schema_at(parameters, path)):
-        return "copied" if exemplified(leaf, _schema_at(parameters, path)) else "offered"
+    if not stated and value not in used and isinstance(leaf, str):
+        schema = _schema_at(parameters, path)
+        if offered(leaf, schema):
+            return "copied" if exemplified(leaf, schema) else "offered"
     if not stated and value not in used:
         return "guess"
     if value not in used:
