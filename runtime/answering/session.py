@@ -50,7 +50,8 @@ class RunConfig:
     keys and values; ``prefix_cache_bytes``: the keys and values of catalog prompts kept, in bytes
     (:mod:`..decoding.prefix`; the server keeps more, ``serve --prefix-cache-mb``). ``keep_unstated``: keep
     optional arguments the request does not state. ``trace``: record every token. ``dtype``: the weights' dtype
-    (``auto``, ``float32``, ``bfloat16``, ``int8``); ``device``: ``auto``, ``cpu`` or ``cuda`` (:mod:`..model.load`). ``max_batch``: how many calls decode together
+    (``auto``, ``float32``, ``bfloat16``, ``int8``); ``device``: ``auto``, ``cpu`` or ``cuda``
+    (:mod:`..model.load`). ``max_batch``: how many calls decode together
     (:mod:`..decoding.batch`; 1: one at a time). ``tool_choice``: ``required`` (one call per request), ``auto`` (a call
     or a text answer) or ``none`` (text); ``parallel_calls``: one or more calls (:mod:`.choices`).
     ``relevance_check``: under ``auto``, decline a first call of a function the model doubts does what the

@@ -4,9 +4,10 @@ computed once and reused, for several catalogs at once.
 A server meets requests with different tool lists in turn; with one cached prefix, every change of list
 recomputed the whole catalog prompt (989 tokens of a six-function list in Qwen2.5's template, about 5 s of the
 1.5B model on two CPU cores), and the known list's requests paid for it again when the new list's were done.
-:class:`PrefixCache` keeps the prefixes most recently used, up to :data:`PREFIX_CACHE_BYTES` of keys and values, and continues a new
-prefix from the cached one that shares most tokens with it (the template's header and instructions before the
-listing: ~130 tokens of a BFCL prompt): keys and values at a position depend only on the tokens up to it.
+:class:`PrefixCache` keeps the prefixes most recently used, up to :data:`PREFIX_CACHE_BYTES` of keys and
+values, and continues a new prefix from the cached one that shares most tokens with it (the template's header
+and instructions before the listing: ~130 tokens of a BFCL prompt): keys and values at a position depend only
+on the tokens up to it.
 This is the prefix reuse of vLLM's automatic prefix caching and SGLang's RadixAttention (Zheng et al.,
 2024), with whole prefixes as entries instead of blocks or a radix tree: the runtime asks for one catalog
 prefix per request.

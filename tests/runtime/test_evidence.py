@@ -285,8 +285,9 @@ def test_a_new_function_called_with_earlier_values_and_the_catalog_s_example_is_
     names = ["get_weather"] * 2
     asked = "Wie ist das Wetter in Berlin und Hamburg?"
     assert another_call({"city": "Berlin", "cuisine": "Thai"}, weather, asked, "find_restaurants", names,
-                        restaurants) == Verdict(False, 'it calls find_restaurants with values of earlier calls and '
-                                                       'the catalog\'s example "Thai", which the request does not state')
+                        restaurants) == Verdict(False, "it calls find_restaurants with values of earlier calls and "
+                                                       "the catalog's example \"Thai\", which the request does not "
+                                                       "state")
     # the cuisine stated: asked for
     assert another_call({"city": "Berlin", "cuisine": "Thai"}, weather, "Wetter in Berlin und Hamburg, und Thai in "
                         "Berlin?", "find_restaurants", names, restaurants) == \
