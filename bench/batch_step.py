@@ -28,6 +28,9 @@ class _Fed:
     def take_forced(self) -> bool:
         return False
 
+    def propose(self) -> list[int]:
+        return []  # no draft: every step feeds ``width`` tokens
+
     def choose(self, logits) -> bool:
         self.pending = [7] * self.width
         return False
@@ -48,7 +51,7 @@ def main(argv: list[str] | None = None) -> None:
     import torch
 
     from callmaybe.runtime.decoding.batch import Batch, Started
-    from callmaybe.runtime.decoding.decoder import forward
+    from callmaybe.runtime.decoding.forward import forward
     from callmaybe.runtime.model.load import load_model
 
     model = load_model(args.model, threads=args.threads, dtype=args.dtype).model
@@ -60,7 +63,10 @@ def main(argv: list[str] | None = None) -> None:
         batch.own_pass = own
         for w in widths:
             batch.join(Started(_Fed(w), kv))
-        batch.step()
+        try:
+            batch.step()
+        except TypeError:  # this project's int8/int4 model class has no transformers-style forward
+            return float("nan")
         times = []
         for _ in range(args.repeat):
             t = time.perf_counter()

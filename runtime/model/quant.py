@@ -15,8 +15,9 @@ int8 CPU kernel (``torch._int_mm``, oneDNN VNNI). The idea is QuaRot's (Ashkboos
 Outlier-Free 4-Bit Inference in Rotated LLMs"), with block rotations computed on the fly instead of folded
 into the neighbouring layers. Layers whose input width has no power-of-two factor above 1, and a tied output
 layer, keep bfloat16 activations: torch's int8 x bfloat16 kernel (``aten._weight_int8pack_mm``) up to
-``SMALL_ROWS`` rows, the dequantized layer beyond (and for an input width that is not a multiple of 16, which
-that kernel does not take: torch 2.13 crashes on it).
+``SMALL_ROWS`` rows, up to ``SPLIT_ROWS`` the int8 x int8 kernel with each row split into two int8 rows (the
+same products to bfloat16's last bit), the dequantized layer beyond (and for an input width that is not a
+multiple of 16, which the first kernel does not take: torch 2.13 crashes on it).
 
 Measured on Qwen2.5-Coder-1.5B, 2-core AVX512-VNNI CPU, logits over 24 BFCL prompts against bfloat16 weights
 (mean KL divergence per position): weight-only int8 0.0016, int8 activations without the rotation 0.0061,
@@ -35,8 +36,15 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-#: Products over at most this many rows use the int8 kernel; longer ones dequantize the layer first.
-SMALL_ROWS = 32
+#: Products over at most this many rows (of an unrotated layer) use torch's int8 x bfloat16 kernel; up to
+#: :data:`SPLIT_ROWS`, the two-level int8 product (:meth:`Int8Linear._split_product`); longer ones dequantize
+#: the layer first. The int8 x bfloat16 kernel's time grows with the rows (it does not use AMX); the int8 x int8
+#: kernel's hardly does. Qwen2.5's tied output layer (151,936 x 1,536), 2 threads, 2-core Sapphire Rapids, in
+#: ms at 1 / 4 / 8 / 16 / 32 / 64 rows: int8 x bfloat16 25 / 30 / 58 / 118 / 229 / 476, two-level 29 / 30 / 31
+#: / 35 / 58 / 126, dequantized 95-140.
+SMALL_ROWS = 4
+#: See :data:`SMALL_ROWS`.
+SPLIT_ROWS = 64
 #: A longer product dequantizes at most this many weights at a time (32 MB of bfloat16): an output layer of
 #: 151,936 x 1,536 then never exists whole in bfloat16 (467 MB) beside its int8 matrix.
 DEQUANT_ELEMENTS = 1 << 24
@@ -151,20 +159,62 @@ class Int8Linear(nn.Module):
         if self.block > 1:
             return self._rotated(x)
         rows = x.reshape(-1, self.in_features).to(torch.bfloat16)
-        if rows.shape[0] <= SMALL_ROWS and rows.device.type == "cpu" and self.in_features % 16 == 0:
+        cpu = rows.device.type == "cpu"
+        if rows.shape[0] <= SMALL_ROWS and cpu and self.in_features % 16 == 0:
             y = torch.ops.aten._weight_int8pack_mm(rows, self.weight_int8, self.scale)
             if self.bias is not None:
                 y = y + self.bias
+        elif rows.shape[0] <= SPLIT_ROWS and cpu:
+            y = self._split_product(rows)
         else:
-            step = max(1, DEQUANT_ELEMENTS // self.in_features)
-            if step >= self.out_features:
-                y = F.linear(rows, self.dequantized(), self.bias)
-            else:  # in blocks of output features
-                y = torch.empty(rows.shape[0], self.out_features, dtype=torch.bfloat16, device=rows.device)
-                for a in range(0, self.out_features, step):
-                    bias = None if self.bias is None else self.bias[a:a + step]
-                    y[:, a:a + step] = F.linear(rows, self.dequantized(a, a + step), bias)
+            y = self._dequantized_product(rows)
         return y.reshape(*x.shape[:-1], self.out_features)
+
+    def _split_product(self, rows: torch.Tensor) -> torch.Tensor:
+        """``rows`` bfloat16 (M, in) times the int8 weights, scaled, + bias: (M, out) bfloat16, through the int8 x
+        int8 kernel (``torch._int_mm``) with bfloat16's precision kept: each row is split into two int8 rows,
+        ``x = s1 q1 + s2 q2 + e`` (``q1`` the row quantized by its absmax, ``q2`` what is left, quantized
+        likewise; ``|e| <= s2 / 2``, about ``|x|max / 32,000``, below a bfloat16 rounding), both multiplied in one
+        product of 2M rows (int32 sums: 1,536 products of at most 127 x 127 stay far from 2^31) and added in
+        float32. Its outputs equal the int8 x bfloat16 kernel's up to the last bfloat16 rounding (on 3,507
+        positions of Qwen2.5-Coder-1.5B's output layer: every argmax the same, 96% of the logits bit-equal,
+        mean KL divergence 3e-6). A residual split in the sense of multi-limb (e.g. Ozaki-scheme) products."""
+        x = rows.float()
+        m = x.shape[0]
+        step1 = x.abs().amax(dim=1, keepdim=True).clamp_(min=1e-30).div_(127)
+        q1 = (x / step1).round_()
+        rest = x.sub_(q1 * step1)  # x is a new float32 tensor: changed in place
+        step2 = rest.abs().amax(dim=1, keepdim=True).clamp_(min=1e-30).div_(127)
+        q2 = rest.div_(step2).round_()
+        sums = torch._int_mm(torch.cat([q1, q2]).to(torch.int8), self.weight_int8.t())
+        y = sums[:m].float().mul_(step1).add_(sums[m:].float().mul_(step2)).mul_(self._float_scale())
+        if self.bias is not None:
+            y = y.add_(self.bias)
+        return y.to(torch.bfloat16)
+
+    def _float_scale(self) -> torch.Tensor:
+        """``scale`` as float32 (out,), made again when ``scale`` is replaced or changed in place."""
+        version = (self.scale, self.scale._version)  # replaced, or changed in place (a load_state_dict copy)
+        if self._scale is None or self._scale[0] is not version[0] or self._scale[1] != version[1]:
+            self._scale = (*version, self.scale.float())
+        return self._scale[2]
+
+    def _dequantized_product(self, rows: torch.Tensor) -> torch.Tensor:
+        """``rows`` bfloat16 (M, in) times the dequantized weights, + bias: (M, out) bfloat16. Dequantized
+        :data:`DEQUANT_ELEMENTS` weights at a time into one reused buffer (one pass over the int8 weights,
+        ``weight_int8 * scale`` rounded to bfloat16 as :meth:`dequantized`), each block's product written in
+        place; the same values as ``F.linear(rows, self.dequantized(), self.bias)``."""
+        out = torch.empty(rows.shape[0], self.out_features, dtype=torch.bfloat16, device=rows.device)
+        step = min(self.out_features, max(1, DEQUANT_ELEMENTS // self.in_features))
+        block = torch.empty(step, self.in_features, dtype=torch.bfloat16, device=rows.device)
+        for a in range(0, self.out_features, step):
+            b = min(self.out_features, a + step)
+            w = torch.mul(self.weight_int8[a:b], self.scale[a:b, None], out=block[:b - a])
+            if self.bias is None:
+                out[:, a:b] = torch.mm(rows, w.t())
+            else:
+                out[:, a:b] = torch.addmm(self.bias[a:b], rows, w.t())
+        return out
 
     def _rotated(self, x: torch.Tensor) -> torch.Tensor:
         """int8 x int8: ``x`` rotated and quantized per row (:func:`quantized_input`), multiplied in int32 and
@@ -172,10 +222,7 @@ class Int8Linear(nn.Module):
         if x.numel() == 0:
             return torch.zeros(*x.shape[:-1], self.out_features, dtype=torch.bfloat16, device=x.device)
         q, step = quantized_input(x, self.block)
-        version = (self.scale, self.scale._version)  # replaced, or changed in place (a load_state_dict copy)
-        if self._scale is None or self._scale[0] is not version[0] or self._scale[1] != version[1]:
-            self._scale = (*version, self.scale.float())
-        y = torch._int_mm(q, self.weight_int8.t()).float().mul_(step).mul_(self._scale[2]).to(torch.bfloat16)
+        y = torch._int_mm(q, self.weight_int8.t()).float().mul_(step).mul_(self._float_scale()).to(torch.bfloat16)
         if self.bias is not None:
             y = y + self.bias
         return y.reshape(*x.shape[:-1], self.out_features)

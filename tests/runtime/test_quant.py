@@ -4,10 +4,11 @@ registry model converted and loaded."""
 import pytest
 import torch
 from torch import nn
+from torch.nn import functional as F
 
 from callmaybe.runtime.model import quant
 from callmaybe.runtime.model.convert import INT8_FOLDER
-from callmaybe.runtime.model.quant import (SMALL_ROWS, Int8Embedding, Int8Linear, hadamard, quantize, quantize_rows, rotate,
+from callmaybe.runtime.model.quant import (SMALL_ROWS, SPLIT_ROWS, Int8Embedding, Int8Linear, hadamard, quantize, quantize_rows, rotate,
                                      rotation_block)
 
 
@@ -51,10 +52,11 @@ def test_a_rotated_layer_stores_the_rotated_weights_and_computes_the_product():
     assert ((got.float() - want).norm() / want.norm()).item() < 0.02
 
 
-@pytest.mark.parametrize("rows", [1, SMALL_ROWS, SMALL_ROWS + 1, 3 * SMALL_ROWS])
-def test_both_paths_compute_the_dequantized_product(rows):
-    """Without rotation, up to SMALL_ROWS rows go through torch's int8 x bfloat16 kernel, more through the
-    dequantized weights: both equal x @ dequantized.T + bias within bfloat16 rounding."""
+@pytest.mark.parametrize("rows", [1, SMALL_ROWS, SMALL_ROWS + 1, SPLIT_ROWS, SPLIT_ROWS + 1, 3 * SPLIT_ROWS])
+def test_every_path_computes_the_dequantized_product(rows):
+    """Without rotation, up to SMALL_ROWS rows go through torch's int8 x bfloat16 kernel, up to SPLIT_ROWS
+    through the split int8 x int8 product, more through the dequantized weights: each equals x @ dequantized.T
+    + bias within bfloat16 rounding."""
     torch.manual_seed(0)
     lin = nn.Linear(64, 48, bias=True)
     q = Int8Linear.from_linear(lin, rotated=False)
@@ -66,15 +68,37 @@ def test_both_paths_compute_the_dequantized_product(rows):
     assert (q.dequantized().float() - lin.weight.detach()).abs().max() <= q.scale.float().max() / 2 + 1e-3
 
 
+def test_the_split_product_equals_the_int8_bfloat16_kernel_to_the_last_rounding():
+    """The split product (two int8 rows per input row through torch._int_mm) gives the int8 x bfloat16
+    kernel's outputs within one bfloat16 rounding of the row's largest, mostly bit-equal, and the same argmax in
+    every row, on rows with a few large channels (as a transformer's are)."""
+    torch.manual_seed(3)
+    q = Int8Linear.from_linear(nn.Linear(256, 512, bias=False), rotated=False)
+    x = torch.randn(SPLIT_ROWS, 256)
+    x[:, [7, 100]] *= 40  # outlier channels
+    rows = x.to(torch.bfloat16)
+    want = torch.ops.aten._weight_int8pack_mm(rows, q.weight_int8, q.scale)
+    got = q._split_product(rows)
+    assert got.dtype == torch.bfloat16 and got.shape == (SPLIT_ROWS, 512)
+    # within a bfloat16 rounding (8 significant bits) of the row's largest output; 94.5% of them bit-equal
+    assert ((got.float() - want.float()).abs().amax(1) <= want.float().abs().amax(1) * 2 ** -7).all()
+    assert (got == want).float().mean().item() > 0.9
+    assert torch.equal(got.float().argmax(1), want.float().argmax(1))
+    assert torch.equal(q(rows), got)  # SPLIT_ROWS rows take that path
+
+
 def test_a_long_product_dequantizes_in_blocks_of_output_features(monkeypatch):
-    """Past SMALL_ROWS rows a layer larger than DEQUANT_ELEMENTS weights is dequantized a block of output
+    """Past SPLIT_ROWS rows a layer larger than DEQUANT_ELEMENTS weights is dequantized a block of output
     features at a time, with the same result as the whole matrix at once."""
     torch.manual_seed(1)
     q = Int8Linear.from_linear(nn.Linear(16, 40, bias=True), rotated=False)
-    x = torch.randn(SMALL_ROWS + 5, 16)
+    x = torch.randn(SPLIT_ROWS + 5, 16)
     whole = q(x)
     monkeypatch.setattr(quant, "DEQUANT_ELEMENTS", 16 * 7)  # blocks of 7 output features, the last one of 5
     assert torch.equal(q(x), whole)
+    assert torch.equal(whole, F.linear(x.to(torch.bfloat16), q.dequantized(), q.bias))
+    q.bias = None
+    assert torch.equal(q(x), F.linear(x.to(torch.bfloat16), q.dequantized()))
 
 
 def tiny_llama(tied: bool):
