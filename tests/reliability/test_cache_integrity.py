@@ -93,6 +93,46 @@ def test_record_and_check_manifest(tmp_path):
     assert files.check_manifest(folder) == ["SHA256SUMS"]
 
 
+def test_the_manifest_checks_parts_on_several_threads_and_a_folder_without_parts_gets_them(tmp_path, monkeypatch):
+    """SHA256PARTS: one SHA-256 per PART_BYTES of each file, hashed on several threads; a changed byte in a
+    middle part, a byte appended, a cut at a part's end are each found; a folder recorded before parts existed
+    is checked whole and then gets its parts file, the same one record_manifest writes."""
+    import hashlib
+
+    monkeypatch.setattr(files, "PART_BYTES", 1000)
+    folder = tmp_path / "hf-int8"
+    folder.mkdir()
+    data = os.urandom(3000)  # exactly three parts
+    (folder / "model.safetensors").write_bytes(data)
+    (folder / "config.json").write_text("{}")
+    (folder / "empty.txt").write_bytes(b"")
+    files.record_manifest(folder)
+    sha = [hashlib.sha256(data[i:i + 1000]).hexdigest() for i in (0, 1000, 2000)]
+    written = (folder / "SHA256PARTS").read_text()
+    assert written.splitlines() == [f"{hashlib.sha256(b'{}').hexdigest()}  0  config.json",
+                                    f"{hashlib.sha256(b'').hexdigest()}  0  empty.txt",
+                                    *[f"{d}  {i}  model.safetensors" for i, d in enumerate(sha)]]
+    assert files.check_manifest(folder, workers=2) == []
+
+    model = folder / "model.safetensors"
+    model.write_bytes(data[:1500] + bytes([data[1500] ^ 1]) + data[1501:])
+    assert files.check_manifest(folder, workers=2) == ["model.safetensors"]
+    model.write_bytes(data + b"x")
+    assert files.check_manifest(folder, workers=2) == ["model.safetensors"]
+    model.write_bytes(data[:2000])
+    assert files.check_manifest(folder, workers=2) == ["model.safetensors"]
+    model.write_bytes(data)
+    assert files.check_manifest(folder, workers=2) == []
+
+    (folder / "SHA256PARTS").unlink()  # recorded before parts existed: checked whole, then given its parts
+    assert files.check_manifest(folder) == []
+    assert (folder / "SHA256PARTS").read_text() == written
+    (folder / "SHA256PARTS").write_text("garbage\n")  # malformed: checked whole, and written again
+    model.write_bytes(data[:10] + bytes([data[10] ^ 1]) + data[11:])
+    assert files.check_manifest(folder) == ["model.safetensors"]
+    assert (folder / "SHA256PARTS").read_text() == "garbage\n"  # not rewritten from files that differ
+
+
 def test_file_digest_hashes_a_large_file_again_after_a_same_size_change(tmp_path):
     path = tmp_path / "local.gguf"  # 64 MiB: earlier versions memoised the digest by size and mtime
     with open(path, "wb") as f:
