@@ -241,6 +241,7 @@ def read_checked(path: str | os.PathLike) -> tuple[bytes | None, str | None]:
 PARTS_NAME = "SHA256PARTS"
 #: the bytes of one part: a file of n bytes has max(1, ceil(n / PART_BYTES)) parts, the last one read to the end
 PART_BYTES = 64 << 20
+_INDEX = re.compile(r"0|[1-9][0-9]{0,8}")  # a part's index: ASCII digits, no leading zero
 
 
 def _file_digests(path: Path) -> tuple[str, list[str]]:
@@ -276,7 +277,7 @@ def _part_ok(path: Path, index: int, last: bool, digest: str) -> bool:
                 part.update(chunk)
                 if left is not None:
                     left -= len(chunk)
-    except OSError:
+    except (OSError, ValueError):  # ValueError: a path with a NUL byte
         return False
     return part.hexdigest() == digest
 
@@ -291,7 +292,7 @@ def _read_parts(folder: Path, expected: dict[str, str]) -> dict[str, list[str]] 
     parts: dict[str, list[str]] = {}
     for line in lines:
         fields = line.split("  ", 2)
-        if len(fields) != 3 or not _HEX64.fullmatch(fields[0]) or not fields[1].isdigit():
+        if len(fields) != 3 or not _HEX64.fullmatch(fields[0]) or not _INDEX.fullmatch(fields[1]):
             return None
         digest, index, rel = fields
         if int(index) != len(parts.setdefault(rel, [])):
@@ -396,7 +397,7 @@ def _check_whole(folder: Path, expected: dict[str, str]) -> list[str]:
     for rel, digest in expected.items():
         try:
             whole, parts[rel] = _file_digests(folder / rel)
-        except OSError:
+        except (OSError, ValueError):  # ValueError: a path with a NUL byte
             bad.append(rel)
             continue
         if whole != digest:

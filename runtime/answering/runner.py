@@ -12,7 +12,7 @@ from ...core.catalog import Function
 from ...core.errors import CallmaybeError, CatalogError, InputError
 from ...core.messages import progress
 from ..decoding.calls import to_call
-from ..decoding.batch import Batch, Started, enter, start
+from ..decoding.batch import SHORT_PROMPT, Batch, Started, enter, start
 from ..decoding.decoder import Decoding, Generation, PrefixCache, generate
 from ..policy.evidence import Verdict, verdicts
 from ..policy.grounding import drop, valid
@@ -168,10 +168,11 @@ class Answerer:
             return _error_entry(prompt, exc), gen
 
     def begin(self, request: Any, trace: bool = False) -> "Job | tuple[dict[str, Any], None]":
-        """Start answering ``request`` for a batch (:func:`answer_batched`): with the catalog prefix cached, the
-        row joins with a copy of its keys and values and its own prompt is fed in the batch's next step
-        (:func:`~..decoding.batch.enter`); else its prompt goes through the model alone and its first token is
-        chosen (:func:`~..decoding.batch.start`). Returns the :class:`Job`, or (error entry, None) for a bad
+        """Start answering ``request`` for a batch (:func:`answer_batched`): with the catalog prefix cached and at
+        most :data:`~..decoding.batch.SHORT_PROMPT` tokens of its own, the row joins with a copy of the prefix's
+        keys and values and its prompt is fed in the batch's next step (:func:`~..decoding.batch.enter`); else
+        its prompt goes through the model alone and its first token is chosen (:func:`~..decoding.batch.start`):
+        a long prompt in a step would make every row's step as wide. Returns the :class:`Job`, or (error entry, None) for a bad
         request or a failed start."""
         error = request_error(request)
         if error is not None:
@@ -183,7 +184,9 @@ class Answerer:
             lookup = PromptLookup(ids, self.index.token_bytes, self.tokenizer) if self.speculate else None
             row = Decoding(self.index, self.tokenizer, self._budget(ids), ids[cached:], trace, self.profile,
                            lookup=lookup)
-            started = enter(row, ids, self.prefix, self.prefix_len) if cached else None
+            # a long prompt fed in a batch step would widen every row's step to its length: alone instead
+            short = cached and len(row.pending) <= SHORT_PROMPT
+            started = enter(row, ids, self.prefix, self.prefix_len) if short else None
             if started is None:
                 started = start(self.model, row, ids, self.prefix, self.prefix_len)
             return Job(self, prompt, ids, cached, started)

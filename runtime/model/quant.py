@@ -164,7 +164,7 @@ class Int8Linear(nn.Module):
             y = torch.ops.aten._weight_int8pack_mm(rows, self.weight_int8, self.scale)
             if self.bias is not None:
                 y = y + self.bias
-        elif rows.shape[0] <= SPLIT_ROWS and cpu:
+        elif rows.shape[0] <= SPLIT_ROWS and cpu and self.in_features % 8 == 0:  # _int_mm misreads K = 1
             y = self._split_product(rows)
         else:
             y = self._dequantized_product(rows)

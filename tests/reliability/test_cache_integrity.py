@@ -131,6 +131,13 @@ def test_the_manifest_checks_parts_on_several_threads_and_a_folder_without_parts
     model.write_bytes(data[:10] + bytes([data[10] ^ 1]) + data[11:])
     assert files.check_manifest(folder) == ["model.safetensors"]
     assert (folder / "SHA256PARTS").read_text() == "garbage\n"  # not rewritten from files that differ
+    model.write_bytes(data)
+    for index in ("\u00b2", "0" * 5000, "00", "\u0662"):  # only ASCII digits without a leading zero are an index
+        (folder / "SHA256PARTS").write_text(written.replace("  0  model", f"  {index}  model"))
+        assert files.check_manifest(folder) == []  # malformed: checked whole (and the parts file written again)
+        assert (folder / "SHA256PARTS").read_text() == written
+    (folder / "SHA256SUMS").write_text((folder / "SHA256SUMS").read_text() + f"{'0' * 64}  a\x00b\n")
+    assert files.check_manifest(folder) == ["a\x00b"]  # a path no file can have: reported, not raised
 
 
 def test_file_digest_hashes_a_large_file_again_after_a_same_size_change(tmp_path):

@@ -87,6 +87,15 @@ def test_the_split_product_equals_the_int8_bfloat16_kernel_to_the_last_rounding(
     assert torch.equal(q(rows), got)  # SPLIT_ROWS rows take that path
 
 
+def test_a_layer_of_one_input_takes_the_dequantized_product():
+    """torch._int_mm misreads a transposed int8 matrix of one column: a layer whose inputs are not a multiple
+    of 8 never takes the split product."""
+    torch.manual_seed(4)
+    q = Int8Linear.from_linear(nn.Linear(1, 4, bias=False), rotated=False)
+    x = torch.randn(10, 1)
+    assert torch.equal(q(x), F.linear(x.to(torch.bfloat16), q.dequantized()))
+
+
 def test_a_long_product_dequantizes_in_blocks_of_output_features(monkeypatch):
     """Past SPLIT_ROWS rows a layer larger than DEQUANT_ELEMENTS weights is dequantized a block of output
     features at a time, with the same result as the whole matrix at once."""
