@@ -138,7 +138,8 @@ def load_model(spec: str, threads: int | None = None, dtype: str = "auto", devic
     Takes a few seconds from a cached checkpoint. A registry model's converted checkpoint is hashed in full
     against the manifest recorded at conversion (``SHA256SUMS``, :func:`callmaybe.core.files.check_manifest`)
     on a second thread while it loads; one that differs (or has no manifest) is converted again, once
-    (``retry``). Raises ModelError when the model cannot be found or loaded.
+    (``retry``), also when the damage made the load itself fail (a cut ``tokenizer.json``). Raises ModelError
+    when the model cannot be found or loaded.
     """
     if threads is not None:
         if threads < 1:
@@ -150,7 +151,11 @@ def load_model(spec: str, threads: int | None = None, dtype: str = "auto", devic
     ours = classify(spec).kind == REGISTRY  # a checkpoint this cache converted: checked against its manifest
     with ThreadPoolExecutor(1) as pool:
         check = pool.submit(check_manifest, path) if ours else None  # hashes while the model loads
-        loaded = _load(spec, path, weights, where)
+        try:
+            loaded = _load(spec, path, weights, where)
+        except ModelError:
+            if check is None or not check.result():
+                raise  # the checkpoint is as converted: the error is not a damaged file's
         bad = check.result() if check is not None else []
     if bad:
         if not retry:

@@ -69,6 +69,9 @@ def load_tokenizer(path: Path) -> Any:
 
 #: the special tokens a chat template is given by name (transformers' ``special_tokens_map``)
 SPECIAL_NAMES = ("bos_token", "eos_token", "unk_token", "pad_token")
+#: transformers' ``apply_chat_template`` options :class:`ChatTokenizer` refuses (ValueError) rather than ignore
+UNSUPPORTED_OPTIONS = ("continue_final_message", "chat_template", "documents", "truncation", "max_length",
+                       "padding", "return_assistant_tokens_mask", "tokenizer_kwargs", "sanitize_control_tokens")
 
 
 class ChatTokenizer:
@@ -99,7 +102,6 @@ class ChatTokenizer:
         self.chat_template = chat_template
         self.special_tokens_map = {k: special[k] for k in SPECIAL_NAMES if special.get(k) is not None}
         self.model_max_length = special.get("model_max_length")
-        self.clean_up_tokenization_spaces = bool(special.get("clean_up_tokenization_spaces", False))
         for name in SPECIAL_NAMES:
             token = self.special_tokens_map.get(name)
             setattr(self, name, token)
@@ -140,13 +142,13 @@ class ChatTokenizer:
         return out
 
     def decode(self, ids, skip_special_tokens: bool = False) -> str:
-        """The text of token ids (a list of ints or a 1-D tensor)."""
-        text = self.backend_tokenizer.decode([int(i) for i in ids], skip_special_tokens=skip_special_tokens)
-        if self.clean_up_tokenization_spaces:  # transformers' clean_up_tokenization
-            for a, b in ((" .", "."), (" ?", "?"), (" !", "!"), (" ,", ","), (" ' ", "'"), (" n't", "n't"),
-                         (" 'm", "'m"), (" 's", "'s"), (" 've", "'ve"), (" 're", "'re")):
-                text = text.replace(a, b)
-        return text
+        """The text of token ids (an int, a list of ints, or a 0-D or 1-D tensor). ``clean_up_tokenization_spaces``
+        in the config is not applied: transformers 5 ignores it for these byte-level BPE tokenizers."""
+        if hasattr(ids, "tolist"):
+            ids = ids.tolist()
+        if isinstance(ids, int):
+            ids = [ids]
+        return self.backend_tokenizer.decode([int(i) for i in ids], skip_special_tokens=skip_special_tokens)
 
     def convert_ids_to_tokens(self, ids):
         """The token string of an id, or of each id of a list."""
@@ -155,10 +157,18 @@ class ChatTokenizer:
         return [self.backend_tokenizer.id_to_token(int(i)) for i in ids]
 
     def convert_tokens_to_ids(self, tokens):
-        """The id of a token string (None when it is not in the vocabulary), or of each of a list."""
+        """The id of a token string (the unknown token's id, or None without one, when it is not in the
+        vocabulary), or of each of a list."""
         if isinstance(tokens, str):
-            return self.backend_tokenizer.token_to_id(tokens)
-        return [self.backend_tokenizer.token_to_id(t) for t in tokens]
+            found = self.backend_tokenizer.token_to_id(tokens)
+            return self.unk_token_id if found is None else found
+        return [self.convert_tokens_to_ids(t) for t in tokens]
+
+    @property
+    def all_special_tokens(self) -> list[str]:
+        """The named special tokens, each once (:attr:`all_special_ids`' order)."""
+        tokens = [getattr(self, name) for name in SPECIAL_NAMES]
+        return list(dict.fromkeys(t for t in tokens if t is not None))
 
     def apply_chat_template(self, conversation: list[dict], tools: list[dict] | None = None,
                             add_generation_prompt: bool = False, tokenize: bool = True, return_dict: bool = True,
@@ -175,8 +185,20 @@ class ChatTokenizer:
             raise ValueError("this tokenizer has no chat template")
         if not conversation:
             raise ValueError("Cannot apply chat template to an empty conversation. Provide at least one message.")
+        refused = [k for k in UNSUPPORTED_OPTIONS if kwargs.pop(k, None) not in (None, False)]
+        if isinstance(conversation[0], (list, tuple)):
+            refused.append("a batch of conversations")
+        if tools is not None and not all(isinstance(t, dict) for t in tools):
+            refused.append("tools that are not JSON schemas (dicts)")
+        if refused:
+            raise ValueError(f"ChatTokenizer.apply_chat_template does not support {', '.join(refused)}; load the "
+                             "tokenizer with transformers' AutoTokenizer for it")
         if self._template is None:
             self._template = compile_chat_template(self.chat_template)
+        # as transformers does: a key set to None is left out (OpenAI's content=None, tool_calls=None), which
+        # templates handle as missing
+        conversation = [{k: v for k, v in m.items() if v is not None} if isinstance(m, dict) else m
+                        for m in conversation]
         text = self._template.render(messages=conversation, tools=tools, documents=None,
                                      add_generation_prompt=add_generation_prompt,
                                      **{**self.special_tokens_map, **kwargs})

@@ -113,7 +113,9 @@ def test_the_manifest_checks_parts_on_several_threads_and_a_folder_without_parts
     sha = [blake3.blake3(data[i:i + 1000]).hexdigest() for i in (0, 1000, 2000)]
     assert sha[0] == blake3.blake3(data[:1000]).hexdigest() != hashlib.sha256(data[:1000]).hexdigest()
     written = (folder / "BLAKE3PARTS").read_text()
-    assert written.splitlines() == [f"{blake3.blake3(b'{}').hexdigest()}  0  config.json",
+    manifest = (folder / "SHA256SUMS").read_bytes()
+    assert written.splitlines() == [f"{blake3.blake3(manifest).hexdigest()}  manifest  SHA256SUMS",
+                                    f"{blake3.blake3(b'{}').hexdigest()}  0  config.json",
                                     "af1349b9f5f9a1a6a0404dea36dcc9499bcb25c9adc112b7cc9a93cae41f3262  0  empty.txt",
                                     *[f"{d}  {i}  model.safetensors" for i, d in enumerate(sha)]]
     assert files.check_manifest(folder, workers=2) == []
@@ -141,7 +143,7 @@ def test_the_manifest_checks_parts_on_several_threads_and_a_folder_without_parts
     assert (folder / "BLAKE3PARTS").read_text() == "garbage\n"  # not rewritten from files that differ
     model.write_bytes(data)
     for index in ("\u00b2", "0" * 5000, "00", "\u0662"):  # only ASCII digits without a leading zero are an index
-        (folder / "BLAKE3PARTS").write_text(written.replace("  0  model", f"  {index}  model"))
+        (folder / "BLAKE3PARTS").write_text(written.replace("  0  model", f"  {index}  model", 1))
         assert files.check_manifest(folder) == []  # malformed: checked whole (and the parts file written again)
         assert (folder / "BLAKE3PARTS").read_text() == written
     (folder / "SHA256SUMS").write_text((folder / "SHA256SUMS").read_text() + f"{'0' * 64}  a\x00b\n")
@@ -288,3 +290,53 @@ def same_trie(a, b) -> bool:
         len(getattr(a, f)) == len(getattr(b, f))
         and all(x.dtype == y.dtype and (x == y).all() for x, y in zip(getattr(a, f), getattr(b, f)))
         for f in TRIE_FIELDS)
+
+
+def test_the_manifest_check_refuses_what_is_not_a_regular_file_and_a_manifest_changed_since(tmp_path, monkeypatch):
+    """A break test's findings: a FIFO in place of a listed file hung the check (open waits for a writer); a
+    symlink to an identical copy passed; a manifest line changed by hand passed while the parts file still
+    covered the files; a file cut short while it was hashed from a memory map killed the process (SIGBUS)."""
+    import hashlib
+    import threading
+
+    monkeypatch.setattr(files, "PART_BYTES", 4096)
+    folder = tmp_path / "hf-int8"
+    folder.mkdir()
+    data = os.urandom(3 * 4096 + 100)
+    (folder / "a.bin").write_bytes(data)
+    (folder / "b.json").write_text("{}")
+    files.record_manifest(folder)
+    assert files.check_manifest(folder) == []
+
+    (folder / "b.json").unlink()
+    os.mkfifo(folder / "b.json")
+    done = []
+    worker = threading.Thread(target=lambda: done.append(files.check_manifest(folder)), daemon=True)
+    worker.start()
+    worker.join(10)
+    assert done == [["b.json"]]  # reported at once, never opened for reading
+    os.unlink(folder / "b.json")
+    (tmp_path / "copy.json").write_text("{}")
+    os.symlink(tmp_path / "copy.json", folder / "b.json")
+    assert files.check_manifest(folder) == ["b.json"]  # record_manifest skips symlinks: so does the check
+    os.unlink(folder / "b.json")
+    (folder / "b.json").write_text("{}")
+    assert files.check_manifest(folder) == []
+
+    manifest = (folder / "SHA256SUMS").read_text()
+    (folder / "SHA256SUMS").write_text(manifest.replace(hashlib.sha256(data).hexdigest(), "0" * 64))
+    parts = (folder / "BLAKE3PARTS").read_text()
+    assert files.check_manifest(folder) == ["a.bin"]  # the parts file was written beside another manifest
+    assert (folder / "BLAKE3PARTS").read_text() == parts  # and is not rewritten from files that differ
+    (folder / "SHA256SUMS").write_text(manifest)
+    assert files.check_manifest(folder) == []
+
+    real_preadv = os.preadv
+
+    def cut_while_read(fd, buffers, offset):  # the file is cut to 5,000 bytes after its first read
+        n = real_preadv(fd, buffers, offset)
+        os.truncate(folder / "a.bin", 5000)
+        return n
+
+    monkeypatch.setattr(os, "preadv", cut_while_read)
+    assert files.check_manifest(folder, workers=1) == ["a.bin"]
