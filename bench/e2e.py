@@ -91,10 +91,6 @@ def child_callmaybe(data: str, dtype: str, max_batch: int = 1) -> dict:
     from callmaybe.runtime.evaluation.evaluate import evaluate
     from callmaybe.runtime.answering.session import RunConfig
 
-    if max_batch == 1:  # as `callmaybe eval` does (cli.py): a steady peak RSS
-        from callmaybe.core.malloc import fix_mmap_threshold
-
-        fix_mmap_threshold()
     t0 = time.perf_counter()
     path, limit = DATA[data]
     totals = evaluate(RunConfig(model=MODEL, dtype=dtype, max_batch=max_batch), path, limit, None, runtime_compiler)
