@@ -20,10 +20,11 @@ from typing import Any
 
 #: tokenizer_config.json keys whose meaning the shortcut keeps: the special tokens and the length limit are
 #: passed on; the others only say how the file was written (the class ``AutoTokenizer`` would pick, whose
-#: own ``__init__`` for Qwen2 / GPT-2-like / Llama-like fast tokenizers adds nothing to ``tokenizer.json``).
-PASSED_KEYS = ("bos_token", "eos_token", "pad_token", "unk_token", "model_max_length", "clean_up_tokenization_spaces")
+#: own ``__init__`` for Qwen2 / GPT-2-like / Llama-like fast tokenizers adds nothing to ``tokenizer.json``), or,
+#: ``clean_up_tokenization_spaces``, are ignored by transformers 5 for these byte-level BPE tokenizers too.
+PASSED_KEYS = ("bos_token", "eos_token", "pad_token", "unk_token", "model_max_length")
 PLAIN_KEYS = frozenset(PASSED_KEYS) | {"add_prefix_space", "backend", "is_local", "local_files_only",
-                                        "tokenizer_class"}
+                                        "tokenizer_class", "clean_up_tokenization_spaces"}
 #: tokenizer classes whose fast ``__init__`` only wraps ``tokenizer.json`` (checked for Qwen2 and SmolLM2)
 PLAIN_CLASSES = ("Qwen2Tokenizer", "Qwen2TokenizerFast", "GPT2Tokenizer", "GPT2TokenizerFast",
                  "PreTrainedTokenizerFast", "TokenizersBackend")
@@ -88,8 +89,8 @@ class ChatTokenizer:
     extension, a ``tojson`` filter that does not escape HTML (``json.dumps``, ``ensure_ascii=False``),
     ``raise_exception``, ``strftime_now``, and the special tokens as variables. A template that needs more
     (transformers' ``{% generation %}`` tag) raises jinja2's TemplateSyntaxError when first rendered.
-    ``path``: tokenizer.json; ``special``: token names (:data:`SPECIAL_NAMES`, ``model_max_length``,
-    ``clean_up_tokenization_spaces``) -> values; ``chat_template``: the template's text or None. Raises
+    ``path``: tokenizer.json; ``special``: token names (:data:`SPECIAL_NAMES`, ``model_max_length``) ->
+    values; ``chat_template``: the template's text or None. Raises
     Exception (tokenizers') for a file it cannot read.
     """
 
@@ -142,8 +143,8 @@ class ChatTokenizer:
         return out
 
     def decode(self, ids, skip_special_tokens: bool = False) -> str:
-        """The text of token ids (an int, a list of ints, or a 0-D or 1-D tensor). ``clean_up_tokenization_spaces``
-        in the config is not applied: transformers 5 ignores it for these byte-level BPE tokenizers."""
+        """The text of token ids (an int, a list of ints, or a 0-D or 1-D tensor); ``clean_up_tokenization_spaces``
+        is not applied (see :data:`PASSED_KEYS`)."""
         if hasattr(ids, "tolist"):
             ids = ids.tolist()
         if isinstance(ids, int):
