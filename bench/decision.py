@@ -25,11 +25,15 @@ from callmaybe.runtime.policy.decision import CALL_LOG_ODDS_MIN, call_start_ids,
 from callmaybe.runtime.evaluation.evaluate import evaluation_cases, id_number, language
 from callmaybe.runtime.decoding.prompt import chat_ids
 
+#: Content-free requests whose verdict measures a catalog's own bias toward "yes" (contextual calibration,
+#: Zhao et al., "Calibrate Before Use", ICML 2021).
+NULL_REQUESTS = {"empty": "", "na": "N/A"}
 THRESHOLDS = [-8, -6, -5, -4, -3, -2.5, -2, -1.5, -1, -0.5, 0, 0.5, 1, 2, 3]
 
 
 def measure(paths: list[Path], output: Path, model_name: str, call_format: str, ids: str | None,
-            limit: int | None, system: str | None = None, threads: int = 1, verdict: bool = True) -> None:
+            limit: int | None, system: str | None = None, threads: int = 1, verdict: bool = True,
+            calibrate: bool = False) -> None:
     from callmaybe.runtime.model.load import load_model
     from callmaybe.runtime.answering.session import model_vocabulary
     from callmaybe.runtime.answering.turns import Vocab
@@ -64,7 +68,7 @@ def measure(paths: list[Path], output: Path, model_name: str, call_format: str, 
                 t0 = time.perf_counter()
                 prompt = chat_ids(tok, case["functions"], messages, call_format, tool_choice="auto")
                 with torch.inference_mode():
-                    logits = loaded.model(input_ids=torch.tensor([prompt]), use_cache=False).logits[0, -1]
+                    logits = loaded.model(input_ids=torch.tensor([prompt]), use_cache=False, logits_to_keep=1).logits[0, -1]
                 d = decide(logits, starts, allowed=allowed)
                 top = int(torch.argmax(logits + allowed))
                 probs = torch.softmax(logits.float() + allowed, -1)
@@ -79,6 +83,12 @@ def measure(paths: list[Path], output: Path, model_name: str, call_format: str, 
 
                     judged = relevance(loaded.model, tok, case["functions"], request_text(messages))
                     row["verdict"] = judged.log_odds
+                    if calibrate:
+                        from callmaybe.runtime.policy.relevance import question, yes_no_log_odds
+
+                        for name, text in NULL_REQUESTS.items():
+                            row[f"verdict_{name}"] = yes_no_log_odds(loaded.model, tok,
+                                                                     question(case["functions"], text))
                     row["seconds"] = round(time.perf_counter() - t0, 2)
                 out.write(json.dumps(row, ensure_ascii=False) + "\n")
                 out.flush()
@@ -170,6 +180,8 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1, help="torch CPU threads (1: best on a shared machine)")
     ap.add_argument("--fit", action="store_true", help="with --table: fit the thresholds on the even cases")
     ap.add_argument("--no-verdict", action="store_true", help="skip the relevance verdict's pass")
+    ap.add_argument("--calibrate", action="store_true",
+                    help="also the verdict of content-free requests (NULL_REQUESTS) for each case's catalog")
     ap.add_argument("--system", help="a system message for cases that have none")
     ap.add_argument("--table", type=Path, help="print the table of an earlier --output and stop")
     args = ap.parse_args()
@@ -183,7 +195,7 @@ def main() -> None:
             report(load_rows(args.table), CALL_LOG_ODDS_MIN, VERDICT_LOG_ODDS_MIN)
         return
     measure(args.data, args.output, args.model, args.call_format, args.ids, args.limit, args.system, args.threads,
-            not args.no_verdict)
+            not args.no_verdict, args.calibrate)
     table(args.output)
     fit(args.output)
 

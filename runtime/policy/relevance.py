@@ -55,12 +55,15 @@ def _first_ids(tokenizer, words: tuple[str, ...]) -> list[int]:
     return sorted({tokenizer.encode(w, add_special_tokens=False)[0] for w in words})
 
 
-def _logits(model, ids: list[int]) -> torch.Tensor:
-    """float32 logits (len(ids), vocab) of one sequence, without a cache."""
+def _logits(model, ids: list[int], keep: int) -> torch.Tensor:
+    """float32 logits (keep, vocab) of the last ``keep`` positions of one sequence, without a cache: the
+    output layer runs on those positions only (``logits_to_keep``): over the whole of an 870-token verdict
+    prompt it took 12-15% of the pass (the default model, two cores: 3.4-4.5 s against 3.0-3.3 s), and its
+    float32 logits take 0.6 MB a position."""
     device = next(model.parameters()).device
     with torch.inference_mode():
-        out = model(input_ids=torch.tensor([ids], device=device), use_cache=False)
-    return out.logits[0].float()
+        out = model(input_ids=torch.tensor([ids], device=device), use_cache=False, logits_to_keep=keep)
+    return out.logits[0, -keep:].float()
 
 
 def continuation_logprob(model, tokenizer, context: str, text: str) -> float:
@@ -75,7 +78,7 @@ def answer_logprob(model, prompt: list[int], answer: list[int]) -> float:
     pass for an empty ``answer``."""
     if not answer:
         return 0.0
-    logits = _logits(model, prompt + answer)[len(prompt) - 1:-1]
+    logits = _logits(model, prompt + answer, len(answer) + 1)[:-1]
     chosen = torch.log_softmax(logits, -1)[torch.arange(len(answer)), torch.tensor(answer, device=logits.device)]
     return float(chosen.sum())
 
@@ -85,7 +88,7 @@ def yes_no_log_odds(model, tokenizer, text: str) -> float:
     message in its chat template: one forward pass; each side summed over ``yes``/``Yes``/`` yes``/`` Yes`` and the
     same forms of ``no``."""
     ids = chat_ids(tokenizer, [], [{"role": "user", "content": text}], "plain")
-    logp = torch.log_softmax(_logits(model, ids)[-1], -1)
+    logp = torch.log_softmax(_logits(model, ids, 1)[-1], -1)
     yes = float(torch.logsumexp(logp[_first_ids(tokenizer, _YES)], 0))
     no = float(torch.logsumexp(logp[_first_ids(tokenizer, _NO)], 0))
     return max(-50.0, min(50.0, yes - no))

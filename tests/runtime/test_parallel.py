@@ -182,16 +182,17 @@ def test_repeats_and_a_joined_first_call_are_left_out():
 
 
 class UniformLM(torch.nn.Module):
-    """Logits 0 everywhere (every token equally likely); records the sequences it is given."""
+    """Logits 0 everywhere (every token equally likely); records the sequences it is given; returns the last
+    ``logits_to_keep`` positions (0: all), as the project's decoder does."""
 
     def __init__(self, width: int):
         super().__init__()
         self.w = torch.nn.Parameter(torch.zeros(1))
         self.width, self.seen = width, []
 
-    def forward(self, input_ids, use_cache=False):
+    def forward(self, input_ids, use_cache=False, logits_to_keep=0):
         self.seen.append(input_ids[0].tolist())
-        return SimpleNamespace(logits=torch.zeros(1, input_ids.shape[1], self.width))
+        return SimpleNamespace(logits=torch.zeros(1, logits_to_keep or input_ids.shape[1], self.width))
 
 
 def test_pair_probability_reads_the_second_value_after_the_first():

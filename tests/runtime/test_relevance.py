@@ -30,19 +30,22 @@ def tokenizer():
 
 class SetLM(torch.nn.Module):
     """Logits 0 everywhere but on the "yes" and "no" tokens at the last position, where they are ``yes`` and
-    ``no``; records the sequences it is given."""
+    ``no``; records the sequences it is given (``seen``) and the ``logits_to_keep`` of each pass (``kept``), and
+    returns the logits of the last ``logits_to_keep`` positions (0: all) as the project's decoder does."""
 
     def __init__(self, width: int, yes_ids: list[int], no_ids: list[int], yes: float, no: float):
         super().__init__()
         self.w = torch.nn.Parameter(torch.zeros(1))
         self.width, self.yes_ids, self.no_ids, self.yes, self.no, self.seen = width, yes_ids, no_ids, yes, no, []
+        self.kept = []
 
-    def forward(self, input_ids, use_cache=False):
+    def forward(self, input_ids, use_cache=False, logits_to_keep=0):
         self.seen.append(input_ids[0].tolist())
+        self.kept.append(logits_to_keep)
         logits = torch.zeros(1, input_ids.shape[1], self.width)
         logits[0, -1, self.yes_ids] = self.yes
         logits[0, -1, self.no_ids] = self.no
-        return SimpleNamespace(logits=logits)
+        return SimpleNamespace(logits=logits[:, -logits_to_keep:] if logits_to_keep else logits)
 
 
 def lm(tokenizer, yes: float, no: float) -> SetLM:
@@ -59,7 +62,9 @@ def test_the_question_lists_the_whole_catalog_and_the_request():
 
 def test_the_verdict_is_the_log_odds_of_yes_against_no(tokenizer):
     n_yes, n_no = len(R._first_ids(tokenizer, R._YES)), len(R._first_ids(tokenizer, R._NO))
-    judged = R.relevance(lm(tokenizer, 5.0, 3.0), tokenizer, FNS, "Wetter in Oslo?")
+    model = lm(tokenizer, 5.0, 3.0)
+    judged = R.relevance(model, tokenizer, FNS, "Wetter in Oslo?")
+    assert model.kept == [1]  # the output layer runs on the last position only
     expected = 2.0 + math.log(n_yes / n_no)
     assert math.isclose(judged.log_odds, expected, rel_tol=1e-5) and judged.keep and judged.forward_passes == 1
     assert math.isclose(judged.p_yes, 1 / (1 + math.exp(-expected)), rel_tol=1e-5)

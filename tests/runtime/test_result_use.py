@@ -13,23 +13,27 @@ RESULT = 3  # the token that stands for the tool result in the prompt
 
 class Attentive(torch.nn.Module):
     """Over 4 tokens: uniform next-token probabilities until RESULT has been read, then p(token 1) = 0.75 and
-    1/12 for each other token."""
+    1/12 for each other token. Returns the logits of the last ``logits_to_keep`` positions (0: all), as the
+    project's decoder does, and records each count asked for in ``kept``."""
 
     def __init__(self):
         super().__init__()
         self.weight = torch.nn.Parameter(torch.zeros(1))
+        self.kept = []
 
-    def forward(self, input_ids, use_cache=False):
+    def forward(self, input_ids, use_cache=False, logits_to_keep=0):
+        self.kept.append(logits_to_keep)
         seen = torch.cumsum(input_ids[0] == RESULT, 0) > 0
         logits = torch.zeros(1, input_ids.shape[1], 4)
         logits[0, seen, 1] = math.log(9.0)
-        return SimpleNamespace(logits=logits)
+        return SimpleNamespace(logits=logits[:, -logits_to_keep:] if logits_to_keep else logits)
 
 
 def test_answer_logprob_sums_the_answer_tokens_log_probabilities():
     model = Attentive()
     assert math.isclose(answer_logprob(model, [0, 2], [1, 2]), 2 * math.log(0.25), rel_tol=1e-6)
     assert math.isclose(answer_logprob(model, [0, RESULT], [1, 2]), math.log(0.75) + math.log(1 / 12), rel_tol=1e-6)
+    assert model.kept == [3, 3]  # the output layer runs on the answer's positions and the one before them only
 
 
 def test_an_empty_answer_has_no_log_probability_to_sum():
