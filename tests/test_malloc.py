@@ -1,0 +1,34 @@
+"""core/malloc.py: glibc's mmap threshold fixed at 4 MiB for a decoding process."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+# glibc marks a chunk it served with its own mmap by bit 0x2 (IS_MMAPPED) of the size word just before the
+# pointer it returns (malloc/malloc.c, "chunk representations")
+CODE = """
+import ctypes, sys
+from callmaybe.core.malloc import fix_mmap_threshold
+libc = ctypes.CDLL(None)
+libc.malloc.restype = ctypes.c_void_p
+libc.malloc.argtypes = [ctypes.c_size_t]
+libc.free.argtypes = [ctypes.c_void_p]
+if sys.argv[1] == "fixed":
+    assert fix_mmap_threshold() is True
+libc.free(libc.malloc(16 << 20))  # glibc's dynamic threshold rises to 16 MiB, unless it is fixed
+mapped = lambda block: ctypes.c_size_t.from_address(block - ctypes.sizeof(ctypes.c_size_t)).value & 2
+print(mapped(libc.malloc(8 << 20)), mapped(libc.malloc(1 << 20)))
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's mallopt")
+def test_a_fixed_threshold_keeps_serving_large_blocks_with_their_own_mmap():
+    """After a 16 MiB block was freed: an 8 MiB block comes from the heap under glibc's dynamic threshold (which
+    the 16 MiB block raised) and gets its own mmap (unmapped when freed) once the threshold is fixed at 4 MiB;
+    a 1 MiB block, under 4 MiB, comes from the heap either way."""
+    mapped = {mode: subprocess.run([sys.executable, "-c", CODE, mode], capture_output=True, text=True,
+                                   check=True).stdout.strip() for mode in ("dynamic", "fixed")}
+    assert mapped == {"dynamic": "0 0", "fixed": "2 0"}
