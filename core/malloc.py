@@ -16,9 +16,12 @@ A fixed threshold also turns the dynamic adjustment off. At 128 KiB (the twelfth
 decoding step past it was mapped fresh: one row at a time 2.74 against 2.19 s per BFCL request, 16 rows 1.7x
 slower. At :data:`MMAP_THRESHOLD` (4 MiB) the steps' blocks (a row's activations are tens of KB, its logits
 0.6 MB) stay in the heap and only a prompt's large blocks are mapped: figures in docs/model.md, "Fourteenth
-session". ``run`` and ``eval`` fix it for one row at a time (``--max-batch 1``, their default); with 16 rows
-the peak is live data either way (2.31-2.38 GB) and the time moved as much between runs as between settings,
-so batches and ``serve`` keep glibc's dynamic threshold.
+session". ``run`` and ``eval`` fix it for one row at a time (``--max-batch 1``, their default) under
+``--tool-choice required`` or ``none``. Under ``auto`` each request also computes the verdict's and the
+confirmation's prompts whole (hundreds of tokens, no cache), and mapping their blocks fresh made the public set
+2.79-3.03 s per request against 2.10-2.30 with the dynamic threshold, so ``auto`` keeps it (at 16 MiB: no
+clear loss, no clear gain). With 16 rows the peak is live data either way (2.31-2.38 GB) and the time moved as
+much between runs as between settings, so batches and ``serve`` keep glibc's dynamic threshold too.
 """
 
 from __future__ import annotations
