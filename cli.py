@@ -17,7 +17,7 @@ import click
 from .core.errors import CallmaybeError, InputError, Interrupted
 from .core.indexes import CACHE_BOUNDS
 from .core.messages import say
-from .core.malloc import fix_mmap_threshold
+from .core.malloc import fix_mmap_threshold, wants_fixed_threshold
 from .core.registry import DEFAULT_MODEL, MODELS
 
 DEFAULT_FUNCTIONS = Path("schemas/functions_definition.json")
@@ -376,8 +376,8 @@ def eval_cmd(data, model, max_tokens, threads, call_format, tool_choice, paralle
     from .runtime.evaluation.evaluate import evaluate
     from .runtime.answering.session import RunConfig
 
-    if max_batch == 1 and tool_choice != "auto":
-        fix_mmap_threshold()  # one row at a time, no verdict passes: a steady peak RSS (core/malloc.py)
+    if wants_fixed_threshold(max_batch, tool_choice):
+        fix_mmap_threshold()  # a steady peak RSS (core/malloc.py)
     config = RunConfig(model=model, max_tokens=max_tokens, threads=threads,
                        call_format=resolve_call_format(call_format),
                        keep_unstated=keep_unstated, dtype=dtype, device=device, max_batch=max_batch,
@@ -563,8 +563,8 @@ def run_cmd(input_pos, functions, input_opt, output, model, max_tokens, threads,
             from .compiler.build import runtime_compiler
             from .runtime.answering.session import RunConfig, interactive as interactive_session, run_file
 
-            if max_batch == 1 and tool_choice != "auto":
-                fix_mmap_threshold()  # one row at a time, no verdict passes: a steady peak RSS (core/malloc.py)
+            if wants_fixed_threshold(max_batch, tool_choice):
+                fix_mmap_threshold()  # a steady peak RSS (core/malloc.py)
             config = RunConfig(model=model, index_path=index_path, max_tokens=max_tokens, threads=threads,
                                call_format=resolve_call_format(call_format),
                                prefix_cache=not no_prefix_cache, keep_unstated=keep_unstated, trace=trace,

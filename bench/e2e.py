@@ -90,9 +90,9 @@ def child_callmaybe(data: str, dtype: str, max_batch: int = 1) -> dict:
     from callmaybe.compiler.build import runtime_compiler
     from callmaybe.runtime.evaluation.evaluate import evaluate
     from callmaybe.runtime.answering.session import RunConfig
-    from callmaybe.core.malloc import fix_mmap_threshold
+    from callmaybe.core.malloc import fix_mmap_threshold, wants_fixed_threshold
 
-    if max_batch == 1:  # as `callmaybe run` and `eval` do (cli.py): a steady peak RSS
+    if wants_fixed_threshold(max_batch, "required"):  # as `callmaybe eval` does (cli.py): a steady peak RSS
         fix_mmap_threshold()
     t0 = time.perf_counter()
     path, limit = DATA[data]

@@ -35,6 +35,13 @@ M_MMAP_THRESHOLD = -3
 MMAP_THRESHOLD = 4 << 20
 
 
+def wants_fixed_threshold(max_batch: int, tool_choice: str) -> bool:
+    """Whether a process decoding at most ``max_batch`` rows at a time under ``tool_choice`` ("required",
+    "auto" or "none") should call :func:`fix_mmap_threshold`: one row at a time, not under ``auto`` (module
+    docstring, with the figures that set the rule)."""
+    return max_batch == 1 and tool_choice != "auto"
+
+
 def fix_mmap_threshold(size: int = MMAP_THRESHOLD) -> bool:
     """Fix glibc's mmap threshold at ``size`` bytes for this process (see the module docstring). Returns whether
     it was set: False off Linux, without glibc (musl has no ``mallopt``) or when ``mallopt`` refuses. Never

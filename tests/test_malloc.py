@@ -9,6 +9,8 @@ import pytest
 
 # glibc marks a chunk it served with its own mmap by bit 0x2 (IS_MMAPPED) of the size word just before the
 # pointer it returns (malloc/malloc.c, "chunk representations")
+from callmaybe.core.malloc import wants_fixed_threshold
+
 CODE = """
 import ctypes, sys
 from callmaybe.core.malloc import fix_mmap_threshold
@@ -32,3 +34,10 @@ def test_a_fixed_threshold_keeps_serving_large_blocks_with_their_own_mmap():
     mapped = {mode: subprocess.run([sys.executable, "-c", CODE, mode], capture_output=True, text=True,
                                    check=True).stdout.strip() for mode in ("dynamic", "fixed")}
     assert mapped == {"dynamic": "0 0", "fixed": "2 0"}
+
+
+def test_the_threshold_is_fixed_one_row_at_a_time_and_not_under_auto():
+    """The rule run and eval apply (cli.py): fixed for one row under required or none; kept dynamic for
+    batches and under auto, whose verdict passes were slower with it (core/malloc.py's docstring)."""
+    assert [wants_fixed_threshold(rows, choice) for rows in (1, 16) for choice in ("required", "none", "auto")] \
+        == [True, True, False, False, False, False]
