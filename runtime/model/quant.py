@@ -10,14 +10,14 @@ Linear layers (all but an output layer tied to the embeddings) are rotated first
 ``W H`` and each input row ``x`` becomes ``x H``, where ``H`` is block-diagonal of normalized Hadamard blocks of
 :func:`rotation_block` inputs (256 for Qwen2.5's 1,536 and 8,960), so ``(x H)(W H)^T = x W^T``. A rotation
 spreads the few huge input channels of a transformer's activations over the whole block, so that the rotated
-input row quantizes to int8 per row (absmax / 127) with little loss, and the product runs in torch's int8 x
-int8 CPU kernel (``torch._int_mm``, oneDNN VNNI). The idea is QuaRot's (Ashkboos et al. 2024, "QuaRot:
+input row quantizes to int8 per row (absmax / 127) with little loss, and the product runs in an int8 x int8
+kernel: :mod:`.native`'s up to its rows (a decode step's one row or few, at the memory's rate), else torch's
+(``torch._int_mm``, oneDNN); both give the same int32 sums. The idea is QuaRot's (Ashkboos et al. 2024, "QuaRot:
 Outlier-Free 4-Bit Inference in Rotated LLMs"), with block rotations computed on the fly instead of folded
 into the neighbouring layers. Layers whose input width has no power-of-two factor above 1, and a tied output
-layer, keep bfloat16 activations: torch's int8 x bfloat16 kernel (``aten._weight_int8pack_mm``) up to
-``SMALL_ROWS`` rows, up to ``SPLIT_ROWS`` the int8 x int8 kernel with each row split into two int8 rows (the
-same products to bfloat16's last bit), the dequantized layer beyond (and for an input width that is not a
-multiple of 16, which the first kernel does not take: torch 2.13 crashes on it).
+layer, keep bfloat16 activations: up to ``SPLIT_ROWS`` rows, the int8 x int8 kernel with each row split into
+two int8 rows (the products of torch's int8 x bfloat16 kernel to bfloat16's last rounding), the dequantized
+layer beyond (and for an input width that is not a multiple of 8).
 
 Measured on Qwen2.5-Coder-1.5B, 2-core AVX512-VNNI CPU, logits over 24 BFCL prompts against bfloat16 weights
 (mean KL divergence per position): weight-only int8 0.0016, int8 activations without the rotation 0.0061,
@@ -36,14 +36,14 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-#: Products over at most this many rows (of an unrotated layer) use torch's int8 x bfloat16 kernel; up to
-#: :data:`SPLIT_ROWS`, the two-level int8 product (:meth:`Int8Linear._split_product`); longer ones dequantize
-#: the layer first. The int8 x bfloat16 kernel's time grows with the rows (it does not use AMX); the int8 x int8
-#: kernel's hardly does. Qwen2.5's tied output layer (151,936 x 1,536), 2 threads, 2-core Sapphire Rapids, in
-#: ms at 1 / 4 / 8 / 16 / 32 / 64 rows: int8 x bfloat16 25 / 30 / 58 / 118 / 229 / 476, two-level 29 / 30 / 31
-#: / 35 / 58 / 126, dequantized 95-140.
-SMALL_ROWS = 4
-#: See :data:`SMALL_ROWS`.
+from . import native
+
+#: Products of an unrotated layer over at most this many rows use the two-level int8 product
+#: (:meth:`Int8Linear._split_product`); longer ones dequantize the layer first. Qwen2.5's tied output layer
+#: (151,936 x 1,536), 2 threads, 2-core Sapphire Rapids, in ms at 1 / 4 / 8 / 16 / 32 / 64 rows: torch's int8 x
+#: bfloat16 kernel (``aten._weight_int8pack_mm``, no AMX) 25 / 30 / 58 / 118 / 229 / 476, two-level through
+#: ``torch._int_mm`` 29 / 30 / 31 / 35 / 58 / 126, dequantized 95-140; the two-level product through
+#: :mod:`.native`'s kernel (up to 8 rows) reads the layer at the memory's rate, about 10 ms at one row.
 SPLIT_ROWS = 64
 #: A longer product dequantizes at most this many weights at a time (32 MB of bfloat16): an output layer of
 #: 151,936 x 1,536 then never exists whole in bfloat16 (467 MB) beside its int8 matrix.
@@ -126,6 +126,8 @@ class Int8Linear(nn.Module):
         #: (``scale``, its version, its float32 copy), made at the first rotated product and again when ``scale``
         #: is replaced or changed in place
         self._scale: tuple[torch.Tensor, int, torch.Tensor] | None = None
+        #: (``weight_int8``, its version, its rows' sums): see :meth:`_row_sums`
+        self._sums: tuple[torch.Tensor, int, torch.Tensor] | None = None
         self.register_buffer("weight_int8", torch.empty(out_features, in_features, dtype=torch.int8, device=device))
         self.register_buffer("scale", torch.empty(out_features, dtype=torch.bfloat16, device=device))
         self.bias = (nn.Parameter(torch.empty(out_features, dtype=torch.bfloat16, device=device), requires_grad=False)
@@ -159,13 +161,8 @@ class Int8Linear(nn.Module):
         if self.block > 1:
             return self._rotated(x)
         rows = x.reshape(-1, self.in_features).to(torch.bfloat16)
-        cpu = rows.device.type == "cpu"
-        if rows.shape[0] <= SMALL_ROWS and cpu and self.in_features % 16 == 0:
-            y = torch.ops.aten._weight_int8pack_mm(rows, self.weight_int8, self.scale)
-            if self.bias is not None:
-                y = y + self.bias
-        elif rows.shape[0] <= SPLIT_ROWS and cpu and self.in_features % 8 == 0:  # _int_mm misreads K = 1
-            y = self._split_product(rows)
+        if rows.shape[0] <= SPLIT_ROWS and rows.device.type == "cpu" and self.in_features % 8 == 0:
+            y = self._split_product(rows)  # (% 8: _int_mm misreads K = 1, and wants K a multiple of 8)
         else:
             y = self._dequantized_product(rows)
         return y.reshape(*x.shape[:-1], self.out_features)
@@ -186,11 +183,28 @@ class Int8Linear(nn.Module):
         rest = x.sub_(q1 * step1)  # x is a new float32 tensor: changed in place
         step2 = rest.abs().amax(dim=1, keepdim=True).clamp_(min=1e-30).div_(127)
         q2 = rest.div_(step2).round_()
-        sums = torch._int_mm(torch.cat([q1, q2]).to(torch.int8), self.weight_int8.t())
+        sums = self._int8_product(torch.cat([q1, q2]).to(torch.int8))
         y = sums[:m].float().mul_(step1).add_(sums[m:].float().mul_(step2)).mul_(self._float_scale())
         if self.bias is not None:
             y = y.add_(self.bias)
         return y.to(torch.bfloat16)
+
+    def _int8_product(self, q: torch.Tensor) -> torch.Tensor:
+        """``q`` int8 (M, in) times the int8 weights: the int32 sums (M, out), exactly. Up to the kernel's
+        rows, :mod:`.native`'s (which streams the weights at the memory's rate); beyond, or where it is
+        unavailable, ``torch._int_mm`` (the same sums)."""
+        kernel = native.kernel() if q.device.type == "cpu" else None
+        if kernel is not None and q.shape[0] <= kernel.max_rows and self.weight_int8.is_contiguous():
+            return kernel.gemv(q.contiguous(), self.weight_int8, self._row_sums())
+        return torch._int_mm(q, self.weight_int8.t())
+
+    def _row_sums(self) -> torch.Tensor:
+        """The sums of ``weight_int8``'s rows, int32 (out,) (:func:`.native.row_sums`), made at the first use and
+        again when ``weight_int8`` is replaced or changed in place."""
+        version = (self.weight_int8, self.weight_int8._version)
+        if self._sums is None or self._sums[0] is not version[0] or self._sums[1] != version[1]:
+            self._sums = (*version, native.row_sums(self.weight_int8))
+        return self._sums[2]
 
     def _float_scale(self) -> torch.Tensor:
         """``scale`` as float32 (out,), made again when ``scale`` is replaced or changed in place."""
@@ -222,7 +236,7 @@ class Int8Linear(nn.Module):
         if x.numel() == 0:
             return torch.zeros(*x.shape[:-1], self.out_features, dtype=torch.bfloat16, device=x.device)
         q, step = quantized_input(x, self.block)
-        y = torch._int_mm(q, self.weight_int8.t()).float().mul_(step).mul_(self._float_scale()).to(torch.bfloat16)
+        y = self._int8_product(q).float().mul_(step).mul_(self._float_scale()).to(torch.bfloat16)
         if self.bias is not None:
             y = y + self.bias
         return y.reshape(*x.shape[:-1], self.out_features)

@@ -1,0 +1,151 @@
+"""The int8 product kernel of ``gemv.c``, built on this machine at first use and called through ctypes.
+
+torch's int8 kernels (``torch._int_mm``, ``aten._weight_int8pack_mm``) read weights at about 15 GB/s here, where
+the memory gives 22-30; a decode step reads every weight once for one row or a few, so it is bound by that rate.
+``gemv.c`` streams the weights at the memory's rate for up to :func:`max_rows` rows (see its header).
+
+It is compiled once per machine, source and compiler (``cc -O3 -march=native -fopenmp -shared -fPIC``; ``$CC``
+names another compiler) into ``<cache>/kernels/gemv-<key>.so``, with its SHA-256 recorded beside it and checked
+before each load, as every file of the cache is. ``-fopenmp`` links ``libgomp.so.1``, which resolves to the copy
+torch has already loaded, so the kernel's threads are torch's own pool. Where there is no compiler, the build
+fails, the compiler offers no AVX-512 VNNI, or ``CALLMAYBE_KERNELS=torch`` is set, :func:`kernel` returns None
+(the reason logged once) and the callers keep torch's kernels: the same sums, to the bit.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import logging
+import os
+import shlex
+import subprocess
+import tempfile
+import threading
+from pathlib import Path
+
+import torch
+
+from ...core.files import cache_dir, digest_problem, record_digest
+
+log = logging.getLogger(__name__)
+
+SOURCE = Path(__file__).with_name("gemv.c")
+#: compiler flags; -march=native: the kernel is built for the machine that runs it (the key holds its CPU flags)
+FLAGS = ("-O3", "-march=native", "-fopenmp", "-shared", "-fPIC")
+#: seconds a build may take
+BUILD_TIMEOUT = 120.0
+
+_lock = threading.Lock()
+_loaded: list = []  # [] not tried yet; [None] unavailable; [Kernel] loaded
+
+
+class Kernel:
+    """The loaded library: :meth:`gemv` and the most rows one call takes (:attr:`max_rows`)."""
+
+    def __init__(self, lib: ctypes.CDLL, path: Path):
+        self.path = path
+        self._fn = lib.cm_gemv_i8
+        self._fn.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p,
+                             ctypes.c_int, ctypes.c_void_p, ctypes.c_int]
+        self._fn.restype = ctypes.c_int
+        self.max_rows = int(lib.cm_max_rows())
+
+    def gemv(self, x: torch.Tensor, w: torch.Tensor, wsums: torch.Tensor) -> torch.Tensor:
+        """``x`` int8 (m, k), 1 <= m <= :attr:`max_rows`, times ``w.t()`` for ``w`` int8 (n, k), both contiguous
+        on the CPU, with ``wsums`` int32 (n,) the sums of ``w``'s rows (:func:`row_sums`): int32 (m, n), equal to
+        ``torch._int_mm(x, w.t())``. Uses torch's thread count. Raises ValueError on shapes, dtypes or layouts it
+        does not take (callers check first: this is a guard, not a path)."""
+        m, k = x.shape
+        n = w.shape[0]
+        if (x.dtype != torch.int8 or w.dtype != torch.int8 or wsums.dtype != torch.int32 or w.shape[1] != k
+                or wsums.shape != (n,) or not (x.is_contiguous() and w.is_contiguous() and wsums.is_contiguous())
+                or not 1 <= m <= self.max_rows):
+            raise ValueError(f"gemv: x {tuple(x.shape)} {x.dtype}, w {tuple(w.shape)} {w.dtype}, "
+                             f"wsums {tuple(wsums.shape)} {wsums.dtype}: not a product this kernel takes")
+        out = torch.empty(m, n, dtype=torch.int32)
+        if self._fn(x.data_ptr(), m, k, w.data_ptr(), wsums.data_ptr(), n, out.data_ptr(),
+                    torch.get_num_threads()) != 0:
+            raise ValueError(f"gemv: x {tuple(x.shape)}, w {tuple(w.shape)}: out of the kernel's range")
+        return out
+
+
+def row_sums(w: torch.Tensor) -> torch.Tensor:
+    """The sums of the rows of the int8 matrix ``w`` (n, k): int32 (n,), what :meth:`Kernel.gemv` needs."""
+    return w.sum(dim=1, dtype=torch.int32)
+
+
+def _compiler() -> list[str]:
+    return shlex.split(os.environ.get("CC") or "cc")
+
+
+def _cpu_flags() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return ""
+
+
+def _key(cc: list[str]) -> str:
+    """What the built library depends on: the source, the flags, the compiler's version, the CPU's flags."""
+    version = subprocess.run([*cc, "--version"], capture_output=True, timeout=30, check=True).stdout
+    digest = hashlib.sha256()
+    for part in (SOURCE.read_bytes(), " ".join(FLAGS).encode(), version, _cpu_flags().encode()):
+        digest.update(hashlib.sha256(part).digest())
+    return digest.hexdigest()[:20]
+
+
+def build(folder: Path | None = None) -> Path:
+    """The built library for this machine: found in ``folder`` (default ``<cache>/kernels``) with its SHA-256
+    as recorded, or compiled there now (to a temporary name, recorded, then renamed into place, so that a
+    concurrent build or a killed one never leaves a partial library under the final name). Raises OSError or
+    subprocess.SubprocessError (no compiler, a failed or timed-out build: the compiler's last lines in the
+    message)."""
+    cc = _compiler()
+    folder = folder or cache_dir("kernels")
+    path = folder / f"gemv-{_key(cc)}.so"
+    if path.exists() and digest_problem(path) is None:
+        return path
+    fd, tmp = tempfile.mkstemp(prefix=".gemv-", suffix=".so.tmp", dir=folder)
+    os.close(fd)
+    try:
+        done = subprocess.run([*cc, *FLAGS, "-o", tmp, str(SOURCE)], capture_output=True, text=True,
+                              timeout=BUILD_TIMEOUT)
+        if done.returncode != 0:
+            tail = " ".join(done.stderr.strip().splitlines()[-3:])
+            raise subprocess.SubprocessError(f"{' '.join(cc)} exited with {done.returncode}: {tail}")
+        record_digest(path, Path(tmp).read_bytes())
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return path
+
+
+def kernel() -> Kernel | None:
+    """The kernel, built and loaded at the first call (about 1 s to compile), or None where it is unavailable
+    (see the module docstring; the reason is logged once at INFO). Never raises."""
+    if _loaded:
+        return _loaded[0]
+    with _lock:
+        if _loaded:
+            return _loaded[0]
+        loaded = None
+        if os.environ.get("CALLMAYBE_KERNELS", "").strip().lower() == "torch":
+            log.info("int8 kernel: CALLMAYBE_KERNELS=torch, torch's kernels used")
+        else:
+            try:
+                path = build()
+                lib = ctypes.CDLL(str(path))
+                if lib.cm_simd() != 1:
+                    log.info("int8 kernel: %s has no AVX-512 VNNI; torch's kernels used", path)
+                else:
+                    loaded = Kernel(lib, path)
+            except (OSError, subprocess.SubprocessError, ValueError) as exc:
+                log.info("int8 kernel unavailable (%s); torch's kernels used", exc)
+        _loaded.append(loaded)
+        return loaded

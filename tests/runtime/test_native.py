@@ -1,0 +1,126 @@
+"""The native int8 kernel (runtime/model/gemv.c): its sums equal torch._int_mm's exactly, for every row count it
+takes, widths with and without a tail of k % 64, the extreme int8 values; the layers give the same outputs with
+and without it; it is built once per key with its SHA-256 recorded, rebuilt when the file no longer matches,
+and where it cannot be built (no compiler, a failing build, CALLMAYBE_KERNELS=torch) torch's kernels are kept."""
+
+import logging
+import shutil
+
+import pytest
+import torch
+from torch import nn
+
+from callmaybe.runtime.model import native
+from callmaybe.runtime.model.quant import Int8Linear
+
+needs_cc = pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler (cc) on this machine")
+
+
+@pytest.fixture
+def fresh(monkeypatch, tmp_path):
+    """kernel() tried again from scratch, building in an empty cache."""
+    monkeypatch.setenv("CALLMAYBE_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(native, "_loaded", [])
+    return tmp_path
+
+
+@pytest.fixture(scope="module")
+def kernel():
+    k = native.kernel()
+    if k is None:
+        pytest.skip("the native kernel is unavailable here (no compiler or no AVX-512 VNNI)")
+    return k
+
+
+@needs_cc
+@pytest.mark.parametrize("m", list(range(1, 17)))
+def test_sums_equal_torch_int_mm(kernel, m):
+    gen = torch.Generator().manual_seed(m)
+    for k, n in [(64, 7), (100, 13), (1536, 256), (8, 1), (200, 9), (640, 33)]:
+        x = torch.randint(-128, 128, (m, k), dtype=torch.int8, generator=gen)
+        w = torch.randint(-128, 128, (n, k), dtype=torch.int8, generator=gen)
+        got = kernel.gemv(x, w, native.row_sums(w))
+        assert got.dtype == torch.int32 and got.shape == (m, n)
+        assert torch.equal(got, x.int() @ w.int().t()), (m, k, n)
+        if k % 8 == 0:
+            assert torch.equal(got, torch._int_mm(x, w.t()))
+
+
+@needs_cc
+def test_extreme_values_and_the_widest_sum(kernel):
+    """-128 x -128 over k = 8960 (the largest width of the default model): 146,800,640, exact."""
+    k = 8960
+    x = torch.full((2, k), -128, dtype=torch.int8)
+    x[1] = 127
+    w = torch.full((3, k), -128, dtype=torch.int8)
+    w[1] = 127
+    w[2, ::2] = 127
+    got = kernel.gemv(x, w, native.row_sums(w))
+    assert got.tolist() == [[146800640, -145653760, 573440], [-145653760, 144515840, -568960]]
+
+
+@needs_cc
+def test_rows_and_dtypes_it_does_not_take_are_refused(kernel):
+    w = torch.zeros(4, 64, dtype=torch.int8)
+    with pytest.raises(ValueError, match=r"gemv: x \(17, 64\) torch.int8, w \(4, 64\) torch.int8"):
+        kernel.gemv(torch.zeros(kernel.max_rows + 1, 64, dtype=torch.int8), w, native.row_sums(w))
+    with pytest.raises(ValueError, match="not a product this kernel takes"):
+        kernel.gemv(torch.zeros(1, 64), w, native.row_sums(w))
+    assert kernel.max_rows == 16
+
+
+@needs_cc
+@pytest.mark.parametrize("rotated", [True, False])
+def test_a_layer_gives_the_same_outputs_with_and_without_the_kernel(kernel, monkeypatch, rotated):
+    torch.manual_seed(5)
+    q = Int8Linear.from_linear(nn.Linear(512, 96, bias=True), rotated=rotated)
+    outs = {}
+    for rows in (1, 3, 8, 16, 17):
+        x = torch.randn(rows, 512)
+        monkeypatch.setattr(native, "_loaded", [kernel])
+        with_kernel = q(x)
+        monkeypatch.setattr(native, "_loaded", [None])
+        outs[rows] = torch.equal(with_kernel, q(x))
+    assert outs == {1: True, 3: True, 8: True, 16: True, 17: True}
+
+
+@needs_cc
+def test_built_once_recorded_and_rebuilt_when_changed(fresh):
+    path = native.build()
+    assert path.parent == fresh / "cache" / "kernels" and path.name.startswith("gemv-") and path.suffix == ".so"
+    sidecar = path.with_name(path.name + ".sha256")
+    assert sidecar.read_text().endswith(f"  {path.name}\n")
+    stamp = path.stat().st_mtime_ns
+    assert native.build() == path and path.stat().st_mtime_ns == stamp  # found, not built again
+    path.write_bytes(b"not a library")  # a damaged file: its SHA-256 no longer matches
+    assert native.build() == path and path.read_bytes()[:4] == b"\x7fELF"
+    assert sorted(p.name for p in path.parent.iterdir()) == [path.name, sidecar.name]  # no temporary left
+
+
+def test_no_compiler_keeps_torch_kernels(fresh, monkeypatch, caplog):
+    monkeypatch.setenv("CC", str(fresh / "no-such-cc"))
+    with caplog.at_level(logging.INFO, logger="callmaybe.runtime.model.native"):
+        assert native.kernel() is None
+    assert "int8 kernel unavailable" in caplog.text and "no-such-cc" in caplog.text
+    assert native.kernel() is None  # tried once
+
+
+@needs_cc
+def test_a_failing_build_keeps_torch_kernels_and_leaves_no_file(fresh, monkeypatch, caplog):
+    script = fresh / "cc"
+    script.write_text("#!/bin/sh\nif [ \"$1\" = --version ]; then echo fake 1.0; exit 0; fi\n"
+                      "echo 'gemv.c:1: error: broken' >&2\nexit 1\n")
+    script.chmod(0o755)
+    monkeypatch.setenv("CC", str(script))
+    with caplog.at_level(logging.INFO, logger="callmaybe.runtime.model.native"):
+        assert native.kernel() is None
+    assert f"{script} exited with 1: gemv.c:1: error: broken" in caplog.text
+    assert list((fresh / "cache" / "kernels").iterdir()) == []
+
+
+def test_callmaybe_kernels_torch_turns_it_off(fresh, monkeypatch, caplog):
+    monkeypatch.setenv("CALLMAYBE_KERNELS", "torch")
+    with caplog.at_level(logging.INFO, logger="callmaybe.runtime.model.native"):
+        assert native.kernel() is None
+    assert "CALLMAYBE_KERNELS=torch" in caplog.text
+    assert not (fresh / "cache" / "kernels").exists()
