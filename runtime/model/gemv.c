@@ -19,7 +19,11 @@
  * weight row is prefetched CM_PREFETCH bytes ahead of where it is read: with many rows' arithmetic per load
  * the out-of-order window no longer covers the memory's latency (measured, 2-core Sapphire Rapids, all 196
  * matrices of Qwen2.5-1.5B, 8 rows: 12.9 GB/s without, 22.7 with 8 KiB ahead). The rows of w are split
- * between threads in contiguous ranges (OpenMP), so each thread streams its own part of the matrix.
+ * between threads in contiguous ranges (OpenMP), so each thread streams its own part of the matrix (chunks of
+ * 64 or 256 rows handed out dynamically were no faster on a loaded machine).
+ *
+ * All 196 matrices of Qwen2.5-1.5B (1,310 MB), 2 threads, ms (this kernel / torch._int_mm) at 1, 2, 4, 8, 12, 14
+ * and 16 rows: 48 / 101, 51 / 100, 56 / 96, 70 / 100, 83-86 / 98-99, 81 / 97, 109 / 104-107; hence CM_MAX_ROWS.
  *
  * Where the compiler offers no AVX-512 VNNI, cm_simd() returns 0 and a plain loop stands in: exact, but
  * slower than torch's own kernels, which the caller then keeps.
@@ -38,7 +42,7 @@
 #define CM_VNNI 0
 #endif
 
-#define CM_MAX_ROWS 16
+#define CM_MAX_ROWS 14 /* beyond, torch._int_mm (AMX) is as fast: measured, all 196 matrices of Qwen2.5-1.5B */
 #define CM_MAX_K 65536 /* 65,536 x 128 x 128 < 2^31: every sum of int8 products fits in int32 */
 #ifndef CM_PREFETCH
 #define CM_PREFETCH 8192
@@ -129,8 +133,8 @@ static void product(const uint8_t *u, int m, int k, const int8_t *w, const int32
         if (j0 < j1) {
             switch (m) {
             CM_CASE(1) CM_CASE(2) CM_CASE(3) CM_CASE(4) CM_CASE(5) CM_CASE(6) CM_CASE(7) CM_CASE(8)
-            CM_CASE(9) CM_CASE(10) CM_CASE(11) CM_CASE(12) CM_CASE(13) CM_CASE(14) CM_CASE(15)
-            default: rows_range(u, 16, k, w, wsums, j0, j1, out, n); break;
+            CM_CASE(9) CM_CASE(10) CM_CASE(11) CM_CASE(12) CM_CASE(13)
+            default: rows_range(u, 14, k, w, wsums, j0, j1, out, n); break;
             }
         }
     }
