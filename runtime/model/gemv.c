@@ -142,6 +142,23 @@ static void product(const uint8_t *u, int m, int k, const int8_t *w, const int32
 
 #endif
 
+/* wsums[j] = sum_t w[j][t] for w int8 (n, k) row-major: what cm_gemv_i8 needs, without a wider copy of w. */
+int cm_row_sums(const int8_t *w, int n, int k, int32_t *wsums, int threads)
+{
+    if (k < 1 || k > CM_MAX_K || n < 0)
+        return -1;
+    if (threads < 1)
+        threads = 1;
+    #pragma omp parallel for schedule(static) num_threads(threads)
+    for (int j = 0; j < n; j++) {
+        int32_t s = 0;
+        for (int t = 0; t < k; t++)
+            s += w[(ptrdiff_t)j * k + t];
+        wsums[j] = s;
+    }
+    return 0;
+}
+
 int cm_gemv_i8(const int8_t *x, int m, int k, const int8_t *w, const int32_t *wsums, int n, int32_t *out,
                int threads)
 {

@@ -50,10 +50,26 @@ class Kernel:
                              ctypes.c_int, ctypes.c_void_p, ctypes.c_int]
         self._fn.restype = ctypes.c_int
         self.max_rows = int(lib.cm_max_rows())
+        self._sums = lib.cm_row_sums
+        self._sums.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_void_p, ctypes.c_int]
+        self._sums.restype = ctypes.c_int
+
+    def row_sums(self, w: torch.Tensor) -> torch.Tensor:
+        """The sums of the rows of the int8 matrix ``w`` (n, k), contiguous on the CPU: int32 (n,), what
+        :meth:`gemv` needs. Reads ``w`` once and makes no wider copy of it (``w.sum(1, dtype=torch.int32)``
+        makes an int32 copy of the whole matrix first: 0.9 GB for Qwen2.5's tied output layer). Raises
+        ValueError on a matrix it does not take."""
+        n, k = w.shape
+        if w.dtype != torch.int8 or not w.is_contiguous() or w.device.type != "cpu":
+            raise ValueError(f"row_sums: w {tuple(w.shape)} {w.dtype}: not a matrix this kernel takes")
+        out = torch.empty(n, dtype=torch.int32)
+        if self._sums(w.data_ptr(), n, k, out.data_ptr(), torch.get_num_threads()) != 0:
+            raise ValueError(f"row_sums: w {tuple(w.shape)}: out of the kernel's range")
+        return out
 
     def gemv(self, x: torch.Tensor, w: torch.Tensor, wsums: torch.Tensor) -> torch.Tensor:
         """``x`` int8 (m, k), 1 <= m <= :attr:`max_rows`, times ``w.t()`` for ``w`` int8 (n, k), both contiguous
-        on the CPU, with ``wsums`` int32 (n,) the sums of ``w``'s rows (:func:`row_sums`): int32 (m, n), equal to
+        on the CPU, with ``wsums`` int32 (n,) the sums of ``w``'s rows (:meth:`row_sums`): int32 (m, n), equal to
         ``torch._int_mm(x, w.t())``. Uses torch's thread count. Raises ValueError on shapes, dtypes or layouts it
         does not take (callers check first: this is a guard, not a path)."""
         m, k = x.shape
@@ -68,11 +84,6 @@ class Kernel:
                     torch.get_num_threads()) != 0:
             raise ValueError(f"gemv: x {tuple(x.shape)}, w {tuple(w.shape)}: out of the kernel's range")
         return out
-
-
-def row_sums(w: torch.Tensor) -> torch.Tensor:
-    """The sums of the rows of the int8 matrix ``w`` (n, k): int32 (n,), what :meth:`Kernel.gemv` needs."""
-    return w.sum(dim=1, dtype=torch.int32)
 
 
 def _compiler() -> list[str]:

@@ -195,15 +195,15 @@ class Int8Linear(nn.Module):
         unavailable, ``torch._int_mm`` (the same sums)."""
         kernel = native.kernel() if q.device.type == "cpu" else None
         if kernel is not None and q.shape[0] <= kernel.max_rows and self.weight_int8.is_contiguous():
-            return kernel.gemv(q.contiguous(), self.weight_int8, self._row_sums())
+            return kernel.gemv(q.contiguous(), self.weight_int8, self._row_sums(kernel))
         return torch._int_mm(q, self.weight_int8.t())
 
-    def _row_sums(self) -> torch.Tensor:
-        """The sums of ``weight_int8``'s rows, int32 (out,) (:func:`.native.row_sums`), made at the first use and
-        again when ``weight_int8`` is replaced or changed in place."""
+    def _row_sums(self, kernel: native.Kernel) -> torch.Tensor:
+        """The sums of ``weight_int8``'s rows, int32 (out,) (:meth:`.native.Kernel.row_sums`), made at the first
+        use and again when ``weight_int8`` is replaced or changed in place."""
         version = (self.weight_int8, self.weight_int8._version)
         if self._sums is None or self._sums[0] is not version[0] or self._sums[1] != version[1]:
-            self._sums = (*version, native.row_sums(self.weight_int8))
+            self._sums = (*version, kernel.row_sums(self.weight_int8))
         return self._sums[2]
 
     def _float_scale(self) -> torch.Tensor:

@@ -39,7 +39,7 @@ def test_sums_equal_torch_int_mm(kernel, m):
     for k, n in [(64, 7), (100, 13), (1536, 256), (8, 1), (200, 9), (640, 33)]:
         x = torch.randint(-128, 128, (m, k), dtype=torch.int8, generator=gen)
         w = torch.randint(-128, 128, (n, k), dtype=torch.int8, generator=gen)
-        got = kernel.gemv(x, w, native.row_sums(w))
+        got = kernel.gemv(x, w, kernel.row_sums(w))
         assert got.dtype == torch.int32 and got.shape == (m, n)
         assert torch.equal(got, x.int() @ w.int().t()), (m, k, n)
         if k % 8 == 0:
@@ -55,7 +55,7 @@ def test_extreme_values_and_the_widest_sum(kernel):
     w = torch.full((3, k), -128, dtype=torch.int8)
     w[1] = 127
     w[2, ::2] = 127
-    got = kernel.gemv(x, w, native.row_sums(w))
+    got = kernel.gemv(x, w, kernel.row_sums(w))
     assert got.tolist() == [[146800640, -145653760, 573440], [-145653760, 144515840, -568960]]
 
 
@@ -63,9 +63,9 @@ def test_extreme_values_and_the_widest_sum(kernel):
 def test_rows_and_dtypes_it_does_not_take_are_refused(kernel):
     w = torch.zeros(4, 64, dtype=torch.int8)
     with pytest.raises(ValueError, match=r"gemv: x \(15, 64\) torch.int8, w \(4, 64\) torch.int8"):
-        kernel.gemv(torch.zeros(kernel.max_rows + 1, 64, dtype=torch.int8), w, native.row_sums(w))
+        kernel.gemv(torch.zeros(kernel.max_rows + 1, 64, dtype=torch.int8), w, kernel.row_sums(w))
     with pytest.raises(ValueError, match="not a product this kernel takes"):
-        kernel.gemv(torch.zeros(1, 64), w, native.row_sums(w))
+        kernel.gemv(torch.zeros(1, 64), w, kernel.row_sums(w))
     assert kernel.max_rows == 14
 
 
@@ -124,3 +124,13 @@ def test_callmaybe_kernels_torch_turns_it_off(fresh, monkeypatch, caplog):
         assert native.kernel() is None
     assert "CALLMAYBE_KERNELS=torch" in caplog.text
     assert not (fresh / "cache" / "kernels").exists()
+
+
+@needs_cc
+def test_row_sums_are_exact_and_refuse_what_they_do_not_take(kernel):
+    gen = torch.Generator().manual_seed(9)
+    w = torch.randint(-128, 128, (37, 300), dtype=torch.int8, generator=gen)
+    assert torch.equal(kernel.row_sums(w), w.sum(dim=1, dtype=torch.int32))
+    assert kernel.row_sums(torch.full((2, 8960), -128, dtype=torch.int8)).tolist() == [-1146880, -1146880]
+    with pytest.raises(ValueError, match=r"^row_sums: w \(300, 37\) torch.int8: not a matrix this kernel takes$"):
+        kernel.row_sums(w.t())
