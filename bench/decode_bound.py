@@ -12,13 +12,15 @@ time this machine needs just to read the weights that step reads once.
    the output layer).
 3. Step time: the model's forward pass over one new token after a ``--context``-token prompt (its KV cache),
    median of ``--steps`` steps, no grammar (the model alone), per ``--dtypes``; llama.cpp's (when
-   llama-cpp-python is installed) from ``Llama.eval`` of one token at the same context.
+   llama-cpp-python is installed) from ``Llama.eval`` of one token at the same context. A dtype written
+   ``int8-torch`` runs with ``CALLMAYBE_KERNELS=torch`` (torch's int8 kernels instead of runtime/model/gemv.c),
+   so that both are measured side by side in one run; the ``kernel`` column says which one ran.
 
 Printed: bandwidth (GB/s), per system the bytes per step (MB), the bound (bytes / bandwidth, ms), the step
 (ms) and step / bound (the issue's target: within 1.5x). Each system runs in its own child process, one after
 the other (their memory apart). Usage::
 
-    python bench/decode_bound.py [--dtypes int8,int4] [--llama] [--context 250] [--steps 20]
+    python bench/decode_bound.py [--dtypes int8,int8-torch,int4] [--llama] [--context 250] [--steps 20]
 
 No timed unit tests: the figures go in docs/model.md.
 """
@@ -92,7 +94,10 @@ def child_callmaybe(dtype: str, context: int, steps: int) -> dict:
             out = lm.model(input_ids=token, use_cache=True, **{key: past})
             times.append(time.perf_counter() - t0)
             past, token = getattr(out, key), out.logits[:, -1:].argmax(-1)
-    return {"bytes": weight_bytes(lm.model), "step_s": statistics.median(times)}
+    from callmaybe.runtime.model import native
+
+    return {"bytes": weight_bytes(lm.model), "step_s": statistics.median(times),
+            "kernel": "native" if native.kernel() is not None else "torch"}
 
 
 def child_llama(context: int, steps: int, threads: int) -> dict:
@@ -120,7 +125,8 @@ def child_llama(context: int, steps: int, threads: int) -> dict:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--dtypes", default="int8,int4", help="callmaybe's dtypes, comma-separated")
+    parser.add_argument("--dtypes", default="int8,int8-torch,int4",
+                        help="callmaybe's dtypes, comma-separated; DTYPE-torch: with torch's int8 kernels")
     parser.add_argument("--llama", action="store_true", help="llama.cpp too (llama-cpp-python, the same GGUF)")
     parser.add_argument("--context", type=int, default=250, help="prompt tokens before the timed steps")
     parser.add_argument("--steps", type=int, default=20, help="timed decode steps (median)")
@@ -134,18 +140,20 @@ def main(argv: list[str] | None = None) -> None:
     torch.set_num_threads(args.threads)
     if args.child:
         result = (child_llama(args.context, args.steps, args.threads) if args.child == "llama.cpp"
-                  else child_callmaybe(args.child, args.context, args.steps))
+                  else child_callmaybe(args.child.removesuffix("-torch"), args.context, args.steps))
         print(json.dumps(result))
         return
     bw = bandwidth(args.array_mb, args.repeats)
     print(f"bandwidth ({args.threads} threads, {args.array_mb} MB arrays): copy {bw['copy_gbs']:.1f} GB/s, "
           f"read {bw['read_gbs']:.1f} GB/s; load average {os.getloadavg()[0]:.2f}")
     systems = [d for d in args.dtypes.split(",") if d] + (["llama.cpp"] if args.llama else [])
-    print(f"{'system':<12}{'MB/step':>9}{'bound ms':>10}{'step ms':>9}{'x bound':>9}{'x read bound':>14}")
+    print(f"{'system':<12}{'MB/step':>9}{'bound ms':>10}{'step ms':>9}{'x bound':>9}{'x read bound':>14}"
+          f"{'kernel':>8}")
     for system in systems:
+        env = dict(os.environ, **({"CALLMAYBE_KERNELS": "torch"} if system.endswith("-torch") else {}))
         proc = subprocess.run([sys.executable, __file__, "--child", system, "--context", str(args.context),
                                "--steps", str(args.steps), "--threads", str(args.threads)],
-                              capture_output=True, text=True)
+                              capture_output=True, text=True, env=env)
         if proc.returncode != 0:
             said = proc.stderr.strip().splitlines()
             print(f"{system:<12}failed: {said[-1] if said else f'exit status {proc.returncode}'}")
@@ -154,7 +162,7 @@ def main(argv: list[str] | None = None) -> None:
         bound = r["bytes"] / (bw["copy_gbs"] * 1e9)
         read_bound = r["bytes"] / (bw["read_gbs"] * 1e9)
         print(f"{system:<12}{r['bytes'] / 1e6:>9.0f}{bound * 1e3:>10.1f}{r['step_s'] * 1e3:>9.1f}"
-              f"{r['step_s'] / bound:>9.2f}{r['step_s'] / read_bound:>14.2f}")
+              f"{r['step_s'] / bound:>9.2f}{r['step_s'] / read_bound:>14.2f}{r.get('kernel', 'ggml'):>8}")
 
 
 if __name__ == "__main__":

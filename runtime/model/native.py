@@ -112,15 +112,18 @@ def _key(cc: list[str]) -> str:
 
 def build(folder: Path | None = None) -> Path:
     """The built library for this machine: found in ``folder`` (default ``<cache>/kernels``) with its SHA-256
-    as recorded, or compiled there now (to a temporary name, recorded, then renamed into place, so that a
+    as recorded, or compiled there now (a file whose SHA-256 differs is built again, with one warning saying so) (to a temporary name, recorded, then renamed into place, so that a
     concurrent build or a killed one never leaves a partial library under the final name). Raises OSError or
     subprocess.SubprocessError (no compiler, a failed or timed-out build: the compiler's last lines in the
     message)."""
     cc = _compiler()
     folder = folder or cache_dir("kernels")
     path = folder / f"gemv-{_key(cc)}.so"
-    if path.exists() and digest_problem(path) is None:
-        return path
+    if path.exists():
+        problem = digest_problem(path)
+        if problem is None:
+            return path
+        log.warning("%s: %s; building it again", path, problem)
     fd, tmp = tempfile.mkstemp(prefix=".gemv-", suffix=".so.tmp", dir=folder)
     os.close(fd)
     try:

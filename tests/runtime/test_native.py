@@ -85,7 +85,7 @@ def test_a_layer_gives_the_same_outputs_with_and_without_the_kernel(kernel, monk
 
 
 @needs_cc
-def test_built_once_recorded_and_rebuilt_when_changed(fresh):
+def test_built_once_recorded_and_rebuilt_when_changed(fresh, caplog):
     path = native.build()
     assert path.parent == fresh / "cache" / "kernels" and path.name.startswith("gemv-") and path.suffix == ".so"
     sidecar = path.with_name(path.name + ".sha256")
@@ -93,7 +93,10 @@ def test_built_once_recorded_and_rebuilt_when_changed(fresh):
     stamp = path.stat().st_mtime_ns
     assert native.build() == path and path.stat().st_mtime_ns == stamp  # found, not built again
     path.write_bytes(b"not a library")  # a damaged file: its SHA-256 no longer matches
-    assert native.build() == path and path.read_bytes()[:4] == b"\x7fELF"
+    with caplog.at_level(logging.WARNING, logger="callmaybe.runtime.model.native"):
+        assert native.build() == path and path.read_bytes()[:4] == b"\x7fELF"
+    assert caplog.messages == [f"{path}: its SHA-256 differs from the one recorded when it was written; "
+                               "building it again"]
     assert sorted(p.name for p in path.parent.iterdir()) == [path.name, sidecar.name]  # no temporary left
 
 
