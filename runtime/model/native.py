@@ -15,6 +15,7 @@ fails, the compiler offers no AVX-512 VNNI, or ``CALLMAYBE_KERNELS=torch`` is se
 from __future__ import annotations
 
 import ctypes
+import fcntl
 import hashlib
 import logging
 import os
@@ -112,31 +113,35 @@ def _key(cc: list[str]) -> str:
 
 def build(folder: Path | None = None) -> Path:
     """The built library for this machine: found in ``folder`` (default ``<cache>/kernels``) with its SHA-256
-    as recorded, or compiled there now (a file whose SHA-256 differs is built again, with one warning saying so) (to a temporary name, recorded, then renamed into place, so that a
-    concurrent build or a killed one never leaves a partial library under the final name). Raises OSError or
+    as recorded, or compiled there now. A file whose SHA-256 differs is built again, with one warning saying
+    so. The build writes a temporary name, records its SHA-256 and renames it into place, so that a killed build
+    never leaves a partial library under the final name; builds in one folder take turns on a lock file
+    (``.build.lock``), so a process that waited finds the library built. Raises OSError or
     subprocess.SubprocessError (no compiler, a failed or timed-out build: the compiler's last lines in the
     message)."""
     cc = _compiler()
     folder = folder or cache_dir("kernels")
     path = folder / f"gemv-{_key(cc)}.so"
-    if path.exists():
-        problem = digest_problem(path)
-        if problem is None:
-            return path
-        log.warning("%s: %s; building it again", path, problem)
-    fd, tmp = tempfile.mkstemp(prefix=".gemv-", suffix=".so.tmp", dir=folder)
-    os.close(fd)
-    try:
-        done = subprocess.run([*cc, *FLAGS, "-o", tmp, str(SOURCE)], capture_output=True, text=True,
-                              timeout=BUILD_TIMEOUT)
-        if done.returncode != 0:
-            tail = " ".join(done.stderr.strip().splitlines()[-3:])
-            raise subprocess.SubprocessError(f"{' '.join(cc)} exited with {done.returncode}: {tail}")
-        record_digest(path, Path(tmp).read_bytes())
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    with open(folder / ".build.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if path.exists():
+            problem = digest_problem(path)
+            if problem is None:
+                return path
+            log.warning("%s: %s; building it again", path, problem)
+        fd, tmp = tempfile.mkstemp(prefix=".gemv-", suffix=".so.tmp", dir=folder)
+        os.close(fd)
+        try:
+            done = subprocess.run([*cc, *FLAGS, "-o", tmp, str(SOURCE)], capture_output=True, text=True,
+                                  timeout=BUILD_TIMEOUT)
+            if done.returncode != 0:
+                tail = " ".join(done.stderr.strip().splitlines()[-3:])
+                raise subprocess.SubprocessError(f"{' '.join(cc)} exited with {done.returncode}: {tail}")
+            record_digest(path, Path(tmp).read_bytes())
+            os.replace(tmp, path)
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
     return path
 
 

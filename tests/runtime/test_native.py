@@ -97,7 +97,7 @@ def test_built_once_recorded_and_rebuilt_when_changed(fresh, caplog):
         assert native.build() == path and path.read_bytes()[:4] == b"\x7fELF"
     assert caplog.messages == [f"{path}: its SHA-256 differs from the one recorded when it was written; "
                                "building it again"]
-    assert sorted(p.name for p in path.parent.iterdir()) == [path.name, sidecar.name]  # no temporary left
+    assert sorted(p.name for p in path.parent.iterdir()) == [".build.lock", path.name, sidecar.name]  # no temporary
 
 
 def test_no_compiler_keeps_torch_kernels(fresh, monkeypatch, caplog):
@@ -118,7 +118,7 @@ def test_a_failing_build_keeps_torch_kernels_and_leaves_no_file(fresh, monkeypat
     with caplog.at_level(logging.INFO, logger="callmaybe.runtime.model.native"):
         assert native.kernel() is None
     assert f"{script} exited with 1: gemv.c:1: error: broken" in caplog.text
-    assert list((fresh / "cache" / "kernels").iterdir()) == []
+    assert [p.name for p in (fresh / "cache" / "kernels").iterdir()] == [".build.lock"]  # no library, no temporary
 
 
 def test_callmaybe_kernels_torch_turns_it_off(fresh, monkeypatch, caplog):
