@@ -27,6 +27,7 @@ from pathlib import Path
 
 import torch
 
+from ...core.errors import CallmaybeError
 from ...core.files import cache_dir, digest_problem, record_digest
 
 log = logging.getLogger(__name__)
@@ -36,6 +37,8 @@ SOURCE = Path(__file__).with_name("gemv.c")
 FLAGS = ("-O3", "-march=native", "-fopenmp", "-shared", "-fPIC")
 #: seconds a build may take
 BUILD_TIMEOUT = 120.0
+#: the widest k the kernel takes (gemv.c's CM_MAX_K); wider products keep torch's kernels
+MAX_K = 65536
 
 _lock = threading.Lock()
 _loaded: list = []  # [] not tried yet; [None] unavailable; [Kernel] loaded
@@ -103,10 +106,12 @@ def _cpu_flags() -> str:
 
 
 def _key(cc: list[str]) -> str:
-    """What the built library depends on: the source, the flags, the compiler's version, the CPU's flags."""
+    """What the built library depends on: the source, the flags, the compiler's command line ($CC, arguments
+    included) and version, the CPU's flags."""
     version = subprocess.run([*cc, "--version"], capture_output=True, timeout=30, check=True).stdout
     digest = hashlib.sha256()
-    for part in (SOURCE.read_bytes(), " ".join(FLAGS).encode(), version, _cpu_flags().encode()):
+    for part in (SOURCE.read_bytes(), " ".join(FLAGS).encode(), shlex.join(cc).encode(), version,
+                 _cpu_flags().encode()):
         digest.update(hashlib.sha256(part).digest())
     return digest.hexdigest()[:20]
 
@@ -164,7 +169,8 @@ def kernel() -> Kernel | None:
                     log.info("int8 kernel: %s has no AVX-512 VNNI; torch's kernels used", path)
                 else:
                     loaded = Kernel(lib, path)
-            except (OSError, subprocess.SubprocessError, ValueError) as exc:
+            except (OSError, subprocess.SubprocessError, ValueError, AttributeError, CallmaybeError) as exc:
+                # AttributeError: a library without the kernel's symbols; CallmaybeError: no kernels folder
                 log.info("int8 kernel unavailable (%s); torch's kernels used", exc)
         _loaded.append(loaded)
         return loaded

@@ -194,7 +194,8 @@ class Int8Linear(nn.Module):
         rows, :mod:`.native`'s (which streams the weights at the memory's rate); beyond, or where it is
         unavailable, ``torch._int_mm`` (the same sums)."""
         kernel = native.kernel() if q.device.type == "cpu" else None
-        if kernel is not None and q.shape[0] <= kernel.max_rows and self.weight_int8.is_contiguous():
+        if (kernel is not None and 1 <= q.shape[0] <= kernel.max_rows and q.shape[1] <= native.MAX_K
+                and self.weight_int8.is_contiguous()):
             return kernel.gemv(q.contiguous(), self.weight_int8, self._row_sums(kernel))
         return torch._int_mm(q, self.weight_int8.t())
 
