@@ -170,3 +170,13 @@ def _alive(pid):
         return False
     with open(f"/proc/{pid}/stat") as f:  # a zombie is not running
         return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+
+
+@needs_cc
+def test_a_build_removes_what_a_killed_build_left(fresh):
+    """A build killed midway (SIGKILL while cc ran, measured) left .gemv-<random>.so.tmp for ever."""
+    folder = fresh / "cache" / "kernels"
+    folder.mkdir(parents=True)
+    (folder / ".gemv-dead1234.so.tmp").write_bytes(b"half a library")
+    path = native.build()
+    assert sorted(p.name for p in folder.iterdir()) == [".build.lock", path.name, path.name + ".sha256"]
