@@ -28,7 +28,7 @@ from pathlib import Path
 import torch
 
 from ...core.errors import CallmaybeError
-from ...core.files import cache_dir, digest_problem, record_digest
+from ...core.files import cache_dir, digest_problem, record_digest, remove_stale
 
 log = logging.getLogger(__name__)
 
@@ -131,6 +131,7 @@ def build(folder: Path | None = None) -> Path:
         return path  # found: no lock taken (a read-only cache may hold a verified library)
     with open(folder / ".build.lock", "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
+        remove_stale(folder)  # the temporaries of builds killed midway (none is live: the lock is ours)
         if path.exists():
             problem = digest_problem(path)
             if problem is None:
