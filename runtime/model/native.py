@@ -14,12 +14,14 @@ fails, the compiler offers no AVX-512 VNNI, or ``CALLMAYBE_KERNELS=torch`` is se
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import fcntl
 import hashlib
 import logging
 import os
 import shlex
+import signal
 import subprocess
 import tempfile
 import threading
@@ -140,10 +142,18 @@ def build(folder: Path | None = None) -> Path:
         fd, tmp = tempfile.mkstemp(prefix=".gemv-", suffix=".so.tmp", dir=folder)
         os.close(fd)
         try:
-            done = subprocess.run([*cc, *FLAGS, "-o", tmp, str(SOURCE)], capture_output=True, text=True,
-                                  timeout=BUILD_TIMEOUT)
+            # its own process group, so that a timeout (or Ctrl-C) ends the compiler's children too (cc1, as)
+            done = subprocess.Popen([*cc, *FLAGS, "-o", tmp, str(SOURCE)], stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, text=True, start_new_session=True)
+            try:
+                _, stderr = done.communicate(timeout=BUILD_TIMEOUT)
+            except BaseException:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(done.pid, signal.SIGKILL)
+                done.communicate()
+                raise
             if done.returncode != 0:
-                tail = " ".join(done.stderr.strip().splitlines()[-3:])
+                tail = " ".join(stderr.strip().splitlines()[-3:])
                 raise subprocess.SubprocessError(f"{' '.join(cc)} exited with {done.returncode}: {tail}")
             record_digest(path, Path(tmp).read_bytes())
             os.replace(tmp, path)
