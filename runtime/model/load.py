@@ -25,6 +25,7 @@ from ...core.files import cache_dir, check_manifest, record_manifest, remove_sta
 from ...core.messages import say
 from ...core.registry import MODELS, gguf_path
 from ...core.sources import HUB, PATH, REGISTRY, HubUnavailable, classify, fetch_from_hub
+from . import native
 from .convert import QUANTIZATION_FILE
 
 
@@ -138,8 +139,9 @@ def load_model(spec: str, threads: int | None = None, dtype: str = "auto", devic
     Takes a few seconds from a cached checkpoint. A registry model's converted checkpoint is hashed in full
     against the manifest recorded at conversion (``SHA256SUMS``, :func:`callmaybe.core.files.check_manifest`)
     on a second thread while it loads; one that differs (or has no manifest) is converted again, once
-    (``retry``), also when the damage made the load itself fail (a cut ``tokenizer.json``). Raises ModelError
-    when the model cannot be found or loaded.
+    (``retry``), also when the damage made the load itself fail (a cut ``tokenizer.json``). For int8 and int4
+    on the CPU, the int8 kernel (:func:`.native.kernel`) is found or built on another thread meanwhile. Raises
+    ModelError when the model cannot be found or loaded.
     """
     if threads is not None:
         if threads < 1:
@@ -149,8 +151,10 @@ def load_model(spec: str, threads: int | None = None, dtype: str = "auto", devic
     weights = choose_dtype(dtype, where)
     path = resolve_model_dir(spec, weights)
     ours = classify(spec).kind == REGISTRY  # a checkpoint this cache converted: checked against its manifest
-    with ThreadPoolExecutor(1) as pool:
+    with ThreadPoolExecutor(2) as pool:
         check = pool.submit(check_manifest, path) if ours else None  # hashes while the model loads
+        if weights in QUANTIZED and where.type == "cpu":  # the int8 kernel found or built (1-3 s) meanwhile, and
+            pool.submit(native.kernel)  # a failure said before the first request, not inside its progress bar
         try:
             loaded = _load(spec, path, weights, where)
         except ModelError:

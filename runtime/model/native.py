@@ -9,7 +9,8 @@ names another compiler) into ``<cache>/kernels/gemv-<key>.so``, with its SHA-256
 before each load, as every file of the cache is. ``-fopenmp`` links ``libgomp.so.1``, which resolves to the copy
 torch has already loaded, so the kernel's threads are torch's own pool. Where there is no compiler, the build
 fails, the compiler offers no AVX-512 VNNI, or ``CALLMAYBE_KERNELS=torch`` is set, :func:`kernel` returns None
-(the reason logged once) and the callers keep torch's kernels: the same sums, to the bit.
+and the callers keep torch's kernels: the same sums, to the bit. A build or load that fails says why in one
+WARNING line (the first two cases); a CPU without AVX-512 VNNI and ``CALLMAYBE_KERNELS=torch`` in one INFO line.
 """
 
 from __future__ import annotations
@@ -37,8 +38,8 @@ log = logging.getLogger(__name__)
 SOURCE = Path(__file__).with_name("gemv.c")
 #: compiler flags; -march=native: the kernel is built for the machine that runs it (the key holds its CPU flags)
 FLAGS = ("-O3", "-march=native", "-fopenmp", "-shared", "-fPIC")
-#: seconds a build may take
-BUILD_TIMEOUT = 120.0
+#: seconds a build may take (it takes 1-3 s here); past it, torch's kernels, with a warning
+BUILD_TIMEOUT = 30.0
 #: the widest k the kernel takes (gemv.c's CM_MAX_K); wider products keep torch's kernels
 MAX_K = 65536
 
@@ -164,8 +165,8 @@ def build(folder: Path | None = None) -> Path:
 
 
 def kernel() -> Kernel | None:
-    """The kernel, built and loaded at the first call (about 1 s to compile), or None where it is unavailable
-    (see the module docstring; the reason is logged once at INFO). Never raises."""
+    """The kernel, built and loaded at the first call (1-3 s to compile), or None where it is unavailable (see
+    the module docstring; the reason is logged once). Never raises."""
     if _loaded:
         return _loaded[0]
     with _lock:
@@ -184,6 +185,7 @@ def kernel() -> Kernel | None:
                     loaded = Kernel(lib, path)
             except (OSError, subprocess.SubprocessError, ValueError, AttributeError, CallmaybeError) as exc:
                 # AttributeError: a library without the kernel's symbols; CallmaybeError: no kernels folder
-                log.info("int8 kernel unavailable (%s); torch's kernels used", exc)
+                log.warning("int8 kernel unavailable (%s); torch's kernels used (slower; CALLMAYBE_KERNELS=torch "
+                            "chooses them without this line)", exc)
         _loaded.append(loaded)
         return loaded

@@ -201,7 +201,9 @@ class Int8Linear(nn.Module):
 
     def _row_sums(self, kernel: native.Kernel) -> torch.Tensor:
         """The sums of ``weight_int8``'s rows, int32 (out,) (:meth:`.native.Kernel.row_sums`), made at the first
-        use and again when ``weight_int8`` is replaced or changed in place."""
+        use and again when ``weight_int8`` is replaced or changed in place through torch (which counts versions:
+        ``load_state_dict``, ``copy_``). A change torch does not count (through ``.data`` or a NumPy view) is not
+        seen, as for :meth:`_float_scale`: replace the buffer instead."""
         version = (self.weight_int8, self.weight_int8._version)
         if self._sums is None or self._sums[0] is not version[0] or self._sums[1] != version[1]:
             self._sums = (*version, kernel.row_sums(self.weight_int8))
