@@ -31,7 +31,7 @@ from pathlib import Path
 import torch
 
 from ...core.errors import CallmaybeError
-from ...core.files import cache_dir, digest_problem, record_digest, remove_stale
+from ...core.files import cache_dir, digest_path, digest_problem, record_digest, remove_stale
 
 log = logging.getLogger(__name__)
 
@@ -178,8 +178,15 @@ def kernel() -> Kernel | None:
         else:
             try:
                 path = build()
-                lib = ctypes.CDLL(str(path))
-                if lib.cm_simd() != 1:
+                try:
+                    lib = ctypes.CDLL(str(path))
+                    simd = lib.cm_simd()
+                except (OSError, AttributeError):  # not a library, or not this one: the next run builds again
+                    for stale in (path, digest_path(path)):
+                        with contextlib.suppress(OSError):
+                            stale.unlink()
+                    raise
+                if simd != 1:
                     log.info("int8 kernel: %s has no AVX-512 VNNI; torch's kernels used", path)
                 else:
                     loaded = Kernel(lib, path)

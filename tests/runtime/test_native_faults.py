@@ -74,6 +74,7 @@ def test_a_library_without_the_kernels_symbols_keeps_torch_kernels(fresh, monkey
         assert native.kernel() is None
     assert [r.levelname for r in caplog.records] == ["WARNING"]
     assert "int8 kernel unavailable" in caplog.text and "undefined symbol: cm_simd" in caplog.text
+    assert [p.name for p in (fresh / "cache" / "kernels").iterdir()] == [".build.lock"]  # removed: built again next
 
 
 @needs_cc
