@@ -110,11 +110,14 @@ def _cpu_flags() -> str:
 
 def _key(cc: list[str]) -> str:
     """What the built library depends on: the source, the flags, the compiler's command line ($CC, arguments
-    included) and version, the CPU's flags."""
+    included) and version, the CPU's flags. Raises OSError where the CPU's flags cannot be read (a library
+    built with ``-march=native`` must not be found later by another CPU sharing the cache)."""
+    cpu = _cpu_flags()
+    if not cpu:
+        raise OSError("the CPU's flags cannot be read from /proc/cpuinfo")
     version = subprocess.run([*cc, "--version"], capture_output=True, timeout=30, check=True).stdout
     digest = hashlib.sha256()
-    for part in (SOURCE.read_bytes(), " ".join(FLAGS).encode(), shlex.join(cc).encode(), version,
-                 _cpu_flags().encode()):
+    for part in (SOURCE.read_bytes(), " ".join(FLAGS).encode(), shlex.join(cc).encode(), version, cpu.encode()):
         digest.update(hashlib.sha256(part).digest())
     return digest.hexdigest()[:20]
 

@@ -166,3 +166,14 @@ def test_a_build_removes_what_a_killed_build_left(fresh):
     (folder / ".gemv-dead1234.so.tmp").write_bytes(b"half a library")
     path = native.build()
     assert sorted(p.name for p in folder.iterdir()) == [".build.lock", path.name, path.name + ".sha256"]
+
+
+def test_unreadable_cpu_flags_keep_torch_kernels(fresh, monkeypatch, caplog):
+    """Without the CPU's flags in the key, a -march=native library could be found by another CPU sharing the
+    cache (SIGILL): no build, torch's kernels, one warning."""
+    monkeypatch.setattr(native, "_cpu_flags", lambda: "")
+    with caplog.at_level(logging.INFO, logger="callmaybe.runtime.model.native"):
+        assert native.kernel() is None
+    assert [(r.levelname, r.getMessage()) for r in caplog.records] == [(
+        "WARNING", "int8 kernel unavailable (the CPU's flags cannot be read from /proc/cpuinfo); torch's kernels "
+        "used (slower; CALLMAYBE_KERNELS=torch chooses them without this line)")]
