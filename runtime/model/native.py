@@ -2,7 +2,7 @@
 
 torch's int8 kernels (``torch._int_mm``, ``aten._weight_int8pack_mm``) read weights at about 15 GB/s here, where
 the memory gives 22-30; a decode step reads every weight once for one row or a few, so it is bound by that rate.
-``gemv.c`` streams the weights at the memory's rate for up to :func:`max_rows` rows (see its header).
+``gemv.c`` streams the weights at the memory's rate for up to :attr:`Kernel.max_rows` rows (14; see its header).
 
 It is compiled once per machine, source and compiler (``cc -O3 -march=native -fopenmp -shared -fPIC``; ``$CC``
 names another compiler) into ``<cache>/kernels/gemv-<key>.so``, with its SHA-256 recorded beside it and checked

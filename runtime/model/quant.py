@@ -43,7 +43,7 @@ from . import native
 #: (151,936 x 1,536), 2 threads, 2-core Sapphire Rapids, in ms at 1 / 4 / 8 / 16 / 32 / 64 rows: torch's int8 x
 #: bfloat16 kernel (``aten._weight_int8pack_mm``, no AMX) 25 / 30 / 58 / 118 / 229 / 476, two-level through
 #: ``torch._int_mm`` 29 / 30 / 31 / 35 / 58 / 126, dequantized 95-140; the two-level product through
-#: :mod:`.native`'s kernel (up to 8 rows) reads the layer at the memory's rate, about 10 ms at one row.
+#: :mod:`.native`'s kernel (up to 7 rows: 14 int8 rows) reads the layer at the memory's rate, about 10 ms at one row.
 SPLIT_ROWS = 64
 #: A longer product dequantizes at most this many weights at a time (32 MB of bfloat16): an output layer of
 #: 151,936 x 1,536 then never exists whole in bfloat16 (467 MB) beside its int8 matrix.

@@ -55,7 +55,7 @@ def test_a_rotated_layer_stores_the_rotated_weights_and_computes_the_product():
 @pytest.mark.parametrize("rows", [1, 4, 8, 9, SPLIT_ROWS, SPLIT_ROWS + 1, 3 * SPLIT_ROWS])
 def test_every_path_computes_the_dequantized_product(rows):
     """Without rotation, up to SPLIT_ROWS rows go through the split int8 x int8 product (in the native kernel
-    up to 8 rows, where there is one; torch._int_mm beyond), more through the dequantized weights: each equals x
+    up to 7 rows, where there is one; torch._int_mm beyond), more through the dequantized weights: each equals x
     @ dequantized.T + bias within bfloat16 rounding."""
     torch.manual_seed(0)
     lin = nn.Linear(64, 48, bias=True)
