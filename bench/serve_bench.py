@@ -226,14 +226,24 @@ def new_six(n: int) -> list[dict]:
     return tools
 
 
+def redescribed(tools: list[dict]) -> list[dict]:
+    """``tools`` with the same names and parameter schemas (so the same catalog fingerprint: the index compiled
+    for them serves) and every description begun anew, so that their catalog prompt is not in the server's
+    prefix cache (it shares only the tokens before the first description)."""
+    return [dict(t, function=dict(t["function"], description="Again. " + t["function"].get("description", "")))
+            for t in tools]
+
+
 def under_new_lists(url: str, model: str, todo: list[dict], clients: int, max_tokens: int, lists: int) -> dict:
     """Latency of requests with known tool lists, idle and while new six-function lists compile.
 
     First ``todo`` is sent by ``clients`` threads with no compile under way (idle); then again while one more
     thread sends ``lists`` requests each with a new six-function list, one after another. Returns the idle and
     loaded p50 / p99 (ms) of the known-list requests, their ratios, and for the new lists the seconds each first
-    answer took, and how much of it was waiting for the compile (the first answer less the same request's
-    answer once the list is compiled)."""
+    answer took, and how much of it was waiting for the compile: the first answer less the same request's
+    answer with the list compiled and its descriptions begun anew (:func:`redescribed`), which computes its
+    catalog prompt as the first did (before, the same request again, whose catalog prompt the prefix cache
+    held, so that the "wait" counted the prompt too)."""
     import openai
 
     idle = run_clients(url, model, todo, clients, max_tokens)
@@ -248,7 +258,8 @@ def under_new_lists(url: str, model: str, todo: list[dict], clients: int, max_to
             case = {"prompt": "Send an email to ana@example.com saying the report is ready, subject Report.",
                     "tools": new_six(int(time.time() * 1000) * 1000 + n)}
             a = ask(client, model, case, max_tokens)
-            b = ask(client, model, case, max_tokens)  # compiled now: decode alone
+            b = ask(client, model, dict(case, tools=redescribed(case["tools"])), max_tokens)  # compiled: prompt
+            # and decode alone
             first.append(a["seconds"])
             waits.append(a["seconds"] - b["seconds"])
 
