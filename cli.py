@@ -482,7 +482,7 @@ def serve_cmd(model, host, port, max_batch, max_queue, prefill_chunk, prefix_cac
             raise InputError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
         from functools import partial
 
-        from .compiler.build import prepare_compile_worker, runtime_compiler
+        from .compiler.build import prepare_vocabulary, runtime_compiler
         from .runtime.answering.session import RunConfig, Runtime
         from .server.compiling import ProcessCompiler
         from .server.serve import runtime_app, serve
@@ -506,7 +506,7 @@ def serve_cmd(model, host, port, max_batch, max_queue, prefill_chunk, prefix_cac
         runtime = Runtime(config, runtime_compiler)
         # new tool lists compile in a worker process of their own, off the decoding path (issue 31)
         runtime.compile = ProcessCompiler(partial(runtime_compiler, limits=compile_limits), runtime.vocabulary,
-                                          prepare_compile_worker)
+                                          prepare_vocabulary)
         from .runtime.answering.engine import Engine
 
         engine = Engine(runtime, max_batch=max_batch, max_queue=max_queue, prefill_chunk=prefill_chunk or None)

@@ -137,26 +137,6 @@ def runtime_compiler(functions: list[Function], vocabulary: Vocabulary, options:
     return build_index(functions, vocabulary, None, options, quiet=quiet, limits=limits)
 
 
-#: What :func:`prepare_compile_worker` compiles once: one function whose parameters take the compile's common
-#: paths (a string with a format and a counted length, an enum, integer, number, boolean, an array of dates).
-WARM_FUNCTIONS = [{"name": "warm", "description": "", "parameters": {"type": "object", "properties": {
-    "s": {"type": "string", "format": "email", "maxLength": 20}, "e": {"enum": ["a", "b"]}, "i": {"type": "integer"},
-    "x": {"type": "number"}, "b": {"type": "boolean"}, "l": {"type": "array", "items": {"type": "string",
-                                                                                    "format": "date"}}},
-    "required": ["s"]}}]
-
-
-def prepare_compile_worker(vocabulary: Vocabulary) -> None:
-    """:func:`prepare_vocabulary`, then one small compile (:data:`WARM_FUNCTIONS`) thrown away, so that the first
-    tool list a server's compile worker meets does not pay for the compiler's first use (the default model's
-    vocabulary, one core: the six-function catalog's first compile 0.78 s cold, 0.58 s after it; later ones
-    0.52 s). For a compile worker only: a bench that times compiles cold calls :func:`prepare_vocabulary`."""
-    from ..core.catalog import parse_catalog
-
-    prepare_vocabulary(vocabulary)
-    runtime_compiler(parse_catalog(WARM_FUNCTIONS, "the warm-up catalog"), vocabulary, {}, quiet=True)
-
-
 def prepare_vocabulary(vocabulary: Vocabulary) -> None:
     """Build what every compile for ``vocabulary`` needs, ahead of the first: its token trie (with the tokens
     below each node, :attr:`~.index.trie.TokenTrie.below`) and its token bytes matrix (kept per process; a

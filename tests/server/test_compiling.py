@@ -16,7 +16,7 @@ import numpy as np
 import openai
 import pytest
 
-from callmaybe.compiler.build import prepare_compile_worker, runtime_compiler
+from callmaybe.compiler.build import prepare_vocabulary, runtime_compiler
 from callmaybe.compiler.limits import CompileLimits
 from callmaybe.core.catalog import parse_catalog
 from callmaybe.core.errors import SchemaError
@@ -38,8 +38,7 @@ EMAIL = {"name": "send_email", "parameters": {"type": "object", "properties": {
 
 @pytest.fixture(scope="module")
 def compiler():
-    c = ProcessCompiler(partial(runtime_compiler, limits=CompileLimits(pattern=5000)), VOCAB,
-                         prepare_compile_worker)  # as the server prepares its worker
+    c = ProcessCompiler(partial(runtime_compiler, limits=CompileLimits(pattern=5000)), VOCAB, prepare_vocabulary)
     yield c
     c.close()
 
