@@ -16,24 +16,6 @@ from callmaybe.runtime.model.quant import Int8Linear
 needs_cc = pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler (cc) on this machine")
 
 
-@pytest.fixture
-def fresh(monkeypatch, tmp_path):
-    """kernel() tried again from scratch, building in an empty cache."""
-    monkeypatch.setenv("CALLMAYBE_CACHE", str(tmp_path / "cache"))
-    monkeypatch.delenv("CC", raising=False)
-    monkeypatch.delenv("CALLMAYBE_KERNELS", raising=False)
-    monkeypatch.setattr(native, "_loaded", [])
-    return tmp_path
-
-
-@pytest.fixture(scope="module")
-def kernel():
-    k = native.kernel()
-    if k is None:
-        pytest.skip("the native kernel is unavailable here (no compiler or no AVX-512 VNNI)")
-    return k
-
-
 @needs_cc
 @pytest.mark.parametrize("m", list(range(1, 15)))
 def test_sums_equal_torch_int_mm(kernel, m):

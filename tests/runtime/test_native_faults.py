@@ -19,24 +19,6 @@ from callmaybe.runtime.model.quant import Int8Linear
 needs_cc = pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler (cc) on this machine")
 
 
-@pytest.fixture
-def fresh(monkeypatch, tmp_path):
-    """kernel() tried again from scratch, building in an empty cache."""
-    monkeypatch.setenv("CALLMAYBE_CACHE", str(tmp_path / "cache"))
-    monkeypatch.delenv("CC", raising=False)
-    monkeypatch.delenv("CALLMAYBE_KERNELS", raising=False)
-    monkeypatch.setattr(native, "_loaded", [])
-    return tmp_path
-
-
-@pytest.fixture(scope="module")
-def kernel():
-    k = native.kernel()
-    if k is None:
-        pytest.skip("the native kernel is unavailable here (no compiler or no AVX-512 VNNI)")
-    return k
-
-
 def _wrapper(folder, name, body):
     """A compiler wrapper that answers --version as cc does (so the key is cc's) and runs ``body`` with $out the
     library it is asked to write."""
