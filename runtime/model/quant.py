@@ -110,6 +110,17 @@ def quantize_rows(w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return q, scale.to(torch.bfloat16)
 
 
+def _derived(entry: tuple[torch.Tensor, int, torch.Tensor] | None, source: torch.Tensor,
+             make) -> tuple[torch.Tensor, int, torch.Tensor]:
+    """``entry`` (``source``, its version, ``make(source)``) when it still stands for ``source``, else a new one:
+    made again when the tensor is replaced or changed in place through torch, which counts versions
+    (``load_state_dict``, ``copy_``). A change torch does not count (through ``.data`` or a NumPy view) is not
+    seen: replace the tensor instead."""
+    if entry is None or entry[0] is not source or entry[1] != source._version:
+        entry = (source, source._version, make(source))
+    return entry
+
+
 class Int8Linear(nn.Module):
     """A linear layer with int8 weights: ``weight_int8`` int8 (out, in), ``scale`` bfloat16 (out,), ``bias``
     bfloat16 (out,) or None. Input (..., in) of any float dtype; output (..., out) in bfloat16.
@@ -201,19 +212,14 @@ class Int8Linear(nn.Module):
 
     def _row_sums(self, kernel: native.Kernel) -> torch.Tensor:
         """The sums of ``weight_int8``'s rows, int32 (out,) (:meth:`.native.Kernel.row_sums`), made at the first
-        use and again when ``weight_int8`` is replaced or changed in place through torch (which counts versions:
-        ``load_state_dict``, ``copy_``). A change torch does not count (through ``.data`` or a NumPy view) is not
-        seen, as for :meth:`_float_scale`: replace the buffer instead."""
-        version = (self.weight_int8, self.weight_int8._version)
-        if self._sums is None or self._sums[0] is not version[0] or self._sums[1] != version[1]:
-            self._sums = (*version, kernel.row_sums(self.weight_int8))
+        use and again when ``weight_int8`` is replaced or changed in place through torch (see :func:`_derived`)."""
+        self._sums = _derived(self._sums, self.weight_int8, kernel.row_sums)
         return self._sums[2]
 
     def _float_scale(self) -> torch.Tensor:
-        """``scale`` as float32 (out,), made again when ``scale`` is replaced or changed in place."""
-        version = (self.scale, self.scale._version)  # replaced, or changed in place (a load_state_dict copy)
-        if self._scale is None or self._scale[0] is not version[0] or self._scale[1] != version[1]:
-            self._scale = (*version, self.scale.float())
+        """``scale`` as float32 (out,), made again when ``scale`` is replaced or changed in place (a
+        ``load_state_dict`` copy; see :func:`_derived`)."""
+        self._scale = _derived(self._scale, self.scale, torch.Tensor.float)
         return self._scale[2]
 
     def _dequantized_product(self, rows: torch.Tensor) -> torch.Tensor:
