@@ -7,10 +7,10 @@ import sys
 
 import pytest
 
-# glibc marks a chunk it served with its own mmap by bit 0x2 (IS_MMAPPED) of the size word just before the
-# pointer it returns (malloc/malloc.c, "chunk representations")
 from callmaybe.core.malloc import wants_fixed_threshold
 
+# glibc marks a chunk it served with its own mmap by bit 0x2 (IS_MMAPPED) of the size word just before the
+# pointer it returns (malloc/malloc.c, "chunk representations")
 CODE = """
 import ctypes, sys
 from callmaybe.core.malloc import fix_mmap_threshold

@@ -315,8 +315,9 @@ def map_safetensors(path: Path) -> dict[str, torch.Tensor] | None:
     of it (``mmap.ACCESS_COPY``: a write to a tensor copies its page, the file never changes): nothing is read
     until a tensor is used, and the pages the model reads are the page cache's, shared with other processes
     that map the file and never a second copy. A tensor whose data does not start on a multiple of
-    :data:`MAP_ALIGNMENT` bytes is copied out instead: torch 2.13's ``_weight_int8pack_mm`` crashed (SIGSEGV) on
-    an int8 matrix mapped 56 bytes past a 64-byte boundary (:func:`.convert.write_safetensors` pads the header
+    :data:`MAP_ALIGNMENT` bytes is copied out instead: torch 2.13's ``_weight_int8pack_mm`` (no longer called
+    since the int8 kernel of ``gemv.c``; other kernels may do as it did) crashed (SIGSEGV) on an int8 matrix
+    mapped 56 bytes past a 64-byte boundary (:func:`.convert.write_safetensors` pads the header
     so that tensors whose sizes are multiples of 64 bytes all start aligned). Returns None for a file whose
     data does not start aligned (written before that padding): every tensor would be copied, the mapped pages
     held beside the copies. Raises ValueError for a dtype it does not know, a tensor outside
