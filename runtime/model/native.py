@@ -2,7 +2,10 @@
 
 torch's int8 kernels (``torch._int_mm``, ``aten._weight_int8pack_mm``) read weights at about 15 GB/s here, where
 the memory gives 22-30; a decode step reads every weight once for one row or a few, so it is bound by that rate.
-``gemv.c`` streams the weights at the memory's rate for up to :attr:`Kernel.max_rows` rows (14; see its header).
+``gemv.c`` streams the weights at the memory's rate for up to :attr:`Kernel.max_rows` rows (14; see its header);
+where the CPU has AMX and Linux grants it, its tile kernel takes products of :data:`AMX_MIN_ROWS` rows or more
+(:meth:`Kernel.gemm`): 53 ms against torch's 103 for 16 rows of every matrix of Qwen2.5-1.5B, 311 against 359 for
+256 (gemv.c's header). ``CALLMAYBE_KERNELS=vnni`` keeps the AVX-512 VNNI kernel alone (for comparisons).
 
 It is compiled once per machine, source and compiler (``cc -O3 -march=native -fopenmp -shared -fPIC``; ``$CC``
 names another compiler) into ``<cache>/kernels/gemv-<key>.so``, with its SHA-256 recorded beside it and checked
@@ -42,15 +45,19 @@ FLAGS = ("-O3", "-march=native", "-fopenmp", "-shared", "-fPIC")
 BUILD_TIMEOUT = 30.0
 #: the widest k the kernel takes (gemv.c's CM_MAX_K); wider products keep torch's kernels
 MAX_K = 65536
+#: products of this many rows or more go to the AMX kernel (where granted): at 1-3 rows the AVX-512 VNNI one
+#: is faster (43-47 against 49 ms for all 196 matrices of Qwen2.5-1.5B), at 4 even (50 / 49), beyond slower
+AMX_MIN_ROWS = 4
 
 _lock = threading.Lock()
 _loaded: list = []  # [] not tried yet; [None] unavailable; [Kernel] loaded
 
 
 class Kernel:
-    """The loaded library: :meth:`gemv` and the most rows one call takes (:attr:`max_rows`)."""
+    """The loaded library: :meth:`gemv` and the most rows one call takes (:attr:`max_rows`); :meth:`gemm` where
+    :attr:`amx` (the CPU has AMX, Linux granted it, and ``CALLMAYBE_KERNELS`` is not ``vnni``)."""
 
-    def __init__(self, lib: ctypes.CDLL, path: Path):
+    def __init__(self, lib: ctypes.CDLL, path: Path, amx: bool = True):
         self.path = path
         self._fn = lib.cm_gemv_i8
         self._fn.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p,
@@ -60,6 +67,33 @@ class Kernel:
         self._sums = lib.cm_row_sums
         self._sums.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_void_p, ctypes.c_int]
         self._sums.restype = ctypes.c_int
+        self._gemm = lib.cm_gemm_i8
+        self._gemm.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_void_p, ctypes.c_int,
+                               ctypes.c_void_p, ctypes.c_int]
+        self._gemm.restype = ctypes.c_int
+        self.amx = bool(amx and lib.cm_amx())
+
+    def takes_gemm(self, m: int, k: int, n: int) -> bool:
+        """Whether :meth:`gemm` takes an (m, k) by (n, k) product: AMX granted, m >= :data:`AMX_MIN_ROWS`, k a
+        multiple of 64 up to :data:`MAX_K`, n a multiple of 32."""
+        return self.amx and m >= AMX_MIN_ROWS and 0 < k <= MAX_K and k % 64 == 0 and n % 32 == 0
+
+    def gemm(self, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        """``x`` int8 (m, k) times ``w.t()`` for ``w`` int8 (n, k), both contiguous on the CPU, with AMX tiles
+        (gemv.c's ``cm_gemm_i8``): int32 (m, n), equal to ``torch._int_mm(x, w.t())``. Uses torch's thread
+        count. Raises ValueError on a product :meth:`takes_gemm` refuses, or dtypes and layouts it does not take
+        (callers check first: this is a guard, not a path)."""
+        m, k = x.shape
+        n = w.shape[0]
+        if (x.dtype != torch.int8 or w.dtype != torch.int8 or w.shape[1] != k or not x.is_contiguous()
+                or not w.is_contiguous() or x.device.type != "cpu" or w.device.type != "cpu"
+                or not self.takes_gemm(m, k, n)):
+            raise ValueError(f"gemm: x {tuple(x.shape)} {x.dtype}, w {tuple(w.shape)} {w.dtype}: not a product "
+                             "this kernel takes")
+        out = torch.empty(m, n, dtype=torch.int32)
+        if self._gemm(x.data_ptr(), m, k, w.data_ptr(), n, out.data_ptr(), torch.get_num_threads()) != 0:
+            raise ValueError(f"gemm: x {tuple(x.shape)}, w {tuple(w.shape)}: refused by the kernel")
+        return out
 
     def row_sums(self, w: torch.Tensor) -> torch.Tensor:
         """The sums of the rows of the int8 matrix ``w`` (n, k), contiguous on the CPU: int32 (n,), what
@@ -176,7 +210,8 @@ def kernel() -> Kernel | None:
         if _loaded:
             return _loaded[0]
         loaded = None
-        if os.environ.get("CALLMAYBE_KERNELS", "").strip().lower() == "torch":
+        choice = os.environ.get("CALLMAYBE_KERNELS", "").strip().lower()
+        if choice == "torch":
             log.info("int8 kernel: CALLMAYBE_KERNELS=torch, torch's kernels used")
         else:
             try:
@@ -192,7 +227,10 @@ def kernel() -> Kernel | None:
                 if simd != 1:
                     log.info("int8 kernel: %s has no AVX-512 VNNI; torch's kernels used", path)
                 else:
-                    loaded = Kernel(lib, path)
+                    loaded = Kernel(lib, path, amx=choice != "vnni")
+                    if not loaded.amx:
+                        log.info("int8 kernel: AVX-512 VNNI only (%s)", "CALLMAYBE_KERNELS=vnni" if choice == "vnni"
+                                 else "no AMX, or Linux did not grant it")
             except (OSError, subprocess.SubprocessError, ValueError, AttributeError, CallmaybeError) as exc:
                 # AttributeError: a library without the kernel's symbols; CallmaybeError: no kernels folder
                 log.warning("int8 kernel unavailable (%s); torch's kernels used (slower; CALLMAYBE_KERNELS=torch "

@@ -201,13 +201,15 @@ class Int8Linear(nn.Module):
         return y.to(torch.bfloat16)
 
     def _int8_product(self, q: torch.Tensor) -> torch.Tensor:
-        """``q`` int8 (M, in) times the int8 weights: the int32 sums (M, out), exactly. Up to the kernel's
-        rows, :mod:`.native`'s (which streams the weights at the memory's rate); beyond, or where it is
-        unavailable, ``torch._int_mm`` (the same sums)."""
+        """``q`` int8 (M, in) times the int8 weights: the int32 sums (M, out), exactly. :mod:`.native`'s kernels
+        where they take it (AMX tiles from :data:`.native.AMX_MIN_ROWS` rows, else AVX-512 VNNI up to the
+        kernel's rows); beyond, or where they are unavailable, ``torch._int_mm`` (the same sums)."""
         kernel = native.kernel() if q.device.type == "cpu" else None
-        if (kernel is not None and 1 <= q.shape[0] <= kernel.max_rows and q.shape[1] <= native.MAX_K
-                and self.weight_int8.is_contiguous()):
-            return kernel.gemv(q.contiguous(), self.weight_int8, self._row_sums(kernel))
+        if kernel is not None and self.weight_int8.is_contiguous():
+            if kernel.takes_gemm(q.shape[0], q.shape[1], self.weight_int8.shape[0]):
+                return kernel.gemm(q.contiguous(), self.weight_int8)
+            if 1 <= q.shape[0] <= kernel.max_rows and q.shape[1] <= native.MAX_K:
+                return kernel.gemv(q.contiguous(), self.weight_int8, self._row_sums(kernel))
         return torch._int_mm(q, self.weight_int8.t())
 
     def _row_sums(self, kernel: native.Kernel) -> torch.Tensor:
