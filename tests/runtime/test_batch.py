@@ -411,3 +411,38 @@ def test_a_step_feeds_long_prompts_in_chunks(smollm2, pending, fed):
     batch = Batch(smollm2.model, chunk=4)
     batch.rows = [Fed([list(range(n))]) for n in pending]
     assert batch._allot() == fed
+
+
+def test_bfloat16_keys_are_kept_in_float32_buffers_with_the_same_logits(smollm2, monkeypatch):
+    """Under the row pass the key/value buffers are float32 (its attention's dtype: no widening at each step);
+    bfloat16 keys widen exactly, so every step's logits equal those with bfloat16 buffers, and the catalog
+    prefix a batch stores for the next request is the model's bfloat16."""
+    from callmaybe.runtime.decoding.batch import enter
+    from callmaybe.runtime.decoding.decoder import PrefixCache
+
+    monkeypatch.setattr(batch_module, "SHORT_PROMPT", 0)
+    model = _plain(smollm2).to(torch.bfloat16)
+    scripts = [[[1, 2, 3, 4, 5, 6, 7, 8, 9, 10], [20, 21, 22], [30], [31]], [[11, 12, 13], [40], [50, 51], [60]]]
+    seen, stored = {}, {}
+    for wide in (True, False):
+        if not wide:
+            monkeypatch.setattr(Batch, "_buffer_dtype", lambda self, dtype: dtype)
+        cache = PrefixCache(model)
+        batch = Batch(model, chunk=4)
+        rows = [started(model, scripts[0]), entered(model, scripts[1], cache, [1, 2, 3, 4, 5, 6, 7])]
+        for r in rows:
+            batch.join(r)
+        late = Fed([[60, 61], [62]])
+        batch.join(enter(late, [1, 2, 3, 30, 31, 32, 33, 34] + late.pending, cache, 8, fold=True))
+        assert batch.keys[0].dtype == (torch.float32 if wide else torch.bfloat16)
+        while len(batch):
+            batch.step()
+        seen[wide] = [r.row.seen for r in rows] + [late.seen]
+        past, covered = cache.lookup([1, 2, 3, 30, 31, 32, 33, 34, 9], 8)
+        assert covered == 8
+        stored[wide] = [(layer.keys, layer.values) for layer in past.layers]
+        cache.release()
+    assert all(torch.equal(a, b) for x, y in zip(seen[True], seen[False]) for a, b in zip(x, y))
+    assert [len(x) for x in seen[True]] == [4, 4, 2]
+    assert all(k.dtype == torch.bfloat16 and torch.equal(k, k2) and torch.equal(v, v2)
+               for (k, v), (k2, v2) in zip(stored[True], stored[False]))
