@@ -446,3 +446,13 @@ def test_bfloat16_keys_are_kept_in_float32_buffers_with_the_same_logits(smollm2,
     assert [len(x) for x in seen[True]] == [4, 4, 2]
     assert all(k.dtype == torch.bfloat16 and torch.equal(k, k2) and torch.equal(v, v2)
                for (k, v), (k2, v2) in zip(stored[True], stored[False]))
+
+
+def test_attention_runs_pad_rows_feeding_one_token_apart_from_wider_rows():
+    from callmaybe.runtime.decoding.rowpass import runs
+
+    assert runs([1, 1, 16, 1]) == [(0, 2, 1), (2, 3, 16), (3, 4, 1)]
+    assert runs([1] * 16) == [(0, 16, 1)]
+    assert runs([3, 9, 1, 0, 1, 2]) == [(0, 2, 9), (2, 5, 1), (5, 6, 2)]
+    assert runs([40]) == [(0, 1, 40)]
+    assert runs([]) == []
