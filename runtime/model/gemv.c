@@ -40,10 +40,15 @@
  * All 196 matrices of Qwen2.5-1.5B, 2 threads, ms (cm_gemm_i8 / cm_gemv_i8 / torch._int_mm) at 1, 4, 8, 14,
  * 16, 32, 64, 128 and 256 rows: 49 / 43 / 101, 49 / 50 / 101, 51 / 62 / 103, 53 / 77 / 103, 53 / - / 103,
  * 71 / - / 108, 99 / - / 127, 169 / - / 184, 311 / - / 359 (with software prefetch 4 or 8 KiB ahead: slower).
+ *
+ * cm_gemv_i8_scaled and cm_gemm_i8_scaled write bfloat16 outputs scaled per row and per column instead of the
+ * int32 sums (cm_scaled below): a rotated int8 layer's epilogue in the pass that writes the sums, not in four
+ * torch operators after it.
  */
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -56,7 +61,6 @@
 #endif
 
 #if CM_VNNI && defined(__AMX_TILE__) && defined(__AMX_INT8__) && defined(__linux__)
-#include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 #define CM_AMX 1
@@ -76,12 +80,40 @@ int cm_simd(void) { return CM_VNNI; }
 /* The most rows of x one call takes. */
 int cm_max_rows(void) { return CM_MAX_ROWS; }
 
+/* The scaled epilogue (the *_scaled entry points): instead of the int32 sum s of row i and column j, write
+ *     out[i][j] = bfloat16((float)s * row_scale[i] * col_scale[j]),
+ * the two products rounded to float32 in that order and the result to bfloat16 to nearest even (NaN: 0x7fc0), as
+ * torch computes sums.float().mul_(row_scale[:, None]).mul_(col_scale).to(torch.bfloat16) (c10::BFloat16's
+ * rounding): the same bits for every finite result. One pass instead of four over the outputs. */
+typedef struct {
+    const float *row_scale, *col_scale;
+    uint16_t *out;
+} cm_scaled;
+
+static inline uint16_t bf16_of(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    if ((u & 0x7fffffffu) > 0x7f800000u)
+        return 0x7fc0;
+    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+/* out[i * n + j] = s, or its scaled bfloat16 (sc) */
+static inline void put(int32_t *out, const cm_scaled *sc, int n, int i, int j, int32_t s)
+{
+    if (sc)
+        sc->out[(ptrdiff_t)i * n + j] = bf16_of(((float)s * sc->row_scale[i]) * sc->col_scale[j]);
+    else
+        out[(ptrdiff_t)i * n + j] = s;
+}
+
 #if CM_VNNI
 
 /* Weight rows j .. j+R-1 against the M rows of u (x + 128), R and M constants once inlined. */
 static inline __attribute__((always_inline)) void
 rows_block(const uint8_t *restrict u, int M, int k, const int8_t *restrict w, const int32_t *restrict wsums,
-           int j, int R, int32_t *restrict out, int n)
+           int j, int R, int32_t *restrict out, const cm_scaled *sc, int n)
 {
     __m512i acc[4][CM_MAX_ROWS];
     for (int r = 0; r < R; r++)
@@ -116,7 +148,7 @@ rows_block(const uint8_t *restrict u, int M, int k, const int8_t *restrict w, co
         /* modulo 2^32, as vpdpbusd sums: exact wherever the true sum fits in int32 */
         uint32_t offset = 128u * (uint32_t)wsums[j + r];
         for (int i = 0; i < M; i++)
-            out[(ptrdiff_t)i * n + j + r] = (int32_t)((uint32_t)_mm512_reduce_add_epi32(acc[r][i]) - offset);
+            put(out, sc, n, i, j + r, (int32_t)((uint32_t)_mm512_reduce_add_epi32(acc[r][i]) - offset));
     }
 }
 
@@ -124,23 +156,23 @@ rows_block(const uint8_t *restrict u, int M, int k, const int8_t *restrict w, co
  * weight vectors and one of u), then 2, then 1. */
 static inline __attribute__((always_inline)) void
 rows_range(const uint8_t *restrict u, int M, int k, const int8_t *restrict w, const int32_t *restrict wsums,
-           int j0, int j1, int32_t *restrict out, int n)
+           int j0, int j1, int32_t *restrict out, const cm_scaled *sc, int n)
 {
     int j = j0;
     if (M <= 5)
         for (; j + 4 <= j1; j += 4)
-            rows_block(u, M, k, w, wsums, j, 4, out, n);
+            rows_block(u, M, k, w, wsums, j, 4, out, sc, n);
     if (M <= 12)
         for (; j + 2 <= j1; j += 2)
-            rows_block(u, M, k, w, wsums, j, 2, out, n);
+            rows_block(u, M, k, w, wsums, j, 2, out, sc, n);
     for (; j < j1; j++)
-        rows_block(u, M, k, w, wsums, j, 1, out, n);
+        rows_block(u, M, k, w, wsums, j, 1, out, sc, n);
 }
 
-#define CM_CASE(M) case M: rows_range(u, M, k, w, wsums, j0, j1, out, n); break;
+#define CM_CASE(M) case M: rows_range(u, M, k, w, wsums, j0, j1, out, sc, n); break;
 
 static void product(const uint8_t *u, int m, int k, const int8_t *w, const int32_t *wsums, int n, int32_t *out,
-                    int threads)
+                    const cm_scaled *sc, int threads)
 {
     #pragma omp parallel num_threads(threads)
     {
@@ -156,7 +188,7 @@ static void product(const uint8_t *u, int m, int k, const int8_t *w, const int32
             switch (m) {
             CM_CASE(1) CM_CASE(2) CM_CASE(3) CM_CASE(4) CM_CASE(5) CM_CASE(6) CM_CASE(7) CM_CASE(8)
             CM_CASE(9) CM_CASE(10) CM_CASE(11) CM_CASE(12) CM_CASE(13)
-            default: rows_range(u, 14, k, w, wsums, j0, j1, out, n); break;
+            default: rows_range(u, 14, k, w, wsums, j0, j1, out, sc, n); break;
             }
         }
     }
@@ -181,8 +213,8 @@ int cm_row_sums(const int8_t *w, int n, int k, int32_t *wsums, int threads)
     return 0;
 }
 
-int cm_gemv_i8(const int8_t *x, int m, int k, const int8_t *w, const int32_t *wsums, int n, int32_t *out,
-               int threads)
+static int gemv(const int8_t *x, int m, int k, const int8_t *w, const int32_t *wsums, int n, int32_t *out,
+                const cm_scaled *sc, int threads)
 {
     if (m < 1 || m > CM_MAX_ROWS || k < 1 || k > CM_MAX_K || n < 0)
         return -1;
@@ -194,7 +226,7 @@ int cm_gemv_i8(const int8_t *x, int m, int k, const int8_t *w, const int32_t *ws
         return -1;
     for (size_t t = 0; t < (size_t)m * k; t++)
         u[t] = (uint8_t)x[t] ^ 0x80; /* x + 128, as unsigned bytes */
-    product(u, m, k, w, wsums, n, out, threads);
+    product(u, m, k, w, wsums, n, out, sc, threads);
     free(u);
 #else
     (void)threads;
@@ -204,10 +236,24 @@ int cm_gemv_i8(const int8_t *x, int m, int k, const int8_t *w, const int32_t *ws
             int32_t s = 0;
             for (int t = 0; t < k; t++)
                 s += (int32_t)x[(size_t)i * k + t] * w[(size_t)j * k + t];
-            out[(size_t)i * n + j] = s;
+            put(out, sc, n, i, j, s);
         }
 #endif
     return 0;
+}
+
+int cm_gemv_i8(const int8_t *x, int m, int k, const int8_t *w, const int32_t *wsums, int n, int32_t *out,
+               int threads)
+{
+    return gemv(x, m, k, w, wsums, n, out, NULL, threads);
+}
+
+/* cm_gemv_i8 with the scaled epilogue: out16 bfloat16 (m, n) as uint16, row_scale float (m,), col_scale (n,) */
+int cm_gemv_i8_scaled(const int8_t *x, int m, int k, const int8_t *w, const int32_t *wsums, int n,
+                      const float *row_scale, const float *col_scale, uint16_t *out16, int threads)
+{
+    cm_scaled sc = {row_scale, col_scale, out16};
+    return gemv(x, m, k, w, wsums, n, NULL, &sc, threads);
 }
 
 /* ---------------------------------------------------------------------------------------------------------
@@ -261,15 +307,30 @@ static void pack_tile(const int8_t *x, int m, int k, int tiles, int tile, int8_t
 }
 
 /* The accumulator tile c (16 weight rows x 16 rows of x) into out[row0 ..][col0 ..], transposed. */
-static inline void store_transposed(const int32_t *c, int32_t *out, int n, int m, int col0, int row0)
+static inline void store_transposed(const int32_t *c, int32_t *out, const cm_scaled *sc, int n, int m, int col0,
+                                    int row0)
 {
     const __m512i down = _mm512_setr_epi32(0, 16, 32, 48, 64, 80, 96, 112, 128, 144, 160, 176, 192, 208, 224, 240);
-    for (int b = 0; b < 16 && row0 + b < m; b++)
-        _mm512_storeu_si512((void *)(out + (ptrdiff_t)(row0 + b) * n + col0), _mm512_i32gather_epi32(down, c + b, 4));
+    for (int b = 0; b < 16 && row0 + b < m; b++) {
+        const __m512i s = _mm512_i32gather_epi32(down, c + b, 4);
+        if (!sc) {
+            _mm512_storeu_si512((void *)(out + (ptrdiff_t)(row0 + b) * n + col0), s);
+            continue;
+        }
+        /* bf16_of on 16 lanes: (float)s * row_scale * col_scale, rounded to nearest even, NaN 0x7fc0 */
+        const __m512 f = _mm512_mul_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(s), _mm512_set1_ps(sc->row_scale[row0 + b])),
+                                       _mm512_loadu_ps(sc->col_scale + col0));
+        const __m512i bits = _mm512_castps_si512(f);
+        const __m512i odd = _mm512_and_si512(_mm512_srli_epi32(bits, 16), _mm512_set1_epi32(1));
+        __m512i r = _mm512_srli_epi32(_mm512_add_epi32(bits, _mm512_add_epi32(odd, _mm512_set1_epi32(0x7fff))), 16);
+        r = _mm512_mask_mov_epi32(r, _mm512_cmp_ps_mask(f, f, _CMP_UNORD_Q), _mm512_set1_epi32(0x7fc0));
+        _mm256_storeu_si256((__m256i *)(sc->out + (ptrdiff_t)(row0 + b) * n + col0), _mm512_cvtepi32_epi16(r));
+    }
 }
 
 /* Weight rows j .. j+31 against x's tiles t and t+1 (when there is one): accumulators 0-3, weights 4-5, x 6-7. */
-static void tiles_block(const int8_t *w, int k, const int8_t *b, int tiles, int t, int j, int m, int n, int32_t *out)
+static void tiles_block(const int8_t *w, int k, const int8_t *b, int tiles, int t, int j, int m, int n, int32_t *out,
+                        const cm_scaled *sc)
 {
     const int kc = k / 64, two = t + 1 < tiles;
     const int8_t *w0 = w + (ptrdiff_t)j * k, *w1 = w0 + (ptrdiff_t)16 * k;
@@ -291,14 +352,14 @@ static void tiles_block(const int8_t *w, int k, const int8_t *b, int tiles, int 
     }
     int32_t c[256] __attribute__((aligned(64)));
     _tile_stored(0, c, 64);
-    store_transposed(c, out, n, m, j, t * 16);
+    store_transposed(c, out, sc, n, m, j, t * 16);
     _tile_stored(1, c, 64);
-    store_transposed(c, out, n, m, j + 16, t * 16);
+    store_transposed(c, out, sc, n, m, j + 16, t * 16);
     if (two) {
         _tile_stored(2, c, 64);
-        store_transposed(c, out, n, m, j, t * 16 + 16);
+        store_transposed(c, out, sc, n, m, j, t * 16 + 16);
         _tile_stored(3, c, 64);
-        store_transposed(c, out, n, m, j + 16, t * 16 + 16);
+        store_transposed(c, out, sc, n, m, j + 16, t * 16 + 16);
     }
 }
 
@@ -312,7 +373,8 @@ int cm_amx(void)
     return amx_granted;
 }
 
-int cm_gemm_i8(const int8_t *x, int m, int k, const int8_t *w, int n, int32_t *out, int threads)
+static int gemm(const int8_t *x, int m, int k, const int8_t *w, int n, int32_t *out, const cm_scaled *sc,
+                int threads)
 {
     if (!amx_granted || m < 1 || k < 64 || k > CM_MAX_K || k % 64 || n < 0 || n % 32)
         return -1;
@@ -337,11 +399,24 @@ int cm_gemm_i8(const int8_t *x, int m, int k, const int8_t *w, int n, int32_t *o
         const int b0 = id * per < blocks ? id * per : blocks, b1 = b0 + per < blocks ? b0 + per : blocks;
         for (int bl = b0; bl < b1; bl++)
             for (int t = 0; t < tiles; t += 2)
-                tiles_block(w, k, b, tiles, t, bl * 32, m, n, out);
+                tiles_block(w, k, b, tiles, t, bl * 32, m, n, out, sc);
         _tile_release();
     }
     free(b);
     return 0;
+}
+
+int cm_gemm_i8(const int8_t *x, int m, int k, const int8_t *w, int n, int32_t *out, int threads)
+{
+    return gemm(x, m, k, w, n, out, NULL, threads);
+}
+
+/* cm_gemm_i8 with the scaled epilogue (see cm_scaled) */
+int cm_gemm_i8_scaled(const int8_t *x, int m, int k, const int8_t *w, int n, const float *row_scale,
+                      const float *col_scale, uint16_t *out16, int threads)
+{
+    cm_scaled sc = {row_scale, col_scale, out16};
+    return gemm(x, m, k, w, n, NULL, &sc, threads);
 }
 
 #else
@@ -351,6 +426,13 @@ int cm_amx(void) { return 0; }
 int cm_gemm_i8(const int8_t *x, int m, int k, const int8_t *w, int n, int32_t *out, int threads)
 {
     (void)x, (void)m, (void)k, (void)w, (void)n, (void)out, (void)threads, (void)amx_granted;
+    return -1;
+}
+
+int cm_gemm_i8_scaled(const int8_t *x, int m, int k, const int8_t *w, int n, const float *row_scale,
+                      const float *col_scale, uint16_t *out16, int threads)
+{
+    (void)x, (void)m, (void)k, (void)w, (void)n, (void)row_scale, (void)col_scale, (void)out16, (void)threads;
     return -1;
 }
 

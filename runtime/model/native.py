@@ -71,6 +71,14 @@ class Kernel:
         self._gemm.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_void_p, ctypes.c_int,
                                ctypes.c_void_p, ctypes.c_int]
         self._gemm.restype = ctypes.c_int
+        self._gemv_scaled = lib.cm_gemv_i8_scaled
+        self._gemv_scaled.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p,
+                                      ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int]
+        self._gemv_scaled.restype = ctypes.c_int
+        self._gemm_scaled = lib.cm_gemm_i8_scaled
+        self._gemm_scaled.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_void_p, ctypes.c_int,
+                                      ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int]
+        self._gemm_scaled.restype = ctypes.c_int
         self.amx = bool(amx and lib.cm_amx())
 
     def takes_gemm(self, m: int, k: int, n: int) -> bool:
@@ -78,20 +86,29 @@ class Kernel:
         multiple of 64 up to :data:`MAX_K`, n a multiple of 32."""
         return self.amx and m >= AMX_MIN_ROWS and 0 < k <= MAX_K and k % 64 == 0 and n % 32 == 0
 
-    def gemm(self, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    def gemm(self, x: torch.Tensor, w: torch.Tensor, row_scale: torch.Tensor | None = None,
+             col_scale: torch.Tensor | None = None) -> torch.Tensor:
         """``x`` int8 (m, k) times ``w.t()`` for ``w`` int8 (n, k), both contiguous on the CPU, with AMX tiles
-        (gemv.c's ``cm_gemm_i8``): int32 (m, n), equal to ``torch._int_mm(x, w.t())``. Uses torch's thread
-        count. Raises ValueError on a product :meth:`takes_gemm` refuses, or dtypes and layouts it does not take
-        (callers check first: this is a guard, not a path)."""
+        (gemv.c's ``cm_gemm_i8``): int32 (m, n), equal to ``torch._int_mm(x, w.t())``; with ``row_scale``
+        float32 (m, 1) and ``col_scale`` float32 (n,), the scaled epilogue instead (:func:`_scaled_check`).
+        Uses torch's thread count. Raises ValueError on a product :meth:`takes_gemm` refuses, or dtypes and
+        layouts it does not take (callers check first: this is a guard, not a path)."""
         m, k = x.shape
         n = w.shape[0]
         if (x.dtype != torch.int8 or w.dtype != torch.int8 or w.shape[1] != k or not x.is_contiguous()
                 or not w.is_contiguous() or x.device.type != "cpu" or w.device.type != "cpu"
-                or not self.takes_gemm(m, k, n)):
+                or not self.takes_gemm(m, k, n) or not _scaled_check(row_scale, col_scale, m, n)):
             raise ValueError(f"gemm: x {tuple(x.shape)} {x.dtype}, w {tuple(w.shape)} {w.dtype}: not a product "
                              "this kernel takes")
-        out = torch.empty(m, n, dtype=torch.int32)
-        if self._gemm(x.data_ptr(), m, k, w.data_ptr(), n, out.data_ptr(), torch.get_num_threads()) != 0:
+        threads = torch.get_num_threads()
+        if row_scale is None:
+            out = torch.empty(m, n, dtype=torch.int32)
+            status = self._gemm(x.data_ptr(), m, k, w.data_ptr(), n, out.data_ptr(), threads)
+        else:
+            out = torch.empty(m, n, dtype=torch.bfloat16)
+            status = self._gemm_scaled(x.data_ptr(), m, k, w.data_ptr(), n, row_scale.data_ptr(),
+                                       col_scale.data_ptr(), out.data_ptr(), threads)
+        if status != 0:
             raise ValueError(f"gemm: x {tuple(x.shape)}, w {tuple(w.shape)}: refused by the kernel")
         return out
 
@@ -108,23 +125,46 @@ class Kernel:
             raise ValueError(f"row_sums: w {tuple(w.shape)}: out of the kernel's range")
         return out
 
-    def gemv(self, x: torch.Tensor, w: torch.Tensor, wsums: torch.Tensor) -> torch.Tensor:
+    def gemv(self, x: torch.Tensor, w: torch.Tensor, wsums: torch.Tensor, row_scale: torch.Tensor | None = None,
+             col_scale: torch.Tensor | None = None) -> torch.Tensor:
         """``x`` int8 (m, k), 1 <= m <= :attr:`max_rows`, times ``w.t()`` for ``w`` int8 (n, k), both contiguous
         on the CPU, with ``wsums`` int32 (n,) the sums of ``w``'s rows (:meth:`row_sums`): int32 (m, n), equal to
-        ``torch._int_mm(x, w.t())``. Uses torch's thread count. Raises ValueError on shapes, dtypes or layouts it
-        does not take (callers check first: this is a guard, not a path)."""
+        ``torch._int_mm(x, w.t())``; with ``row_scale`` float32 (m, 1) and ``col_scale`` float32 (n,), the scaled
+        epilogue instead (:func:`_scaled_check`). Uses torch's thread count. Raises ValueError on shapes, dtypes
+        or layouts it does not take (callers check first: this is a guard, not a path)."""
         m, k = x.shape
         n = w.shape[0]
         if (x.dtype != torch.int8 or w.dtype != torch.int8 or wsums.dtype != torch.int32 or w.shape[1] != k
                 or wsums.shape != (n,) or not (x.is_contiguous() and w.is_contiguous() and wsums.is_contiguous())
-                or not 1 <= m <= self.max_rows):
+                or not 1 <= m <= self.max_rows or not _scaled_check(row_scale, col_scale, m, n)):
             raise ValueError(f"gemv: x {tuple(x.shape)} {x.dtype}, w {tuple(w.shape)} {w.dtype}, "
                              f"wsums {tuple(wsums.shape)} {wsums.dtype}: not a product this kernel takes")
-        out = torch.empty(m, n, dtype=torch.int32)
-        if self._fn(x.data_ptr(), m, k, w.data_ptr(), wsums.data_ptr(), n, out.data_ptr(),
-                    torch.get_num_threads()) != 0:
+        threads = torch.get_num_threads()
+        if row_scale is None:
+            out = torch.empty(m, n, dtype=torch.int32)
+            status = self._fn(x.data_ptr(), m, k, w.data_ptr(), wsums.data_ptr(), n, out.data_ptr(), threads)
+        else:
+            out = torch.empty(m, n, dtype=torch.bfloat16)
+            status = self._gemv_scaled(x.data_ptr(), m, k, w.data_ptr(), wsums.data_ptr(), n, row_scale.data_ptr(),
+                                       col_scale.data_ptr(), out.data_ptr(), threads)
+        if status != 0:
             raise ValueError(f"gemv: x {tuple(x.shape)}, w {tuple(w.shape)}: out of the kernel's range")
         return out
+
+
+def _scaled_check(row_scale: torch.Tensor | None, col_scale: torch.Tensor | None, m: int, n: int) -> bool:
+    """Whether the scales of the scaled epilogue fit an (m, n) product: both None (int32 sums), or ``row_scale``
+    float32 (m, 1) or (m,) and ``col_scale`` float32 (n,), contiguous on the CPU. With them the product is
+    bfloat16 (m, n), ``(sums.float() * row_scale) * col_scale`` rounded to bfloat16 to nearest even: bit for bit
+    ``sums.float().mul_(row_scale).mul_(col_scale).to(torch.bfloat16)`` wherever that is finite (gemv.c's
+    ``cm_scaled``)."""
+    if row_scale is None and col_scale is None:
+        return True
+    return (row_scale is not None and col_scale is not None
+            and row_scale.dtype == torch.float32 and col_scale.dtype == torch.float32
+            and row_scale.numel() == m and tuple(col_scale.shape) == (n,)
+            and row_scale.is_contiguous() and col_scale.is_contiguous()
+            and row_scale.device.type == "cpu" and col_scale.device.type == "cpu")
 
 
 def _compiler() -> list[str]:

@@ -44,6 +44,9 @@ from . import native
 #: bfloat16 kernel (``aten._weight_int8pack_mm``, no AMX) 25 / 30 / 58 / 118 / 229 / 476, two-level through
 #: ``torch._int_mm`` 29 / 30 / 31 / 35 / 58 / 126, dequantized 95-140; the two-level product through
 #: :mod:`.native`'s kernel (up to 7 rows: 14 int8 rows) reads the layer at the memory's rate, about 10 ms at one row.
+#: With its AMX tiles (sixteenth session, same machine): two-level 16 / 29 / 59 / 101 / 143 / 236 ms at 16 / 32 /
+#: 64 / 96 / 128 / 192 rows against dequantized 92 / 87 / 94 / 103 / 147 / 166: even from about 96 rows, so the
+#: limit stays.
 SPLIT_ROWS = 64
 #: A longer product dequantizes at most this many weights at a time (32 MB of bfloat16): an output layer of
 #: 151,936 x 1,536 then never exists whole in bfloat16 (467 MB) beside its int8 matrix.
@@ -200,17 +203,21 @@ class Int8Linear(nn.Module):
             y = y.add_(self.bias)
         return y.to(torch.bfloat16)
 
-    def _int8_product(self, q: torch.Tensor) -> torch.Tensor:
-        """``q`` int8 (M, in) times the int8 weights: the int32 sums (M, out), exactly. :mod:`.native`'s kernels
-        where they take it (AMX tiles from :data:`.native.AMX_MIN_ROWS` rows, else AVX-512 VNNI up to the
-        kernel's rows); beyond, or where they are unavailable, ``torch._int_mm`` (the same sums)."""
+    def _int8_product(self, q: torch.Tensor, step: torch.Tensor | None = None) -> torch.Tensor:
+        """``q`` int8 (M, in) times the int8 weights: the int32 sums (M, out), exactly; with ``step`` float32
+        (M, 1), the sums scaled by ``step`` and the layer's scales in bfloat16 (M, out), bit for bit
+        ``sums.float().mul_(step).mul_(scale).to(torch.bfloat16)``. :mod:`.native`'s kernels where they take it
+        (AMX tiles from :data:`.native.AMX_MIN_ROWS` rows, else AVX-512 VNNI up to the kernel's rows; the
+        scaling done as they write their outputs); beyond, or where they are unavailable, ``torch._int_mm``."""
         kernel = native.kernel() if q.device.type == "cpu" else None
-        if kernel is not None and self.weight_int8.is_contiguous():
+        scale = None if step is None else self._float_scale()
+        if kernel is not None and self.weight_int8.is_contiguous() and (step is None or step.is_contiguous()):
             if kernel.takes_gemm(q.shape[0], q.shape[1], self.weight_int8.shape[0]):
-                return kernel.gemm(q.contiguous(), self.weight_int8)
+                return kernel.gemm(q.contiguous(), self.weight_int8, step, scale)
             if 1 <= q.shape[0] <= kernel.max_rows and q.shape[1] <= native.MAX_K:
-                return kernel.gemv(q.contiguous(), self.weight_int8, self._row_sums(kernel))
-        return torch._int_mm(q, self.weight_int8.t())
+                return kernel.gemv(q.contiguous(), self.weight_int8, self._row_sums(kernel), step, scale)
+        sums = torch._int_mm(q, self.weight_int8.t())
+        return sums if step is None else sums.float().mul_(step).mul_(scale).to(torch.bfloat16)
 
     def _row_sums(self, kernel: native.Kernel) -> torch.Tensor:
         """The sums of ``weight_int8``'s rows, int32 (out,) (:meth:`.native.Kernel.row_sums`), made at the first
@@ -247,7 +254,7 @@ class Int8Linear(nn.Module):
         if x.numel() == 0:
             return torch.zeros(*x.shape[:-1], self.out_features, dtype=torch.bfloat16, device=x.device)
         q, step = quantized_input(x, self.block)
-        y = self._int8_product(q).float().mul_(step).mul_(self._float_scale()).to(torch.bfloat16)
+        y = self._int8_product(q, step)
         if self.bias is not None:
             y = y + self.bias
         return y.reshape(*x.shape[:-1], self.out_features)

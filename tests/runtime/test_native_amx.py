@@ -89,10 +89,10 @@ def test_a_layer_routes_to_each_kernel_and_gives_the_same_outputs(amx, monkeypat
     torch.manual_seed(7)
     q = Int8Linear.from_linear(nn.Linear(512, 96, bias=True), rotated=rotated)
     calls = []
-    monkeypatch.setattr(native.Kernel, "gemm", lambda self, x, w, f=native.Kernel.gemm: calls.append(
-        ("gemm", x.shape[0])) or f(self, x, w))
-    monkeypatch.setattr(native.Kernel, "gemv", lambda self, x, w, s, f=native.Kernel.gemv: calls.append(
-        ("gemv", x.shape[0])) or f(self, x, w, s))
+    monkeypatch.setattr(native.Kernel, "gemm", lambda self, x, *rest, f=native.Kernel.gemm: calls.append(
+        ("gemm", x.shape[0])) or f(self, x, *rest))
+    monkeypatch.setattr(native.Kernel, "gemv", lambda self, x, *rest, f=native.Kernel.gemv: calls.append(
+        ("gemv", x.shape[0])) or f(self, x, *rest))
     same = {}
     for rows in (1, 3, 4, 14, 15, 40):
         x = torch.randn(rows, 512)
@@ -145,3 +145,21 @@ def test_a_build_without_amx_keeps_the_vnni_kernel(fresh, monkeypatch, caplog):
     x = torch.ones(16, 64, dtype=torch.int8)
     out = torch.empty(16, 32, dtype=torch.int32)
     assert k._gemm(x.data_ptr(), 16, 64, torch.ones(32, 64, dtype=torch.int8).data_ptr(), 32, out.data_ptr(), 1) == -1
+
+
+@needs_cc
+@pytest.mark.parametrize("m", [4, 16, 33])
+def test_the_scaled_epilogue_is_torchs_to_the_bit(amx, m):
+    gen = torch.Generator().manual_seed(200 + m)
+    k, n = 8960, 96
+    x = torch.randint(-128, 128, (m, k), dtype=torch.int8, generator=gen)
+    w = torch.randint(-128, 128, (n, k), dtype=torch.int8, generator=gen)
+    w[0] = -128
+    x[0] = -128
+    row_scale = torch.rand(m, 1, generator=gen) * 10.0 ** torch.randint(-8, 3, (m, 1), generator=gen)
+    col_scale = torch.rand(n, generator=gen) * 10.0 ** torch.randint(-8, 3, (n,), generator=gen)
+    got = amx.gemm(x, w, row_scale, col_scale)
+    want = torch._int_mm(x, w.t()).float().mul_(row_scale).mul_(col_scale).to(torch.bfloat16)
+    assert got.dtype == torch.bfloat16 and torch.equal(got.view(torch.int16), want.view(torch.int16))
+    with pytest.raises(ValueError, match="not a product this kernel takes"):
+        amx.gemm(x, w, row_scale, col_scale[:-1])
