@@ -16,9 +16,11 @@ decoder layers itself, for Llama-like models (Llama, SmolLM2, Qwen2):
   keys), under one additive mask built once per step: a row attends to its own valid slots and to its own
   earlier tokens of the step. Rows that feed one token and rows that feed more are padded apart, in runs of
   neighbouring rows (:func:`runs`; views of the buffers, no copy): a step where one row feeds a 16-token
-  chunk of a new prompt beside 15 decoding rows pads 31 queries per head, not 256. torch 2.13's CPU flash attention (``scaled_dot_product_attention``) took 14.7
-  ms per layer for 16 rows of one bfloat16 query over 330 slots (Qwen2.5-1.5B's 12 heads, 2 key/value heads);
-  these products take 1.3 ms.
+  chunk of a new prompt beside 15 decoding rows pads 31 queries per head, not 256. torch 2.13's CPU flash
+  attention (``scaled_dot_product_attention``) took 14.7 ms per layer for 16 rows of one bfloat16 query over
+  330 slots (Qwen2.5-1.5B's 12 heads, 2 key/value heads); these products take 1.3 ms.
+* the keys and values are float32 in the buffers when the model's are bfloat16 or float16
+  (:meth:`~.batch.Batch._buffer_dtype`): they widen exactly, once, instead of at every step.
 
 Source of the layer arithmetic: transformers' ``LlamaDecoderLayer`` / ``Qwen2DecoderLayer`` (pre-norm
 residual blocks, rotary embedding on queries and keys); the modules themselves

@@ -287,17 +287,16 @@ static void tiles_configure(void)
  * b[chunk][tile] is 16 x 64 bytes, its row q holding bytes 4q..4q+3 of the chunk of each of the 16 rows. */
 static void pack_tile(const int8_t *x, int m, int k, int tiles, int tile, int8_t *b)
 {
-    const int kc = k / 64, kq = k / 4;
-    const uint32_t *x32 = (const uint32_t *)x;
-    uint32_t *b32 = (uint32_t *)b;
+    const int kc = k / 64;
+    uint32_t *b32 = (uint32_t *)b; /* b is 64-byte aligned; x may be at any byte: read through memcpy */
     for (int c = 0; c < 16; c++) {
         const int i = tile * 16 + c;
         for (int ch = 0; ch < kc; ch++) {
             uint32_t *dst = b32 + ((size_t)ch * tiles + tile) * 256 + c;
             if (i < m) {
-                const uint32_t *src = x32 + (size_t)i * kq + ch * 16;
+                const int8_t *src = x + (size_t)i * k + (size_t)ch * 64;
                 for (int q = 0; q < 16; q++)
-                    dst[q * 16] = src[q];
+                    memcpy(dst + q * 16, src + 4 * q, 4);
             } else {
                 for (int q = 0; q < 16; q++)
                     dst[q * 16] = 0;
