@@ -82,9 +82,11 @@ int cm_max_rows(void) { return CM_MAX_ROWS; }
 
 /* The scaled epilogue (the *_scaled entry points): instead of the int32 sum s of row i and column j, write
  *     out[i][j] = bfloat16((float)s * row_scale[i] * col_scale[j]),
- * the two products rounded to float32 in that order and the result to bfloat16 to nearest even (NaN: 0x7fc0), as
- * torch computes sums.float().mul_(row_scale[:, None]).mul_(col_scale).to(torch.bfloat16) (c10::BFloat16's
- * rounding): the same bits for every finite result. One pass instead of four over the outputs. */
+ * the two products rounded to float32 in that order and the result to bfloat16 to nearest even (NaN: 0xffff), as
+ * torch computes sums.float().mul_(row_scale[:, None]).mul_(col_scale).to(torch.bfloat16): the same bits for every
+ * result, NaN included (a tensor's conversion takes ATen's vectorized cvtfp32_bf16, which writes every NaN as
+ * 0xffff; c10::BFloat16's scalar rounding, 0x7fc0, is only a 0-dim tensor's). One pass instead of four over the
+ * outputs. */
 typedef struct {
     const float *row_scale, *col_scale;
     uint16_t *out;
@@ -95,7 +97,7 @@ static inline uint16_t bf16_of(float f)
     uint32_t u;
     memcpy(&u, &f, sizeof u);
     if ((u & 0x7fffffffu) > 0x7f800000u)
-        return 0x7fc0;
+        return 0xffff;
     return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
 }
 
@@ -316,13 +318,13 @@ static inline void store_transposed(const int32_t *c, int32_t *out, const cm_sca
             _mm512_storeu_si512((void *)(out + (ptrdiff_t)(row0 + b) * n + col0), s);
             continue;
         }
-        /* bf16_of on 16 lanes: (float)s * row_scale * col_scale, rounded to nearest even, NaN 0x7fc0 */
+        /* bf16_of on 16 lanes: (float)s * row_scale * col_scale, rounded to nearest even, NaN 0xffff */
         const __m512 f = _mm512_mul_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(s), _mm512_set1_ps(sc->row_scale[row0 + b])),
                                        _mm512_loadu_ps(sc->col_scale + col0));
         const __m512i bits = _mm512_castps_si512(f);
         const __m512i odd = _mm512_and_si512(_mm512_srli_epi32(bits, 16), _mm512_set1_epi32(1));
         __m512i r = _mm512_srli_epi32(_mm512_add_epi32(bits, _mm512_add_epi32(odd, _mm512_set1_epi32(0x7fff))), 16);
-        r = _mm512_mask_mov_epi32(r, _mm512_cmp_ps_mask(f, f, _CMP_UNORD_Q), _mm512_set1_epi32(0x7fc0));
+        r = _mm512_mask_mov_epi32(r, _mm512_cmp_ps_mask(f, f, _CMP_UNORD_Q), _mm512_set1_epi32(0xffff));
         _mm256_storeu_si256((__m256i *)(sc->out + (ptrdiff_t)(row0 + b) * n + col0), _mm512_cvtepi32_epi16(r));
     }
 }

@@ -156,7 +156,7 @@ def _scaled_check(row_scale: torch.Tensor | None, col_scale: torch.Tensor | None
     """Whether the scales of the scaled epilogue fit an (m, n) product: both None (int32 sums), or ``row_scale``
     float32 (m, 1) or (m,) and ``col_scale`` float32 (n,), contiguous on the CPU. With them the product is
     bfloat16 (m, n), ``(sums.float() * row_scale) * col_scale`` rounded to bfloat16 to nearest even: bit for bit
-    ``sums.float().mul_(row_scale).mul_(col_scale).to(torch.bfloat16)`` wherever that is finite (gemv.c's
+    ``sums.float().mul_(row_scale).mul_(col_scale).to(torch.bfloat16)``, NaN included (gemv.c's
     ``cm_scaled``)."""
     if row_scale is None and col_scale is None:
         return True
