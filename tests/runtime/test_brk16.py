@@ -37,3 +37,41 @@ def test_a_nan_output_has_torchs_bits(kernel, m):
     assert outs
     for got in outs:
         assert _bits(got) == _bits(want)
+
+
+@needs_cc
+@pytest.mark.parametrize("m", [1, 4, 14, 16, 33])
+def test_special_scales_give_torchs_bits(kernel, m):
+    """Scales of 0, -0, +-inf, NaN, float32 denormals, values whose products round to bfloat16's largest finite
+    or overflow, and zero sums: every output's bits equal torch's (infinities, signed zeros, denormals)."""
+    specials = torch.tensor([0.0, -0.0, float("inf"), -float("inf"), float("nan"), 1e-45, -1e-45, 1e-40,
+                             1.1754942e-38, 3.4e38, -3.4e38, 1e-30, 1e30, 1.0, -1.0, 3.3895e38], dtype=torch.float32)
+    gen = torch.Generator().manual_seed(300 + m)
+    k, n = 128, 64
+    x = torch.randint(-128, 128, (m, k), dtype=torch.int8, generator=gen)
+    x[m // 2] = 0
+    w = torch.randint(-128, 128, (n, k), dtype=torch.int8, generator=gen)
+    row_scale = specials[torch.randint(0, len(specials), (m, 1), generator=gen)].contiguous()
+    col_scale = specials[torch.randint(0, len(specials), (n,), generator=gen)].contiguous()
+    want = (x.int() @ w.int().t()).float().mul_(row_scale).mul_(col_scale).to(torch.bfloat16)
+    outs = []
+    if m <= kernel.max_rows:
+        outs.append(kernel.gemv(x, w, kernel.row_sums(w), row_scale, col_scale))
+    if kernel.takes_gemm(m, k, n):
+        outs.append(kernel.gemm(x, w, row_scale, col_scale))
+    for got in outs:
+        assert _bits(got) == _bits(want)
+
+
+@needs_cc
+@pytest.mark.parametrize("offset", [1, 3, 5, 63])
+def test_gemm_reads_rows_at_any_byte_offset(kernel, offset):
+    """x and w views starting ``offset`` bytes into their storage (contiguous, not 4- or 64-byte aligned)."""
+    if not kernel.amx:
+        pytest.skip("no AMX here")
+    gen = torch.Generator().manual_seed(offset)
+    m, k, n = 37, 640, 96
+    x = torch.randint(-128, 128, (m * k + offset,), dtype=torch.int8, generator=gen)[offset:].view(m, k)
+    w = torch.randint(-128, 128, (n * k + offset,), dtype=torch.int8, generator=gen)[offset:].view(n, k)
+    assert x.storage_offset() == offset and w.storage_offset() == offset
+    assert torch.equal(kernel.gemm(x, w), x.int() @ w.int().t())
