@@ -251,6 +251,10 @@ def kernel() -> Kernel | None:
             return _loaded[0]
         loaded = None
         choice = os.environ.get("CALLMAYBE_KERNELS", "").strip().lower()
+        if choice not in ("", "torch", "vnni"):
+            log.warning("CALLMAYBE_KERNELS=%r is not 'torch' or 'vnni': ignored, the default kernels used",
+                        os.environ["CALLMAYBE_KERNELS"])
+            choice = ""
         if choice == "torch":
             log.info("int8 kernel: CALLMAYBE_KERNELS=torch, torch's kernels used")
         else:

@@ -163,3 +163,12 @@ def test_the_scaled_epilogue_is_torchs_to_the_bit(amx, m):
     assert got.dtype == torch.bfloat16 and torch.equal(got.view(torch.int16), want.view(torch.int16))
     with pytest.raises(ValueError, match="not a product this kernel takes"):
         amx.gemm(x, w, row_scale, col_scale[:-1])
+
+
+@needs_cc
+def test_an_unknown_kernels_choice_is_said_and_ignored(fresh, monkeypatch, caplog):
+    monkeypatch.setenv("CALLMAYBE_KERNELS", "garbage")
+    with caplog.at_level(logging.WARNING, logger="callmaybe.runtime.model.native"):
+        native.kernel()
+    assert [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING] == [
+        "CALLMAYBE_KERNELS='garbage' is not 'torch' or 'vnni': ignored, the default kernels used"]

@@ -1,5 +1,6 @@
-"""Adversarial checks of the sixteenth session's kernels (gemv.c's scaled epilogue, cm_gemm_i8) and batch
-changes: inputs where the claims were tested to the bit."""
+"""The scaled epilogue (gemv.c cm_gemv_i8_scaled, cm_gemm_i8_scaled) to the bit against torch on special scales
+(NaN, infinities, signed zeros, denormals, overflow), and the AMX kernel on views at odd byte offsets (a break
+test's findings, sixteenth session)."""
 
 import shutil
 
