@@ -66,8 +66,7 @@ def main(argv: list[str] | None = None) -> None:
             v = times.get(name)
             return f"{min(v):.0f} / {statistics.median(v):.0f}" if v else "-"
 
-        used = "gemm" if "gemm" in times and (m >= native.AMX_MIN_ROWS or "gemv" not in times) else (
-            "gemv" if "gemv" in times else "int_mm")
+        used = next(name for name in ("gemm", "gemv", "int_mm") if name in times)  # Int8Linear's order
         print(f"| {m} | {cell('gemm')} | {cell('gemv')} | {cell('int_mm')} | "
               f"{min(times[used]) / min(times['int_mm']):.2f} ({used}) |", flush=True)
     print(f"load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")

@@ -125,29 +125,6 @@ def test_row_sums_are_exact_and_refuse_what_they_do_not_take(kernel):
         kernel.row_sums(w.t())
 
 
-def _scaled_reference(x, w, row_scale, col_scale):
-    return torch._int_mm(x, w.t()).float().mul_(row_scale).mul_(col_scale).to(torch.bfloat16)
-
-
-@needs_cc
-@pytest.mark.parametrize("m", [1, 2, 7, 14])
-def test_the_scaled_epilogue_is_torchs_to_the_bit(kernel, m):
-    """gemv with scales writes what sums.float().mul_(row_scale).mul_(col_scale).to(bfloat16) gives: the same
-    bits (sums past 2^24 round on conversion; scales of every magnitude; bfloat16 ties to even)."""
-    gen = torch.Generator().manual_seed(100 + m)
-    k, n = 8960, 96
-    x = torch.randint(-128, 128, (m, k), dtype=torch.int8, generator=gen)
-    w = torch.randint(-128, 128, (n, k), dtype=torch.int8, generator=gen)
-    w[0] = -128
-    x[0] = -128  # the largest sum, 146,800,640 > 2^24
-    row_scale = torch.rand(m, 1, generator=gen) * 10.0 ** torch.randint(-8, 3, (m, 1), generator=gen)
-    col_scale = torch.rand(n, generator=gen) * 10.0 ** torch.randint(-8, 3, (n,), generator=gen)
-    col_scale[1] = 1.0 / 3  # inexact products
-    got = kernel.gemv(x, w, kernel.row_sums(w), row_scale, col_scale)
-    assert got.dtype == torch.bfloat16 and got.shape == (m, n)
-    assert torch.equal(got.view(torch.int16), _scaled_reference(x, w, row_scale, col_scale).view(torch.int16))
-
-
 @needs_cc
 def test_scales_that_do_not_fit_are_refused(kernel):
     x, w = torch.ones(2, 64, dtype=torch.int8), torch.ones(4, 64, dtype=torch.int8)

@@ -81,6 +81,8 @@ def test_products_it_does_not_take_are_refused(amx):
         amx.gemm(torch.zeros(16, 64), torch.zeros(32, 64, dtype=torch.int8))
     with pytest.raises(ValueError, match="not a product this kernel takes"):
         amx.gemm(x, torch.zeros(32, 128, dtype=torch.int8)[:, :64])  # not contiguous
+    with pytest.raises(ValueError, match="not a product this kernel takes"):  # a column scale short
+        amx.gemm(x, torch.zeros(32, 64, dtype=torch.int8), torch.ones(16, 1), torch.ones(31))
 
 
 @needs_cc
@@ -121,13 +123,19 @@ def test_shapes_off_the_tiles_keep_the_vnni_kernel_or_torch(amx, monkeypatch):
         assert torch.equal(with_kernel, q(x))
 
 
-@needs_cc
-def test_kernels_vnni_keeps_the_vnni_kernel_alone(fresh, monkeypatch, caplog):
-    monkeypatch.setenv("CALLMAYBE_KERNELS", "vnni")
+def _kernel_logged(caplog) -> native.Kernel:
+    """native.kernel() tried with its INFO lines captured; the test is skipped where there is no kernel."""
     with caplog.at_level(logging.INFO, logger="callmaybe.runtime.model.native"):
         k = native.kernel()
     if k is None:
         pytest.skip("the native kernel is unavailable here")
+    return k
+
+
+@needs_cc
+def test_kernels_vnni_keeps_the_vnni_kernel_alone(fresh, monkeypatch, caplog):
+    monkeypatch.setenv("CALLMAYBE_KERNELS", "vnni")
+    k = _kernel_logged(caplog)
     assert k.amx is False and k.takes_gemm(16, 64, 32) is False
     assert "int8 kernel: AVX-512 VNNI only (CALLMAYBE_KERNELS=vnni)" in caplog.text
 
@@ -136,33 +144,12 @@ def test_kernels_vnni_keeps_the_vnni_kernel_alone(fresh, monkeypatch, caplog):
 def test_a_build_without_amx_keeps_the_vnni_kernel(fresh, monkeypatch, caplog):
     """A compiler told not to use AMX (``$CC`` with -mno-amx-tile): cm_gemm_i8 is the refusing stand-in."""
     monkeypatch.setenv("CC", "cc -mno-amx-tile -mno-amx-int8")
-    with caplog.at_level(logging.INFO, logger="callmaybe.runtime.model.native"):
-        k = native.kernel()
-    if k is None:
-        pytest.skip("the native kernel is unavailable here")
+    k = _kernel_logged(caplog)
     assert k.amx is False
     assert "int8 kernel: AVX-512 VNNI only (no AMX, or Linux did not grant it)" in caplog.text
     x = torch.ones(16, 64, dtype=torch.int8)
     out = torch.empty(16, 32, dtype=torch.int32)
     assert k._gemm(x.data_ptr(), 16, 64, torch.ones(32, 64, dtype=torch.int8).data_ptr(), 32, out.data_ptr(), 1) == -1
-
-
-@needs_cc
-@pytest.mark.parametrize("m", [4, 16, 33])
-def test_the_scaled_epilogue_is_torchs_to_the_bit(amx, m):
-    gen = torch.Generator().manual_seed(200 + m)
-    k, n = 8960, 96
-    x = torch.randint(-128, 128, (m, k), dtype=torch.int8, generator=gen)
-    w = torch.randint(-128, 128, (n, k), dtype=torch.int8, generator=gen)
-    w[0] = -128
-    x[0] = -128
-    row_scale = torch.rand(m, 1, generator=gen) * 10.0 ** torch.randint(-8, 3, (m, 1), generator=gen)
-    col_scale = torch.rand(n, generator=gen) * 10.0 ** torch.randint(-8, 3, (n,), generator=gen)
-    got = amx.gemm(x, w, row_scale, col_scale)
-    want = torch._int_mm(x, w.t()).float().mul_(row_scale).mul_(col_scale).to(torch.bfloat16)
-    assert got.dtype == torch.bfloat16 and torch.equal(got.view(torch.int16), want.view(torch.int16))
-    with pytest.raises(ValueError, match="not a product this kernel takes"):
-        amx.gemm(x, w, row_scale, col_scale[:-1])
 
 
 @needs_cc

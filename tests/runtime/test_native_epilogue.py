@@ -1,6 +1,6 @@
-"""The scaled epilogue (gemv.c cm_gemv_i8_scaled, cm_gemm_i8_scaled) to the bit against torch on special scales
-(NaN, infinities, signed zeros, denormals, overflow), and the AMX kernel on views at odd byte offsets (a break
-test's findings, sixteenth session)."""
+"""The scaled epilogue (gemv.c cm_gemv_i8_scaled, cm_gemm_i8_scaled) to the bit against torch: sums and scales of
+every magnitude, and special scales (NaN, infinities, signed zeros, denormals, overflow); and the AMX kernel on
+views at odd byte offsets (the sixteenth session's break test)."""
 
 import shutil
 
@@ -12,6 +12,44 @@ needs_cc = pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler 
 
 def _bits(t: torch.Tensor) -> list[int]:
     return [v & 0xffff for v in t.view(torch.int16).flatten().tolist()]
+
+
+def _reference(x, w, row_scale, col_scale) -> torch.Tensor:
+    """What quant.py computed in torch before the epilogue moved into the kernels."""
+    return (x.int() @ w.int().t()).float().mul_(row_scale).mul_(col_scale).to(torch.bfloat16)
+
+
+def _scaled_outputs(kernel, x, w, row_scale, col_scale) -> list[torch.Tensor]:
+    """The scaled product by each kernel that takes it: gemv up to its rows, gemm where AMX takes the shape."""
+    (m, k), n = x.shape, w.shape[0]
+    outs = []
+    if m <= kernel.max_rows:
+        outs.append(kernel.gemv(x, w, kernel.row_sums(w), row_scale, col_scale))
+    if kernel.takes_gemm(m, k, n):
+        outs.append(kernel.gemm(x, w, row_scale, col_scale))
+    return outs
+
+
+@needs_cc
+@pytest.mark.parametrize("m", [1, 2, 4, 7, 14, 16, 33])
+def test_the_scaled_epilogue_is_torchs_to_the_bit(kernel, m):
+    """Sums past 2^24 (rounded on conversion), scales of every magnitude, an inexact product (1/3), bfloat16
+    ties to even: the same bits as torch's, from gemv (m <= 14) and gemm (m >= 4, where AMX is granted)."""
+    gen = torch.Generator().manual_seed(100 + m)
+    k, n = 8960, 96
+    x = torch.randint(-128, 128, (m, k), dtype=torch.int8, generator=gen)
+    w = torch.randint(-128, 128, (n, k), dtype=torch.int8, generator=gen)
+    w[0] = -128
+    x[0] = -128  # the largest sum, 146,800,640 > 2^24
+    row_scale = torch.rand(m, 1, generator=gen) * 10.0 ** torch.randint(-8, 3, (m, 1), generator=gen)
+    col_scale = torch.rand(n, generator=gen) * 10.0 ** torch.randint(-8, 3, (n,), generator=gen)
+    col_scale[1] = 1.0 / 3
+    want = _reference(x, w, row_scale, col_scale)
+    outs = _scaled_outputs(kernel, x, w, row_scale, col_scale)
+    assert outs
+    for got in outs:
+        assert got.dtype == torch.bfloat16 and got.shape == (m, n)
+        assert torch.equal(got.view(torch.int16), want.view(torch.int16))
 
 
 @needs_cc
@@ -28,13 +66,9 @@ def test_a_nan_output_has_torchs_bits(kernel, m):
     row_scale = torch.rand(m, 1, generator=gen)
     row_scale[0] = float("nan")
     col_scale = torch.rand(n, generator=gen)
-    want = (x.int() @ w.int().t()).float().mul_(row_scale).mul_(col_scale).to(torch.bfloat16)
+    want = _reference(x, w, row_scale, col_scale)
     assert set(_bits(want[0])) == {0xffff}
-    outs = []
-    if m <= kernel.max_rows:
-        outs.append(kernel.gemv(x, w, kernel.row_sums(w), row_scale, col_scale))
-    if kernel.takes_gemm(m, k, n):
-        outs.append(kernel.gemm(x, w, row_scale, col_scale))
+    outs = _scaled_outputs(kernel, x, w, row_scale, col_scale)
     assert outs
     for got in outs:
         assert _bits(got) == _bits(want)
@@ -54,13 +88,8 @@ def test_special_scales_give_torchs_bits(kernel, m):
     w = torch.randint(-128, 128, (n, k), dtype=torch.int8, generator=gen)
     row_scale = specials[torch.randint(0, len(specials), (m, 1), generator=gen)].contiguous()
     col_scale = specials[torch.randint(0, len(specials), (n,), generator=gen)].contiguous()
-    want = (x.int() @ w.int().t()).float().mul_(row_scale).mul_(col_scale).to(torch.bfloat16)
-    outs = []
-    if m <= kernel.max_rows:
-        outs.append(kernel.gemv(x, w, kernel.row_sums(w), row_scale, col_scale))
-    if kernel.takes_gemm(m, k, n):
-        outs.append(kernel.gemm(x, w, row_scale, col_scale))
-    for got in outs:
+    want = _reference(x, w, row_scale, col_scale)
+    for got in _scaled_outputs(kernel, x, w, row_scale, col_scale):
         assert _bits(got) == _bits(want)
 
 
