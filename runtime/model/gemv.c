@@ -23,7 +23,16 @@
  * 64 or 256 rows handed out dynamically were no faster on a loaded machine).
  *
  * All 196 matrices of Qwen2.5-1.5B (1,310 MB), 2 threads, ms (this kernel / torch._int_mm) at 1, 2, 4, 8, 12, 14
- * and 16 rows: 48 / 101, 51 / 100, 56 / 96, 70 / 100, 83-86 / 98-99, 81 / 97, 109 / 104-107; hence CM_MAX_ROWS.
+ * and 16 rows: 48 / 101, 51 / 100, 56 / 96, 70 / 100, 83-86 / 98-99, 81 / 97, 109 / 104-107 (Sapphire Rapids).
+ *
+ * More than CM_SINGLE rows (a server step of 16 rows, a draft's verification) go in groups of at most
+ * CM_GROUP rows, as equal as can be (16: 8 + 8; 20: 7 + 7 + 6): two weight rows are read from memory once and
+ * from the cache for each group. One pass over 12 or 14 rows had 24 or 14 accumulators on each weight row, and
+ * was bound by the loads of x (one 64-byte load per product on a row of 14) or spilled. 2-core AMD EPYC (Zen 4,
+ * no AMX), bench/int8_kernels.py, ms (one pass / groups / torch._int_mm): 12 rows 93-118 / 76-90 / 125-140, 14
+ * rows 91-93 / 78-82 / 124-128; 16 rows - / 89-107 / 124-136, 20 - / 104-131 / 141-160, 24 - / 141-154 /
+ * 155-178, 32 - / 180-200 / 176-193; groups of at most 5 rows on four weight rows were slower (12 rows 86, 16
+ * rows 108), of 12 rows on two slower (24 rows 166); hence CM_MAX_ROWS 24.
  *
  * Where the compiler offers no AVX-512 VNNI, cm_simd() returns 0 and a plain loop stands in: exact, but
  * slower than torch's own kernels, which the caller then keeps.
@@ -68,7 +77,16 @@
 #define CM_AMX 0
 #endif
 
-#define CM_MAX_ROWS 14 /* beyond, torch._int_mm (AMX) is as fast: measured, all 196 matrices of Qwen2.5-1.5B */
+#define CM_BLOCK_ROWS 14 /* the most rows of x one pass over a weight row takes (the accumulators' registers) */
+#ifndef CM_GROUP
+#define CM_GROUP 8 /* beyond CM_BLOCK_ROWS rows, the rows of x go in groups of at most this many */
+#endif
+#ifndef CM_SINGLE
+#define CM_SINGLE 8 /* up to this many rows, one pass over each weight row takes them all */
+#endif
+#ifndef CM_MAX_ROWS
+#define CM_MAX_ROWS 24
+#endif
 #define CM_MAX_K 65536 /* 65,536 x 128 x 128 < 2^31: every sum of int8 products fits in int32 */
 #ifndef CM_PREFETCH
 #define CM_PREFETCH 8192
@@ -117,7 +135,7 @@ static inline __attribute__((always_inline)) void
 rows_block(const uint8_t *restrict u, int M, int k, const int8_t *restrict w, const int32_t *restrict wsums,
            int j, int R, int32_t *restrict out, const cm_scaled *sc, int n)
 {
-    __m512i acc[4][CM_MAX_ROWS];
+    __m512i acc[4][CM_BLOCK_ROWS];
     for (int r = 0; r < R; r++)
         for (int i = 0; i < M; i++)
             acc[r][i] = _mm512_setzero_si512();
@@ -172,6 +190,53 @@ rows_range(const uint8_t *restrict u, int M, int k, const int8_t *restrict w, co
 }
 
 #define CM_CASE(M) case M: rows_range(u, M, k, w, wsums, j0, j1, out, sc, n); break;
+#define CM_GROUP_CASE(M) case M: rows_block(u, M, k, w, wsums, j, R, out, sc, n); break;
+
+/* rows_block for M rows, 1 <= M <= 12, R weight rows (1 or 2; constants once inlined) */
+static inline __attribute__((always_inline)) void
+group_block(const uint8_t *restrict u, int M, int k, const int8_t *restrict w, const int32_t *restrict wsums,
+            int j, int R, int32_t *restrict out, const cm_scaled *sc, int n)
+{
+    switch (M) {
+    CM_GROUP_CASE(1) CM_GROUP_CASE(2) CM_GROUP_CASE(3) CM_GROUP_CASE(4) CM_GROUP_CASE(5) CM_GROUP_CASE(6)
+    CM_GROUP_CASE(7) CM_GROUP_CASE(8) CM_GROUP_CASE(9) CM_GROUP_CASE(10) CM_GROUP_CASE(11)
+    default: rows_block(u, 12, k, w, wsums, j, R, out, sc, n); break;
+    }
+}
+
+/* Weight rows j0 .. j1-1 against m > CM_BLOCK_ROWS rows of u: two weight rows at a time, against each group of
+ * rows of u in turn (groups of at most CM_GROUP, their sizes as equal as can be), so that the two rows are read
+ * from memory once and from the cache for the other groups. */
+static void rows_grouped(const uint8_t *u, int m, int k, const int8_t *w, const int32_t *wsums, int j0, int j1,
+                         int32_t *out, const cm_scaled *sc, int n)
+{
+    int groups = (m + CM_GROUP - 1) / CM_GROUP;
+    int wide = (m + groups - 1) / groups <= 5 ? 4 : 2; /* weight rows per block: 4 x 5 or 2 x 8 accumulators */
+    for (int j = j0; j < j1;) {
+        int R = j + wide <= j1 ? wide : j + 2 <= j1 ? 2 : 1;
+        for (int g = 0, i0 = 0; g < groups; g++) {
+            int M = m / groups + (g < m % groups);
+            cm_scaled part;
+            const cm_scaled *psc = NULL;
+            if (sc) {
+                part.row_scale = sc->row_scale + i0;
+                part.col_scale = sc->col_scale;
+                part.out = sc->out + (ptrdiff_t)i0 * n;
+                psc = &part;
+            }
+            int32_t *pout = out ? out + (ptrdiff_t)i0 * n : NULL;
+            const uint8_t *pu = u + (ptrdiff_t)i0 * k;
+            if (R == 4)
+                group_block(pu, M, k, w, wsums, j, 4, pout, psc, n);
+            else if (R == 2)
+                group_block(pu, M, k, w, wsums, j, 2, pout, psc, n);
+            else
+                group_block(pu, M, k, w, wsums, j, 1, pout, psc, n);
+            i0 += M;
+        }
+        j += R;
+    }
+}
 
 static void product(const uint8_t *u, int m, int k, const int8_t *w, const int32_t *wsums, int n, int32_t *out,
                     const cm_scaled *sc, int threads)
@@ -187,11 +252,14 @@ static void product(const uint8_t *u, int m, int k, const int8_t *w, const int32
         int j0 = id * per < n ? id * per : n;
         int j1 = j0 + per < n ? j0 + per : n;
         if (j0 < j1) {
-            switch (m) {
-            CM_CASE(1) CM_CASE(2) CM_CASE(3) CM_CASE(4) CM_CASE(5) CM_CASE(6) CM_CASE(7) CM_CASE(8)
-            CM_CASE(9) CM_CASE(10) CM_CASE(11) CM_CASE(12) CM_CASE(13)
-            default: rows_range(u, 14, k, w, wsums, j0, j1, out, sc, n); break;
-            }
+            if (m > CM_SINGLE)
+                rows_grouped(u, m, k, w, wsums, j0, j1, out, sc, n);
+            else
+                switch (m) {
+                CM_CASE(1) CM_CASE(2) CM_CASE(3) CM_CASE(4) CM_CASE(5) CM_CASE(6) CM_CASE(7) CM_CASE(8)
+                CM_CASE(9) CM_CASE(10) CM_CASE(11) CM_CASE(12) CM_CASE(13)
+                default: rows_range(u, 14, k, w, wsums, j0, j1, out, sc, n); break;
+                }
         }
     }
 }

@@ -2,7 +2,7 @@
 
 torch's int8 kernels (``torch._int_mm``, ``aten._weight_int8pack_mm``) read weights at about 15 GB/s here, where
 the memory gives 22-30; a decode step reads every weight once for one row or a few, so it is bound by that rate.
-``gemv.c`` streams the weights at the memory's rate for up to :attr:`Kernel.max_rows` rows (14; see its header);
+``gemv.c`` streams the weights at the memory's rate for up to :attr:`Kernel.max_rows` rows (24; see its header);
 where the CPU has AMX and Linux grants it, its tile kernel takes products of :data:`AMX_MIN_ROWS` rows or more
 (:meth:`Kernel.gemm`): 53 ms against torch's 103 for 16 rows of every matrix of Qwen2.5-1.5B, 311 against 359 for
 256 (gemv.c's header). ``CALLMAYBE_KERNELS=vnni`` keeps the AVX-512 VNNI kernel alone (for comparisons).
