@@ -4,10 +4,11 @@ forward, side by side in one run (issue 33: one forward pass per step for all ro
 
 Each row holds the keys and values of a ``--context``-token prompt; a step feeds every row one token ("1
 each"), or one row ``--long`` tokens and the others one (a new row's prompt, or forced text, folded into the
-batch). Printed per row count: the best of ``--repeat`` steps for each, in ms, and the load average. Usage::
+batch). With ``--base N``, the context's first N tokens are a catalog prefix that every row shares (the server's
+case: the batch holds its keys and values once, ``Batch._share``); the "shared" column is that step. Printed per row count: the best of ``--repeat`` steps for each, in ms, and the load average. Usage::
 
     python bench/batch_step.py [--model smollm2-135m-instruct] [--dtype auto] [--rows 1,4,8,16] [--threads 1]
-        [--context 300] [--long 12] [--repeat 3] [--profile]
+        [--context 300] [--base 0] [--long 12] [--repeat 3] [--profile]
 
 ``--profile`` adds torch.profiler's table of the operators of one step at the largest row count.
 """
@@ -43,6 +44,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rows", default="1,4,8,16")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--context", type=int, default=300)
+    parser.add_argument("--base", type=int, default=0, help="leading context tokens all rows share")
     parser.add_argument("--long", type=int, default=12)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--profile", action="store_true")
@@ -57,12 +59,13 @@ def main(argv: list[str] | None = None) -> None:
     model = load_model(args.model, threads=args.threads, dtype=args.dtype).model
     _, past = forward(model, list(range(100, 100 + args.context)), None)
     kv = [(layer.keys.clone(), layer.values.clone()) for layer in past.layers]
+    base = tuple(range(100, 100 + args.base)) or None
 
-    def step_ms(rows: int, widths: list[int], own: bool, profile: bool = False) -> float:
+    def step_ms(rows: int, widths: list[int], own: bool, profile: bool = False, shared: bool = False) -> float:
         batch = Batch(model)
         batch.own_pass = own
         for w in widths:
-            batch.join(Started(_Fed(w), kv))
+            batch.join(Started(_Fed(w), kv, base=base if shared else None))
         try:
             batch.step()
         except TypeError:  # this project's int8/int4 model class has no transformers-style forward
@@ -79,16 +82,21 @@ def main(argv: list[str] | None = None) -> None:
         return min(times) * 1000
 
     print(f"{args.model} {args.dtype}, {args.threads} thread(s), {args.context}-token context per row")
-    print("| rows | 1 token each: own pass ms | transformers ms | one row {0} tokens: own pass ms | transformers ms |"
-          .format(args.long))
-    print("|---|---|---|---|---|")
+    shared = f"shared {args.base} ms | " if base else ""
+    print(f"| rows | 1 token each: own pass ms | {shared}transformers ms | one row {args.long} tokens: own pass ms "
+          f"| {shared}transformers ms |")
+    print("|---|---|---|---|---|" + ("---|---|" if base else ""))
     counts = [int(r) for r in args.rows.split(",") if r]
     for rows in counts:
-        ones, mixed = [1] * rows, [args.long] + [1] * (rows - 1)
-        print(f"| {rows} | {step_ms(rows, ones, True):.0f} | {step_ms(rows, ones, False):.0f} "
-              f"| {step_ms(rows, mixed, True):.0f} | {step_ms(rows, mixed, False):.0f} |", flush=True)
+        cells = []
+        for widths in ([1] * rows, [args.long] + [1] * (rows - 1)):
+            cells.append(f"{step_ms(rows, widths, True):.0f}")
+            if base:
+                cells.append(f"{step_ms(rows, widths, True, shared=True):.0f}")
+            cells.append(f"{step_ms(rows, widths, False):.0f}")
+        print(f"| {rows} | {' | '.join(cells)} |", flush=True)
     if args.profile:
-        step_ms(counts[-1], [1] * counts[-1], True, profile=True)
+        step_ms(counts[-1], [1] * counts[-1], True, profile=True, shared=bool(base))
     print(f"load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 

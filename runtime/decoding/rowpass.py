@@ -64,9 +64,29 @@ def runs(counts: list[int]) -> list[tuple[int, int, int]]:
     return out
 
 
+def _attend(grouped: torch.Tensor, scores: torch.Tensor, own_values: torch.Tensor, base_keys: torch.Tensor,
+            base_values: torch.Tensor, shared: torch.Tensor, scaling: float) -> torch.Tensor:
+    """Attention of a run's queries over the shared base and their rows' own slots, as one softmax over both:
+    (rows, kv_heads, q, head_dim) float32. ``grouped``: the queries (rows, kv_heads, q, head_dim); ``scores``:
+    their scaled, masked scores over their own slots (rows, kv_heads, q, slots); ``own_values`` (rows,
+    kv_heads, slots, head_dim); ``base_keys``/``base_values`` (kv_heads, base tokens, head_dim), the same for
+    every row; ``shared`` (rows, 1, 1, 1), 0 for a row that attends to the base and -inf for one that does not.
+    Every row's queries meet the base in one product per key/value head, (kv_heads, rows x q, head_dim) by
+    (kv_heads, head_dim, base tokens): the base is read once, not once per row."""
+    count, kv_heads, q, d = grouped.shape
+    size = base_keys.shape[1]
+    flat = grouped.transpose(0, 1).reshape(kv_heads, count * q, d)
+    on_base = torch.matmul(flat, base_keys.transpose(-1, -2)) * scaling  # (kv_heads, rows x q, base tokens)
+    on_base = on_base.view(kv_heads, count, q, size).transpose(0, 1) + shared
+    weights = torch.softmax(torch.cat([on_base, scores], dim=-1), dim=-1)
+    out = torch.matmul(weights[..., size:], own_values)
+    from_base = weights[..., :size].transpose(0, 1).reshape(kv_heads, count * q, size)
+    return out + torch.matmul(from_base, base_values).view(kv_heads, count, q, d).transpose(0, 1)
+
+
 def row_pass(decoder, ids: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor, positions: torch.Tensor,
              width: int, keys: list[torch.Tensor], values: list[torch.Tensor], used: int,
-             allowed: torch.Tensor, last: torch.Tensor) -> torch.Tensor:
+             allowed: torch.Tensor, last: torch.Tensor, base: tuple | None = None) -> torch.Tensor:
     """Feed the packed tokens ``ids`` through ``decoder`` and return the final hidden states of the packed
     tokens ``last`` (each row's last fed token; its draft's positions too, when it verifies one), shape
     (len(last), hidden), after the final norm.
@@ -75,8 +95,10 @@ def row_pass(decoder, ids: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor,
     the step (0 .. ``width`` - 1) and its position in its row's sequence. ``keys[l]``/``values[l]``: layer
     ``l``'s buffers (at least row count, kv_heads, ``used + width``, head_dim), written in place at slots
     ``used + cols``. ``allowed``: (row count, width, ``used + width``) bool, which slots each query of the
-    step attends to. ``last``: (n,) long, indices into the packed tokens, row by row. Raises
-    whatever the model's modules raise (out of memory)."""
+    step attends to. ``last``: (n,) long, indices into the packed tokens, row by row. ``base``: None, or the
+    keys and values that rows share before their own slots: (keys, values, shares), ``keys[l]``/``values[l]``
+    layer ``l``'s (kv_heads, base tokens, head_dim) in the buffers' dtype, ``shares`` (row count,) bool, the
+    rows that attend to them (:func:`_attend`). Raises whatever the model's modules raise (out of memory)."""
     count = allowed.shape[0]
     hidden = decoder.embed_tokens(ids[None])  # (1, tokens, hidden)
     cos, sin = decoder.rotary_emb(hidden, positions[None])  # (1, tokens, head_dim)
@@ -90,9 +112,13 @@ def row_pass(decoder, ids: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor,
     parts = []
     for first, end, w in runs(counts.tolist()):
         t0, t1 = (ends[first - 1] if first else 0), ends[end - 1]
+        shared = None  # (rows of the run, 1, 1, 1): 0 for a row that attends to the base, -inf for one that does not
+        if base is not None and bool(base[2][first:end].any()):
+            shared = torch.zeros(end - first, 1, 1, 1, dtype=torch.float32, device=ids.device).masked_fill_(
+                ~base[2][first:end, None, None, None], float("-inf"))
         parts.append((first, end, w, t0, t1, rows[t0:t1] - first, cols[t0:t1],
-                      bias[first:end, :, :, :w, :used + w]))
-    for layer, k_buf, v_buf in zip(decoder.layers, keys, values):
+                      bias[first:end, :, :, :w, :used + w], shared))
+    for i, (layer, k_buf, v_buf) in enumerate(zip(decoder.layers, keys, values)):
         attn = layer.self_attn
         d = attn.head_dim
         x = layer.input_layernorm(hidden)
@@ -106,7 +132,7 @@ def row_pass(decoder, ids: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor,
         heads, kv_heads = q.shape[1], k.shape[1]
         group = heads // kv_heads
         outs = []
-        for first, end, w, t0, t1, run_rows, run_cols, run_bias in parts:
+        for first, end, w, t0, t1, run_rows, run_cols, run_bias, shared in parts:
             n, slots = end - first, used + w
             padded = q.new_zeros(n, w, heads, d)
             padded[run_rows, run_cols] = q[t0:t1]
@@ -115,7 +141,12 @@ def row_pass(decoder, ids: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor,
                 n, kv_heads, group * w, d).float()
             scores = torch.matmul(grouped, k_buf[first:end, :, :slots].float().transpose(-1, -2)) * attn.scaling
             scores = (scores.view(n, kv_heads, group, w, slots) + run_bias).view(n, kv_heads, -1, slots)
-            out = torch.matmul(torch.softmax(scores, dim=-1), v_buf[first:end, :, :slots].float())
+            own_values = v_buf[first:end, :, :slots].float()
+            if shared is None:
+                out = torch.matmul(torch.softmax(scores, dim=-1), own_values)
+            else:
+                out = _attend(grouped, scores, own_values, base[0][i].float(), base[1][i].float(), shared,
+                              attn.scaling)
             out = out.view(n, kv_heads, group, w, d).permute(0, 3, 1, 2, 4).reshape(n, w, heads * d)
             outs.append(out[run_rows, run_cols])
         out = (outs[0] if len(outs) == 1 else torch.cat(outs)).to(q.dtype)

@@ -456,3 +456,84 @@ def test_attention_runs_pad_rows_feeding_one_token_apart_from_wider_rows():
     assert runs([3, 9, 1, 0, 1, 2]) == [(0, 2, 9), (2, 5, 1), (5, 6, 2)]
     assert runs([40]) == [(0, 1, 40)]
     assert runs([]) == []
+
+
+def with_base(model, chunks, prefix):
+    """A Fed row that joins after ``prefix`` (its catalog prefix, computed with its first chunk in one pass) and
+    says so (``Started.base``), as :func:`batch.start` leaves a row of a cached catalog."""
+    row = Fed([prefix + chunks[0]] + chunks[1:])
+    logits, past = forward(model, row.pending, None)
+    row.choose(logits)
+    return Started(row, [(layer.keys.clone(), layer.values.clone()) for layer in past.layers], base=tuple(prefix))
+
+
+def test_rows_of_one_catalog_prefix_share_its_keys_and_values_and_get_the_logits_they_get_alone(smollm2,
+                                                                                                 monkeypatch):
+    monkeypatch.setattr(batch_module, "REPACK_SLACK", 0)  # repack at every departure
+    model = smollm2.model
+    prefix = [1, 2, 3, 4, 5, 6, 7, 8]
+    first = [[20, 21, 22], [30], [31, 32], [33]]
+    second = [[40], [41], [42], [43], [44], [45]]
+    other = [[9, 9, 10, 11, 12], [50], [51], [52]]  # another prefix: its own slots hold all of it
+    late = [[60, 61], [62, 63, 64], [65]]
+    batch = Batch(model)
+    rows = [with_base(model, first, prefix), with_base(model, second, prefix), with_base(model, other, [9, 9])]
+    for r in rows:
+        batch.join(r)
+    # the first row's 8 prefix tokens are the base; the other base is refused while the first is in use
+    assert batch.base_ids == tuple(prefix) and batch.shares == [True, True, False]
+    assert batch.valid.sum(dim=1).tolist() == [3, 1, 7] and batch.slots == 7
+    assert batch.base_keys[0].shape[1] == 8
+    batch.step()
+    rows.append(with_base(model, late, prefix))
+    batch.join(rows[-1])
+    assert batch.shares == [True, True, False, True] and batch.lengths == [12, 10, 8, 10]
+    while len(batch):
+        batch.step()
+    for r, chunks in zip(rows, (first, second, other, late)):
+        base = list(r.base) if r.base != (9, 9) else [9, 9]
+        expected = alone(model, [base + chunks[0]] + chunks[1:])
+        assert len(r.row.seen) == len(expected)
+        for got, want in zip(r.row.seen, expected):
+            assert torch.allclose(got, want, atol=1e-4), (got - want).abs().max()
+
+
+def test_a_row_that_goes_back_into_the_shared_prefix_stops_sharing_it_and_the_others_go_on(smollm2):
+    model = smollm2.model
+    prefix = [1, 2, 3, 4, 5, 6, 7, 8]
+    # after [40], [41, 42] the row goes back to the prefix's first 5 tokens (a call's own prompt that shares
+    # only the template's header), then feeds [50, 51, 52] and [53]
+    back = Rewinds([prefix + [20, 21], [40], [41, 42], [50, 51, 52], [53]], at=3, keep=5)
+    logits, past = forward(model, back.pending, None)
+    back.choose(logits)
+    batch = Batch(model)
+    batch.join(Started(back, [(layer.keys.clone(), layer.values.clone()) for layer in past.layers],
+                       base=tuple(prefix)))
+    stays = with_base(model, [[30, 31], [32], [33], [34], [35]], prefix)
+    batch.join(stays)
+    for _ in range(3):
+        batch.step()
+    assert batch.shares == [False, True] and batch.lengths == [8, 13]
+    while len(batch):
+        batch.step()
+    straight = alone(model, [prefix[:5] + [50, 51, 52], [53]])
+    assert len(back.seen) == 5
+    for got, want in zip(back.seen[3:], straight):
+        assert torch.allclose(got, want, atol=1e-4), (got - want).abs().max()
+    for got, want in zip(stays.row.seen, alone(model, [prefix + [30, 31], [32], [33], [34], [35]])):
+        assert torch.allclose(got, want, atol=1e-4), (got - want).abs().max()
+
+
+def test_the_shared_prefix_changes_once_no_row_uses_it(smollm2):
+    model = smollm2.model
+    batch = Batch(model)
+    batch.join(with_base(model, [[20], [21]], [1, 2, 3]))
+    while len(batch):
+        batch.step()
+    late = with_base(model, [[30], [31]], [4, 5, 6, 7])
+    batch.join(late)
+    assert batch.base_ids == (4, 5, 6, 7) and batch.shares == [True] and batch.valid.sum().item() == 1
+    while len(batch):
+        batch.step()
+    for got, want in zip(late.row.seen, alone(model, [[4, 5, 6, 7, 30], [31]])):
+        assert torch.allclose(got, want, atol=1e-4), (got - want).abs().max()
