@@ -76,11 +76,15 @@ def test_speculation_in_a_batch_gives_the_same_calls_and_each_row_keeps_only_the
     # per row: the row (held so that its id is not reused by a later row) and the tokens its cache holds that
     # are neither call tokens nor pending
     held: dict[int, tuple[object, int]] = {}
+    sharing = []  # per step: how many rows share the catalog prefix's keys and values
 
     def checked(batch):
         done = step(batch)
+        sharing.append(sum(batch.shares))
         for b, row in enumerate(batch.rows):
-            assert batch.lengths[b] == int(batch.valid[b].sum())
+            # its tokens: those of the shared catalog prefix, when it shares it, and its own valid slots
+            shared = len(batch.base_ids) if batch.shares[b] else 0
+            assert batch.lengths[b] == shared + int(batch.valid[b].sum())
             prompt = batch.lengths[b] - len(row.matcher.tokens) + len(row.pending)
             assert held.setdefault(id(row), (row, prompt))[1] == prompt  # the prompt's, whatever was dropped
         return done
@@ -92,6 +96,7 @@ def test_speculation_in_a_batch_gives_the_same_calls_and_each_row_keeps_only_the
     # come with a draft: 88 drafted before, when the prompt went through a pass of its own (batch.start)
     assert (passes, drafted, taken) == (47, 99, 53)  # 65, 49, 18 before closing and healed drafts
     assert len(held) == len(REQUESTS)
+    assert max(sharing) == 4  # every row of a full batch on the shared prefix
 
 
 def test_engine_turns_are_the_same_with_and_without_speculation(runtime, functions):
