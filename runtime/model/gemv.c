@@ -266,6 +266,57 @@ static void product(const uint8_t *u, int m, int k, const int8_t *w, const int32
 
 #endif
 
+/* cm_rotate_quantize(x, bf16, m, k, block, q, step): the input side of a rotated int8 layer, in one pass.
+ * Each row of x (m, k) (bfloat16 as uint16 when bf16 is 1, else float32; contiguous) is multiplied by the
+ * block-diagonal matrix of normalized Sylvester-Hadamard blocks of order block (a power of two, 2 to 256,
+ * dividing k), then quantized per row: step[i] = max(absmax_i, 1e-12) / 127 (float32), q[i][t] = the rotated
+ * value / step[i], rounded to nearest even, as int8.
+ * The rotation is the fast Walsh-Hadamard transform (log2(block) stages of butterflies (a + b, a - b) between
+ * entries block/2, ..., 2, 1 apart, then one product by (float)(1 / sqrt(block))), the same operations in the
+ * same order as quant.walsh_hadamard, so the outputs are its bits: 8 additions per entry instead of the dense
+ * product's 256 multiply-adds. Returns 0, or -1 (nothing written) when block, k or m is out of range. */
+int cm_rotate_quantize(const void *x, int bf16, int m, int k, int block, float scale, int8_t *q, float *step)
+{
+    if (m < 0 || k < 1 || block < 2 || block > 256 || (block & (block - 1)) || k % block)
+        return -1;
+    float *row = malloc((size_t)k * sizeof(float));
+    if (!row)
+        return -1;
+    for (int i = 0; i < m; i++) {
+        if (bf16) {
+            const uint16_t *src = (const uint16_t *)x + (ptrdiff_t)i * k;
+            for (int t = 0; t < k; t++) {
+                uint32_t u = (uint32_t)src[t] << 16;
+                memcpy(row + t, &u, sizeof u);
+            }
+        } else {
+            memcpy(row, (const float *)x + (ptrdiff_t)i * k, (size_t)k * sizeof(float));
+        }
+        float amax = 0.0f;
+        for (int b0 = 0; b0 < k; b0 += block) {
+            float *y = row + b0;
+            for (int h = block / 2; h >= 1; h /= 2)
+                for (int s = 0; s < block; s += 2 * h)
+                    for (int j = s; j < s + h; j++) {
+                        float a = y[j], c = y[j + h];
+                        y[j] = a + c;
+                        y[j + h] = a - c;
+                    }
+            for (int j = 0; j < block; j++) {
+                y[j] *= scale;
+                float v = y[j] < 0 ? -y[j] : y[j];
+                amax = v > amax || v != v ? v : amax; /* a NaN wins, as torch's amax */
+            }
+        }
+        float st = (amax < 1e-12f ? 1e-12f : amax) / 127.0f;
+        step[i] = st;
+        for (int t = 0; t < k; t++)
+            q[(ptrdiff_t)i * k + t] = (int8_t)__builtin_rintf(row[t] / st);
+    }
+    free(row);
+    return 0;
+}
+
 /* wsums[j] = sum_t w[j][t] for w int8 (n, k) row-major: what cm_gemv_i8 needs, without a wider copy of w. */
 int cm_row_sums(const int8_t *w, int n, int k, int32_t *wsums, int threads)
 {

@@ -80,6 +80,28 @@ class Kernel:
                                       ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int]
         self._gemm_scaled.restype = ctypes.c_int
         self.amx = bool(amx and lib.cm_amx())
+        self._rotq = lib.cm_rotate_quantize
+        self._rotq.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int,
+                               ctypes.c_float, ctypes.c_void_p, ctypes.c_void_p]
+        self._rotq.restype = ctypes.c_int
+
+    def rotate_quantize(self, x: torch.Tensor, block: int, scale: float) -> tuple[torch.Tensor, torch.Tensor]:
+        """The rows of ``x`` (m, k), bfloat16 or float32, contiguous on the CPU, rotated by the fast
+        Walsh-Hadamard transform in blocks of ``block`` (a power of two, 2-256, dividing k) times ``scale``
+        (float32), and quantized per row: int8 (m, k) and the steps float32 (m, 1), bit for bit
+        :func:`~.quant.walsh_hadamard` followed by :func:`~.quant.quantized_input`'s rounding (gemv.c's
+        ``cm_rotate_quantize``). Raises ValueError on an input it does not take (callers check first)."""
+        m, k = x.shape
+        if (x.dtype not in (torch.bfloat16, torch.float32) or not x.is_contiguous() or x.device.type != "cpu"
+                or block < 2 or block > 256 or block & (block - 1) or k % block):
+            raise ValueError(f"rotate_quantize: x {tuple(x.shape)} {x.dtype}, block {block}: not an input this "
+                             "kernel takes")
+        q = torch.empty(m, k, dtype=torch.int8)
+        step = torch.empty(m, 1, dtype=torch.float32)
+        if self._rotq(x.data_ptr(), int(x.dtype == torch.bfloat16), m, k, block, scale, q.data_ptr(),
+                      step.data_ptr()) != 0:
+            raise ValueError(f"rotate_quantize: x {tuple(x.shape)}, block {block}: refused by the kernel")
+        return q, step
 
     def takes_gemm(self, m: int, k: int, n: int) -> bool:
         """Whether :meth:`gemm` takes an (m, k) by (n, k) product: AMX granted, m >= :data:`AMX_MIN_ROWS`, k a

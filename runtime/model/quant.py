@@ -82,6 +82,30 @@ def rotate(x: torch.Tensor, block: int) -> torch.Tensor:
     return (x.reshape(*x.shape[:-1], x.shape[-1] // block, block) @ hadamard(block)).reshape(x.shape)
 
 
+def walsh_hadamard(x: torch.Tensor, block: int) -> torch.Tensor:
+    """:func:`rotate` by the fast Walsh-Hadamard transform: ``x`` (..., k) float32 in blocks of ``block`` (a
+    power of two dividing k), log2(block) stages of butterflies ``(a + b, a - b)`` between entries block/2, ...,
+    2, 1 apart, then one product by :func:`hadamard_scale`: (..., k) float32, the same values as :func:`rotate`
+    up to float32 rounding (8 additions per entry of a 256 block instead of 256 multiply-adds), and the same
+    bits as gemv.c's ``cm_rotate_quantize`` (the same operations in the same order). Source: the Sylvester
+    construction H_2n = [[H_n, H_n], [H_n, -H_n]] applied one factor at a time (Fino and Algazi, 1976)."""
+    shape = x.shape
+    y = x.float().reshape(-1, block)
+    h = block // 2
+    while h >= 1:
+        y = y.view(-1, block // (2 * h), 2, h)
+        a, b = y[:, :, 0], y[:, :, 1]
+        y = torch.stack((a + b, a - b), dim=2).view(-1, block)
+        h //= 2
+    return y.mul_(hadamard_scale(block)).view(shape)
+
+
+def hadamard_scale(block: int) -> float:
+    """The normalization of a Hadamard block of order ``block``, 1 / sqrt(block), as the float32 value both the
+    torch and the C transform multiply by."""
+    return float(torch.tensor(1.0 / math.sqrt(block), dtype=torch.float32))
+
+
 _last_input = threading.local()
 
 
@@ -96,9 +120,13 @@ def quantized_input(x: torch.Tensor, block: int) -> tuple[torch.Tensor, torch.Te
     if last is not None and last[0] is x and last[1] == version and last[2] == block:
         return last[3], last[4]
     rows = x.reshape(-1, x.shape[-1])
-    rows = rotate(rows, block) if block > 1 else rows.float().clone()  # a new tensor: divided in place below
-    step = rows.abs().amax(dim=1, keepdim=True).clamp_(min=1e-12).div_(127)
-    q = rows.div_(step).round_().to(torch.int8)
+    kernel = native.kernel() if rows.device.type == "cpu" and block > 1 else None
+    if kernel is not None and rows.dtype in (torch.bfloat16, torch.float32) and block <= 256:
+        q, step = kernel.rotate_quantize(rows.contiguous(), block, hadamard_scale(block))
+    else:
+        rows = walsh_hadamard(rows, block) if block > 1 else rows.float().clone()  # new: divided in place below
+        step = rows.abs().amax(dim=1, keepdim=True).clamp_(min=1e-12).div_(127)
+        q = rows.div_(step).round_().to(torch.int8)
     _last_input.entry = (x, version, block, q, step)
     return q, step
 

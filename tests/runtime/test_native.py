@@ -10,7 +10,7 @@ import pytest
 import torch
 from torch import nn
 
-from callmaybe.runtime.model import native
+from callmaybe.runtime.model import native, quant
 from callmaybe.runtime.model.quant import Int8Linear
 
 needs_cc = pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler (cc) on this machine")
@@ -135,3 +135,35 @@ def test_scales_that_do_not_fit_are_refused(kernel):
         with pytest.raises(ValueError, match=r"^gemv: x \(2, 64\) torch.int8, w \(4, 64\) torch.int8, wsums \(4,\) "
                                              r"torch.int32: not a product this kernel takes$"):
             kernel.gemv(x, w, sums, row_scale, col_scale)
+
+
+@needs_cc
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+def test_rotate_quantize_gives_the_bits_of_torchs_transform_and_rounding(kernel, dtype):
+    """cm_rotate_quantize against quant.walsh_hadamard followed by the per-row quantization in torch, every
+    block from 2 to 256 (the inexact scales of 2, 8, 32, 128 included), outlier channels, a zero row (step 1e-12 /
+    127): equal bits; values half-way round to even."""
+    gen = torch.Generator().manual_seed(5)
+    for block in (2, 4, 8, 16, 32, 64, 128, 256):
+        x = torch.randn(6, 1536, generator=gen) * torch.rand(6, 1536, generator=gen) ** 6 * 50
+        x[1] = 0
+        x[2, 7] = 3000.0
+        x = x.to(dtype)
+        q, step = kernel.rotate_quantize(x, block, quant.hadamard_scale(block))
+        rows = quant.walsh_hadamard(x, block)
+        want_step = rows.abs().amax(dim=1, keepdim=True).clamp_(min=1e-12).div_(127)
+        want_q = rows.div(want_step).round_().to(torch.int8)
+        assert q.dtype == torch.int8 and step.dtype == torch.float32 and step.shape == (6, 1)
+        assert torch.equal(q, want_q) and torch.equal(step.view(torch.int32), want_step.view(torch.int32)), block
+    # rotated by the 4-block: exactly [127, 2.5, -0.5, 1.5], step 1: ties go to even
+    x = torch.tensor([[65.25, 61.25, 64.25, 63.25]])
+    q, step = kernel.rotate_quantize(x, 4, quant.hadamard_scale(4))
+    assert q.tolist() == [[127, 2, 0, 2]] and step.tolist() == [[1.0]]
+
+
+@needs_cc
+def test_rotate_quantize_refuses_what_it_does_not_take(kernel):
+    for x, block in [(torch.zeros(2, 64, dtype=torch.float16), 64), (torch.zeros(2, 96), 64),
+                     (torch.zeros(2, 512), 512), (torch.zeros(2, 96), 3), (torch.zeros(4, 64)[:, ::2], 32)]:
+        with pytest.raises(ValueError, match="rotate_quantize: .* not an input this kernel takes"):
+            kernel.rotate_quantize(x, block, 1.0)

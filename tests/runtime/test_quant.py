@@ -32,6 +32,10 @@ def test_rotation_blocks_and_the_hadamard_matrix():
     assert torch.allclose(rotate(rotate(x, 4), 4), x, atol=1e-6)
     assert torch.allclose(rotate(x, 4)[..., 4:8], x[..., 4:8] @ h, atol=1e-6)  # block-diagonal: block by block
     assert torch.equal(rotate(x, 1), x)
+    for block in (2, 4, 128, 256):  # the fast transform: the dense product's values up to float32 rounding
+        y = torch.randn(3, 512) * 10
+        assert torch.allclose(quant.walsh_hadamard(y, block), rotate(y, block), atol=1e-4)
+    assert quant.walsh_hadamard(torch.tensor([[1.0, 2.0, 3.0, 4.0]]), 4).tolist() == [[5.0, -1.0, -2.0, 0.0]]
 
 
 def test_a_rotated_layer_stores_the_rotated_weights_and_computes_the_product():
@@ -181,13 +185,24 @@ def test_layers_reading_one_input_share_its_quantization_until_it_changes():
     q1, step1 = quant.quantized_input(x, 64)
     q2, step2 = quant.quantized_input(x, 64)
     assert q2 is q1 and step2 is step1
-    assert torch.equal(q1, (rotate(x, 64) / step1).round().to(torch.int8))
+    assert torch.equal(q1, (quant.walsh_hadamard(x, 64) / step1).round().to(torch.int8))
     assert torch.allclose(step1[:, 0], rotate(x, 64).abs().amax(1) / 127)
     assert quant.quantized_input(x.clone(), 64)[0] is not q1  # another tensor
     assert quant.quantized_input(x, 32)[0] is not q1  # another block
     x.mul_(2)
     q3, step3 = quant.quantized_input(x, 64)
     assert q3 is not q1 and torch.allclose(step3, 2 * step1)
+
+
+@pytest.mark.parametrize("with_kernel", [True, False])
+def test_the_input_quantization_rounds_half_to_even_with_and_without_the_kernel(monkeypatch, with_kernel):
+    """[65.25, 61.25, 64.25, 63.25] rotated by the 4-block is exactly [127, 2.5, -0.5, 1.5] (step 1)."""
+    if not with_kernel:
+        monkeypatch.setattr(quant.native, "kernel", lambda: None)
+    elif quant.native.kernel() is None:
+        pytest.skip("the native kernel is unavailable here")
+    q, step = quant.quantized_input(torch.tensor([[65.25, 61.25, 64.25, 63.25]]), 4)
+    assert q.tolist() == [[127, 2, 0, 2]] and step.tolist() == [[1.0]]
 
 
 def test_an_odd_width_an_empty_input_and_scales_changed_in_place():
