@@ -275,6 +275,49 @@ static void product(const uint8_t *u, int m, int k, const int8_t *w, const int32
  * entries block/2, ..., 2, 1 apart, then one product by (float)(1 / sqrt(block))), the same operations in the
  * same order as quant.walsh_hadamard, so the outputs are its bits: 8 additions per entry instead of the dense
  * product's 256 multiply-adds. Returns 0, or -1 (nothing written) when block, k or m is out of range. */
+#if CM_VNNI
+/* One 256-entry block y (16 vectors) through the transform's eight stages, then times scale; returns the
+ * largest |value| of the block (a NaN propagated). Stages 128 .. 16 apart pair whole vectors; 8 .. 1 apart pair
+ * lanes of one vector: s is the vector with each lane's partner, the lower lane of a pair takes x + s = a + b,
+ * the upper s - x = a - b (the scalar loop's operations, exactly). */
+static inline float fwht256(__m512 *v, float scale)
+{
+    for (int h = 8; h >= 1; h /= 2)
+        for (int s = 0; s < 16; s += 2 * h)
+            for (int j = s; j < s + h; j++) {
+                __m512 a = v[j], b = v[j + h];
+                v[j] = _mm512_add_ps(a, b);
+                v[j + h] = _mm512_sub_ps(a, b);
+            }
+    const __m512i p8 = _mm512_setr_epi32(8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7);
+    const __m512i p4 = _mm512_setr_epi32(4, 5, 6, 7, 0, 1, 2, 3, 12, 13, 14, 15, 8, 9, 10, 11);
+    const __m512i p2 = _mm512_setr_epi32(2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13);
+    const __m512i p1 = _mm512_setr_epi32(1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14);
+    const __m512i perm[4] = {p8, p4, p2, p1};
+    const __mmask16 upper[4] = {0xff00, 0xf0f0, 0xcccc, 0xaaaa};
+    const __m512 sc = _mm512_set1_ps(scale);
+    __m512 amax = _mm512_setzero_ps();
+    for (int i = 0; i < 16; i++) {
+        __m512 x = v[i];
+        for (int st = 0; st < 4; st++) {
+            __m512 partner = _mm512_permutexvar_ps(perm[st], x);
+            x = _mm512_mask_blend_ps(upper[st], _mm512_add_ps(x, partner), _mm512_sub_ps(partner, x));
+        }
+        x = _mm512_mul_ps(x, sc);
+        v[i] = x;
+        __m512 mag = _mm512_abs_ps(x);
+        /* max that keeps a NaN: where mag is NaN (unordered with itself) take it */
+        amax = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(mag, mag, _CMP_UNORD_Q), _mm512_max_ps(amax, mag), mag);
+    }
+    float out = 0.0f;
+    float lanes[16];
+    _mm512_storeu_ps(lanes, amax);
+    for (int i = 0; i < 16; i++)
+        out = lanes[i] > out || lanes[i] != lanes[i] ? lanes[i] : out;
+    return out;
+}
+#endif
+
 int cm_rotate_quantize(const void *x, int bf16, int m, int k, int block, float scale, int8_t *q, float *step)
 {
     if (m < 0 || k < 1 || block < 2 || block > 256 || (block & (block - 1)) || k % block)
@@ -295,6 +338,18 @@ int cm_rotate_quantize(const void *x, int bf16, int m, int k, int block, float s
         float amax = 0.0f;
         for (int b0 = 0; b0 < k; b0 += block) {
             float *y = row + b0;
+#if CM_VNNI
+            if (block == 256) {
+                __m512 v[16];
+                for (int j = 0; j < 16; j++)
+                    v[j] = _mm512_loadu_ps(y + 16 * j);
+                float a = fwht256(v, scale);
+                for (int j = 0; j < 16; j++)
+                    _mm512_storeu_ps(y + 16 * j, v[j]);
+                amax = a > amax || a != a ? a : amax;
+                continue;
+            }
+#endif
             for (int h = block / 2; h >= 1; h /= 2)
                 for (int s = 0; s < block; s += 2 * h)
                     for (int j = s; j < s + h; j++) {
@@ -310,7 +365,16 @@ int cm_rotate_quantize(const void *x, int bf16, int m, int k, int block, float s
         }
         float st = (amax < 1e-12f ? 1e-12f : amax) / 127.0f;
         step[i] = st;
-        for (int t = 0; t < k; t++)
+        int t = 0;
+#if CM_VNNI
+        const __m512 vst = _mm512_set1_ps(st);
+        for (; t + 16 <= k; t += 16) {
+            __m512 r = _mm512_roundscale_ps(_mm512_div_ps(_mm512_loadu_ps(row + t), vst),
+                                            _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+            _mm_storeu_si128((__m128i *)(q + (ptrdiff_t)i * k + t), _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(r)));
+        }
+#endif
+        for (; t < k; t++)
             q[(ptrdiff_t)i * k + t] = (int8_t)__builtin_rintf(row[t] / st);
     }
     free(row);
