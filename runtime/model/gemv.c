@@ -381,6 +381,44 @@ int cm_rotate_quantize(const void *x, int bf16, int m, int k, int block, float s
     return 0;
 }
 
+/* cm_scale_sums(sums, m, n, row_scale, col_scale, out16, threads): the scaled epilogue (cm_scaled) over int32
+ * sums computed elsewhere (torch._int_mm's, for products wider than these kernels take): out16[i][j] =
+ * bfloat16((float)sums[i][j] * row_scale[i] * col_scale[j]), the same bits as put(), in one pass instead of
+ * torch's four (sums.float().mul_(row_scale).mul_(col_scale).to(torch.bfloat16)). Returns 0, or -1 when m or
+ * n is negative. */
+int cm_scale_sums(const int32_t *sums, int m, int n, const float *row_scale, const float *col_scale,
+                  uint16_t *out16, int threads)
+{
+    if (m < 0 || n < 0)
+        return -1;
+    if (threads < 1)
+        threads = 1;
+    #pragma omp parallel for schedule(static) num_threads(threads)
+    for (int i = 0; i < m; i++) {
+        const int32_t *s = sums + (ptrdiff_t)i * n;
+        uint16_t *o = out16 + (ptrdiff_t)i * n;
+        float r = row_scale[i];
+        int j = 0;
+#if CM_VNNI
+        const __m512 vr = _mm512_set1_ps(r);
+        const __m512i round = _mm512_set1_epi32(0x7fff), one = _mm512_set1_epi32(1);
+        const __m512i nan = _mm512_set1_epi32(0xffff);
+        for (; j + 16 <= n; j += 16) {
+            __m512 f = _mm512_mul_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_loadu_si512((const void *)(s + j))), vr),
+                                     _mm512_loadu_ps(col_scale + j));
+            __m512i u = _mm512_castps_si512(f);
+            __m512i b = _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(u, round),
+                                                           _mm512_and_si512(_mm512_srli_epi32(u, 16), one)), 16);
+            b = _mm512_mask_mov_epi32(b, _mm512_cmp_ps_mask(f, f, _CMP_UNORD_Q), nan);
+            _mm256_storeu_si256((__m256i *)(o + j), _mm512_cvtepi32_epi16(b));
+        }
+#endif
+        for (; j < n; j++)
+            o[j] = bf16_of(((float)s[j] * r) * col_scale[j]);
+    }
+    return 0;
+}
+
 /* wsums[j] = sum_t w[j][t] for w int8 (n, k) row-major: what cm_gemv_i8 needs, without a wider copy of w. */
 int cm_row_sums(const int8_t *w, int n, int k, int32_t *wsums, int threads)
 {

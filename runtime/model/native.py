@@ -80,10 +80,28 @@ class Kernel:
                                       ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int]
         self._gemm_scaled.restype = ctypes.c_int
         self.amx = bool(amx and lib.cm_amx())
+        self._scale_sums = lib.cm_scale_sums
+        self._scale_sums.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p,
+                                     ctypes.c_void_p, ctypes.c_int]
+        self._scale_sums.restype = ctypes.c_int
         self._rotq = lib.cm_rotate_quantize
         self._rotq.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int,
                                ctypes.c_float, ctypes.c_void_p, ctypes.c_void_p]
         self._rotq.restype = ctypes.c_int
+
+    def scale_sums(self, sums: torch.Tensor, row_scale: torch.Tensor, col_scale: torch.Tensor) -> torch.Tensor:
+        """The scaled epilogue over int32 ``sums`` (m, n) made elsewhere (``torch._int_mm``'s): bfloat16 (m, n), bit
+        for bit ``sums.float().mul_(row_scale).mul_(col_scale).to(torch.bfloat16)`` (:func:`_scaled_check`'s
+        scales), in one pass (gemv.c's ``cm_scale_sums``). Raises ValueError on inputs it does not take."""
+        m, n = sums.shape
+        if (sums.dtype != torch.int32 or not sums.is_contiguous() or sums.device.type != "cpu"
+                or row_scale is None or not _scaled_check(row_scale, col_scale, m, n)):
+            raise ValueError(f"scale_sums: sums {tuple(sums.shape)} {sums.dtype}: not an input this kernel takes")
+        out = torch.empty(m, n, dtype=torch.bfloat16)
+        if self._scale_sums(sums.data_ptr(), m, n, row_scale.data_ptr(), col_scale.data_ptr(), out.data_ptr(),
+                            torch.get_num_threads()) != 0:
+            raise ValueError(f"scale_sums: sums {tuple(sums.shape)}: refused by the kernel")
+        return out
 
     def rotate_quantize(self, x: torch.Tensor, block: int, scale: float) -> tuple[torch.Tensor, torch.Tensor]:
         """The rows of ``x`` (m, k), bfloat16 or float32, contiguous on the CPU, rotated by the fast

@@ -245,7 +245,11 @@ class Int8Linear(nn.Module):
             if 1 <= q.shape[0] <= kernel.max_rows and q.shape[1] <= native.MAX_K:
                 return kernel.gemv(q.contiguous(), self.weight_int8, self._row_sums(kernel), step, scale)
         sums = torch._int_mm(q, self.weight_int8.t())
-        return sums if step is None else sums.float().mul_(step).mul_(scale).to(torch.bfloat16)
+        if step is None:
+            return sums
+        if kernel is not None and step.is_contiguous():
+            return kernel.scale_sums(sums, step, scale)  # one pass, not four
+        return sums.float().mul_(step).mul_(scale).to(torch.bfloat16)
 
     def _row_sums(self, kernel: native.Kernel) -> torch.Tensor:
         """The sums of ``weight_int8``'s rows, int32 (out,) (:meth:`.native.Kernel.row_sums`), made at the first
