@@ -21,6 +21,10 @@ included (:func:`enter` with ``fold``: the row joins with the part of the catalo
 fed a chunk per step while other rows decode (:meth:`Batch._allot`), and the catalog prefix, once fed, goes to
 the prefix cache for the next request.
 
+Rows that start with the same cached catalog prefix (:attr:`Started.base`) share its keys and values: the
+batch holds them once (``base_keys``/``base_values``), each such row only what follows them, and the
+attention reads them once per step for all rows (:meth:`Batch._share`, :func:`~.rowpass.row_pass`).
+
 This is continuous batching in the sense of Orca (Yu et al., OSDI 2022: rows join and leave between
 iterations) with a padded cache instead of paged attention.
 """

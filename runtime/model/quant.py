@@ -14,7 +14,8 @@ input row quantizes to int8 per row (absmax / 127) with little loss, and the pro
 kernel: :mod:`.native`'s up to its rows (a decode step's one row or few, at the memory's rate), else torch's
 (``torch._int_mm``, oneDNN); both give the same int32 sums. The idea is QuaRot's (Ashkboos et al. 2024, "QuaRot:
 Outlier-Free 4-Bit Inference in Rotated LLMs"), with block rotations computed on the fly instead of folded
-into the neighbouring layers. Layers whose input width has no power-of-two factor above 1, and a tied output
+into the neighbouring layers: the inputs' by the fast Walsh-Hadamard transform fused with their quantization
+(:func:`walsh_hadamard`, gemv.c's ``cm_rotate_quantize``), the weights' by the dense product at conversion. Layers whose input width has no power-of-two factor above 1, and a tied output
 layer, keep bfloat16 activations: up to ``SPLIT_ROWS`` rows, the int8 x int8 kernel with each row split into
 two int8 rows (the products of torch's int8 x bfloat16 kernel to bfloat16's last rounding), the dequantized
 layer beyond (and for an input width that is not a multiple of 8).
