@@ -57,8 +57,9 @@ class Kernel:
     """The loaded library: :meth:`gemv` and the most rows one call takes (:attr:`max_rows`); :meth:`gemm` where
     :attr:`amx` (the CPU has AMX, Linux granted it, and ``CALLMAYBE_KERNELS`` is not ``vnni``)."""
 
-    def __init__(self, lib: ctypes.CDLL, path: Path, amx: bool = True):
+    def __init__(self, lib: ctypes.CDLL, path: Path, amx: bool = True, products: bool = True):
         self.path = path
+        self.products = products  # False: built without AVX-512 VNNI, only rotate_quantize is used
         self._fn = lib.cm_gemv_i8
         self._fn.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p,
                              ctypes.c_int, ctypes.c_void_p, ctypes.c_int]
@@ -282,8 +283,16 @@ def build(folder: Path | None = None) -> Path:
 
 
 def kernel() -> Kernel | None:
-    """The kernel, built and loaded at the first call (1-3 s to compile), or None where it is unavailable (see
-    the module docstring; the reason is logged once). Never raises."""
+    """The kernel for int8 products, built and loaded at the first call (1-3 s to compile), or None where it is
+    unavailable (see the module docstring; the reason is logged once). Never raises."""
+    loaded = rotation()
+    return loaded if loaded is not None and loaded.products else None
+
+
+def rotation() -> Kernel | None:
+    """The library for :meth:`Kernel.rotate_quantize` alone: :func:`kernel`'s, or, where it was built without
+    AVX-512 VNNI (its products slower than torch's), the same library for its rotation (plain C, still 3-10x
+    fewer operations than torch's); None where it could not be built or ``CALLMAYBE_KERNELS=torch``."""
     if _loaded:
         return _loaded[0]
     with _lock:
@@ -309,7 +318,8 @@ def kernel() -> Kernel | None:
                             stale.unlink()
                     raise
                 if simd != 1:
-                    log.info("int8 kernel: %s has no AVX-512 VNNI; torch's kernels used", path)
+                    log.info("int8 kernel: %s has no AVX-512 VNNI; torch's kernels used for products", path)
+                    loaded = Kernel(lib, path, amx=False, products=False)
                 else:
                     loaded = Kernel(lib, path, amx=choice != "vnni")
                     if not loaded.amx:

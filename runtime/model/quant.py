@@ -16,8 +16,9 @@ kernel: :mod:`.native`'s up to its rows (a decode step's one row or few, at the 
 Outlier-Free 4-Bit Inference in Rotated LLMs"), with block rotations computed on the fly instead of folded
 into the neighbouring layers: the inputs' by the fast Walsh-Hadamard transform fused with their quantization
 (:func:`walsh_hadamard`, gemv.c's ``cm_rotate_quantize``), the weights' by the dense product at conversion
-(the two differ by float32 rounding). Without the native kernel the transform runs in torch, the same bits but
-more operators: on one core 0.12 against the dense product's 0.03 ms for one row of 1,536, even from 16 rows.
+(the two differ by float32 rounding). A library built without AVX-512 VNNI still runs the transform, in plain C
+(:func:`.native.rotation`); without any (no compiler, ``CALLMAYBE_KERNELS=torch``) it runs in torch, the same
+bits but more operators: on one core 0.12 against the dense product's 0.03 ms for one row of 1,536.
 Layers whose input width has no power-of-two factor above 1, and a tied output layer, keep bfloat16
 activations: up to ``SPLIT_ROWS`` rows, the int8 x int8 kernel with each row split into two int8 rows (the
 products of torch's int8 x bfloat16 kernel to bfloat16's last rounding), the dequantized layer beyond (and for
@@ -124,7 +125,7 @@ def quantized_input(x: torch.Tensor, block: int) -> tuple[torch.Tensor, torch.Te
     if last is not None and last[0] is x and last[1] == version and last[2] == block:
         return last[3], last[4]
     rows = x.reshape(-1, x.shape[-1])
-    kernel = native.kernel() if rows.device.type == "cpu" and block > 1 else None
+    kernel = native.rotation() if rows.device.type == "cpu" and block > 1 else None
     if kernel is not None and rows.dtype in (torch.bfloat16, torch.float32) and block <= 256:
         q, step = kernel.rotate_quantize(rows.contiguous(), block, hadamard_scale(block))
     else:

@@ -167,3 +167,26 @@ def test_rotate_quantize_refuses_what_it_does_not_take(kernel):
                      (torch.zeros(2, 512), 512), (torch.zeros(2, 96), 3), (torch.zeros(4, 64)[:, ::2], 32)]:
         with pytest.raises(ValueError, match="rotate_quantize: .* not an input this kernel takes"):
             kernel.rotate_quantize(x, block, 1.0)
+
+
+@needs_cc
+def test_a_library_without_vnni_still_rotates_and_quantizes_to_the_same_bits(fresh, monkeypatch):
+    """Built without AVX-512 VNNI (an AVX2 machine): no products (torch's), but the plain C transform for the
+    inputs, the same bits as torch's transform; a rotated layer gives the same outputs with it and without any
+    library."""
+    monkeypatch.setenv("CC", "cc -mno-avx512vnni")
+    assert native.kernel() is None
+    plain = native.rotation()
+    assert plain is not None and plain.products is False
+    gen = torch.Generator().manual_seed(9)
+    x = torch.randn(3, 1536, generator=gen) * 20
+    for block in (4, 256):
+        q, step = plain.rotate_quantize(x, block, quant.hadamard_scale(block))
+        rows = quant.walsh_hadamard(x, block)
+        want_step = rows.abs().amax(dim=1, keepdim=True).clamp_(min=1e-12).div_(127)
+        assert torch.equal(q, rows.div(want_step).round_().to(torch.int8)) and torch.equal(step, want_step)
+    layer = Int8Linear.from_linear(nn.Linear(512, 64), rotated=True)
+    y = torch.randn(2, 512, generator=gen)
+    with_plain = layer(y)
+    monkeypatch.setattr(native, "_loaded", [None])
+    assert torch.equal(with_plain, layer(y))
