@@ -109,7 +109,8 @@ class Kernel:
         Walsh-Hadamard transform in blocks of ``block`` (a power of two, 2-256, dividing k) times ``scale``
         (float32), and quantized per row: int8 (m, k) and the steps float32 (m, 1), bit for bit
         :func:`~.quant.walsh_hadamard` followed by :func:`~.quant.quantized_input`'s rounding (gemv.c's
-        ``cm_rotate_quantize``). Raises ValueError on an input it does not take (callers check first)."""
+        ``cm_rotate_quantize``) for finite values (a row holding NaN or infinity, or overflowing to it, has a
+        NaN or infinite step and meaningless int8 values, which differ from torch's). Raises ValueError on an input it does not take (callers check first)."""
         m, k = x.shape
         if (x.dtype not in (torch.bfloat16, torch.float32) or not x.is_contiguous() or x.device.type != "cpu"
                 or block < 2 or block > 256 or block & (block - 1) or k % block):
