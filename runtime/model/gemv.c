@@ -79,7 +79,7 @@
 
 #define CM_BLOCK_ROWS 14 /* the most rows of x one pass over a weight row takes (the accumulators' registers) */
 #ifndef CM_GROUP
-#define CM_GROUP 8 /* beyond CM_BLOCK_ROWS rows, the rows of x go in groups of at most this many */
+#define CM_GROUP 8 /* beyond CM_SINGLE rows, the rows of x go in groups of at most this many */
 #endif
 #ifndef CM_SINGLE
 #define CM_SINGLE 8 /* up to this many rows, one pass over each weight row takes them all */
@@ -192,7 +192,7 @@ rows_range(const uint8_t *restrict u, int M, int k, const int8_t *restrict w, co
 #define CM_CASE(M) case M: rows_range(u, M, k, w, wsums, j0, j1, out, sc, n); break;
 #define CM_GROUP_CASE(M) case M: rows_block(u, M, k, w, wsums, j, R, out, sc, n); break;
 
-/* rows_block for M rows, 1 <= M <= 12, R weight rows (1 or 2; constants once inlined) */
+/* rows_block for M rows, 1 <= M <= 12, R weight rows (1, 2 or 4; constants once inlined) */
 static inline __attribute__((always_inline)) void
 group_block(const uint8_t *restrict u, int M, int k, const int8_t *restrict w, const int32_t *restrict wsums,
             int j, int R, int32_t *restrict out, const cm_scaled *sc, int n)
@@ -204,9 +204,9 @@ group_block(const uint8_t *restrict u, int M, int k, const int8_t *restrict w, c
     }
 }
 
-/* Weight rows j0 .. j1-1 against m > CM_BLOCK_ROWS rows of u: two weight rows at a time, against each group of
- * rows of u in turn (groups of at most CM_GROUP, their sizes as equal as can be), so that the two rows are read
- * from memory once and from the cache for the other groups. */
+/* Weight rows j0 .. j1-1 against m > CM_SINGLE rows of u: two weight rows at a time (four when the groups hold at
+ * most 5 rows), against each group of rows of u in turn (groups of at most CM_GROUP, their sizes as equal as can
+ * be), so that the weight rows are read from memory once and from the cache for the other groups. */
 static void rows_grouped(const uint8_t *u, int m, int k, const int8_t *w, const int32_t *wsums, int j0, int j1,
                          int32_t *out, const cm_scaled *sc, int n)
 {
