@@ -53,6 +53,15 @@ _lock = threading.Lock()
 _loaded: list = []  # [] not tried yet; [None] unavailable; [Kernel] loaded
 
 
+def _bind(lib: ctypes.CDLL, name: str, *argtypes):
+    """``lib``'s function ``name`` with its argument types; every entry point of gemv.c returns an int status.
+    Raises AttributeError where the library lacks it."""
+    fn = getattr(lib, name)
+    fn.argtypes = list(argtypes)
+    fn.restype = ctypes.c_int
+    return fn
+
+
 class Kernel:
     """The loaded library: :meth:`gemv` and the most rows one call takes (:attr:`max_rows`); :meth:`gemm` where
     :attr:`amx` (the CPU has AMX, Linux granted it, and ``CALLMAYBE_KERNELS`` is not ``vnni``)."""
@@ -60,35 +69,16 @@ class Kernel:
     def __init__(self, lib: ctypes.CDLL, path: Path, amx: bool = True, products: bool = True):
         self.path = path
         self.products = products  # False: built without AVX-512 VNNI, only rotate_quantize is used
-        self._fn = lib.cm_gemv_i8
-        self._fn.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p,
-                             ctypes.c_int, ctypes.c_void_p, ctypes.c_int]
-        self._fn.restype = ctypes.c_int
+        ptr, int_, float_ = ctypes.c_void_p, ctypes.c_int, ctypes.c_float
+        self._fn = _bind(lib, "cm_gemv_i8", ptr, int_, int_, ptr, ptr, int_, ptr, int_)
         self.max_rows = int(lib.cm_max_rows())
-        self._sums = lib.cm_row_sums
-        self._sums.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_void_p, ctypes.c_int]
-        self._sums.restype = ctypes.c_int
-        self._gemm = lib.cm_gemm_i8
-        self._gemm.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_void_p, ctypes.c_int,
-                               ctypes.c_void_p, ctypes.c_int]
-        self._gemm.restype = ctypes.c_int
-        self._gemv_scaled = lib.cm_gemv_i8_scaled
-        self._gemv_scaled.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p,
-                                      ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int]
-        self._gemv_scaled.restype = ctypes.c_int
-        self._gemm_scaled = lib.cm_gemm_i8_scaled
-        self._gemm_scaled.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_void_p, ctypes.c_int,
-                                      ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int]
-        self._gemm_scaled.restype = ctypes.c_int
+        self._sums = _bind(lib, "cm_row_sums", ptr, int_, int_, ptr, int_)
+        self._gemm = _bind(lib, "cm_gemm_i8", ptr, int_, int_, ptr, int_, ptr, int_)
+        self._gemv_scaled = _bind(lib, "cm_gemv_i8_scaled", ptr, int_, int_, ptr, ptr, int_, ptr, ptr, ptr, int_)
+        self._gemm_scaled = _bind(lib, "cm_gemm_i8_scaled", ptr, int_, int_, ptr, int_, ptr, ptr, ptr, int_)
         self.amx = bool(amx and lib.cm_amx())
-        self._scale_sums = lib.cm_scale_sums
-        self._scale_sums.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p,
-                                     ctypes.c_void_p, ctypes.c_int]
-        self._scale_sums.restype = ctypes.c_int
-        self._rotq = lib.cm_rotate_quantize
-        self._rotq.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int,
-                               ctypes.c_float, ctypes.c_void_p, ctypes.c_void_p]
-        self._rotq.restype = ctypes.c_int
+        self._scale_sums = _bind(lib, "cm_scale_sums", ptr, int_, int_, ptr, ptr, ptr, int_)
+        self._rotq = _bind(lib, "cm_rotate_quantize", ptr, int_, int_, int_, int_, float_, ptr, ptr)
 
     def scale_sums(self, sums: torch.Tensor, row_scale: torch.Tensor, col_scale: torch.Tensor) -> torch.Tensor:
         """The scaled epilogue over int32 ``sums`` (m, n) made elsewhere (``torch._int_mm``'s): bfloat16 (m, n), bit
