@@ -105,6 +105,7 @@ def walsh_hadamard(x: torch.Tensor, block: int) -> torch.Tensor:
     return y.mul_(hadamard_scale(block)).view(shape)
 
 
+@lru_cache(maxsize=None)
 def hadamard_scale(block: int) -> float:
     """The normalization of a Hadamard block of order ``block``, 1 / sqrt(block), as the float32 value both the
     torch and the C transform multiply by."""
