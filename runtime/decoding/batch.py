@@ -220,9 +220,13 @@ class Batch:
             self.base_values = [v[0, :, :len(base)].to(dtype, copy=True) for _, v in kv]
         return len(base)
 
+    def _shared(self, b: int) -> int:
+        """Row ``b``'s tokens held by the shared base (0 when it does not share it)."""
+        return len(self.base_ids) if self.shares[b] else 0
+
     def _own(self, b: int) -> int:
         """Row ``b``'s tokens in its own slots (those after the shared base, when it shares it)."""
-        return self.lengths[b] - (len(self.base_ids) if self.shares[b] else 0)
+        return self.lengths[b] - self._shared(b)
 
     def _buffer_dtype(self, kv_dtype: torch.dtype) -> torch.dtype:
         """The key/value buffers' dtype: float32 under :mod:`.rowpass` (its attention runs in float32; bfloat16
@@ -403,11 +407,11 @@ class Batch:
             if n is None:
                 continue
             row.truncate_to = None
-            if self.shares[b] and n < len(self.base_ids):
+            if n < self._shared(b):
                 self._unshare(b, n)
                 continue
             slots = torch.nonzero(self.valid[b], as_tuple=True)[0]
-            self.valid[b, slots[n - (self.lengths[b] - self._own(b)):]] = 0
+            self.valid[b, slots[n - self._shared(b):]] = 0
             self.lengths[b] = n
 
     def _unshare(self, b: int, n: int) -> None:
