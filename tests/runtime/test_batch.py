@@ -55,12 +55,15 @@ def alone(model, chunks):
     return out
 
 
-def started(model, chunks):
-    """A Fed row whose first chunk went through the model alone, as :func:`batch.start` leaves it."""
-    row = Fed(chunks)
+def started(model, chunks, prefix=None):
+    """A Fed row whose first chunk went through the model alone, as :func:`batch.start` leaves it; with
+    ``prefix`` (its catalog prefix, fed with its first chunk in one pass), a row that says so
+    (``Started.base``), as :func:`batch.start` leaves a row of a cached catalog."""
+    row = Fed(chunks if prefix is None else [prefix + chunks[0]] + chunks[1:])
     logits, past = forward(model, row.pending, None)
     row.choose(logits)
-    return Started(row, [(layer.keys.clone(), layer.values.clone()) for layer in past.layers])
+    base = None if prefix is None else tuple(prefix)
+    return Started(row, [(layer.keys.clone(), layer.values.clone()) for layer in past.layers], base=base)
 
 
 def _plain(loaded):
@@ -458,15 +461,6 @@ def test_attention_runs_pad_rows_feeding_one_token_apart_from_wider_rows():
     assert runs([]) == []
 
 
-def with_base(model, chunks, prefix):
-    """A Fed row that joins after ``prefix`` (its catalog prefix, computed with its first chunk in one pass) and
-    says so (``Started.base``), as :func:`batch.start` leaves a row of a cached catalog."""
-    row = Fed([prefix + chunks[0]] + chunks[1:])
-    logits, past = forward(model, row.pending, None)
-    row.choose(logits)
-    return Started(row, [(layer.keys.clone(), layer.values.clone()) for layer in past.layers], base=tuple(prefix))
-
-
 def test_rows_of_one_catalog_prefix_share_its_keys_and_values_and_get_the_logits_they_get_alone(smollm2,
                                                                                                  monkeypatch):
     monkeypatch.setattr(batch_module, "REPACK_SLACK", 0)  # repack at every departure
@@ -477,7 +471,7 @@ def test_rows_of_one_catalog_prefix_share_its_keys_and_values_and_get_the_logits
     other = [[9, 9, 10, 11, 12], [50], [51], [52]]  # another prefix: its own slots hold all of it
     late = [[60, 61], [62, 63, 64], [65]]
     batch = Batch(model)
-    rows = [with_base(model, first, prefix), with_base(model, second, prefix), with_base(model, other, [9, 9])]
+    rows = [started(model, first, prefix), started(model, second, prefix), started(model, other, [9, 9])]
     for r in rows:
         batch.join(r)
     # the first row's 8 prefix tokens are the base; the other base is refused while the first is in use
@@ -485,7 +479,7 @@ def test_rows_of_one_catalog_prefix_share_its_keys_and_values_and_get_the_logits
     assert batch.valid.sum(dim=1).tolist() == [3, 1, 7] and batch.slots == 7
     assert batch.base_keys[0].shape[1] == 8
     batch.step()
-    rows.append(with_base(model, late, prefix))
+    rows.append(started(model, late, prefix))
     batch.join(rows[-1])
     assert batch.shares == [True, True, False, True] and batch.lengths == [12, 10, 8, 10]
     while len(batch):
@@ -509,7 +503,7 @@ def test_a_row_that_goes_back_into_the_shared_prefix_stops_sharing_it_and_the_ot
     batch = Batch(model)
     batch.join(Started(back, [(layer.keys.clone(), layer.values.clone()) for layer in past.layers],
                        base=tuple(prefix)))
-    stays = with_base(model, [[30, 31], [32], [33], [34], [35]], prefix)
+    stays = started(model, [[30, 31], [32], [33], [34], [35]], prefix)
     batch.join(stays)
     for _ in range(3):
         batch.step()
@@ -527,10 +521,10 @@ def test_a_row_that_goes_back_into_the_shared_prefix_stops_sharing_it_and_the_ot
 def test_the_shared_prefix_changes_once_no_row_uses_it(smollm2):
     model = smollm2.model
     batch = Batch(model)
-    batch.join(with_base(model, [[20], [21]], [1, 2, 3]))
+    batch.join(started(model, [[20], [21]], [1, 2, 3]))
     while len(batch):
         batch.step()
-    late = with_base(model, [[30], [31]], [4, 5, 6, 7])
+    late = started(model, [[30], [31]], [4, 5, 6, 7])
     batch.join(late)
     assert batch.base_ids == (4, 5, 6, 7) and batch.shares == [True] and batch.valid.sum().item() == 1
     while len(batch):

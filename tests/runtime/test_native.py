@@ -137,6 +137,13 @@ def test_scales_that_do_not_fit_are_refused(kernel):
             kernel.gemv(x, w, sums, row_scale, col_scale)
 
 
+def _torch_rotate_quantize(x, block):
+    """What rotate_quantize must give, in torch: quant.walsh_hadamard, then the per-row step and rounding."""
+    rows = quant.walsh_hadamard(x, block)
+    step = rows.abs().amax(dim=1, keepdim=True).clamp_(min=1e-12).div_(127)
+    return rows.div(step).round_().to(torch.int8), step
+
+
 @needs_cc
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
 def test_rotate_quantize_gives_the_bits_of_torchs_transform_and_rounding(kernel, dtype):
@@ -150,9 +157,7 @@ def test_rotate_quantize_gives_the_bits_of_torchs_transform_and_rounding(kernel,
         x[2, 7] = 3000.0
         x = x.to(dtype)
         q, step = kernel.rotate_quantize(x, block, quant.hadamard_scale(block))
-        rows = quant.walsh_hadamard(x, block)
-        want_step = rows.abs().amax(dim=1, keepdim=True).clamp_(min=1e-12).div_(127)
-        want_q = rows.div(want_step).round_().to(torch.int8)
+        want_q, want_step = _torch_rotate_quantize(x, block)
         assert q.dtype == torch.int8 and step.dtype == torch.float32 and step.shape == (6, 1)
         assert torch.equal(q, want_q) and torch.equal(step.view(torch.int32), want_step.view(torch.int32)), block
     # rotated by the 4-block: exactly [127, 2.5, -0.5, 1.5], step 1: ties go to even
@@ -182,9 +187,8 @@ def test_a_library_without_vnni_still_rotates_and_quantizes_to_the_same_bits(fre
     x = torch.randn(3, 1536, generator=gen) * 20
     for block in (4, 256):
         q, step = plain.rotate_quantize(x, block, quant.hadamard_scale(block))
-        rows = quant.walsh_hadamard(x, block)
-        want_step = rows.abs().amax(dim=1, keepdim=True).clamp_(min=1e-12).div_(127)
-        assert torch.equal(q, rows.div(want_step).round_().to(torch.int8)) and torch.equal(step, want_step)
+        want_q, want_step = _torch_rotate_quantize(x, block)
+        assert torch.equal(q, want_q) and torch.equal(step, want_step)
     layer = Int8Linear.from_linear(nn.Linear(512, 64), rotated=True)
     y = torch.randn(2, 512, generator=gen)
     with_plain = layer(y)
