@@ -275,6 +275,12 @@ static void product(const uint8_t *u, int m, int k, const int8_t *w, const int32
  * entries block/2, ..., 2, 1 apart, then one product by (float)(1 / sqrt(block))), the same operations in the
  * same order as quant.walsh_hadamard, so the outputs are its bits: 8 additions per entry instead of the dense
  * product's 256 multiply-adds. Returns 0, or -1 (nothing written) when block, k or m is out of range. */
+/* the larger of a running absmax and v; a NaN, once met, stays (torch's amax propagates NaN) */
+static inline float max_keeping_nan(float amax, float v)
+{
+    return v > amax || v != v ? v : amax;
+}
+
 #if CM_VNNI
 /* One 256-entry block y (16 vectors) through the transform's eight stages, then times scale; returns the
  * largest |value| of the block (a NaN propagated). Stages 128 .. 16 apart pair whole vectors; 8 .. 1 apart pair
@@ -313,7 +319,7 @@ static inline float fwht256(__m512 *v, float scale)
     float lanes[16];
     _mm512_storeu_ps(lanes, amax);
     for (int i = 0; i < 16; i++)
-        out = lanes[i] > out || lanes[i] != lanes[i] ? lanes[i] : out;
+        out = max_keeping_nan(out, lanes[i]);
     return out;
 }
 #endif
@@ -346,7 +352,7 @@ int cm_rotate_quantize(const void *x, int bf16, int m, int k, int block, float s
                 float a = fwht256(v, scale);
                 for (int j = 0; j < 16; j++)
                     _mm512_storeu_ps(y + 16 * j, v[j]);
-                amax = a > amax || a != a ? a : amax;
+                amax = max_keeping_nan(amax, a);
                 continue;
             }
 #endif
@@ -360,7 +366,7 @@ int cm_rotate_quantize(const void *x, int bf16, int m, int k, int block, float s
             for (int j = 0; j < block; j++) {
                 y[j] *= scale;
                 float v = y[j] < 0 ? -y[j] : y[j];
-                amax = v > amax || v != v ? v : amax; /* a NaN wins, as torch's amax */
+                amax = max_keeping_nan(amax, v);
             }
         }
         float st = (amax < 1e-12f ? 1e-12f : amax) / 127.0f;
