@@ -9,6 +9,7 @@ for requests in English and in other languages.
     python bench/decision.py ../shared/data/bfcl_live/{simple,multiple,irrelevance,messages}.jsonl \\
         --output /tmp/decision.jsonl [--ids even] [--call-format tools] [--model M]
     python bench/decision.py --table /tmp/decision.jsonl        # the table again, no model
+    python bench/decision.py DATA... --channel --output F && python bench/decision.py --table F --auc
 """
 
 from __future__ import annotations
@@ -28,12 +29,46 @@ from callmaybe.runtime.decoding.prompt import chat_ids
 #: Content-free requests whose verdict measures a catalog's own bias toward "yes" (contextual calibration,
 #: Zhao et al., "Calibrate Before Use", ICML 2021).
 NULL_REQUESTS = {"empty": "", "na": "N/A"}
+#: A stand-in request whose tokens, compared with the real request's, mark where the request sits in a prompt.
+SENTINEL = "zqxj"
 THRESHOLDS = [-8, -6, -5, -4, -3, -2.5, -2, -1.5, -1, -0.5, 0, 0.5, 1, 2, 3]
+
+
+def request_span(tok, functions, request: str, call_format: str, tool_choice: str) -> tuple[list[int], int, int]:
+    """The prompt's token ids for the one-message chat ``request`` and the span ``[start, end)`` of its request's
+    tokens (where it differs from the same chat with :data:`SENTINEL` as the request)."""
+    a = chat_ids(tok, functions, [{"role": "user", "content": request}], call_format, tool_choice=tool_choice)
+    b = chat_ids(tok, functions, [{"role": "user", "content": SENTINEL}], call_format, tool_choice=tool_choice)
+    start = 0
+    while start < min(len(a), len(b)) and a[start] == b[start]:
+        start += 1
+    tail = 0
+    while tail < min(len(a), len(b)) - start and a[-1 - tail] == b[-1 - tail]:
+        tail += 1
+    return a, start, len(a) - tail
+
+
+def request_logprob(model, ids: list[int], start: int, end: int) -> float:
+    """Summed log-probability (nats) of ``ids[start:end]`` after ``ids[:start]``: one pass without a cache."""
+    keep = len(ids) - start + 1
+    with torch.inference_mode():
+        logits = model(input_ids=torch.tensor([ids]), use_cache=False, logits_to_keep=keep).logits[0].float()
+    rows = torch.arange(start - 1, end - 1) - (len(ids) - keep)
+    return float(torch.log_softmax(logits, -1)[rows, torch.tensor(ids[start:end])].sum())
+
+
+def channel(model, tok, functions, request: str, call_format: str) -> float:
+    """The request's pointwise mutual information with the catalog (nats), the noisy-channel score of Min et
+    al., "Noisy Channel Language Model Prompting for Few-Shot Text Classification" (ACL 2022): log p(request
+    | the ``auto`` prompt with the catalog) - log p(request | the chat without tools). Two passes."""
+    ids, start, end = request_span(tok, functions, request, call_format, "auto")
+    bare, bare_start, bare_end = request_span(tok, [], request, call_format, "none")
+    return request_logprob(model, ids, start, end) - request_logprob(model, bare, bare_start, bare_end)
 
 
 def measure(paths: list[Path], output: Path, model_name: str, call_format: str, ids: str | None,
             limit: int | None, system: str | None = None, threads: int = 1, verdict: bool = True,
-            calibrate: bool = False) -> None:
+            calibrate: bool = False, with_channel: bool = False) -> None:
     from callmaybe.runtime.model.load import load_model
     from callmaybe.runtime.answering.session import model_vocabulary
     from callmaybe.runtime.answering.turns import Vocab
@@ -89,6 +124,9 @@ def measure(paths: list[Path], output: Path, model_name: str, call_format: str, 
                         for name, text in NULL_REQUESTS.items():
                             row[f"verdict_{name}"] = yes_no_log_odds(loaded.model, tok,
                                                                      question(case["functions"], text))
+                    row["seconds"] = round(time.perf_counter() - t0, 2)
+                if with_channel and case.get("prompt") and not case.get("messages"):
+                    row["channel"] = channel(loaded.model, tok, case["functions"], case["prompt"], call_format)
                     row["seconds"] = round(time.perf_counter() - t0, 2)
                 out.write(json.dumps(row, ensure_ascii=False) + "\n")
                 out.flush()
@@ -169,6 +207,23 @@ def report(rows: list[dict], first: float, verdict: float | None) -> None:
         print(f"  {name:18} declined: {c:5.1f}% of {nc} needing a call, {n:5.1f}% of {nn} needing none")
 
 
+def auc(rows: list[dict], key: str) -> float:
+    """The probability that a case needing a call scores above one needing none (ties count half)."""
+    calls = [r[key] for r in rows if r["need_call"] and key in r]
+    none = [r[key] for r in rows if not r["need_call"] and key in r]
+    if not calls or not none:
+        return float("nan")
+    return sum((c > n) + 0.5 * (c == n) for c in calls for n in none) / (len(calls) * len(none))
+
+
+def auc_table(rows: list[dict]) -> None:
+    """AUC of each recorded score (first-token log-odds, verdict, channel) on the even and odd cases."""
+    halves = {"even": [r for r in rows if even_id(r)], "odd": [r for r in rows if not even_id(r)]}
+    for key in ("log_odds", "verdict", "channel"):
+        cells = [f"{name} {auc(group, key):.3f}" for name, group in halves.items()]
+        print(f"AUC {key:10} " + "  ".join(cells))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("data", nargs="*", type=Path)
@@ -182,11 +237,16 @@ def main() -> None:
     ap.add_argument("--no-verdict", action="store_true", help="skip the relevance verdict's pass")
     ap.add_argument("--calibrate", action="store_true",
                     help="also the verdict of content-free requests (NULL_REQUESTS) for each case's catalog")
+    ap.add_argument("--channel", action="store_true",
+                    help="also the request's PMI with the catalog (channel(); one-message cases, two passes)")
+    ap.add_argument("--auc", action="store_true", help="with --table: the AUC of each score per half")
     ap.add_argument("--system", help="a system message for cases that have none")
     ap.add_argument("--table", type=Path, help="print the table of an earlier --output and stop")
     args = ap.parse_args()
     if args.table:
         table(args.table)
+        if args.auc:
+            auc_table(load_rows(args.table))
         if args.fit:
             fit(args.table)
         else:
@@ -195,7 +255,7 @@ def main() -> None:
             report(load_rows(args.table), CALL_LOG_ODDS_MIN, VERDICT_LOG_ODDS_MIN)
         return
     measure(args.data, args.output, args.model, args.call_format, args.ids, args.limit, args.system, args.threads,
-            not args.no_verdict, args.calibrate)
+            not args.no_verdict, args.calibrate, args.channel)
     table(args.output)
     fit(args.output)
 
