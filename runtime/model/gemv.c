@@ -18,7 +18,14 @@
  * 4, 2 or 1 weight rows are done at a time, as many as the vector registers hold accumulators for. Each
  * weight row is prefetched CM_PREFETCH bytes ahead of where it is read: with many rows' arithmetic per load
  * the out-of-order window no longer covers the memory's latency (measured, 2-core Sapphire Rapids, all 196
- * matrices of Qwen2.5-1.5B, 8 rows: 12.9 GB/s without, 22.7 with 8 KiB ahead). The rows of w are split
+ * matrices of Qwen2.5-1.5B, 8 rows: 12.9 GB/s without, 22.7 with 8 KiB ahead into the L1). The prefetch goes
+ * into the L2 (CM_PREFETCH_HINT _MM_HINT_T2), 16 KiB ahead: into the L1 (_MM_HINT_T0), 8 KiB ahead, one core
+ * read 12.7 GB/s of the 29 a plain load loop reads there (2-core Zen 4; the L1's few outstanding misses, each
+ * weight row only 1,536 bytes long for the hardware prefetchers to follow). bench/int8_kernels.py, 2 threads,
+ * all 196 matrices, ms, three alternating rounds on Zen 4 (L1 8 KiB / L2 16 KiB ahead): 1 row 48-51 / 31-32,
+ * 3 rows 55-58 / 30-31, 8 rows 68-72 / 44-47, 16 rows 90-106 / 81-88, 24 rows 128-137 / 112-134; L2 12 or 24
+ * KiB ahead and _MM_HINT_T1 8 KiB were in between. Both can be set at build time (-DCM_PREFETCH=...,
+ * -DCM_PREFETCH_HINT=...; $CC "cc -D..." builds a library of its own). The rows of w are split
  * between threads in contiguous ranges (OpenMP), so each thread streams its own part of the matrix (chunks of
  * 64 or 256 rows handed out dynamically were no faster on a loaded machine).
  *
@@ -88,8 +95,11 @@
 #define CM_MAX_ROWS 24
 #endif
 #define CM_MAX_K 65536 /* 65,536 x 128 x 128 < 2^31: every sum of int8 products fits in int32 */
-#ifndef CM_PREFETCH
-#define CM_PREFETCH 8192
+#ifndef CM_PREFETCH_HINT /* into the L2 (and L3), not the L1: see the header */
+#define CM_PREFETCH_HINT _MM_HINT_T2
+#endif
+#ifndef CM_PREFETCH /* bytes ahead */
+#define CM_PREFETCH 16384
 #endif
 
 /* 1 where the VNNI kernel was compiled, 0 where the plain loop stands in. */
@@ -144,7 +154,7 @@ rows_block(const uint8_t *restrict u, int M, int k, const int8_t *restrict w, co
         __m512i wv[4];
         for (int r = 0; r < R; r++) {
             const int8_t *p = w + (ptrdiff_t)(j + r) * k + t;
-            _mm_prefetch((const char *)(p + CM_PREFETCH), _MM_HINT_T0);
+            _mm_prefetch((const char *)(p + CM_PREFETCH), CM_PREFETCH_HINT);
             wv[r] = _mm512_loadu_si512((const void *)p);
         }
         for (int i = 0; i < M; i++) {
