@@ -285,7 +285,7 @@ def _load_int8(path: Path, scheme: str = "int8"):
                          f"version {SCHEMES[scheme][0]} here; delete the folder to convert the model again")
     config = json.loads((path / "config.json").read_text())
     if llama.supported(config):  # the decoder without transformers' modeling imports (:mod:`.llama`)
-        model = llama.CausalLM(config, torch.bfloat16, device="meta")
+        model = llama.CausalLM(config, torch.bfloat16, device="meta", exact_attention=False)
     else:
         from accelerate import init_empty_weights
         from transformers import AutoConfig, AutoModelForCausalLM

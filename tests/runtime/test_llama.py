@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from callmaybe.runtime.model.llama import Cache, CausalLM, supported
+from callmaybe.runtime.model.llama import Cache, CausalLM, _one_query, supported
 
 TINY = {"hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 2, "num_attention_heads": 4,
         "num_key_value_heads": 2, "vocab_size": 300, "max_position_embeddings": 256, "rms_norm_eps": 1e-6,
@@ -62,6 +62,42 @@ def test_the_decoder_gives_transformers_logits_bit_for_bit(kind, dtype):
                    for x, y in zip(a.cache.layers, b.cache.layers))
         assert ours(input_ids=prompt).cache is None
         assert torch.equal(ours(input_ids=prompt).logits, theirs(input_ids=prompt, use_cache=False).logits)
+
+
+@pytest.mark.parametrize("kind", ["qwen2", "llama"])
+def test_a_one_token_step_without_exact_attention_is_sdpa_within_float32_rounding(kind, monkeypatch):
+    """exact_attention=False changes the one-query steps only (two layers each): a prompt stays transformers'
+    bits, and every logit of the steps after it stays within float32 rounding of them."""
+    from callmaybe.runtime.model import llama
+
+    calls = []
+    monkeypatch.setattr(llama, "_one_query", lambda *a: calls.append(a[0].shape) or _one_query(*a))
+    exact, theirs = _pair(kind, torch.float32)
+    fast = CausalLM(CONFIGS[kind], torch.float32, device="meta", exact_attention=False)
+    fast.load_state_dict(theirs.state_dict(), assign=True, strict=True)
+    g = torch.Generator().manual_seed(2)
+    prompt = torch.randint(0, 300, (1, 23), generator=g)
+    with torch.inference_mode():
+        a, b = fast.eval()(input_ids=prompt, use_cache=True), exact(input_ids=prompt, use_cache=True)
+        assert torch.equal(a.logits, b.logits)
+        for width in (1, 1, 5, 1):
+            step = torch.randint(0, 300, (1, width), generator=g)
+            a = fast(input_ids=step, cache=a.cache, use_cache=True, logits_to_keep=1)
+            b = exact(input_ids=step, cache=b.cache, use_cache=True, logits_to_keep=1)
+            assert torch.allclose(a.logits, b.logits, rtol=0, atol=1e-5)
+    assert calls == [(1, 4, 1, 16)] * 6  # three one-token steps, two layers; none for the prompt or the chunk
+
+
+def test_one_query_attention_pairs_query_heads_with_their_key_value_heads():
+    g = torch.Generator().manual_seed(3)
+    q = torch.randn(2, 6, 1, 8, generator=g)  # 6 query heads over 2 key/value heads: heads 0-2 use kv head 0
+    k, v = torch.randn(2, 2, 9, 8, generator=g), torch.randn(2, 2, 9, 8, generator=g)
+    theirs = torch.nn.functional.scaled_dot_product_attention(q, k, v, scale=0.3, enable_gqa=True)
+    assert _one_query(q, k, v, 0.3).shape == (2, 6, 1, 8)
+    assert torch.allclose(_one_query(q, k, v, 0.3), theirs, rtol=0, atol=1e-6)
+    swapped = _one_query(q, k.flip(1), v.flip(1), 0.3)  # another pairing gives another answer
+    assert not torch.allclose(swapped, theirs, rtol=0, atol=1e-3)
+    assert _one_query(q.bfloat16(), k.bfloat16(), v.bfloat16(), 0.3).dtype == torch.float32
 
 
 def test_the_cache_crops_as_transformers_does():
