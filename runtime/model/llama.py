@@ -14,7 +14,9 @@ Source of the arithmetic: transformers 5.25's ``modeling_qwen2.py`` / ``modeling
 blocks, RMSNorm in float32, the default rotary embedding) and its ``sdpa_attention_forward`` (no mask and
 ``enable_gqa`` for one query token or a prompt without past; a boolean causal mask and repeated key/value heads
 for several tokens after a past). The same operations in the same order give the same logits bit for bit
-(``tests/runtime/test_model.py`` compares them with transformers' on the test fixture).
+(``tests/runtime/test_llama.py`` compares them with transformers' on tiny random models). The quantized models
+are built with ``exact_attention=False``: a one-token step attends through :func:`_one_query` (two float32
+products per key/value head) instead of torch's CPU flash kernel, within float32 rounding of it.
 
 Only the configurations those checkpoints have are built (:func:`supported`): model type ``llama`` or
 ``qwen2``, the default rotary embedding, SiLU, full attention in every layer. Anything else loads through

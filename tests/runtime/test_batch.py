@@ -68,10 +68,10 @@ def started(model, chunks, prefix=None):
 
 def _plain(loaded):
     """The fixture's weights in :class:`~callmaybe.runtime.model.llama.CausalLM`, the decoder the int8 and int4
-    checkpoints load into."""
+    checkpoints load into, as they load it (a one-token step attends through ``_one_query``)."""
     from callmaybe.runtime.model.llama import CausalLM
 
-    model = CausalLM(loaded.model.config.to_dict(), torch.float32, device="meta")
+    model = CausalLM(loaded.model.config.to_dict(), torch.float32, device="meta", exact_attention=False)
     # the state dict names the tied output layer too (the embedding's tensor): every key matches
     model.load_state_dict(loaded.model.state_dict(), assign=True, strict=True)
     return model.eval()
