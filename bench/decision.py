@@ -24,7 +24,7 @@ import torch
 
 from callmaybe.runtime.policy.decision import CALL_LOG_ODDS_MIN, call_start_ids, decide
 from callmaybe.runtime.evaluation.evaluate import evaluation_cases, id_number, language
-from callmaybe.runtime.decoding.prompt import chat_ids
+from callmaybe.runtime.decoding.prompt import chat_ids, common_length
 
 #: Content-free requests whose verdict measures a catalog's own bias toward "yes" (contextual calibration,
 #: Zhao et al., "Calibrate Before Use", ICML 2021).
@@ -39,31 +39,21 @@ def request_span(tok, functions, request: str, call_format: str, tool_choice: st
     tokens (where it differs from the same chat with :data:`SENTINEL` as the request)."""
     a = chat_ids(tok, functions, [{"role": "user", "content": request}], call_format, tool_choice=tool_choice)
     b = chat_ids(tok, functions, [{"role": "user", "content": SENTINEL}], call_format, tool_choice=tool_choice)
-    start = 0
-    while start < min(len(a), len(b)) and a[start] == b[start]:
-        start += 1
-    tail = 0
-    while tail < min(len(a), len(b)) - start and a[-1 - tail] == b[-1 - tail]:
-        tail += 1
+    start = common_length(a, b)
+    tail = min(common_length(a[::-1], b[::-1]), min(len(a), len(b)) - start)
     return a, start, len(a) - tail
-
-
-def request_logprob(model, ids: list[int], start: int, end: int) -> float:
-    """Summed log-probability (nats) of ``ids[start:end]`` after ``ids[:start]``: one pass without a cache."""
-    keep = len(ids) - start + 1
-    with torch.inference_mode():
-        logits = model(input_ids=torch.tensor([ids]), use_cache=False, logits_to_keep=keep).logits[0].float()
-    rows = torch.arange(start - 1, end - 1) - (len(ids) - keep)
-    return float(torch.log_softmax(logits, -1)[rows, torch.tensor(ids[start:end])].sum())
 
 
 def channel(model, tok, functions, request: str, call_format: str) -> float:
     """The request's pointwise mutual information with the catalog (nats), the noisy-channel score of Min et
     al., "Noisy Channel Language Model Prompting for Few-Shot Text Classification" (ACL 2022): log p(request
     | the ``auto`` prompt with the catalog) - log p(request | the chat without tools). Two passes."""
+    from callmaybe.runtime.policy.relevance import answer_logprob
+
     ids, start, end = request_span(tok, functions, request, call_format, "auto")
     bare, bare_start, bare_end = request_span(tok, [], request, call_format, "none")
-    return request_logprob(model, ids, start, end) - request_logprob(model, bare, bare_start, bare_end)
+    return (answer_logprob(model, ids[:start], ids[start:end])
+            - answer_logprob(model, bare[:bare_start], bare[bare_start:bare_end]))
 
 
 def measure(paths: list[Path], output: Path, model_name: str, call_format: str, ids: str | None,
