@@ -23,6 +23,8 @@ from .core.registry import DEFAULT_MODEL, MODELS
 DEFAULT_FUNCTIONS = Path("schemas/functions_definition.json")
 DEFAULT_INPUT = Path("data/input/function_calling_tests.json")
 DEFAULT_OUTPUT = Path("data/output/function_calling_results.json")
+#: ``serve --prefill-share``'s default (see docs/compile.md, "Nineteenth session").
+PREFILL_SHARE = 0.5
 CALL_FORMAT_HELP = ("plain: a system message listing the catalog, then {\"name\", \"parameters\"}; tools: the chat "
                     "template's tools= support and the model's own call format (<tool_call> then {\"name\", "
                     "\"arguments\"}); auto: tools where the template supports it. --prompt-format is the "
@@ -433,6 +435,11 @@ def eval_cmd(data, model, max_tokens, threads, call_format, tool_choice, paralle
               help="While other turns decode, a new turn's prompt over 64 tokens (a new tool list's) is fed this "
                    "many tokens per forward pass, so that theirs stay quick; the new list's first answer takes "
                    "longer (0: all at once, which answers it sooner and stalls the others meanwhile).")
+@click.option("--prefill-share", type=click.FloatRange(min=0), default=PREFILL_SHARE, show_default=True,
+              help="With --prefill-chunk: a new turn's chunk shrinks to what keeps the other turns' forward passes "
+                   "within about 1 + this times their time without it (learnt from the passes' times), and a pass "
+                   "waits a moment for the next request of a turn just answered. Smaller: their latency nearer an "
+                   "idle server's, the new tool list's first answer later (0: the whole chunk in every pass).")
 @click.option("--prefix-cache-mb", type=click.IntRange(min=0), default=512, show_default=True,
               help="Keys and values of tool lists' prompts kept, so that a list seen before is not read again "
                    "(least recently used out; about 28 KiB a token for the default model; 0: none kept).")
@@ -463,7 +470,7 @@ def eval_cmd(data, model, max_tokens, threads, call_format, tool_choice, paralle
               help="With --ray: a folder every replica can read and write (the cluster's shared storage), where "
                    "a new tool list is compiled once per cluster (default: each node's index cache).")
 @compile_limits_option()
-def serve_cmd(model, host, port, max_batch, max_queue, prefill_chunk, prefix_cache_mb, api_key, per_minute, index_cache_size, threads,
+def serve_cmd(model, host, port, max_batch, max_queue, prefill_chunk, prefill_share, prefix_cache_mb, api_key, per_minute, index_cache_size, threads,
               call_format, relevance_check, confirm_check, result_check, value_check, call_threshold, combined_threshold, dtype,
               device, speculate, ray_address, ray_replicas, ray_index_dir, compile_limits) -> None:
     """Serve an OpenAI-compatible API (POST /v1/chat/completions, POST /v1/responses, GET /v1/models, GET /health)
@@ -500,7 +507,7 @@ def serve_cmd(model, host, port, max_batch, max_queue, prefill_chunk, prefix_cac
 
             require_ray()
             options = ServeOptions(model, api_key, index_cache_size, per_minute, max_batch, max_queue,
-                                   index_folder(ray_index_dir), prefill_chunk or None)
+                                   index_folder(ray_index_dir), prefill_chunk or None, prefill_share or None)
             serve_on_ray(ray_address, config, runtime_compiler, options, host, port, ray_replicas, threads or 1)
             return
         runtime = Runtime(config, runtime_compiler)
@@ -509,7 +516,8 @@ def serve_cmd(model, host, port, max_batch, max_queue, prefill_chunk, prefix_cac
                                           prepare_vocabulary)
         from .runtime.answering.engine import Engine
 
-        engine = Engine(runtime, max_batch=max_batch, max_queue=max_queue, prefill_chunk=prefill_chunk or None)
+        engine = Engine(runtime, max_batch=max_batch, max_queue=max_queue, prefill_chunk=prefill_chunk or None,
+                        prefill_share=prefill_share or None)
     except CallmaybeError as exc:
         fail(exc)
         return

@@ -18,6 +18,7 @@ loading excluded. Usage::
     CALLMAYBE_SHARED=../shared python bench/serve_bench.py [--data public|bfcl100|bfcl64] [--limit N]
         [--clients 1,4,8,16] [--per-client 4] [--model M] [--dtype D] [--max-batch 16] [--threads N] [--call-format auto|plain|tools]
         [--no-sequential] [--new-lists N] [--prefill-chunk N]
+        [--prefill-share F]
 
 ``--new-lists N`` adds the "new tool lists under load" table: the known-list requests are sent again (with
 the first client count) while another client sends N requests, each with a new six-function tool list
@@ -83,6 +84,8 @@ def start_server(args, port: int) -> subprocess.Popen:
         cmd += ["--threads", str(args.threads)]
     if args.prefill_chunk is not None:
         cmd += ["--prefill-chunk", str(args.prefill_chunk)]
+    if args.prefill_share is not None:
+        cmd += ["--prefill-share", str(args.prefill_share)]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + args.start_timeout
     while time.monotonic() < deadline:
@@ -329,6 +332,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--no-sequential", action="store_true", help="skip the sequential baseline")
     parser.add_argument("--prefill-chunk", type=int, default=None,
                         help="the server's --prefill-chunk (default: the server's default)")
+    parser.add_argument("--prefill-share", type=float, default=None,
+                        help="the server's --prefill-share (default: the server's default)")
     parser.add_argument("--new-lists", type=int, default=0,
                         help="also measure known-list latency while N new six-function tool lists compile "
                              "(with the first client count)")

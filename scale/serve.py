@@ -34,7 +34,7 @@ class ServeOptions:
     """What every replica is given: the model's name as clients send it, the API key (None: none), the
     index cache's size and compile rate, the engine's batch and queue, the shared index folder (None:
     each replica's own index cache, which the replicas of one machine share) and the engine's prefill chunk
-    (``serve --prefill-chunk``; None: prompts fed at once)."""
+    and share (``serve --prefill-chunk``, ``--prefill-share``; None: prompts fed at once, a fixed chunk)."""
 
     model: str
     api_key: str | None = None
@@ -44,6 +44,7 @@ class ServeOptions:
     max_queue: int = 64
     index_dir: str | None = None
     prefill_chunk: int | None = 16
+    prefill_share: float | None = None
 
 
 class Replica:
@@ -60,7 +61,7 @@ class Replica:
         shared = SharedCompile(compile, options.index_dir or cache_dir("indexes"))
         self.runtime = Runtime(config, shared)
         self.engine = Engine(self.runtime, max_batch=options.max_batch, max_queue=options.max_queue,
-                             prefill_chunk=options.prefill_chunk)
+                             prefill_chunk=options.prefill_chunk, prefill_share=options.prefill_share)
         self.api = runtime_app(self.runtime, self.engine, options.model, options.api_key, options.index_cache_size,
                                options.per_minute, info={"max_batch": options.max_batch,
                                                          "max_queue": options.max_queue, "replica": os.getpid(),

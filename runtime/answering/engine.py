@@ -54,15 +54,18 @@ class Engine:
     A turn joins the next forward pass as soon as a row is free; a finished or cancelled turn leaves at once.
     ``prefill_chunk`` (the server's): while other rows decode, a new row's prompt, a new catalog's prefix
     included, is fed this many tokens per step (:class:`~..decoding.batch.Batch` ``chunk``) instead of in a
-    pass of its own; None (``run``, ``eval``: throughput before latency): all at once.
+    pass of its own; None (``run``, ``eval``: throughput before latency): all at once. ``prefill_share``
+    (with a chunk): the chunk shrinks so that the decoding rows' step takes at most ``1 + prefill_share``
+    times as long as without it (:class:`~..decoding.batch.Batch` ``share``; None: ``prefill_chunk`` tokens).
     """
 
-    def __init__(self, runtime, max_batch: int = 8, max_queue: int = 64, prefill_chunk: int | None = None):
+    def __init__(self, runtime, max_batch: int = 8, max_queue: int = 64, prefill_chunk: int | None = None,
+                 prefill_share: float | None = None):
         from .turns import Vocab
 
         self.runtime = runtime
         self.max_batch, self.max_queue = max(1, max_batch), max_queue
-        self.prefill_chunk = prefill_chunk
+        self.prefill_chunk, self.prefill_share = prefill_chunk, prefill_share
         loaded = runtime.loaded
         self.model, self.tokenizer = loaded.model, loaded.tokenizer
         self.judge = getattr(runtime.config, "relevance_check", True)  # relevance of first calls under auto
@@ -290,7 +293,7 @@ class Engine:
         from ..decoding.batch import Batch, enter, start
 
         if self._batch is None:
-            self._batch = Batch(self.model, self.runtime.profile, self.prefill_chunk)
+            self._batch = Batch(self.model, self.runtime.profile, self.prefill_chunk, self.prefill_share)
         batch = self._batch
         cancelled = [t for t in self._rows if t.cancelled]
         if cancelled:
@@ -317,6 +320,13 @@ class Engine:
             self._rows.append(ticket)
         if not self._rows:
             return
+        wait = batch.anticipation()  # the client just answered may be sending its next request
+        if wait > 0:
+            with self._lock:
+                if not self._queue and not self._closed:
+                    self._lock.wait(wait)
+                if self._queue or self._closed:
+                    return  # the next round admits it first
         try:
             done = batch.step()
         except Exception as exc:  # out of memory, or a bug: every row of the step fails, the engine goes on

@@ -40,9 +40,20 @@ from .decoder import Decoding, PrefixCache, forward
 from .prefix import copies
 from .profile import Profile
 from .rowpass import row_pass, supported
+from .stepcost import StepCost
 
 #: Padding slots tolerated in every row before the cache is repacked.
 REPACK_SLACK = 64
+
+#: With a ``share``, how long (seconds) after a step with a decoding row the steps that feed only long prompts
+#: keep to the share's budget too: a client that sends its next request as soon as it has an answer must not
+#: find a whole :data:`PREFILL_STEP` step begun in the moment between (the serve bench's known-list requests
+#: waited 0.8-1.1 s for one, with the 1.5B model on two cores).
+BUSY_S = 1.0
+
+#: With a ``share``, how long (seconds) a batch of long prompts only waits for a request after its last
+#: decoding row left (:meth:`Batch.anticipation`).
+ANTICIPATE_S = 0.1
 
 #: With a ``chunk`` (the server's), the most prompt tokens a step feeds when no row decodes, so that a request
 #: arriving meanwhile waits at most one such step. Larger steps buy nothing: a step's cost per prompt token is
@@ -136,9 +147,14 @@ class Batch:
     ``b``, and its slots are the first :attr:`slots` of the buffer.
     """
 
-    def __init__(self, model, profile: Profile | None = None, chunk: int | None = None):
+    def __init__(self, model, profile: Profile | None = None, chunk: int | None = None,
+                 share: float | None = None):
         self.model = model
         self.chunk = chunk
+        self.share = share
+        self.cost = StepCost()  # the steps' (tokens, seconds), for the share's budget
+        self._busy = float("-inf")  # time.monotonic() at the end of the last step in which a row decoded
+        self._decoding = False  # whether a row of this step decodes (not a long prompt's chunk): _allot
         self._feeding: set[int] = set()  # id() of rows whose prompt is part fed: no take_forced, no choice yet
         self._stores: dict[int, tuple[PrefixCache, list[int]]] = {}  # id(row) -> where its fed prefix goes
         self.decoder = model.get_decoder()
@@ -284,7 +300,9 @@ class Batch:
         self.valid = torch.cat([self.valid, fed.long().to(self.device)], dim=1)
         self.used += width
         self.lengths = [n + c for n, c in zip(self.lengths, counts)]
-        self.profile.add("batch step", time.perf_counter() - t0, sum(counts))
+        seconds = time.perf_counter() - t0
+        self.profile.add("batch step", seconds, sum(counts))
+        self._account(sum(counts), seconds)
         self._store_prefixes()
         finished = []
         for b, (row, part) in enumerate(zip(self.rows, torch.split(logits, [len(k) for k in keeps]))):
@@ -312,19 +330,62 @@ class Batch:
         them holds, at most :data:`PREFILL_STEP`. Chunked prefill in the sense of Sarathi (Agrawal et al.,
         2023) and vLLM's ``max_num_batched_tokens``: a step's cost grows with its tokens (one row decoding
         with the 1.5B model on two cores: 141 ms a step, 208 ms with 16 prompt tokens besides, 358 ms with
-        32, 1.3 s with 256)."""
+        32, 1.3 s with 256).
+
+        With ``share`` too, the budget beside decoding rows is what keeps their step within ``1 + share``
+        times its time without it by the fitted cost line (:meth:`~.stepcost.StepCost.extra_tokens`, at most
+        ``chunk``), and so is the budget of a step with no decoding row less than :data:`BUSY_S` after one
+        that had some: the long prompts get about ``share / (1 + share)`` of the machine while others decode,
+        all of it when alone. (Measured, the steps took 1.4-1.7x at share 0.5, 2.0-2.2x where the budget was
+        9-13 tokens: the line underestimates small chunks. Feeding whole chunks only as often as their
+        measured cost allowed, deficit round robin in seconds, did no better: docs/compile.md, "Nineteenth
+        session".)"""
         counts = [len(row.pending) for row in self.rows]
+        self._decoding = True
         if self.chunk is None:
             return counts
-        least = max(self.chunk, SHORT_PROMPT)
-        long = sorted((b for b, n in enumerate(counts) if n > least), key=lambda b: counts[b])
+        shared = self.share is not None
+        long = sorted(self._long(counts), key=lambda b: counts[b])
+        now = time.monotonic()
+        self._decoding = len(long) < len(counts)
         if not long:
             return counts
-        budget, out = self.chunk if len(long) < len(counts) else min(PREFILL_STEP, counts[long[0]]), list(counts)
+        out, busy = list(counts), len(long) < len(counts) or (shared and now - self._busy < BUSY_S)
+        budget = self.chunk if busy else min(PREFILL_STEP, counts[long[0]])
+        if busy and shared:
+            extra = self.cost.extra_tokens(self.share, sum(n for b, n in enumerate(counts) if b not in long))
+            budget = budget if extra is None else min(budget, extra)
         for b in long:
             out[b] = min(counts[b], budget)
             budget -= out[b]
         return out
+
+    def _account(self, tokens: int, seconds: float) -> None:
+        """After a step that fed ``tokens`` tokens in ``seconds``: learn its cost (:attr:`cost`) and, when a
+        row of it decoded, note when it ended (:data:`BUSY_S`, :meth:`anticipation`)."""
+        self.cost.add(tokens, seconds)
+        if self._decoding:
+            self._busy = time.monotonic()
+
+    def _long(self, counts: list[int]) -> list[int]:
+        """The rows (indices) that feed a long prompt in chunks (:meth:`_allot`): more than ``chunk`` and
+        :data:`SHORT_PROMPT` pending tokens, or, with ``share``, the rest of a prompt already part fed."""
+        least = max(self.chunk, SHORT_PROMPT)
+        return [b for b, (row, n) in enumerate(zip(self.rows, counts))
+                if n > least or (self.share is not None and id(row) in self._feeding)]
+
+    def anticipation(self) -> float:
+        """Seconds to hold the next step for a request about to arrive: with ``share``, when every row feeds a
+        long prompt and a row decoded less than :data:`ANTICIPATE_S` ago, what is left of that time (else 0).
+        A client that gets its answer sends its next request within milliseconds; a step begun in between,
+        however small, keeps it waiting for the whole step (about 0.1 s with the 1.5B model on two cores).
+        Anticipatory scheduling in the sense of Iyer and Druschel (SOSP 2001), who hold a disk idle for the
+        next request of the process just served."""
+        if self.chunk is None or self.share is None or not self.rows:
+            return 0.0
+        if len(self._long([len(row.pending) for row in self.rows])) < len(self.rows):
+            return 0.0
+        return max(0.0, self._busy + ANTICIPATE_S - time.monotonic())
 
     def _store_prefixes(self) -> None:
         """Hand the keys and values of each row's catalog prefix, once all fed, to its prefix cache

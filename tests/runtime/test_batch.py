@@ -416,6 +416,100 @@ def test_a_step_feeds_long_prompts_in_chunks(smollm2, pending, fed):
     assert batch._allot() == fed
 
 
+def shared_batch(model, pending, feeding=()):
+    """A Batch with chunk 16 and share 0.5 whose steps have cost 0.09 s + 0.01 s a token, rows with
+    ``pending`` tokens, those at ``feeding`` part fed already."""
+    batch = Batch(model, chunk=16, share=0.5)
+    for t in [1, 17, 4, 30, 2, 9, 1, 16]:
+        batch.cost.add(t, 0.09 + 0.01 * t)
+    batch.rows = [Fed([list(range(n))]) for n in pending]
+    batch._feeding = {id(batch.rows[b]) for b in feeding}
+    return batch
+
+
+@pytest.mark.parametrize("pending, feeding, fed", [
+    ([1, 400], (), [1, 5]),  # 0.5 * (0.09 + 0.01) / 0.01 tokens beside one decoding row, not 16
+    ([1, 1, 1, 1, 1, 1, 400], (), [1, 1, 1, 1, 1, 1, 7]),  # beside six: 0.5 * 0.15 / 0.01
+    ([1, 400, 70], (), [1, 0, 5]),  # the fewest left first
+    ([1, 30], (1,), [1, 5]),  # the end of a prompt already part fed is no request's own message: chunked too
+    ([1, 30], (), [1, 30]),  # a request's own message goes whole
+])
+def test_with_a_share_a_step_feeds_what_keeps_the_decoding_rows_within_it(smollm2, pending, feeding, fed):
+    assert shared_batch(smollm2.model, pending, feeding)._allot() == fed
+
+
+def test_with_a_share_a_step_after_a_decoding_row_keeps_to_the_budget_for_busy_s(smollm2, monkeypatch):
+    clock = [100.0]
+    monkeypatch.setattr(batch_module.time, "monotonic", lambda: clock[0])
+    batch = shared_batch(smollm2.model, [1, 400])
+    assert batch._allot() == [1, 5] and batch._decoding
+    batch._account(6, 0.15)  # the end of the step (its cost on the line): busy now
+    batch.rows = batch.rows[1:]  # the decoding row is answered; its client's next request is on its way
+    clock[0] += batch_module.BUSY_S - 0.01
+    assert batch._allot() == [4]  # 0.5 * 0.09 / 0.01: the next request waits at most this step
+    clock[0] += 0.02
+    assert batch._allot() == [128]  # alone for a second: PREFILL_STEP tokens a step
+    clock[0] -= 0.02
+    unshared = Batch(smollm2.model, chunk=16)
+    unshared.rows, unshared._busy = batch.rows, batch._busy
+    assert unshared._allot() == [128]  # without a share, only a decoding row in the same step holds it back
+
+
+def test_with_a_share_a_batch_of_long_prompts_waits_a_moment_after_its_last_decoding_row(smollm2, monkeypatch):
+    clock = [100.0]
+    monkeypatch.setattr(batch_module.time, "monotonic", lambda: clock[0])
+    batch = shared_batch(smollm2.model, [1, 400])
+    batch._busy = clock[0]
+    assert batch.anticipation() == 0.0  # a row decodes: no wait
+    batch.rows = batch.rows[1:]
+    clock[0] += 0.03
+    assert batch.anticipation() == pytest.approx(batch_module.ANTICIPATE_S - 0.03)
+    clock[0] += batch_module.ANTICIPATE_S
+    assert batch.anticipation() == 0.0
+    clock[0] -= batch_module.ANTICIPATE_S
+    unshared = Batch(smollm2.model, chunk=16)
+    unshared.rows, unshared._busy = batch.rows, batch._busy
+    assert unshared.anticipation() == 0.0  # without a share, never
+
+
+def test_the_engine_holds_a_batch_of_long_prompts_for_a_request_that_arrives():
+    # Engine._round with a batch that asks to wait: a request submitted meanwhile wakes it and is admitted
+    # before any step; with none submitted, the step comes after the wait
+    import collections
+    import threading
+    import time as clock
+    from callmaybe.runtime.answering.engine import Engine
+
+    class Held:
+        def __init__(self, waits):
+            self.waits, self.steps = list(waits), 0
+
+        def anticipation(self):
+            return self.waits.pop(0)
+
+        def step(self):
+            self.steps += 1
+            return []
+
+    engine = Engine.__new__(Engine)  # only what _round reads
+    engine._lock, engine._queue, engine._closed = threading.Condition(), collections.deque(), False
+    engine.max_batch, engine._batch = 0, Held([30.0, 0.05])  # max_batch 0: the round admits no one
+    engine._rows = [type("Ticket", (), {"cancelled": False, "row": object()})()]
+
+    def arrive():
+        with engine._lock:
+            engine._queue.append("request")
+            engine._lock.notify()
+
+    threading.Timer(0.05, arrive).start()
+    t0 = clock.perf_counter()
+    engine._round()
+    assert engine._batch.steps == 0 and clock.perf_counter() - t0 < 20  # woken by the request, no step
+    engine._queue.clear()
+    engine._round()
+    assert engine._batch.steps == 1  # nothing came: the step after 0.05 s
+
+
 def test_bfloat16_keys_are_kept_in_float32_buffers_with_the_same_logits(smollm2, monkeypatch):
     """Under the row pass the key/value buffers are float32 (its attention's dtype: no widening at each step);
     bfloat16 keys widen exactly, so every step's logits equal those with bfloat16 buffers, and the catalog
