@@ -208,6 +208,14 @@ def _not_nan(ctx, param, value: float) -> float:
     return value
 
 
+def _finite(ctx, param, value: float) -> float:
+    """A share or factor used in arithmetic: NaN and infinity pass click's ranges (NaN compares false with
+    either bound) and failed later, in every forward pass that used them. Raises click.BadParameter."""
+    if value != value or value in (float("inf"), float("-inf")):
+        raise click.BadParameter(f"must be a finite number, got {value}")
+    return value
+
+
 def decision_options() -> list:
     """The options of the call-or-answer decision under tool_choice auto (run, eval, serve)."""
     from .runtime.policy.decision import CALL_LOG_ODDS_MIN, COMBINED_LOG_ODDS_MIN
@@ -436,6 +444,7 @@ def eval_cmd(data, model, max_tokens, threads, call_format, tool_choice, paralle
                    "many tokens per forward pass, so that theirs stay quick; the new list's first answer takes "
                    "longer (0: all at once, which answers it sooner and stalls the others meanwhile).")
 @click.option("--prefill-share", type=click.FloatRange(min=0), default=PREFILL_SHARE, show_default=True,
+              callback=_finite,
               help="With --prefill-chunk: a new turn's chunk shrinks to what keeps the other turns' forward passes "
                    "within about 1 + this times their time without it (learnt from the passes' times), and a pass "
                    "waits a moment for the next request of a turn just answered. Smaller: their latency nearer an "

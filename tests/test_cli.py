@@ -3,6 +3,7 @@
 import json
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from callmaybe.cli import main
@@ -239,6 +240,15 @@ def test_a_combined_threshold_without_both_checks_is_a_usage_error():
                 "token's, the relevance check's and the confirm check's log-odds") in r.output
     r = invoke("run", "--combined-threshold", "3", "--no-relevance-check", "--no-confirm-check")
     assert "has no effect with --no-relevance-check:" in r.output
+
+
+@pytest.mark.parametrize("value, said", [("nan", "must be a finite number, got nan"),
+                                         ("inf", "must be a finite number, got inf"),
+                                         ("-1", "-1.0 is not in the range x>=0")])
+def test_prefill_share_must_be_a_finite_share(value, said):
+    # nan and inf were accepted and failed every turn beside a new tool list's prompt with a 500 (a break test)
+    r = invoke("serve", "--prefill-share", value)
+    assert r.exit_code == 2 and f"Invalid value for '--prefill-share': {said}" in r.output
 
 
 def test_call_threshold_must_be_a_number():

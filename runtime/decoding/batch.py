@@ -149,6 +149,10 @@ class Batch:
 
     def __init__(self, model, profile: Profile | None = None, chunk: int | None = None,
                  share: float | None = None):
+        """``chunk`` and ``share``: see :meth:`_allot` (None: prompts fed whole; a fixed chunk). Raises
+        ValueError for a ``share`` that is not a positive finite number."""
+        if share is not None and not 0 < share < float("inf"):
+            raise ValueError(f"share must be a positive finite number, got {share}")
         self.model = model
         self.chunk = chunk
         self.share = share

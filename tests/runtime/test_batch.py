@@ -438,6 +438,12 @@ def test_with_a_share_a_step_feeds_what_keeps_the_decoding_rows_within_it(smollm
     assert shared_batch(smollm2.model, pending, feeding)._allot() == fed
 
 
+@pytest.mark.parametrize("share", [0.0, -0.5, float("nan"), float("inf")])
+def test_a_share_that_is_not_a_positive_finite_number_is_refused(smollm2, share):
+    with pytest.raises(ValueError, match=f"share must be a positive finite number, got {share}"):
+        Batch(smollm2.model, chunk=16, share=share)
+
+
 def test_with_a_share_a_step_after_a_decoding_row_keeps_to_the_budget_for_busy_s(smollm2, monkeypatch):
     clock = [100.0]
     monkeypatch.setattr(batch_module.time, "monotonic", lambda: clock[0])
