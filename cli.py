@@ -7,6 +7,7 @@ one ``error:`` line and its exit code. Messages go through :mod:`callmaybe.core.
 from __future__ import annotations
 
 import json
+import math
 import signal
 import sys
 from contextlib import contextmanager
@@ -211,7 +212,7 @@ def _not_nan(ctx, param, value: float) -> float:
 def _finite(ctx, param, value: float) -> float:
     """A share or factor used in arithmetic: NaN and infinity pass click's ranges (NaN compares false with
     either bound) and failed later, in every forward pass that used them. Raises click.BadParameter."""
-    if value != value or value in (float("inf"), float("-inf")):
+    if not math.isfinite(value):
         raise click.BadParameter(f"must be a finite number, got {value}")
     return value
 

@@ -354,7 +354,7 @@ class Batch:
         self._decoding = len(long) < len(counts)
         if not long:
             return counts
-        out, busy = list(counts), len(long) < len(counts) or (shared and now - self._busy < BUSY_S)
+        out, busy = list(counts), self._decoding or (shared and now - self._busy < BUSY_S)
         budget = self.chunk if busy else min(PREFILL_STEP, counts[long[0]])
         if busy and shared:
             extra = self.cost.extra_tokens(self.share, sum(n for b, n in enumerate(counts) if b not in long))
