@@ -24,7 +24,8 @@ from .prompt import common_length
 #: The keys and values the cache keeps, in bytes (least recently used prefixes out first; the prefix just
 #: used always stays). Qwen2.5-1.5B in bfloat16 holds 28 KiB per token (28 layers, 2 key/value heads of 128),
 #: so 64 MiB is about 2,300 tokens: four catalogs of six functions, a bounded share of the 2.2 GB that
-#: ``make run`` may take (issue 33) when an evaluation gives every case its own catalog.
+#: ``make run`` may take (issue 33) when an evaluation gives every case its own catalog. The count is of the tokens
+#: held; the plain decoder's buffers (:class:`~..model.llama.CacheLayer`) have up to a quarter more room after them.
 PREFIX_CACHE_BYTES = 64 * 2**20
 
 

@@ -32,6 +32,14 @@
  * All 196 matrices of Qwen2.5-1.5B (1,310 MB), 2 threads, ms (this kernel / torch._int_mm) at 1, 2, 4, 8, 12, 14
  * and 16 rows: 48 / 101, 51 / 100, 56 / 96, 70 / 100, 83-86 / 98-99, 81 / 97, 109 / 104-107 (Sapphire Rapids).
  *
+ * Up to CM_STREAM_ROWS (2) rows of x, each weight row is instead read alone, front to back, with no software
+ * prefetch (row_stream): one stream per thread, which the hardware prefetchers follow. A plain C loop of that
+ * shape read 51-58 GB/s over 1.3 GB on two Zen 4 cores where four interleaved rows read 43 with the prefetch
+ * and 26 without. All 196 matrices of Qwen2.5-1.5B, one process, the same weights, the two builds alternating
+ * (ms, best of 6): 1 row 26.9 against 30.9, 2 rows 27.9 against 31.7 while the machine read 50-57 GB/s; even
+ * (38.6-41.6 against 38.8-41.0) while its neighbours left it 32 GB/s; from 3 rows slower (3: 38.8 against 30.0,
+ * 4: 44.4 against 31.9, 8: 69.5 against 44.3: two loads of x per weight load, where four weight rows share one).
+ *
  * More than CM_SINGLE rows (a server step of 16 rows, a draft's verification) go in groups of at most
  * CM_GROUP rows, as equal as can be (16: 8 + 8; 20: 7 + 7 + 6): two weight rows are read from memory once and
  * from the cache for each group. One pass over 12 or 14 rows had 24 or 14 accumulators on each weight row, and
@@ -90,6 +98,12 @@
 #endif
 #ifndef CM_SINGLE
 #define CM_SINGLE 8 /* up to this many rows, one pass over each weight row takes them all */
+#endif
+#ifndef CM_STREAM_ROWS
+#define CM_STREAM_ROWS 2 /* up to this many rows, each weight row is read alone as one stream: see row_stream */
+#endif
+#if CM_STREAM_ROWS > CM_SINGLE
+#error "CM_STREAM_ROWS must be at most CM_SINGLE"
 #endif
 #ifndef CM_MAX_ROWS
 #define CM_MAX_ROWS 24
@@ -182,13 +196,53 @@ rows_block(const uint8_t *restrict u, int M, int k, const int8_t *restrict w, co
     }
 }
 
-/* Weight rows j0 .. j1-1: 4 at a time while 4 x M accumulators fit in the 32 vector registers (with the 4
+/* Weight row j against the M rows of u (x + 128), M a constant once inlined, the row read front to back as one
+ * stream with no software prefetch: the hardware's own prefetchers follow one stream per thread (see
+ * CM_STREAM_ROWS). Two accumulators per row of u (even and odd 64-byte vectors), added at the end: the same
+ * sums modulo 2^32. */
+static inline __attribute__((always_inline)) void
+row_stream(const uint8_t *restrict u, int M, int k, const int8_t *restrict w, const int32_t *restrict wsums,
+           int j, int32_t *restrict out, const cm_scaled *sc, int n)
+{
+    __m512i acc[CM_SINGLE][2];
+    for (int i = 0; i < M; i++)
+        acc[i][0] = acc[i][1] = _mm512_setzero_si512();
+    const int8_t *p = w + (ptrdiff_t)j * k;
+    int t = 0;
+    for (; t + 128 <= k; t += 128) {
+        __m512i w0 = _mm512_loadu_si512((const void *)(p + t)), w1 = _mm512_loadu_si512((const void *)(p + t + 64));
+        for (int i = 0; i < M; i++) {
+            acc[i][0] = _mm512_dpbusd_epi32(acc[i][0], _mm512_loadu_si512((const void *)(u + (ptrdiff_t)i * k + t)), w0);
+            acc[i][1] = _mm512_dpbusd_epi32(acc[i][1], _mm512_loadu_si512((const void *)(u + (ptrdiff_t)i * k + t + 64)),
+                                            w1);
+        }
+    }
+    for (; t < k; t += 64) { /* a last 64 bytes, then k % 64: masked loads, zeros beyond (adding nothing) */
+        __mmask64 mask = k - t >= 64 ? ~(__mmask64)0 : (~(__mmask64)0) >> (64 - (k - t));
+        __m512i wv = _mm512_maskz_loadu_epi8(mask, (const void *)(p + t));
+        for (int i = 0; i < M; i++)
+            acc[i][0] = _mm512_dpbusd_epi32(acc[i][0], _mm512_maskz_loadu_epi8(mask, (const void *)(u + (ptrdiff_t)i * k + t)),
+                                            wv);
+    }
+    uint32_t offset = 128u * (uint32_t)wsums[j];
+    for (int i = 0; i < M; i++)
+        put(out, sc, n, i, j, (int32_t)((uint32_t)_mm512_reduce_add_epi32(_mm512_add_epi32(acc[i][0], acc[i][1]))
+                                        - offset));
+}
+
+/* Weight rows j0 .. j1-1: up to CM_STREAM_ROWS rows of u, one weight row at a time (row_stream); beyond, 4 at a
+ * time while 4 x M accumulators fit in the 32 vector registers (with the 4
  * weight vectors and one of u), then 2, then 1. */
 static inline __attribute__((always_inline)) void
 rows_range(const uint8_t *restrict u, int M, int k, const int8_t *restrict w, const int32_t *restrict wsums,
            int j0, int j1, int32_t *restrict out, const cm_scaled *sc, int n)
 {
     int j = j0;
+    if (M <= CM_STREAM_ROWS) {
+        for (; j < j1; j++)
+            row_stream(u, M, k, w, wsums, j, out, sc, n);
+        return;
+    }
     if (M <= 5)
         for (; j + 4 <= j1; j += 4)
             rows_block(u, M, k, w, wsums, j, 4, out, sc, n);
@@ -675,3 +729,248 @@ int cm_gemm_i8_scaled(const int8_t *x, int m, int k, const int8_t *w, int n, con
 }
 
 #endif
+
+/* ---- The decode step's attention: one query token over bfloat16 keys and values ----
+ *
+ * A one-token step of the plain decoder (runtime/model/llama.py) did its rotary embedding and its attention in
+ * about 30 torch operators a layer, 6-7 ms of a 56 ms step of Qwen2.5-1.5B (2-core Zen 4, 250 cached tokens):
+ * the arithmetic is a few microseconds, the rest is each operator's dispatch. Two calls instead.
+ *
+ * cm_rope_bf16(x, heads, d, cos, sin): the rotary embedding (Su et al. 2021, RoFormer) of ``heads`` bfloat16
+ * vectors of d entries (contiguous), in place, bit for bit torch's (x * cos) + (rotate_half(x) * sin) in
+ * bfloat16, where rotate_half(x) = (-x[d/2:], x[:d/2]) and cos, sin are bfloat16 (d,): each product and the sum
+ * rounded to bfloat16 to nearest even, as torch's bfloat16 operators round each result (negation is exact).
+ * Returns 0, or -1 when d is odd or a count is out of range.
+ *
+ * cm_attend_one(q, heads, k, v, kv_heads, n, d, head_stride, scaling, out, threads): softmax(q K^T * scaling) V
+ * for one bfloat16 query vector per head (q: heads x d, contiguous) over n keys and values (k, v: bfloat16, head
+ * g's token t at g * head_stride + t * d), query head h reading key/value head h / (heads / kv_heads) (grouped-
+ * query attention), in float32, written to out (heads x d) rounded to bfloat16. The float32 operations of
+ * llama.py's _one_query (each score a float32 dot product times scaling; exp(score - max) / sum; the weighted
+ * sum of values): the same values up to the order of float32 additions and expf's last bit, so not always the
+ * same bits. Threads take key/value heads. Returns 0, or -1 when a count is out of range or memory runs out. */
+
+static inline float float_of_bf16(uint16_t h)
+{
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+static inline float rounded_bf16(float f)
+{
+    return float_of_bf16(bf16_of(f));
+}
+
+int cm_rope_bf16(uint16_t *x, int heads, int d, const uint16_t *cos, const uint16_t *sin)
+{
+    if (heads < 0 || d < 2 || d % 2)
+        return -1;
+    int half = d / 2;
+    for (int h = 0; h < heads; h++) {
+        uint16_t *r = x + (ptrdiff_t)h * d;
+        for (int i = 0; i < half; i++) {
+            float a = float_of_bf16(r[i]), b = float_of_bf16(r[i + half]);
+            float lo = rounded_bf16(a * float_of_bf16(cos[i])) + rounded_bf16(-b * float_of_bf16(sin[i]));
+            float hi = rounded_bf16(b * float_of_bf16(cos[i + half])) + rounded_bf16(a * float_of_bf16(sin[i + half]));
+            r[i] = bf16_of(lo);
+            r[i + half] = bf16_of(hi);
+        }
+    }
+    return 0;
+}
+
+#if CM_VNNI
+static inline __m512 load_bf16x16(const uint16_t *p)
+{
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)p)), 16));
+}
+#endif
+
+#if CM_VNNI
+/* exp of 16 floats: x = n ln 2 + r, |r| <= ln 2 / 2, e^r by Cephes' expf polynomial (Moshier, Cephes Math
+ * Library, expf.c: about 1 ulp), times 2^n by vscalefps (0 below the smallest float, infinity above, NaN kept) */
+static inline __m512 exp16(__m512 x)
+{
+    x = _mm512_max_ps(x, _mm512_set1_ps(-104.0f)); /* far below expf's smallest denormal result: gives 0 */
+    x = _mm512_min_ps(x, _mm512_set1_ps(89.0f));   /* past expf's largest: gives infinity */
+    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+    __m512 p = _mm512_set1_ps(1.9875691500E-4f);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507E-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073E-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894E-2f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459E-1f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201E-1f));
+    __m512 y = _mm512_add_ps(_mm512_fmadd_ps(_mm512_mul_ps(p, r), r, r), _mm512_set1_ps(1.0f));
+    return _mm512_scalef_ps(y, n);
+}
+#endif
+
+/* softmax in place over n scores: exp(s - max) / sum, as torch's softmax (times the sum's reciprocal) */
+static void softmax(float *sc, int n)
+{
+    float top = -__builtin_inff(), sum = 0.0f;
+    for (int t = 0; t < n; t++)
+        top = sc[t] > top ? sc[t] : top;
+    int t = 0;
+#if CM_VNNI
+    __m512 vtop = _mm512_set1_ps(top), vsum = _mm512_setzero_ps();
+    for (; t + 16 <= n; t += 16) {
+        __m512 e = exp16(_mm512_sub_ps(_mm512_loadu_ps(sc + t), vtop));
+        _mm512_storeu_ps(sc + t, e);
+        vsum = _mm512_add_ps(vsum, e);
+    }
+    sum = _mm512_reduce_add_ps(vsum);
+#endif
+    for (; t < n; t++) {
+        sc[t] = __builtin_expf(sc[t] - top);
+        sum += sc[t];
+    }
+    float inv = 1.0f / sum;
+    for (t = 0; t < n; t++)
+        sc[t] *= inv;
+}
+
+/* scores[j][t] = (q_j . k_t) * scaling for the query heads j < group of one key/value head (qf: group x d
+ * floats; k: n bfloat16 vectors of d, d apart); each key read once for the group */
+static void head_scores(const float *qf, int group, const uint16_t *k, int n, int d, float scaling, float *scores,
+                        int stride)
+{
+    int t = 0;
+#if CM_VNNI
+    if (d % 16 == 0 && group <= 8) {
+        /* eight accumulators whatever the group (a constant count stays in registers); the heads past the
+         * group read row 0 again and are not stored */
+        const float *rows[8];
+        for (int j = 0; j < 8; j++)
+            rows[j] = qf + (ptrdiff_t)(j < group ? j : 0) * d;
+        for (; t < n; t++) {
+            const uint16_t *kt = k + (ptrdiff_t)t * d;
+            __m512 acc[8];
+            for (int j = 0; j < 8; j++)
+                acc[j] = _mm512_setzero_ps();
+            for (int i = 0; i < d; i += 16) {
+                __m512 kb = load_bf16x16(kt + i);
+                for (int j = 0; j < 8; j++)
+                    acc[j] = _mm512_fmadd_ps(_mm512_loadu_ps(rows[j] + i), kb, acc[j]);
+            }
+            for (int j = 0; j < group; j++)
+                scores[(ptrdiff_t)j * stride + t] = _mm512_reduce_add_ps(acc[j]) * scaling;
+        }
+    }
+#endif
+    for (; t < n; t++) {
+        const uint16_t *kt = k + (ptrdiff_t)t * d;
+        for (int j = 0; j < group; j++) {
+            float s = 0.0f;
+            for (int i = 0; i < d; i++)
+                s += qf[(ptrdiff_t)j * d + i] * float_of_bf16(kt[i]);
+            scores[(ptrdiff_t)j * stride + t] = s * scaling;
+        }
+    }
+}
+
+/* out[j] (d floats) = sum_t p[j][t] v_t for the query heads j < group of one key/value head; each value read
+ * once for the group, 16 entries at a time */
+static void head_values(const float *p, int group, const uint16_t *v, int n, int d, float *out, int stride)
+{
+    int i = 0;
+#if CM_VNNI
+    if (group <= 8) {
+        const float *rows[8];
+        for (int j = 0; j < 8; j++)
+            rows[j] = p + (ptrdiff_t)(j < group ? j : 0) * stride;
+        for (; i + 16 <= d; i += 16) {
+            __m512 acc[8];
+            for (int j = 0; j < 8; j++)
+                acc[j] = _mm512_setzero_ps();
+            for (int t = 0; t < n; t++) {
+                __m512 vb = load_bf16x16(v + (ptrdiff_t)t * d + i);
+                for (int j = 0; j < 8; j++)
+                    acc[j] = _mm512_fmadd_ps(_mm512_set1_ps(rows[j][t]), vb, acc[j]);
+            }
+            for (int j = 0; j < group; j++)
+                _mm512_storeu_ps(out + (ptrdiff_t)j * d + i, acc[j]);
+        }
+    }
+#endif
+    for (; i < d; i++)
+        for (int j = 0; j < group; j++) {
+            float s = 0.0f;
+            for (int t = 0; t < n; t++)
+                s += p[(ptrdiff_t)j * stride + t] * float_of_bf16(v[(ptrdiff_t)t * d + i]);
+            out[(ptrdiff_t)j * d + i] = s;
+        }
+}
+
+int cm_attend_one(const uint16_t *q, int heads, const uint16_t *k, const uint16_t *v, int kv_heads, int n, int d,
+                  long head_stride, float scaling, uint16_t *out, int threads)
+{
+    if (heads < 1 || kv_heads < 1 || heads % kv_heads || n < 1 || d < 1 || head_stride < (long)n * d)
+        return -1;
+    int group = heads / kv_heads;
+    /* per query head: its query in float32 (d), its scores (n), its output sum (d) */
+    float *work = malloc(sizeof(float) * (size_t)heads * (2 * (size_t)d + (size_t)n));
+    if (!work)
+        return -1;
+    int team = threads < 1 ? 1 : threads > kv_heads ? kv_heads : threads;
+    if ((long)n * d * heads < 65536)
+        team = 1; /* a short context: a thread team costs more than it saves */
+#pragma omp parallel for num_threads(team) schedule(static)
+    for (int g = 0; g < kv_heads; g++) {
+        /* this key/value head's query heads: their queries in float32 (group x d), scores (group x n), outputs
+         * (group x d) */
+        float *qf = work + (size_t)g * group * (2 * (size_t)d + (size_t)n), *scores = qf + (size_t)group * d;
+        float *acc = scores + (size_t)group * n;
+        for (int t = 0; t < group * d; t++)
+            qf[t] = float_of_bf16(q[(ptrdiff_t)g * group * d + t]);
+        head_scores(qf, group, k + (ptrdiff_t)g * head_stride, n, d, scaling, scores, n);
+        for (int j = 0; j < group; j++)
+            softmax(scores + (ptrdiff_t)j * n, n);
+        head_values(scores, group, v + (ptrdiff_t)g * head_stride, n, d, acc, n);
+        for (int t = 0; t < group * d; t++)
+            out[(ptrdiff_t)g * group * d + t] = bf16_of(acc[t]);
+    }
+    free(work);
+    return 0;
+}
+
+/* cm_rms_norm_bf16(x, m, d, w, eps, out, threads): the root-mean-square norm (Zhang & Sennrich 2019) of m
+ * bfloat16 rows of d entries, as llama.py's RMSNorm computes it: r = 1 / sqrt(mean(x^2) + eps) in float32, y =
+ * bfloat16(x r), out = bfloat16(w y) for the bfloat16 weight w (d,). The same operations as torch's, except
+ * the order of the float32 additions of the mean (16 lanes, then across them), so r may differ in its last bit
+ * and a rounding of y with it. Rows are split between threads from 64 rows. Returns 0, or -1 when a count is
+ * out of range. */
+int cm_rms_norm_bf16(const uint16_t *x, int m, int d, const uint16_t *w, float eps, uint16_t *out, int threads)
+{
+    if (m < 0 || d < 1)
+        return -1;
+    int team = m >= 64 && threads > 1 ? threads : 1;
+#pragma omp parallel for num_threads(team) schedule(static)
+    for (int i = 0; i < m; i++) {
+        const uint16_t *row = x + (ptrdiff_t)i * d;
+        uint16_t *dst = out + (ptrdiff_t)i * d;
+        float ss = 0.0f;
+        int t = 0;
+#if CM_VNNI
+        __m512 acc = _mm512_setzero_ps();
+        for (; t + 16 <= d; t += 16) {
+            __m512 v = load_bf16x16(row + t);
+            acc = _mm512_add_ps(acc, _mm512_mul_ps(v, v)); /* x.pow(2), then the sum: two roundings, as torch */
+        }
+        ss = _mm512_reduce_add_ps(acc);
+#endif
+        for (; t < d; t++) {
+            float v = float_of_bf16(row[t]);
+            ss += v * v;
+        }
+        float r = 1.0f / __builtin_sqrtf(ss / (float)d + eps);
+        for (t = 0; t < d; t++)
+            dst[t] = bf16_of(float_of_bf16(w[t]) * rounded_bf16(float_of_bf16(row[t]) * r));
+    }
+    return 0;
+}

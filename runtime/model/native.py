@@ -79,6 +79,10 @@ class Kernel:
         self.amx = bool(amx and lib.cm_amx())
         self._scale_sums = _bind(lib, "cm_scale_sums", ptr, int_, int_, ptr, ptr, ptr, int_)
         self._rotq = _bind(lib, "cm_rotate_quantize", ptr, int_, int_, int_, int_, float_, ptr, ptr)
+        self._norm = _bind(lib, "cm_rms_norm_bf16", ptr, int_, int_, ptr, float_, ptr, int_)
+        self._rope = _bind(lib, "cm_rope_bf16", ptr, int_, int_, ptr, ptr)
+        self._attend = _bind(lib, "cm_attend_one", ptr, int_, ptr, ptr, int_, int_, int_, ctypes.c_long, float_, ptr,
+                             int_)
 
     def scale_sums(self, sums: torch.Tensor, row_scale: torch.Tensor, col_scale: torch.Tensor) -> torch.Tensor:
         """The scaled epilogue over int32 ``sums`` (m, n) made elsewhere (``torch._int_mm``'s): bfloat16 (m, n), bit
@@ -112,6 +116,75 @@ class Kernel:
                       step.data_ptr()) != 0:
             raise ValueError(f"rotate_quantize: x {tuple(x.shape)}, block {block}: refused by the kernel")
         return q, step
+
+    def rms_norm(self, x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+        """The root-mean-square norm of the rows of ``x`` bfloat16 (..., d), contiguous on the CPU, times
+        ``weight`` bfloat16 (d,): bfloat16 (..., d), :class:`~.llama.RMSNorm`'s operations but for the order of
+        the mean's float32 additions (gemv.c's ``cm_rms_norm_bf16``). Uses torch's thread count from 64 rows.
+        Raises ValueError on inputs it does not take."""
+        d = x.shape[-1]
+        if (x.dtype != torch.bfloat16 or weight.dtype != torch.bfloat16 or weight.shape != (d,) or d == 0
+                or not x.is_contiguous() or not weight.is_contiguous() or x.device.type != "cpu"
+                or weight.device.type != "cpu"):
+            raise ValueError(f"rms_norm: x {tuple(x.shape)} {x.dtype}, weight {tuple(weight.shape)} {weight.dtype}: "
+                             "not an input this kernel takes")
+        out = torch.empty_like(x)
+        if self._norm(x.data_ptr(), x.numel() // d, d, weight.data_ptr(), eps, out.data_ptr(),
+                      torch.get_num_threads()) != 0:
+            raise ValueError(f"rms_norm: x {tuple(x.shape)}: refused by the kernel")
+        return out
+
+    def rope(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+        """The rotary embedding of ``x`` bfloat16, contiguous on the CPU, in place, as vectors of d entries (its
+        heads, each ``x.numel() / d``-th), by ``cos`` and ``sin`` bfloat16, d entries each, contiguous: bit for bit torch's ``(x * cos) + (rotate_half(x) * sin)``
+        in bfloat16 (gemv.c's ``cm_rope_bf16``); returns ``x``. Raises ValueError on inputs it does not take."""
+        d = cos.numel()
+        if (d == 0 or x.numel() % d or x.dtype != torch.bfloat16 or cos.dtype != torch.bfloat16 or sin.dtype != torch.bfloat16
+                or not (x.is_contiguous() and cos.is_contiguous() and sin.is_contiguous())
+                or cos.numel() != d or sin.numel() != d or x.device.type != "cpu" or cos.device.type != "cpu"
+                or sin.device.type != "cpu"
+                or self._rope(x.data_ptr(), x.numel() // d, d, cos.data_ptr(), sin.data_ptr()) != 0):
+            raise ValueError(f"rope: x {tuple(x.shape)} {x.dtype}, cos {tuple(cos.shape)} {cos.dtype}: not an input "
+                             "this kernel takes")
+        return x
+
+    def attend_one(self, q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, scaling: float) -> torch.Tensor:
+        """One query token's attention: ``q`` bfloat16 (heads x head_dim,) in any shape, contiguous; ``keys``
+        and ``values`` bfloat16 (1, kv_heads, tokens, head_dim), each head's tokens contiguous, the same
+        strides; ``heads`` a multiple of ``kv_heads`` (grouped-query attention). Returns bfloat16 (1, heads x
+        head_dim): softmax(q K^T * scaling) V per head in float32 (gemv.c's ``cm_attend_one``; the values of
+        :func:`~.llama._one_query` up to float32 rounding). Uses torch's thread count. Raises ValueError on
+        inputs it does not take."""
+        _, kv_heads, n, d = keys.shape
+        heads = q.numel() // d
+        if (q.dtype != torch.bfloat16 or keys.dtype != torch.bfloat16 or values.dtype != torch.bfloat16
+                or keys.shape != values.shape or keys.stride() != values.stride() or keys.shape[0] != 1
+                or not q.is_contiguous() or heads * d != q.numel() or heads % kv_heads or keys.stride(3) != 1
+                or (n > 1 and keys.stride(2) != d) or (kv_heads > 1 and keys.stride(1) < n * d)
+                or q.device.type != "cpu" or keys.device.type != "cpu" or values.device.type != "cpu"):
+            raise ValueError(f"attend_one: q {tuple(q.shape)} {q.dtype}, keys {tuple(keys.shape)} {keys.dtype}: "
+                             "not an input this kernel takes")
+        out = torch.empty(1, heads * d, dtype=torch.bfloat16)
+        stride = keys.stride(1) if kv_heads > 1 else n * d
+        if self._attend(q.data_ptr(), heads, keys.data_ptr(), values.data_ptr(), kv_heads, n, d, stride, scaling,
+                        out.data_ptr(), torch.get_num_threads()) != 0:
+            raise ValueError(f"attend_one: q {tuple(q.shape)}, keys {tuple(keys.shape)}: refused by the kernel")
+        return out
+
+    def bound_gemv(self, w: torch.Tensor, wsums: torch.Tensor, col_scale: torch.Tensor):
+        """:meth:`gemv`'s scaled product bound to one weight matrix: ``product(x, row_scale)`` for ``x`` int8 (m,
+        k) and ``row_scale`` float32 (m, 1), both contiguous on the CPU, 1 <= m <= :attr:`max_rows`, returns
+        what ``gemv(x, w, wsums, row_scale, col_scale)`` returns, without checking them again (the caller
+        does: :meth:`.quant.Int8Linear._int8_product`). ``w``, ``wsums`` and ``col_scale`` are checked here,
+        once, and must stay alive and unchanged while the product is used. Raises ValueError on what
+        :meth:`gemv` refuses."""
+        n, k = w.shape
+        if (w.dtype != torch.int8 or wsums.dtype != torch.int32 or wsums.shape != (n,) or not w.is_contiguous()
+                or not wsums.is_contiguous() or w.device.type != "cpu" or wsums.device.type != "cpu"
+                or not 1 <= k <= MAX_K or n < 1 or not _scaled_check(torch.empty(1, 1), col_scale, 1, n)):
+            raise ValueError(f"bound_gemv: w {tuple(w.shape)} {w.dtype}, wsums {tuple(wsums.shape)} {wsums.dtype}: "
+                             "not a matrix this kernel takes")
+        return _bind_gemv(self._gemv_scaled, w, wsums, col_scale)
 
     def takes_gemm(self, m: int, k: int, n: int) -> bool:
         """Whether :meth:`gemm` takes an (m, k) by (n, k) product: AMX granted, m >= :data:`AMX_MIN_ROWS`, k a
@@ -182,6 +255,21 @@ class Kernel:
         if status != 0:
             raise ValueError(f"gemv: x {tuple(x.shape)}, w {tuple(w.shape)}: out of the kernel's range")
         return out
+
+
+def _bind_gemv(fn, w: torch.Tensor, wsums: torch.Tensor, col_scale: torch.Tensor):
+    n, k = w.shape
+    w_ptr, sums_ptr, scale_ptr = w.data_ptr(), wsums.data_ptr(), col_scale.data_ptr()
+    empty, bf16, threads = torch.empty, torch.bfloat16, torch.get_num_threads
+
+    def product(x: torch.Tensor, row_scale: torch.Tensor) -> torch.Tensor:
+        m = x.shape[0]
+        out = empty(m, n, dtype=bf16)
+        if fn(x.data_ptr(), m, k, w_ptr, sums_ptr, n, row_scale.data_ptr(), scale_ptr, out.data_ptr(), threads()):
+            raise ValueError(f"gemv: x {tuple(x.shape)}, w {(n, k)}: out of the kernel's range")
+        return out
+
+    return product
 
 
 def _scaled_check(row_scale: torch.Tensor | None, col_scale: torch.Tensor | None, m: int, n: int) -> bool:
