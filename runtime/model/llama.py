@@ -15,8 +15,10 @@ blocks, RMSNorm in float32, the default rotary embedding) and its ``sdpa_attenti
 ``enable_gqa`` for one query token or a prompt without past; a boolean causal mask and repeated key/value heads
 for several tokens after a past). The same operations in the same order give the same logits bit for bit
 (``tests/runtime/test_llama.py`` compares them with transformers' on tiny random models). The quantized models
-are built with ``exact_attention=False``: a one-token step attends through :func:`_one_query` (two float32
-products per key/value head) instead of torch's CPU flash kernel, within float32 rounding of it.
+are built with ``exact_attention=False``: a bfloat16 one-token step runs its rotary embedding, attention and
+norms as single calls into :mod:`.native`'s library (:meth:`Attention._one_token`, :meth:`RMSNorm.forward`),
+or, where that library is unavailable, attends through :func:`_one_query` (two float32 products per key/value
+head) instead of torch's CPU flash kernel: within float32 rounding of it, then bfloat16's.
 
 Only the configurations those checkpoints have are built (:func:`supported`): model type ``llama`` or
 ``qwen2``, the default rotary embedding, SiLU, full attention in every layer. Anything else loads through
@@ -173,7 +175,6 @@ class Attention(nn.Module):
         out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=self.scaling, is_causal=causal, **extra)
         out = out.transpose(1, 2).reshape(*x.shape[:-1], -1).contiguous()
         return self.o_proj(out)
-
 
     def _one_token(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layer: "CacheLayer | None",
                    kernel: native.Kernel) -> torch.Tensor:
