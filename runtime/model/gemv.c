@@ -790,9 +790,12 @@ static inline __m512 load_bf16x16(const uint16_t *p)
 
 #if CM_VNNI
 /* exp of 16 floats: x = n ln 2 + r, |r| <= ln 2 / 2, e^r by Cephes' expf polynomial (Moshier, Cephes Math
- * Library, expf.c: about 1 ulp), times 2^n by vscalefps (0 below the smallest float, infinity above, NaN kept) */
+ * Library, expf.c: about 1 ulp), times 2^n by vscalefps (0 below the smallest float, infinity above); a NaN stays
+ * NaN, as in expf and torch's exp, so that a NaN or infinite key makes its heads' outputs NaN wherever it lies
+ * (the clamps alone would turn it into 0) */
 static inline __m512 exp16(__m512 x)
 {
+    __mmask16 nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q); /* kept NaN below: max and min would drop it */
     x = _mm512_max_ps(x, _mm512_set1_ps(-104.0f)); /* far below expf's smallest denormal result: gives 0 */
     x = _mm512_min_ps(x, _mm512_set1_ps(89.0f));   /* past expf's largest: gives infinity */
     __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
@@ -806,7 +809,7 @@ static inline __m512 exp16(__m512 x)
     p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459E-1f));
     p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201E-1f));
     __m512 y = _mm512_add_ps(_mm512_fmadd_ps(_mm512_mul_ps(p, r), r, r), _mm512_set1_ps(1.0f));
-    return _mm512_scalef_ps(y, n);
+    return _mm512_mask_blend_ps(nan, _mm512_scalef_ps(y, n), _mm512_set1_ps(__builtin_nanf("")));
 }
 #endif
 

@@ -122,7 +122,7 @@ class Kernel:
         ``weight`` bfloat16 (d,): bfloat16 (..., d), :class:`~.llama.RMSNorm`'s operations but for the order of
         the mean's float32 additions (gemv.c's ``cm_rms_norm_bf16``). Uses torch's thread count from 64 rows.
         Raises ValueError on inputs it does not take."""
-        d = x.shape[-1]
+        d = x.shape[-1] if x.dim() else 0
         if (x.dtype != torch.bfloat16 or weight.dtype != torch.bfloat16 or weight.shape != (d,) or d == 0
                 or not x.is_contiguous() or not weight.is_contiguous() or x.device.type != "cpu"
                 or weight.device.type != "cpu"):
@@ -155,6 +155,9 @@ class Kernel:
         head_dim): softmax(q K^T * scaling) V per head in float32 (gemv.c's ``cm_attend_one``; the values of
         :func:`~.llama._one_query` up to float32 rounding). Uses torch's thread count. Raises ValueError on
         inputs it does not take."""
+        if keys.dim() != 4 or keys.shape[3] == 0:
+            raise ValueError(f"attend_one: q {tuple(q.shape)} {q.dtype}, keys {tuple(keys.shape)} {keys.dtype}: "
+                             "not an input this kernel takes")
         _, kv_heads, n, d = keys.shape
         heads = q.numel() // d
         if (q.dtype != torch.bfloat16 or keys.dtype != torch.bfloat16 or values.dtype != torch.bfloat16
@@ -261,6 +264,9 @@ def _bind_gemv(fn, w: torch.Tensor, wsums: torch.Tensor, col_scale: torch.Tensor
     n, k = w.shape
     w_ptr, sums_ptr, scale_ptr = w.data_ptr(), wsums.data_ptr(), col_scale.data_ptr()
     empty, bf16, threads = torch.empty, torch.bfloat16, torch.get_num_threads
+    # the memory the pointers name, kept alive while the product is (a tensor's storage swapped through .data
+    # must not leave them pointing at freed memory)
+    kept = (w.untyped_storage(), wsums.untyped_storage(), col_scale.untyped_storage())
 
     def product(x: torch.Tensor, row_scale: torch.Tensor) -> torch.Tensor:
         m = x.shape[0]
@@ -269,6 +275,7 @@ def _bind_gemv(fn, w: torch.Tensor, wsums: torch.Tensor, col_scale: torch.Tensor
             raise ValueError(f"gemv: x {tuple(x.shape)}, w {(n, k)}: out of the kernel's range")
         return out
 
+    product.kept = kept
     return product
 
 

@@ -121,7 +121,7 @@ def quantized_input(x: torch.Tensor, block: int) -> tuple[torch.Tensor, torch.Te
     input (a transformer's q, k and v projections; gate and up) share the work: the last result is kept, per
     thread, and given again for the same tensor and block (unchanged, where torch counts versions: not for an
     inference tensor, which transformers' layers do not change in place between two products)."""
-    version = None if x.is_inference() else x._version  # inference tensors have no version counter
+    version = version_of(x)
     last = getattr(_last_input, "entry", None)
     if last is not None and last[0] is x and last[1] == version and last[2] == block:
         return last[3], last[4]
@@ -153,9 +153,16 @@ def _derived(entry: tuple[torch.Tensor, int, torch.Tensor] | None, source: torch
     made again when the tensor is replaced or changed in place through torch, which counts versions
     (``load_state_dict``, ``copy_``). A change torch does not count (through ``.data`` or a NumPy view) is not
     seen: replace the tensor instead."""
-    if entry is None or entry[0] is not source or entry[1] != source._version:
-        entry = (source, source._version, make(source))
+    if entry is None or entry[0] is not source or entry[1] != version_of(source):
+        entry = (source, version_of(source), make(source))
     return entry
+
+
+def version_of(t: torch.Tensor) -> int | None:
+    """``t``'s version counter (bumped by each change in place through torch), or None for an inference tensor
+    (made under ``torch.inference_mode``), which has none: a change to it in place is not seen, as one through
+    ``.data`` is not."""
+    return None if t.is_inference() else t._version
 
 
 class Int8Linear(nn.Module):
@@ -247,8 +254,8 @@ class Int8Linear(nn.Module):
         scaling done as they write their outputs); beyond, or where they are unavailable, ``torch._int_mm``."""
         bound = self._bound
         if (bound is not None and step is not None and bound[0] is self.weight_int8 and bound[2] is self.scale
-                and bound[1] == self.weight_int8._version and bound[3] == self.scale._version
-                and 1 <= q.shape[0] <= bound[4] and q.dtype == torch.int8 and q.shape[1] == self.in_features
+                and bound[1] == version_of(self.weight_int8) and bound[3] == version_of(self.scale)
+                and bound[6] == self.weight_int8.data_ptr() and 1 <= q.shape[0] <= bound[4] and q.dtype == torch.int8 and q.shape[1] == self.in_features
                 and step.dtype == torch.float32 and q.device.type == "cpu" and step.device.type == "cpu"
                 and q.is_contiguous() and step.is_contiguous() and step.numel() == q.shape[0]):
             return bound[5](q, step)
@@ -268,17 +275,27 @@ class Int8Linear(nn.Module):
             return kernel.scale_sums(sums, step, scale)  # one pass, not four
         return sums.float().mul_(step).mul_(scale).to(torch.bfloat16)
 
+    def __getstate__(self) -> dict:
+        """The module's state for pickling (``torch.save``, ``copy.deepcopy``) without the bound product (a
+        closure over the kernel's C function): it is bound again at the first product after loading."""
+        return {**self.__dict__, "_bound": None}
+
     def _bound_product(self, kernel: native.Kernel) -> tuple:
-        """(``weight_int8``, its version, ``scale``, its version, the most rows, ``product(q, step)``): the
+        """(``weight_int8``, its version, ``scale``, its version, the most rows, ``product(q, step)``, the
+        weights' address): the
         scaled product of :meth:`.native.Kernel.gemv` bound to this layer's weights, sums and scales as they
         are now, for the rows the VNNI kernel takes (below :data:`.native.AMX_MIN_ROWS` where AMX takes the
         rest). :meth:`_int8_product` calls it while the four tensors stay what they were (the same objects, the
         same versions) and ``q``, ``step`` are what :meth:`.native.Kernel.gemv` would check them to be: a decode
         step makes 196 such products, and the checks and lookups of the general path cost about 15 us each (3
-        ms a step of Qwen2.5-1.5B on a 2-core Zen 4) against about 8 us for the call itself."""
+        ms a step of Qwen2.5-1.5B on a 2-core Zen 4) against about 8 us for the call itself. The weights' address
+        is checked too: storage swapped through ``.data`` binds again (its row sums are still not made again:
+        see :func:`_derived`), and the product keeps the storages it reads alive, so a stale binding never
+        reads freed memory."""
         product = kernel.bound_gemv(self.weight_int8, self._row_sums(kernel), self._float_scale())
         rows = native.AMX_MIN_ROWS - 1 if kernel.amx else kernel.max_rows
-        return (self.weight_int8, self.weight_int8._version, self.scale, self.scale._version, rows, product)
+        return (self.weight_int8, version_of(self.weight_int8), self.scale, version_of(self.scale), rows, product,
+                self.weight_int8.data_ptr())
 
     def _row_sums(self, kernel: native.Kernel) -> torch.Tensor:
         """The sums of ``weight_int8``'s rows, int32 (out,) (:meth:`.native.Kernel.row_sums`), made at the first

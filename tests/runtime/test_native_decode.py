@@ -75,6 +75,26 @@ def _check_attention(lib):
     assert _bf16_neighbours(lib.attend_one(q, k1, v1, 0.2), _one_query(q, k1, v1, 0.2).reshape(1, -1))
 
 
+def _check_nan_keys(lib):
+    """A NaN key makes its group's outputs NaN wherever it lies, and an infinite one the outputs torch makes
+    NaN, as in torch (a helper's break test: in a full block of 16 keys the vectorized exp's clamps turned a NaN
+    into 0, so the head ignored it)."""
+    gen = torch.Generator().manual_seed(11)
+    q = torch.randn(1, 12, 1, 128, generator=gen).bfloat16()
+    k = torch.randn(1, 2, 40, 128, generator=gen).bfloat16()
+    v = torch.randn(1, 2, 40, 128, generator=gen).bfloat16()
+    for position in (0, 31, 32, 39):
+        for bad in (float("nan"), float("inf")):
+            kk = k.clone()
+            kk[0, 0, position, 3] = bad
+            got = lib.attend_one(q, kk, v, 128 ** -0.5).view(12, 128)
+            assert not bool(got[6:].isnan().any()), (position, bad)  # the other key/value head's queries
+            if bad != bad:  # NaN: every query of its group
+                assert bool(got[:6].isnan().all()), position
+            want = _one_query(q, kk, v, 128 ** -0.5).reshape(12, 128)
+            assert torch.equal(got.isnan(), want.isnan()), (position, bad)
+
+
 def _check_norm(lib):
     gen = torch.Generator().manual_seed(3)
     for rows, d in [(1, 1536), (3, 64), (70, 1536), (2, 40)]:
@@ -98,6 +118,7 @@ def test_the_rotary_embedding_gives_torchs_bits(lib):
 @needs_cc
 def test_one_query_attention_is_the_float32_attention_rounded_to_bfloat16(lib):
     _check_attention(lib)
+    _check_nan_keys(lib)
 
 
 @needs_cc
@@ -121,6 +142,11 @@ def test_inputs_the_calls_do_not_take_are_refused(lib):
     with pytest.raises(ValueError, match=r"^rope: x \(1, 100\) torch.bfloat16, cos \(128,\) torch.bfloat16: not an "
                                          r"input this kernel takes$"):
         lib.rope(torch.zeros(1, 100, dtype=torch.bfloat16), cos, cos)
+    with pytest.raises(ValueError, match="attend_one: .* not an input"):  # head_dim 0
+        lib.attend_one(q, torch.zeros(1, 2, 5, 0, dtype=torch.bfloat16), torch.zeros(1, 2, 5, 0,
+                       dtype=torch.bfloat16), 0.1)
+    with pytest.raises(ValueError, match=r"^rms_norm: x \(\) torch.bfloat16"):  # no dimension
+        lib.rms_norm(torch.tensor(1.0, dtype=torch.bfloat16), torch.zeros(1, dtype=torch.bfloat16), 1e-6)
     with pytest.raises(ValueError, match=r"^rms_norm: x \(2, 64\) torch.float32, weight \(64,\) torch.bfloat16"):
         lib.rms_norm(torch.zeros(2, 64), torch.zeros(64, dtype=torch.bfloat16), 1e-6)
 
@@ -133,6 +159,7 @@ def test_a_library_without_avx512_gives_the_same_results(fresh, monkeypatch):
     assert plain is not None and plain.products is False
     _check_rope(plain)
     _check_attention(plain)
+    _check_nan_keys(plain)
     _check_norm(plain)
 
 
@@ -167,6 +194,28 @@ def test_the_bound_product_gives_the_general_paths_bits_and_follows_the_weights(
     assert torch.equal(layer(x), _general(layer, x)) and layer._bound[0] is layer.weight_int8
     layer.scale = layer.scale * 2  # a new scale: bound again
     assert torch.equal(layer(x), _general(layer, x)) and layer._bound[2] is layer.scale
+
+
+def test_a_layer_with_a_bound_product_pickles_and_layers_made_in_inference_mode_work():
+    """A helper's break test: torch.save of a layer that had made a product failed (the bound product is a
+    closure), and a layer made under inference_mode failed at its first product (inference tensors have no
+    version counter: the tree before failed too)."""
+    import io
+
+    torch.manual_seed(8)
+    layer = Int8Linear.from_linear(nn.Linear(256, 384), rotated=True)
+    x = torch.randn(1, 256)
+    first = layer(x)
+    buf = io.BytesIO()
+    torch.save(layer, buf)
+    buf.seek(0)
+    again = torch.load(buf, weights_only=False)
+    assert again._bound is None and torch.equal(again(x), first)
+    with torch.inference_mode():
+        made = Int8Linear.from_linear(nn.Linear(256, 384), rotated=True)
+        assert made.weight_int8.is_inference()
+        out = made(x)
+        assert torch.equal(made(x), out) and torch.equal(out, _general(made, x))
 
 
 def test_the_cache_writes_in_place_and_never_changes_a_tensor_it_gave_out():
