@@ -136,12 +136,13 @@ class Kernel:
 
     def rope(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
         """The rotary embedding of ``x`` bfloat16, contiguous on the CPU, in place, as vectors of d entries (its
-        heads, each ``x.numel() / d``-th), by ``cos`` and ``sin`` bfloat16, d entries each, contiguous: bit for bit torch's ``(x * cos) + (rotate_half(x) * sin)``
-        in bfloat16 (gemv.c's ``cm_rope_bf16``); returns ``x``. Raises ValueError on inputs it does not take."""
+        heads), by ``cos`` and ``sin`` bfloat16, d entries each, contiguous: bit for bit torch's ``(x * cos) +
+        (rotate_half(x) * sin)`` in bfloat16 (gemv.c's ``cm_rope_bf16``); returns ``x``. Raises ValueError on
+        inputs it does not take."""
         d = cos.numel()
-        if (d == 0 or x.numel() % d or x.dtype != torch.bfloat16 or cos.dtype != torch.bfloat16 or sin.dtype != torch.bfloat16
-                or not (x.is_contiguous() and cos.is_contiguous() and sin.is_contiguous())
-                or cos.numel() != d or sin.numel() != d or x.device.type != "cpu" or cos.device.type != "cpu"
+        if (d == 0 or x.numel() % d or x.dtype != torch.bfloat16 or cos.dtype != torch.bfloat16
+                or sin.dtype != torch.bfloat16 or not (x.is_contiguous() and cos.is_contiguous() and sin.is_contiguous())
+                or sin.numel() != d or x.device.type != "cpu" or cos.device.type != "cpu"
                 or sin.device.type != "cpu"
                 or self._rope(x.data_ptr(), x.numel() // d, d, cos.data_ptr(), sin.data_ptr()) != 0):
             raise ValueError(f"rope: x {tuple(x.shape)} {x.dtype}, cos {tuple(cos.shape)} {cos.dtype}: not an input "
@@ -179,8 +180,8 @@ class Kernel:
         k) and ``row_scale`` float32 (m, 1), both contiguous on the CPU, 1 <= m <= :attr:`max_rows`, returns
         what ``gemv(x, w, wsums, row_scale, col_scale)`` returns, without checking them again (the caller
         does: :meth:`.quant.Int8Linear._int8_product`). ``w``, ``wsums`` and ``col_scale`` are checked here,
-        once, and must stay alive and unchanged while the product is used. Raises ValueError on what
-        :meth:`gemv` refuses."""
+        once; the product keeps their storages alive and reads them as they are at each call (the caller binds
+        again when they are replaced). Raises ValueError on what :meth:`gemv` refuses."""
         n, k = w.shape
         if (w.dtype != torch.int8 or wsums.dtype != torch.int32 or wsums.shape != (n,) or not w.is_contiguous()
                 or not wsums.is_contiguous() or w.device.type != "cpu" or wsums.device.type != "cpu"
@@ -261,6 +262,7 @@ class Kernel:
 
 
 def _bind_gemv(fn, w: torch.Tensor, wsums: torch.Tensor, col_scale: torch.Tensor):
+    """:meth:`Kernel.bound_gemv`'s closure over the C function ``fn`` and the three tensors' addresses."""
     n, k = w.shape
     w_ptr, sums_ptr, scale_ptr = w.data_ptr(), wsums.data_ptr(), col_scale.data_ptr()
     empty, bf16, threads = torch.empty, torch.bfloat16, torch.get_num_threads
