@@ -143,6 +143,21 @@ static inline uint16_t bf16_of(float f)
     return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
 }
 
+/* the float32 a bfloat16 stands for (exact: its 16 bits are the float's upper half) */
+static inline float float_of_bf16(uint16_t h)
+{
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+/* f rounded to bfloat16 to nearest even, as a float32 */
+static inline float rounded_bf16(float f)
+{
+    return float_of_bf16(bf16_of(f));
+}
+
 /* out[i * n + j] = s, or its scaled bfloat16 (sc) */
 static inline void put(int32_t *out, const cm_scaled *sc, int n, int i, int j, int32_t s)
 {
@@ -398,10 +413,8 @@ int cm_rotate_quantize(const void *x, int bf16, int m, int k, int block, float s
     for (int i = 0; i < m; i++) {
         if (bf16) {
             const uint16_t *src = (const uint16_t *)x + (ptrdiff_t)i * k;
-            for (int t = 0; t < k; t++) {
-                uint32_t u = (uint32_t)src[t] << 16;
-                memcpy(row + t, &u, sizeof u);
-            }
+            for (int t = 0; t < k; t++)
+                row[t] = float_of_bf16(src[t]);
         } else {
             memcpy(row, (const float *)x + (ptrdiff_t)i * k, (size_t)k * sizeof(float));
         }
@@ -749,19 +762,6 @@ int cm_gemm_i8_scaled(const int8_t *x, int m, int k, const int8_t *w, int n, con
  * llama.py's _one_query (each score a float32 dot product times scaling; exp(score - max) / sum; the weighted
  * sum of values): the same values up to the order of float32 additions and expf's last bit, so not always the
  * same bits. Threads take key/value heads. Returns 0, or -1 when a count is out of range or memory runs out. */
-
-static inline float float_of_bf16(uint16_t h)
-{
-    uint32_t u = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &u, sizeof f);
-    return f;
-}
-
-static inline float rounded_bf16(float f)
-{
-    return float_of_bf16(bf16_of(f));
-}
 
 int cm_rope_bf16(uint16_t *x, int heads, int d, const uint16_t *cos, const uint16_t *sin)
 {
