@@ -34,6 +34,7 @@ from interegular.fsm import anything_else
 
 from ...core.errors import SchemaError
 from .. import limits
+from . import native
 from .counters import CounterClash, resolve
 from .reach import bfs_order, coreachable, reachable
 from ...core.intervals import MAX_CODE_POINT, SURROGATES, complement, normalize, restrict, subtract
@@ -638,7 +639,22 @@ MINIMAL_CACHE = MinimalCache()
 
 
 def _minimize(dfa: ByteDFA) -> ByteDFA:
-    """:func:`minimize` of an automaton not known to be minimal."""
+    """:func:`minimize` of an automaton not known to be minimal: in C where it is built (:mod:`.native`), else
+    in numpy (:func:`_minimize_numpy`); the same arrays either way."""
+    limits.tick()
+    got = native.minimize(dfa.transitions, dfa.accepting, dfa.start)
+    if got is None:
+        return _minimize_numpy(dfa)
+    transitions, accepting = got
+    if not len(accepting):
+        raise EmptyLanguage("the schema accepts no value (empty language)")
+    out = ByteDFA(transitions, accepting, 0)
+    out.__dict__["_minimal"] = True
+    return out
+
+
+def _minimize_numpy(dfa: ByteDFA) -> ByteDFA:
+    """:func:`_minimize` in numpy (Moore's refinement over byte classes, hashed rows)."""
     byte_class, ct = byte_classes(dfa.transitions)
     ct, accepting, start = _trim_classes(ct, dfa.accepting, dfa.start)
     block = accepting.astype(np.int64)

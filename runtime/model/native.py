@@ -20,21 +20,17 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import fcntl
-import hashlib
 import logging
 import os
-import shlex
-import signal
 import subprocess
-import tempfile
 import threading
 from pathlib import Path
 
 import torch
 
+from ...core.cbuild import build_key, build_library, compiler_command, cpu_flags
 from ...core.errors import CallmaybeError
-from ...core.files import cache_dir, digest_path, digest_problem, record_digest, remove_stale
+from ...core.files import cache_dir, digest_path
 
 log = logging.getLogger(__name__)
 
@@ -296,19 +292,8 @@ def _scaled_check(row_scale: torch.Tensor | None, col_scale: torch.Tensor | None
             and row_scale.device.type == "cpu" and col_scale.device.type == "cpu")
 
 
-def _compiler() -> list[str]:
-    return shlex.split(os.environ.get("CC") or "cc")
-
-
-def _cpu_flags() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as f:
-            for line in f:
-                if line.startswith("flags"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return ""
+_compiler = compiler_command
+_cpu_flags = cpu_flags
 
 
 def _key(cc: list[str]) -> str:
@@ -318,56 +303,18 @@ def _key(cc: list[str]) -> str:
     cpu = _cpu_flags()
     if not cpu:
         raise OSError("the CPU's flags cannot be read from /proc/cpuinfo")
-    version = subprocess.run([*cc, "--version"], capture_output=True, timeout=30, check=True).stdout
-    digest = hashlib.sha256()
-    for part in (SOURCE.read_bytes(), " ".join(FLAGS).encode(), shlex.join(cc).encode(), version, cpu.encode()):
-        digest.update(hashlib.sha256(part).digest())
-    return digest.hexdigest()[:20]
+    return build_key(cc, SOURCE.read_bytes(), " ".join(FLAGS).encode(), cpu.encode())
 
 
 def build(folder: Path | None = None) -> Path:
     """The built library for this machine: found in ``folder`` (default ``<cache>/kernels``) with its SHA-256
-    as recorded, or compiled there now. A file whose SHA-256 differs is built again, with one warning saying
-    so. The build writes a temporary name, records its SHA-256 and renames it into place, so that a killed build
-    never leaves a partial library under the final name; builds in one folder take turns on a lock file
-    (``.build.lock``), so a process that waited finds the library built. Raises OSError or
-    subprocess.SubprocessError (no compiler, a failed or timed-out build: the compiler's last lines in the
-    message)."""
+    as recorded, or compiled there now (:func:`~callmaybe.core.cbuild.build_library`: a damaged file built
+    again with one warning, a killed build leaving no partial library, builds taking turns on a lock file).
+    Raises OSError or subprocess.SubprocessError (no compiler, a failed or timed-out build: the compiler's
+    last lines in the message)."""
     cc = _compiler()
     folder = folder or cache_dir("kernels")
-    path = folder / f"gemv-{_key(cc)}.so"
-    if path.exists() and digest_problem(path) is None:
-        return path  # found: no lock taken (a read-only cache may hold a verified library)
-    with open(folder / ".build.lock", "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        remove_stale(folder)  # the temporaries of builds killed midway (none is live: the lock is ours)
-        if path.exists():
-            problem = digest_problem(path)
-            if problem is None:
-                return path
-            log.warning("%s: %s; building it again", path, problem)
-        fd, tmp = tempfile.mkstemp(prefix=".gemv-", suffix=".so.tmp", dir=folder)
-        os.close(fd)
-        try:
-            # its own process group, so that a timeout (or Ctrl-C) ends the compiler's children too (cc1, as)
-            done = subprocess.Popen([*cc, *FLAGS, "-o", tmp, str(SOURCE)], stdout=subprocess.PIPE,
-                                    stderr=subprocess.PIPE, text=True, start_new_session=True)
-            try:
-                _, stderr = done.communicate(timeout=BUILD_TIMEOUT)
-            except BaseException:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(done.pid, signal.SIGKILL)
-                done.communicate()
-                raise
-            if done.returncode != 0:
-                tail = " ".join(stderr.strip().splitlines()[-3:])
-                raise subprocess.SubprocessError(f"{' '.join(cc)} exited with {done.returncode}: {tail}")
-            record_digest(path, Path(tmp).read_bytes())
-            os.replace(tmp, path)
-        finally:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-    return path
+    return build_library(SOURCE, FLAGS, folder / f"gemv-{_key(cc)}.so", cc, BUILD_TIMEOUT, log)
 
 
 def kernel() -> Kernel | None:

@@ -209,5 +209,5 @@ def test_the_cpu_clock_is_read_when_the_limit_could_be_passed_only(monkeypatch):
     monkeypatch.setattr(limits.Budget, "tick", counted)
     monkeypatch.setattr(limits.Budget, "running", block)
     schema_dfa({"type": "object", "properties": {f"p{i}": S(maxLength=5 + i) for i in range(16)}})
-    assert len(ticks) > 100 and sum(blocks) == 2
+    assert len(ticks) > 50 and sum(blocks) == 2  # 60 ticks with the C minimization (one each), 100+ in numpy
     assert len(reads) == 3 * sum(blocks)

@@ -71,14 +71,15 @@ def shared_cache_without_indexes(tmp: Path) -> Path:
 
 def test_wheel_carries_every_module_and_index_and_nothing_else(wheel):
     """The wheel's files under ``callmaybe/`` are exactly the tree's modules of the layers (core, compiler,
-    runtime, server, scale), ``cli.py``, the package marker, the shipped indexes and the native kernel's C source
-    (built on the user's machine at first use): no test, benchmark or stale file."""
+    runtime, server, scale), ``cli.py``, the package marker, the shipped indexes and the C sources of the native
+    kernel and the DFA minimization (built on the user's machine at first use): no test, benchmark or stale
+    file."""
     names = {n for n in zipfile.ZipFile(wheel).namelist() if n.startswith("callmaybe/")}
     layers = ("core/", "compiler/", "runtime/", "server/", "scale/")
     want = {f"callmaybe/{f}" for f in source_files()
             if f in ("__init__.py", "cli.py") or (f.startswith(layers) and f.endswith(".py"))
-            or (f.startswith("indexes/") and f.endswith(".safetensors")) or f == "runtime/model/gemv.c"}
-    assert "callmaybe/runtime/model/gemv.c" in want and names == want
+            or (f.startswith("indexes/") and f.endswith(".safetensors")) or f in ("runtime/model/gemv.c", "compiler/automata/minimize.c")}
+    assert {"callmaybe/runtime/model/gemv.c", "callmaybe/compiler/automata/minimize.c"} <= want and names == want
 
 
 def test_installed_run_uses_the_shipped_index(fresh_venv, tmp_path):

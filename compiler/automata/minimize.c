@@ -1,0 +1,313 @@
+/*
+ * The minimal automaton of a byte-level DFA, in one call: byte classes, trim, partition refinement, and the
+ * quotient numbered breadth-first from the start in byte order (the numbering of dfa.py's minimize, so that
+ * equal languages give equal arrays whichever implementation ran).
+ *
+ * The refinement is Valmari and Lehtinen's for partial transition functions ("Efficient minimization of DFAs
+ * with partial transition functions", STACS 2008; the compact form of Valmari, "Fast brief practical DFA
+ * minimization", Information Processing Letters 112(6), 2012): two refinable partitions, the states into
+ * blocks and the transitions into cords (a cord: transitions of one label whose heads lie in one block), each
+ * refining the other, with Hopcroft's rule that a split set is used again only through its smaller half.
+ * O(m log n) for m transitions (here over byte classes) and n states; no sink state is added, so a missing
+ * transition costs nothing. Written here from the papers' description.
+ *
+ * Entry point: cm_minimize (see its comment). Plain C99, no global state: calls may run in parallel.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* A refinable partition of the elements 0..n-1 into sets. The elements of a set are contiguous in `elems`,
+ * from `first[s]` to `past[s]`; its marked elements sit at its front (`marked[s]` of them). */
+typedef struct {
+    int32_t *elems, *loc, *set, *first, *past, *marked, *touched;
+    int32_t ntouched, nsets;
+} partition;
+
+static void partition_free(partition *p) {
+    free(p->elems); free(p->loc); free(p->set); free(p->first); free(p->past); free(p->marked);
+    free(p->touched);
+}
+
+/* n elements, all in set 0 (no set where n is 0). Returns 0, or -1 when memory runs out. */
+static int partition_init(partition *p, int32_t n) {
+    size_t e = (size_t)(n > 0 ? n : 1), s = e + 1;
+    p->elems = malloc(e * sizeof(int32_t)); p->loc = malloc(e * sizeof(int32_t));
+    p->set = malloc(e * sizeof(int32_t)); p->first = malloc(s * sizeof(int32_t));
+    p->past = malloc(s * sizeof(int32_t)); p->marked = malloc(s * sizeof(int32_t));
+    p->touched = malloc(s * sizeof(int32_t));
+    if (!p->elems || !p->loc || !p->set || !p->first || !p->past || !p->marked || !p->touched) return -1;
+    for (int32_t i = 0; i < n; i++) { p->elems[i] = i; p->loc[i] = i; p->set[i] = 0; }
+    p->ntouched = 0;
+    p->nsets = n > 0 ? 1 : 0;
+    p->first[0] = 0; p->past[0] = n; p->marked[0] = 0;
+    return 0;
+}
+
+/* Move element e to the marked front of its set. */
+static inline void mark(partition *p, int32_t e) {
+    int32_t s = p->set[e], i = p->loc[e], j = p->first[s] + p->marked[s];
+    if (i < j) return; /* marked already */
+    int32_t other = p->elems[j];
+    p->elems[i] = other; p->loc[other] = i;
+    p->elems[j] = e; p->loc[e] = j;
+    if (p->marked[s]++ == 0) p->touched[p->ntouched++] = s;
+}
+
+/* Split every set with marked elements into its marked and unmarked parts (unless all were marked): the
+ * smaller part becomes a new set, numbered after the others. Marks are cleared. */
+static void split(partition *p) {
+    while (p->ntouched) {
+        int32_t s = p->touched[--p->ntouched], j = p->first[s] + p->marked[s];
+        if (j == p->past[s]) { p->marked[s] = 0; continue; }
+        int32_t z = p->nsets++;
+        if (p->marked[s] <= p->past[s] - j) { p->first[z] = p->first[s]; p->past[z] = j; p->first[s] = j; }
+        else { p->past[z] = p->past[s]; p->first[z] = j; p->past[s] = j; }
+        for (int32_t i = p->first[z]; i < p->past[z]; i++) p->set[p->elems[i]] = z;
+        p->marked[s] = p->marked[z] = 0;
+    }
+}
+
+static uint64_t mix64(uint64_t x) { /* splitmix64's finalizer (Steele, Lea, Flood, OOPSLA 2014) */
+    x += 0x9E3779B97F4A7C15ull;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    return x ^ (x >> 31);
+}
+
+/* Byte classes: bytes whose columns of `trans` are equal share a class; classes numbered in order of their
+ * first byte. Writes cls[256] and first_byte[classes]; returns the number of classes. Columns are compared
+ * through a hash, then exactly. */
+static int byte_classes(int64_t n, const int32_t *trans, uint8_t *cls, int *first_byte) {
+    uint64_t h[256];
+    memset(h, 0, sizeof h);
+    for (int64_t s = 0; s < n; s++) {
+        uint64_t m = mix64((uint64_t)s) | 1u;
+        const int32_t *row = trans + s * 256;
+        for (int b = 0; b < 256; b++) h[b] += (uint64_t)(uint32_t)(row[b] + 1) * m;
+    }
+    int k = 0;
+    for (int b = 0; b < 256; b++) {
+        int found = -1;
+        for (int c = 0; c < k && found < 0; c++) {
+            int r = first_byte[c];
+            if (h[r] != h[b]) continue;
+            int64_t s = 0;
+            while (s < n && trans[s * 256 + r] == trans[s * 256 + b]) s++;
+            if (s == n) found = c;
+        }
+        if (found < 0) { found = k; first_byte[k++] = b; }
+        cls[b] = (uint8_t)found;
+    }
+    return k;
+}
+
+/* Work arrays of one call, freed together. */
+typedef struct {
+    int32_t *ct, *alive, *queue, *in_at, *in_src, *live, *tail, *head, *order, *at, *in_tr, *num;
+    partition blocks, cords;
+} work;
+
+static void work_free(work *w) {
+    free(w->ct); free(w->alive); free(w->queue); free(w->in_at); free(w->in_src); free(w->live);
+    free(w->tail); free(w->head); free(w->order); free(w->at); free(w->in_tr); free(w->num);
+    partition_free(&w->blocks); partition_free(&w->cords);
+}
+
+/* alive[s] = 1 for the states reachable from `start` that can reach an accepting state (over the class table
+ * `ct`, n x k). Returns the number of them, or -1 when memory runs out. */
+static int64_t trim(work *w, int64_t n, int k, const uint8_t *accepting, int64_t start) {
+    int32_t *ct = w->ct, *seen = w->alive, *queue = w->queue;
+    memset(seen, 0, (size_t)n * sizeof(int32_t));
+    int64_t head = 0, tail = 0;
+    seen[start] = 1; queue[tail++] = (int32_t)start;
+    while (head < tail) { /* forwards: seen = 1 */
+        int32_t s = queue[head++];
+        for (int c = 0; c < k; c++) {
+            int32_t t = ct[(int64_t)s * k + c];
+            if (t >= 0 && !seen[t]) { seen[t] = 1; queue[tail++] = t; }
+        }
+    }
+    /* predecessors among the reachable states (counting sort by target) */
+    w->in_at = calloc((size_t)n + 1, sizeof(int32_t));
+    if (!w->in_at) return -1;
+    int64_t m = 0;
+    for (int64_t i = 0; i < tail; i++)
+        for (int c = 0; c < k; c++) {
+            int32_t t = ct[(int64_t)queue[i] * k + c];
+            if (t >= 0) { w->in_at[t + 1]++; m++; }
+        }
+    for (int64_t s = 0; s < n; s++) w->in_at[s + 1] += w->in_at[s];
+    w->in_src = malloc((size_t)(m > 0 ? m : 1) * sizeof(int32_t));
+    int32_t *fill = malloc((size_t)n * sizeof(int32_t));
+    if (!w->in_src || !fill) { free(fill); return -1; }
+    memcpy(fill, w->in_at, (size_t)n * sizeof(int32_t));
+    for (int64_t i = 0; i < tail; i++)
+        for (int c = 0; c < k; c++) {
+            int32_t s = queue[i], t = ct[(int64_t)s * k + c];
+            if (t >= 0) w->in_src[fill[t]++] = s;
+        }
+    free(fill);
+    /* backwards from the accepting reachable states: seen = 2 */
+    int64_t reach = tail, h2 = 0, t2 = 0;
+    for (int64_t i = 0; i < reach; i++)
+        if (accepting[queue[i]]) seen[queue[i]] = 2;
+    int32_t *back = malloc((size_t)(reach > 0 ? reach : 1) * sizeof(int32_t));
+    if (!back) return -1;
+    for (int64_t i = 0; i < reach; i++)
+        if (seen[queue[i]] == 2) back[t2++] = queue[i];
+    while (h2 < t2) {
+        int32_t t = back[h2++];
+        for (int32_t j = w->in_at[t]; j < w->in_at[t + 1]; j++) {
+            int32_t s = w->in_src[j];
+            if (seen[s] == 1) { seen[s] = 2; back[t2++] = s; }
+        }
+    }
+    free(back);
+    for (int64_t s = 0; s < n; s++) seen[s] = seen[s] == 2;
+    return t2;
+}
+
+/*
+ * cm_minimize: the minimal DFA of the language of (trans, accepting, start).
+ *   n: states; trans: int32 (n, 256), the state after each byte or -1; accepting: uint8 (n,); start: a state.
+ *   out_trans: int32 room for (n, 256); out_accepting: uint8 room for (n,).
+ * Returns the minimal automaton's number of states m (written to out_trans[0:m], out_accepting[0:m]; its start
+ * is state 0, states numbered breadth-first from it, each state's targets in byte order, -1 for no
+ * transition), 0 when the language is empty, -1 when memory runs out, -2 for a target out of range.
+ */
+int64_t cm_minimize(int64_t n, const int32_t *trans, const uint8_t *accepting, int64_t start,
+                    int32_t *out_trans, uint8_t *out_accepting) {
+    if (n <= 0 || start < 0 || start >= n) return 0;
+    for (int64_t i = 0; i < n * 256; i++)
+        if (trans[i] < -1 || trans[i] >= n) return -2;
+    uint8_t cls[256];
+    int first_byte[256];
+    int k = byte_classes(n, trans, cls, first_byte);
+    work w;
+    memset(&w, 0, sizeof w);
+    int64_t result = -1;
+    w.ct = malloc((size_t)n * k * sizeof(int32_t));
+    w.alive = malloc((size_t)n * sizeof(int32_t));
+    w.queue = malloc((size_t)n * sizeof(int32_t));
+    w.num = malloc((size_t)n * sizeof(int32_t));
+    if (!w.ct || !w.alive || !w.queue || !w.num) goto done;
+    for (int64_t s = 0; s < n; s++)
+        for (int c = 0; c < k; c++) w.ct[s * k + c] = trans[s * 256 + first_byte[c]];
+    int64_t live_n = trim(&w, n, k, accepting, start);
+    if (live_n < 0) goto done;
+    if (!w.alive[start]) { result = 0; goto done; }
+    /* the live states, numbered 0..L-1 in state order */
+    int32_t L = 0;
+    w.live = malloc((size_t)live_n * sizeof(int32_t));
+    if (!w.live) goto done;
+    for (int64_t s = 0; s < n; s++) {
+        w.num[s] = w.alive[s] ? L : -1;
+        if (w.alive[s]) w.live[L++] = (int32_t)s;
+    }
+    /* the transitions among live states, by label (class): counting sort */
+    int64_t m = 0;
+    int64_t count[257];
+    memset(count, 0, sizeof count);
+    for (int32_t q = 0; q < L; q++)
+        for (int c = 0; c < k; c++) {
+            int32_t t = w.ct[(int64_t)w.live[q] * k + c];
+            if (t >= 0 && w.num[t] >= 0) { count[c + 1]++; m++; }
+        }
+    if (m >= INT32_MAX) goto done;
+    size_t mm = (size_t)(m > 0 ? m : 1);
+    w.tail = malloc(mm * sizeof(int32_t)); w.head = malloc(mm * sizeof(int32_t));
+    w.order = malloc(mm * sizeof(int32_t)); w.at = calloc((size_t)L + 1, sizeof(int32_t));
+    w.in_tr = malloc(mm * sizeof(int32_t));
+    if (!w.tail || !w.head || !w.order || !w.at || !w.in_tr) goto done;
+    for (int c = 0; c < k; c++) count[c + 1] += count[c];
+    int64_t e = 0;
+    for (int32_t q = 0; q < L; q++)
+        for (int c = 0; c < k; c++) {
+            int32_t t = w.ct[(int64_t)w.live[q] * k + c];
+            if (t >= 0 && w.num[t] >= 0) {
+                w.tail[e] = q; w.head[e] = w.num[t];
+                w.order[count[c]++] = (int32_t)e; /* count[c] ends at the start of label c + 1 */
+                w.at[w.num[t] + 1]++;
+                e++;
+            }
+        }
+    /* incoming transitions of each live state */
+    for (int32_t q = 0; q < L; q++) w.at[q + 1] += w.at[q];
+    {
+        int32_t *fill = malloc(((size_t)L + 1) * sizeof(int32_t));
+        if (!fill) goto done;
+        memcpy(fill, w.at, ((size_t)L + 1) * sizeof(int32_t));
+        for (int64_t i = 0; i < m; i++) w.in_tr[fill[w.head[i]]++] = (int32_t)i;
+        free(fill);
+    }
+    /* blocks: accepting against the rest */
+    if (partition_init(&w.blocks, L) || partition_init(&w.cords, (int32_t)m)) goto done;
+    for (int32_t q = 0; q < L; q++)
+        if (accepting[w.live[q]]) mark(&w.blocks, q);
+    split(&w.blocks);
+    /* cords: one per label, transitions in label order */
+    partition *C = &w.cords;
+    C->nsets = 0;
+    for (int64_t i = 0; i < m; i++) {
+        int32_t t = w.order[i];
+        C->elems[i] = t; C->loc[t] = (int32_t)i;
+    }
+    {
+        int64_t lo = 0;
+        for (int c = 0; c < k; c++) {
+            int64_t hi = count[c]; /* the end of label c's transitions (after the fill above) */
+            if (hi > lo) {
+                int32_t z = C->nsets++;
+                C->first[z] = (int32_t)lo; C->past[z] = (int32_t)hi; C->marked[z] = 0;
+                for (int64_t i = lo; i < hi; i++) C->set[C->elems[i]] = z;
+            }
+            lo = hi;
+        }
+    }
+    /* refine: each cord splits the blocks by the tails of its transitions; each new block (the smaller half
+     * of a split; block 0, the whole set at first, never) splits the cords by the heads of theirs */
+    partition *B = &w.blocks;
+    int32_t b = 1, c = 0;
+    while (c < C->nsets) {
+        for (int32_t i = C->first[c]; i < C->past[c]; i++) mark(B, w.tail[C->elems[i]]);
+        split(B);
+        c++;
+        while (b < B->nsets) {
+            for (int32_t i = B->first[b]; i < B->past[b]; i++) {
+                int32_t q = B->elems[i];
+                for (int32_t j = w.at[q]; j < w.at[q + 1]; j++) mark(C, w.in_tr[j]);
+            }
+            split(C);
+            b++;
+        }
+    }
+    /* the quotient, numbered breadth-first from the start's block in byte order */
+    {
+        int32_t *id = w.queue; /* reused: block -> new number, -1 before it is met */
+        int32_t *bq = w.alive; /* reused: blocks in the order met */
+        for (int32_t i = 0; i < B->nsets; i++) id[i] = -1;
+        int32_t met = 0, done_n = 0;
+        int32_t sb = B->set[w.num[start]];
+        id[sb] = met; bq[met++] = sb;
+        while (done_n < met) {
+            int32_t blk = bq[done_n];
+            int32_t rep = w.live[B->elems[B->first[blk]]];
+            const int32_t *row = trans + (int64_t)rep * 256;
+            int32_t *out = out_trans + (int64_t)done_n * 256;
+            for (int x = 0; x < 256; x++) {
+                int32_t t = row[x];
+                if (t < 0 || w.num[t] < 0) { out[x] = -1; continue; }
+                int32_t tb = B->set[w.num[t]];
+                if (id[tb] < 0) { id[tb] = met; bq[met++] = tb; }
+                out[x] = id[tb];
+            }
+            out_accepting[done_n] = accepting[rep] ? 1 : 0;
+            done_n++;
+        }
+        result = met;
+    }
+done:
+    work_free(&w);
+    return result;
+}

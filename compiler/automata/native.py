@@ -1,0 +1,107 @@
+"""DFA minimization in C (``minimize.c``), built on this machine at first use and called through ctypes.
+
+A schema's joins minimize hundreds of small automata (jscsrc: ~500, a median of ~30 states); in numpy each
+costs ~2 ms, most of it the fixed cost of a few hundred small array operations, and they were 40-45% of the
+compile of the slowest JSONSchemaBench schemas. ``cm_minimize`` does the whole of :func:`.dfa.minimize`'s work
+(byte classes, trim, Valmari and Lehtinen's partition refinement, the breadth-first numbering) in one call and
+returns the same arrays, to the element: the minimal automaton of a language is unique, and both number it the
+same way (``tests/compiler/test_native_minimize.py`` compares them).
+
+It is compiled once per source, flags and compiler (``cc -O2 -std=c99 -shared -fPIC``, portable: no
+``-march=native``) into ``<cache>/kernels/minimize-<key>.so`` (:mod:`callmaybe.core.cbuild`). Where it cannot
+be built or loaded, :func:`minimize` returns None (one WARNING line saying why, once per process) and the numpy
+path runs; ``CALLMAYBE_DFA=numpy`` chooses the numpy path without the warning (for comparisons).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import logging
+import os
+import subprocess
+import threading
+from pathlib import Path
+
+import numpy as np
+
+from ...core.cbuild import build_key, build_library, compiler_command
+from ...core.errors import CallmaybeError
+from ...core.files import cache_dir, digest_path
+
+log = logging.getLogger(__name__)
+
+SOURCE = Path(__file__).with_name("minimize.c")
+FLAGS = ("-O2", "-std=c99", "-shared", "-fPIC")
+#: seconds the build may take (about 0.3 s here); past it, the numpy path, with a warning
+BUILD_TIMEOUT = 30.0
+#: the most states the C path takes (its indices are int32: states x 256 must fit)
+MAX_STATES = (2**31 - 1) // 256
+
+_lock = threading.Lock()
+_loaded: list = []  # [] not tried yet; [None] unavailable; [CDLL] loaded
+
+
+def build(folder: Path | None = None) -> Path:
+    """The built library: found in ``folder`` (default ``<cache>/kernels``) with its SHA-256 as recorded, or
+    compiled there now (:func:`~callmaybe.core.cbuild.build_library`). Raises OSError or
+    subprocess.SubprocessError (no compiler, a failed or timed-out build)."""
+    cc = compiler_command()
+    folder = folder or cache_dir("kernels")
+    key = build_key(cc, SOURCE.read_bytes(), " ".join(FLAGS).encode())
+    return build_library(SOURCE, FLAGS, folder / f"minimize-{key}.so", cc, BUILD_TIMEOUT, log)
+
+
+def library() -> ctypes.CDLL | None:
+    """The loaded library, built at the first call, or None where it is unavailable (the reason logged once,
+    as a WARNING; nothing logged under ``CALLMAYBE_DFA=numpy``). Never raises."""
+    if _loaded:
+        return _loaded[0]
+    with _lock:
+        if _loaded:
+            return _loaded[0]
+        lib = None
+        if os.environ.get("CALLMAYBE_DFA", "").strip().lower() != "numpy":
+            try:
+                path = build()
+                try:
+                    lib = ctypes.CDLL(str(path))
+                    fn = lib.cm_minimize
+                except (OSError, AttributeError):  # not a library, or not this one: the next run builds again
+                    for stale in (path, digest_path(path)):
+                        with contextlib.suppress(OSError):
+                            stale.unlink()
+                    raise
+                fn.restype = ctypes.c_int64
+                fn.argtypes = [ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p,
+                               ctypes.c_void_p]
+            except (OSError, subprocess.SubprocessError, AttributeError, CallmaybeError) as exc:
+                lib = None
+                log.warning("DFA minimization in C unavailable (%s); numpy's used (slower compiles; "
+                            "CALLMAYBE_DFA=numpy chooses it without this line)", exc)
+        _loaded.append(lib)
+        return lib
+
+
+def minimize(transitions: np.ndarray, accepting: np.ndarray, start: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """The minimal automaton of ``transitions`` (int (states, 256), -1 for no transition), ``accepting`` (bool
+    (states,)) and ``start``: ``(transitions int32 (m, 256), accepting bool (m,))``, its start state 0 and its
+    states numbered as :func:`.dfa.minimize` numbers them; an empty language gives arrays of no rows (m = 0).
+    Returns None where the library is unavailable or the automaton is too large for it.
+    Raises MemoryError when C's allocations fail, ValueError for a target out of range."""
+    n = int(transitions.shape[0])
+    if n > MAX_STATES or transitions.shape[1:] != (256,):
+        return None
+    lib = library()
+    if lib is None:
+        return None
+    t = np.ascontiguousarray(transitions, dtype=np.int32)
+    a = np.ascontiguousarray(accepting, dtype=np.uint8)
+    out_t = np.empty((n, 256), dtype=np.int32)  # untouched pages past the result cost no memory
+    out_a = np.empty(n, dtype=np.uint8)
+    m = lib.cm_minimize(n, t.ctypes.data, a.ctypes.data, int(start), out_t.ctypes.data, out_a.ctypes.data)
+    if m == -1:
+        raise MemoryError(f"DFA minimization in C: out of memory for {n:,} states")
+    if m < 0:
+        raise ValueError(f"DFA minimization in C: a transition's target is outside 0..{n - 1}")
+    return out_t[:m].copy(), out_a[:m].astype(bool)

@@ -1,0 +1,148 @@
+"""DFA minimization in C (compiler/automata/minimize.c through native.py) against the numpy path: the same
+arrays to the element on random automata and on whole catalogs' automata; an empty language, a bad target, a
+compiler that fails and ``CALLMAYBE_DFA=numpy``."""
+
+import logging
+import shutil
+
+import numpy as np
+import pytest
+
+from callmaybe.compiler.automata import dfa as dfa_mod
+from callmaybe.compiler.automata import native
+from callmaybe.compiler.automata.dfa import ByteDFA, EmptyLanguage
+from callmaybe.compiler.grammar import compile_grammar
+from callmaybe.core.catalog import load_catalog
+
+from ..conftest import shared_path
+
+needs_cc = pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler (cc) on this machine")
+
+
+@pytest.fixture
+def lib():
+    got = native.library()
+    if got is None:
+        pytest.skip("the C minimization could not be built here")
+    return got
+
+
+@pytest.fixture
+def fresh(monkeypatch, tmp_path):
+    """library() tried again from scratch, building in an empty cache with the default compiler."""
+    monkeypatch.setenv("CALLMAYBE_CACHE", str(tmp_path / "cache"))
+    monkeypatch.delenv("CC", raising=False)
+    monkeypatch.delenv("CALLMAYBE_DFA", raising=False)
+    monkeypatch.setattr(native, "_loaded", [])
+    return tmp_path
+
+
+def _random_dfa(rng) -> ByteDFA:
+    """A random partial automaton: a few columns of random targets (some -1) spread over the 256 bytes, most
+    bytes dead in half of them."""
+    n, k = int(rng.integers(1, 60)), int(rng.integers(1, 6))
+    cols = rng.integers(-1, n, size=(n, k)).astype(np.int32)
+    cols[rng.random((n, k)) < rng.random()] = -1
+    byte_of = rng.integers(0, k, size=256)
+    if rng.random() < 0.5:
+        byte_of[rng.random(256) < 0.8] = k
+        cols = np.concatenate([cols, np.full((n, 1), -1, np.int32)], axis=1)
+    return ByteDFA(cols[:, byte_of], rng.random(n) < rng.random(), int(rng.integers(0, n)))
+
+
+def _numpy(d: ByteDFA):
+    try:
+        out = dfa_mod._minimize_numpy(d)
+    except EmptyLanguage:
+        return None
+    return out.transitions, out.accepting
+
+
+@needs_cc
+def test_c_gives_numpys_arrays_on_random_automata(lib):
+    rng = np.random.default_rng(7)
+    same = empty = 0
+    for _ in range(1500):
+        d = _random_dfa(rng)
+        want, got = _numpy(d), native.minimize(d.transitions, d.accepting, d.start)
+        if want is None:
+            empty += len(got[1]) == 0
+        else:
+            same += np.array_equal(want[0], got[0]) and np.array_equal(want[1], got[1]) and got[1].dtype == bool
+    assert (same, empty) == (1102, 398)  # all 1,500: 398 empty languages, the rest equal
+
+
+@needs_cc
+def test_redundant_states_merge_and_renumber_breadth_first(lib):
+    """"ab" or "cb" through two copies of the middle and the end: three states, numbered from the start."""
+    t = np.full((6, 256), -1, dtype=np.int32)
+    t[5, ord("a")], t[5, ord("c")] = 1, 2  # the start is state 5
+    t[1, ord("b")], t[2, ord("b")] = 3, 4
+    t[0, ord("x")] = 3  # unreachable
+    d = ByteDFA(t, np.array([False, False, False, True, True, False]), 5)
+    out = dfa_mod.minimize(d)
+    assert out.num_states == 3 and out.start == 0 and out.accepting.tolist() == [False, False, True]
+    live = {(s, b): int(out.transitions[s, b]) for s, b in zip(*np.nonzero(out.transitions >= 0))}
+    assert live == {(0, ord("a")): 1, (0, ord("c")): 1, (1, ord("b")): 2}
+
+
+@needs_cc
+def test_an_empty_language_raises_through_c(lib):
+    t = np.full((2, 256), -1, dtype=np.int32)
+    t[0, 0] = 1
+    with pytest.raises(EmptyLanguage, match="accepts no value"):
+        dfa_mod.minimize(ByteDFA(t, np.array([False, False]), 0))
+
+
+@needs_cc
+def test_a_target_out_of_range_is_refused(lib):
+    t = np.full((2, 256), -1, dtype=np.int32)
+    t[0, 7] = 2
+    with pytest.raises(ValueError, match=r"a transition's target is outside 0\.\.1"):
+        native.minimize(t, np.array([False, True]), 0)
+
+
+@needs_cc
+def test_catalog_automata_are_the_same_either_way(lib, monkeypatch, public_catalog_path):
+    from callmaybe.compiler.automata.dfa import MINIMAL_CACHE
+    from callmaybe.compiler.automata.nodes import LEAF_CACHE
+
+    fn30 = shared_path("data", "bench", "catalog_fn30.openai.json")
+    catalogs = [load_catalog(public_catalog_path), load_catalog(fn30)]
+    out = {}
+    for choice in ([lib], [None]):
+        monkeypatch.setattr(native, "_loaded", choice)
+        LEAF_CACHE.clear()
+        MINIMAL_CACHE.clear()
+        out[choice[0] is None] = [compile_grammar(fns).dfa for fns in catalogs]
+    for c, p in zip(out[False], out[True]):
+        assert c.num_states > 100 and np.array_equal(c.transitions, p.transitions)
+        assert np.array_equal(c.accepting, p.accepting)
+
+
+def test_numpy_chosen_by_the_environment_says_nothing(fresh, monkeypatch, caplog):
+    monkeypatch.setenv("CALLMAYBE_DFA", "numpy")
+    with caplog.at_level(logging.INFO, logger="callmaybe.compiler.automata.native"):
+        assert native.library() is None
+        d = _random_dfa(np.random.default_rng(3))
+        assert native.minimize(d.transitions, d.accepting, d.start) is None
+    assert caplog.records == []
+    assert not (fresh / "cache" / "kernels").exists()
+
+
+def test_a_failing_compiler_keeps_numpy_with_one_warning(fresh, monkeypatch, caplog):
+    script = fresh / "failing-cc"
+    script.write_text("#!/bin/sh\nif [ \"$1\" = --version ]; then echo failing-cc 1.0; exit 0; fi\n"
+                      "echo 'minimize.c:1: error: no' >&2\nexit 1\n")
+    script.chmod(0o755)
+    monkeypatch.setenv("CC", str(script))
+    t = np.full((3, 256), -1, dtype=np.int32)
+    t[0, ord("a")], t[1, ord("b")] = 1, 2
+    d = ByteDFA(t, np.array([False, False, True]), 0)
+    with caplog.at_level(logging.INFO, logger="callmaybe.compiler.automata.native"):
+        out = dfa_mod.minimize(d)
+        dfa_mod.minimize(ByteDFA(t.copy(), np.array([False, True, True]), 0))
+    assert out.num_states == 3 and out.accepting.tolist() == [False, False, True]
+    assert [(r.levelname, r.getMessage()) for r in caplog.records] == [(
+        "WARNING", f"DFA minimization in C unavailable ({script} exited with 1: minimize.c:1: error: no); numpy's "
+        "used (slower compiles; CALLMAYBE_DFA=numpy chooses it without this line)")]
