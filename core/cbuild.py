@@ -2,7 +2,7 @@
 by, and the build itself (a temporary name, its SHA-256 recorded, renamed into place under a lock).
 
 Two libraries are built this way: the runtime's int8 kernels (``runtime/model/gemv.c``, for this CPU) and the
-compiler's automaton routines (``compiler/automata/minimize.c``, plain C). Each is compiled once per source,
+compiler's automaton routines (``compiler/automata/native.c``, plain C). Each is compiled once per source,
 flags and compiler into ``<cache>/kernels/<stem>-<key>.so`` and checked against its recorded SHA-256 before
 each load, as every file of the cache is. ``$CC`` names another compiler (``cc`` by default).
 """

@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import dfa as D
-from . import counters, long_counts
+from . import counters, long_counts, native
 from .dfa import ByteDFA
 from .. import limits
 from ..limits import count_states
@@ -81,10 +81,16 @@ def product(a: ByteDFA, b: ByteDFA, mode: str) -> ByteDFA:
 
     A dead side is written -1 in a pair; pairs that can no longer accept are not built ("and": both sides
     live; "minus": the left side live). Each new pair counts one state against the compile budget
-    (:func:`~..limits.count_states`). Not minimized. Raises ValueError for an unknown ``mode``.
+    (:func:`~..limits.count_states`). Not minimized. Without counter markers on either side, built in C where
+    it can be (:func:`.native.product`: the same arrays). Raises ValueError for an unknown ``mode``.
     """
     if mode not in ("or", "and", "minus", "xor"):
         raise ValueError(f"unknown product mode {mode!r}")
+    if not (counters.uses_markers(a.transitions) or counters.uses_markers(b.transitions)):
+        got = native.product((a.transitions, a.accepting, a.start), (b.transitions, b.accepting, b.start), mode)
+        if got is not None:  # in C: the same pairs, numbered alike (native.py); counted as the loop below does
+            count_states(len(got[1]))
+            return ByteDFA(*got, 0)
     dead = np.full((1, 256), -1, dtype=np.int64)
     ta = np.concatenate([a.transitions.astype(np.int64), dead])  # row -1: the dead side
     tb = np.concatenate([b.transitions.astype(np.int64), dead])

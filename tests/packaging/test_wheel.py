@@ -78,8 +78,9 @@ def test_wheel_carries_every_module_and_index_and_nothing_else(wheel):
     layers = ("core/", "compiler/", "runtime/", "server/", "scale/")
     want = {f"callmaybe/{f}" for f in source_files()
             if f in ("__init__.py", "cli.py") or (f.startswith(layers) and f.endswith(".py"))
-            or (f.startswith("indexes/") and f.endswith(".safetensors")) or f in ("runtime/model/gemv.c", "compiler/automata/minimize.c")}
-    assert {"callmaybe/runtime/model/gemv.c", "callmaybe/compiler/automata/minimize.c"} <= want and names == want
+            or (f.startswith("indexes/") and f.endswith(".safetensors"))
+            or f in ("runtime/model/gemv.c", "compiler/automata/native.c")}
+    assert {"callmaybe/runtime/model/gemv.c", "callmaybe/compiler/automata/native.c"} <= want and names == want
 
 
 def test_installed_run_uses_the_shipped_index(fresh_venv, tmp_path):

@@ -1,6 +1,6 @@
-"""DFA minimization in C (compiler/automata/minimize.c through native.py) against the numpy path: the same
-arrays to the element on random automata and on whole catalogs' automata; an empty language, a bad target, a
-compiler that fails and ``CALLMAYBE_DFA=numpy``."""
+"""DFA minimization and products in C (compiler/automata/native.c through native.py) against the numpy path:
+the same arrays to the element on random automata and on whole catalogs' automata; an empty language, a bad
+target, a product past MAX_PAIRS, a compiler that fails and ``CALLMAYBE_DFA=numpy``."""
 
 import logging
 import shutil
@@ -8,8 +8,9 @@ import shutil
 import numpy as np
 import pytest
 
+from callmaybe.compiler.automata import compose, native
 from callmaybe.compiler.automata import dfa as dfa_mod
-from callmaybe.compiler.automata import native
+from callmaybe.compiler.automata.counters import MARKER_MASK
 from callmaybe.compiler.automata.dfa import ByteDFA, EmptyLanguage
 from callmaybe.compiler.grammar import compile_grammar
 from callmaybe.core.catalog import load_catalog
@@ -37,15 +38,17 @@ def fresh(monkeypatch, tmp_path):
     return tmp_path
 
 
-def _random_dfa(rng) -> ByteDFA:
+def _random_dfa(rng, markers: bool = True) -> ByteDFA:
     """A random partial automaton: a few columns of random targets (some -1) spread over the 256 bytes, most
-    bytes dead in half of them."""
+    bytes dead in half of them (every counter marker byte dead without ``markers``)."""
     n, k = int(rng.integers(1, 60)), int(rng.integers(1, 6))
     cols = rng.integers(-1, n, size=(n, k)).astype(np.int32)
     cols[rng.random((n, k)) < rng.random()] = -1
     byte_of = rng.integers(0, k, size=256)
-    if rng.random() < 0.5:
+    if rng.random() < 0.5 or not markers:
         byte_of[rng.random(256) < 0.8] = k
+        if not markers:
+            byte_of[MARKER_MASK] = k
         cols = np.concatenate([cols, np.full((n, 1), -1, np.int32)], axis=1)
     return ByteDFA(cols[:, byte_of], rng.random(n) < rng.random(), int(rng.integers(0, n)))
 
@@ -103,6 +106,36 @@ def test_a_target_out_of_range_is_refused(lib):
 
 
 @needs_cc
+def test_c_products_are_numpys_in_every_mode(lib, monkeypatch):
+    rng = np.random.default_rng(11)
+    same, states = 0, 0
+    for i in range(800):
+        a, b = _random_dfa(rng, markers=False), _random_dfa(rng, markers=False)
+        mode = ("or", "and", "minus", "xor")[i % 4]
+        monkeypatch.setattr(native, "_loaded", [lib])
+        c = compose.product(a, b, mode)
+        monkeypatch.setattr(native, "_loaded", [None])
+        p = compose.product(a, b, mode)
+        same += np.array_equal(c.transitions, p.transitions) and np.array_equal(c.accepting, p.accepting)
+        states += c.num_states
+    assert (same, states) == (800, 68817)  # every product equal; 68,817 pairs in all
+
+
+@needs_cc
+def test_a_product_past_max_pairs_is_left_to_numpy(lib, monkeypatch):
+    """Cycles of 300 and 301 states over one byte (coprime lengths): 90,300 pairs, past MAX_PAIRS."""
+    def cycle(n):
+        t = np.full((n, 256), -1, dtype=np.int32)
+        t[:, ord("a")] = (np.arange(n) + 1) % n
+        return ByteDFA(t, np.arange(n) == 0, 0)
+
+    a, b = cycle(300), cycle(301)
+    assert native.product((a.transitions, a.accepting, 0), (b.transitions, b.accepting, 0), "and") is None
+    out = compose.product(a, b, "and")
+    assert out.num_states == 90300 and int(out.accepting.sum()) == 1
+
+
+@needs_cc
 def test_catalog_automata_are_the_same_either_way(lib, monkeypatch, public_catalog_path):
     from callmaybe.compiler.automata.dfa import MINIMAL_CACHE
     from callmaybe.compiler.automata.nodes import LEAF_CACHE
@@ -133,7 +166,7 @@ def test_numpy_chosen_by_the_environment_says_nothing(fresh, monkeypatch, caplog
 def test_a_failing_compiler_keeps_numpy_with_one_warning(fresh, monkeypatch, caplog):
     script = fresh / "failing-cc"
     script.write_text("#!/bin/sh\nif [ \"$1\" = --version ]; then echo failing-cc 1.0; exit 0; fi\n"
-                      "echo 'minimize.c:1: error: no' >&2\nexit 1\n")
+                      "echo 'native.c:1: error: no' >&2\nexit 1\n")
     script.chmod(0o755)
     monkeypatch.setenv("CC", str(script))
     t = np.full((3, 256), -1, dtype=np.int32)
@@ -144,5 +177,5 @@ def test_a_failing_compiler_keeps_numpy_with_one_warning(fresh, monkeypatch, cap
         dfa_mod.minimize(ByteDFA(t.copy(), np.array([False, True, True]), 0))
     assert out.num_states == 3 and out.accepting.tolist() == [False, False, True]
     assert [(r.levelname, r.getMessage()) for r in caplog.records] == [(
-        "WARNING", f"DFA minimization in C unavailable ({script} exited with 1: minimize.c:1: error: no); numpy's "
+        "WARNING", f"DFA minimization in C unavailable ({script} exited with 1: native.c:1: error: no); numpy's "
         "used (slower compiles; CALLMAYBE_DFA=numpy chooses it without this line)")]

@@ -11,7 +11,10 @@
  * O(m log n) for m transitions (here over byte classes) and n states; no sink state is added, so a missing
  * transition costs nothing. Written here from the papers' description.
  *
- * Entry point: cm_minimize (see its comment). Plain C99, no global state: calls may run in parallel.
+ * Also the product of two automata (cm_product), numbered as compose.py's product numbers it.
+ *
+ * Entry points: cm_minimize, cm_product, cm_free_product (see their comments). Plain C99, no global state:
+ * calls may run in parallel.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -309,5 +312,166 @@ int64_t cm_minimize(int64_t n, const int32_t *trans, const uint8_t *accepting, i
     }
 done:
     work_free(&w);
+    return result;
+}
+
+/* ------------------------------------------------------------------------------------------------------ */
+/* The product automaton of two DFAs without counter markers (compose.py's product). */
+
+/* An open-addressing table from a pair's key to its state (or -2 while a level's new pairs are numbered). */
+typedef struct {
+    int64_t *keys; /* -1: empty */
+    int32_t *vals;
+    int64_t cap, used;
+} pair_table;
+
+static int table_init(pair_table *h, int64_t cap) {
+    h->cap = cap; h->used = 0;
+    h->keys = malloc((size_t)cap * sizeof(int64_t));
+    h->vals = malloc((size_t)cap * sizeof(int32_t));
+    if (!h->keys || !h->vals) return -1;
+    for (int64_t i = 0; i < cap; i++) h->keys[i] = -1;
+    return 0;
+}
+
+/* The slot of `key`: where it is, or the empty slot where it would go. */
+static inline int64_t table_slot(const pair_table *h, int64_t key) {
+    int64_t i = (int64_t)(mix64((uint64_t)key) & (uint64_t)(h->cap - 1));
+    while (h->keys[i] != -1 && h->keys[i] != key) i = (i + 1) & (h->cap - 1);
+    return i;
+}
+
+static int table_grow(pair_table *h) {
+    pair_table bigger;
+    if (table_init(&bigger, h->cap * 2)) { free(bigger.keys); free(bigger.vals); return -1; }
+    for (int64_t i = 0; i < h->cap; i++)
+        if (h->keys[i] != -1) {
+            int64_t j = table_slot(&bigger, h->keys[i]);
+            bigger.keys[j] = h->keys[i]; bigger.vals[j] = h->vals[i];
+        }
+    bigger.used = h->used;
+    free(h->keys); free(h->vals);
+    *h = bigger;
+    return 0;
+}
+
+static int cmp_i64(const void *x, const void *y) {
+    int64_t a = *(const int64_t *)x, b = *(const int64_t *)y;
+    return (a > b) - (a < b);
+}
+
+/* What cm_product built; freed by cm_free_product once copied out. */
+typedef struct {
+    int32_t *trans;  /* (pairs, 256) */
+    uint8_t *accepting;
+    int64_t pairs;
+} product_out;
+
+void cm_free_product(product_out *out) {
+    free(out->trans); free(out->accepting);
+    out->trans = NULL; out->accepting = NULL; out->pairs = 0;
+}
+
+/* The targets of pair (sa, sb) on byte x as a key (sa' + 1) * width + (sb' + 1), or -1 when the pair is not
+ * built (mode 0 "or" and 3 "xor": either side live; 1 "and": both; 2 "minus": the left side). */
+static inline int64_t pair_target(const int32_t *ta, const int32_t *tb, int64_t sa, int64_t sb, int x, int mode,
+                                  int64_t width) {
+    int64_t na = sa >= 0 ? ta[sa * 256 + x] : -1, nb = sb >= 0 ? tb[sb * 256 + x] : -1;
+    int live = mode == 1 ? (na >= 0 && nb >= 0) : mode == 2 ? na >= 0 : (na >= 0 || nb >= 0);
+    return live ? (na + 1) * width + (nb + 1) : -1;
+}
+
+/*
+ * cm_product: the product of automata a (na states, ta int32 (na, 256), acc_a uint8) and b, over the pairs
+ * reachable from (start_a, start_b), a dead side written -1, accepting by `mode` (0 or, 1 and, 2 minus, 3 xor).
+ * Pairs are numbered as compose.py's product numbers them: level by level from the start pair, each level's
+ * new pairs in ascending key order. Writes a malloc'd (pairs, 256) table and accepting array to `out`
+ * (cm_free_product frees them). Returns the number of pairs, -3 once more than `max_pairs` would be built
+ * (nothing written), -4 for a start outside its automaton, -1 when memory runs out.
+ */
+int64_t cm_product(int64_t na, const int32_t *ta, const uint8_t *acc_a, int64_t start_a,
+                   int64_t nb, const int32_t *tb, const uint8_t *acc_b, int64_t start_b,
+                   int mode, int64_t max_pairs, product_out *out) {
+    int64_t width = nb + 1, room = 1024, pairs = 1, result = -1;
+    int64_t *pa = malloc((size_t)room * sizeof(int64_t)), *pb = malloc((size_t)room * sizeof(int64_t));
+    int64_t *fresh = NULL, fresh_room = 0;
+    int32_t *trans = malloc((size_t)room * 256 * sizeof(int32_t));
+    pair_table h;
+    memset(&h, 0, sizeof h);
+    out->trans = NULL; out->accepting = NULL; out->pairs = 0;
+    if (!pa || !pb || !trans || table_init(&h, 4096)) goto fail;
+    if (start_a < 0 || start_a >= na || start_b < 0 || start_b >= nb) { result = -4; goto fail; }
+    if (max_pairs < 1) { result = -3; goto fail; }
+    pa[0] = start_a; pb[0] = start_b;
+    {
+        int64_t key = (start_a + 1) * width + start_b + 1, s = table_slot(&h, key);
+        h.keys[s] = key; h.vals[s] = 0; h.used = 1;
+    }
+    int64_t lo = 0, hi = 1;
+    while (lo < hi) {
+        /* the level's new pairs */
+        int64_t nfresh = 0;
+        for (int64_t p = lo; p < hi; p++)
+            for (int x = 0; x < 256; x++) {
+                int64_t key = pair_target(ta, tb, pa[p], pb[p], x, mode, width);
+                if (key < 0) continue;
+                int64_t s = table_slot(&h, key);
+                if (h.keys[s] != -1) continue;
+                if (pairs + nfresh + 1 > max_pairs) { result = -3; goto fail; }
+                if ((h.used + 1) * 2 > h.cap) {
+                    if (table_grow(&h)) goto fail;
+                    s = table_slot(&h, key);
+                }
+                h.keys[s] = key; h.vals[s] = -2; h.used++;
+                if (nfresh == fresh_room) {
+                    fresh_room = fresh_room ? 2 * fresh_room : 1024;
+                    int64_t *f = realloc(fresh, (size_t)fresh_room * sizeof(int64_t));
+                    if (!f) goto fail;
+                    fresh = f;
+                }
+                fresh[nfresh++] = key;
+            }
+        qsort(fresh, (size_t)nfresh, sizeof(int64_t), cmp_i64);
+        if (pairs + nfresh > room) {
+            while (pairs + nfresh > room) room *= 2;
+            int64_t *a2 = realloc(pa, (size_t)room * sizeof(int64_t));
+            if (!a2) goto fail;
+            pa = a2;
+            int64_t *b2 = realloc(pb, (size_t)room * sizeof(int64_t));
+            if (!b2) goto fail;
+            pb = b2;
+            int32_t *t2 = realloc(trans, (size_t)room * 256 * sizeof(int32_t));
+            if (!t2) goto fail;
+            trans = t2;
+        }
+        for (int64_t i = 0; i < nfresh; i++) {
+            int64_t key = fresh[i];
+            h.vals[table_slot(&h, key)] = (int32_t)(pairs + i);
+            pa[pairs + i] = key / width - 1; pb[pairs + i] = key % width - 1;
+        }
+        /* the level's rows */
+        for (int64_t p = lo; p < hi; p++) {
+            int32_t *row = trans + p * 256;
+            for (int x = 0; x < 256; x++) {
+                int64_t key = pair_target(ta, tb, pa[p], pb[p], x, mode, width);
+                row[x] = key < 0 ? -1 : h.vals[table_slot(&h, key)];
+            }
+        }
+        pairs += nfresh;
+        lo = hi; hi = pairs;
+    }
+    out->accepting = malloc((size_t)pairs);
+    if (!out->accepting) goto fail;
+    for (int64_t p = 0; p < pairs; p++) {
+        int in_a = pa[p] >= 0 && acc_a[pa[p]], in_b = pb[p] >= 0 && acc_b[pb[p]];
+        out->accepting[p] = (uint8_t)(mode == 0 ? (in_a || in_b) : mode == 1 ? (in_a && in_b)
+                                      : mode == 2 ? (in_a && !in_b) : (in_a != in_b));
+    }
+    out->trans = trans; out->pairs = pairs;
+    trans = NULL;
+    result = pairs;
+fail:
+    free(pa); free(pb); free(fresh); free(trans); free(h.keys); free(h.vals);
+    if (result < 0) { free(out->accepting); out->accepting = NULL; }
     return result;
 }
