@@ -198,11 +198,21 @@ PATTERN_FORMATS = {
 }
 
 
+def _kept(regex: str, make) -> FastLeaf:
+    """A leaf of ``regex`` whose automaton ``make()`` builds from parts, minimized and kept in the leaf cache
+    under ``regex`` (as a :class:`~.nodes.Leaf` of it would be): once per process, not once per compile. A
+    URI's joins took 0.08-0.19 s a compile; ``ipv6`` through interegular 0.18-0.25 s, from its parts 0.04."""
+    return FastLeaf(regex, lambda timings: LEAF_CACHE.get(regex, build=lambda: D.minimize(make())))
+
+
 def format_node(name: str) -> Node | None:
     """The grammar node of the JSON strings of format ``name``, or None when the grammar does not enforce it
     (see the module docstring)."""
     if name in ("uri", "uri-reference"):
-        return FastLeaf(string_of(FORMATS[name]), lambda timings: _uri(name == "uri-reference"))
+        return _kept(string_of(FORMATS[name]), lambda: _uri(name == "uri-reference"))
+    if name == "ipv6":
+        return _kept(string_of(IPV6), lambda: seq([literals([b'"']), LEAF_CACHE.get(IPV6, build=_ipv6_dfa),
+                                                   literals([b'"'])]))
     if name == "email":
         return FastLeaf(string_of(EMAIL), _email_dfa)
     if name in FORMATS:

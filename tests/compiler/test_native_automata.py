@@ -179,3 +179,27 @@ def test_a_failing_compiler_keeps_numpy_with_one_warning(fresh, monkeypatch, cap
     assert [(r.levelname, r.getMessage()) for r in caplog.records] == [(
         "WARNING", f"DFA minimization in C unavailable ({script} exited with 1: native.c:1: error: no); numpy's "
         "used (slower compiles; CALLMAYBE_DFA=numpy chooses it without this line)")]
+
+
+@needs_cc
+def test_byte_classes_survive_a_hash_collision_in_c(monkeypatch, tmp_path):
+    """Built with every hash multiplier 1, columns (0, 1) and (1, 0) of bytes "a" and "b" collide; the check
+    over the rows must find it and class the bytes by whole columns (as dfa.byte_classes does in numpy)."""
+    import ctypes
+    import subprocess
+
+    so = tmp_path / "collide.so"
+    subprocess.run(["cc", *native.FLAGS, "-DCM_TEST_COLLISIONS", "-o", str(so), str(native.SOURCE)], check=True)
+    lib = ctypes.CDLL(str(so))
+    lib.cm_minimize.restype = ctypes.c_int64
+    lib.cm_minimize.argtypes = [ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p,
+                                ctypes.c_void_p]
+    monkeypatch.setattr(native, "_loaded", [lib])
+    t = np.full((2, 256), -1, dtype=np.int32)
+    t[:, ord("a")] = [0, 1]
+    t[:, ord("b")] = [1, 0]
+    t[:, ord("c")] = [0, 1]
+    d = ByteDFA(t, np.array([True, False]), 0)
+    got = native.minimize(d.transitions, d.accepting, d.start)
+    assert got[0].tolist() == t.tolist() and got[1].tolist() == [True, False]
+    assert np.array_equal(got[0], dfa_mod._minimize_numpy(d).transitions)
