@@ -499,3 +499,127 @@ fail:
     if (result < 0) { free(out->accepting); out->accepting = NULL; }
     return result;
 }
+
+/* ------------------------------------------------------------------------------------------------------ */
+/* The pairing of a rep state with the members of a state group (index/walk.py's _match). */
+
+/* What cm_match built; freed by cm_free_match once copied out. */
+typedef struct {
+    int64_t *cols;  /* (ncols,): the rep states paired, in column order */
+    int64_t *phi;   /* (ncols, k): column c's member states, -1 for none (column-major: a column is contiguous) */
+    uint8_t *core;  /* (ncols, k) */
+    int64_t ncols;
+} match_out;
+
+void cm_free_match(match_out *out) {
+    free(out->cols); free(out->phi); free(out->core);
+    out->cols = NULL; out->phi = NULL; out->core = NULL; out->ncols = 0;
+}
+
+/* Room for one more column; returns 0, or -1 when memory runs out. */
+static int match_room(match_out *out, int64_t *room, int64_t k) {
+    if (out->ncols < *room) return 0;
+    int64_t more = *room ? 2 * *room : 64;
+    int64_t *c = realloc(out->cols, (size_t)more * sizeof(int64_t));
+    if (!c) return -1;
+    out->cols = c;
+    int64_t *p = realloc(out->phi, (size_t)(more * k) * sizeof(int64_t));
+    if (!p) return -1;
+    out->phi = p;
+    uint8_t *r = realloc(out->core, (size_t)(more * k));
+    if (!r) return -1;
+    out->core = r;
+    *room = more;
+    return 0;
+}
+
+static int new_column(match_out *out, int64_t *room, int64_t k, int64_t *col_of, int64_t state) {
+    if (match_room(out, room, k)) return -1;
+    int64_t c = out->ncols++;
+    col_of[state] = c;
+    out->cols[c] = state;
+    for (int64_t i = 0; i < k; i++) out->phi[c * k + i] = -1;
+    memset(out->core + c * k, 0, (size_t)k);
+    return 0;
+}
+
+/*
+ * cm_match: pair `rep` with each of `members` (int64 (k,)) breadth-first over the class transitions `ctrans`
+ * (int32 (num_states, nc), -1 dead), visiting at most `max_pairs` rep states, as walk.py's _match does (its
+ * docstring says what is paired and when a state is core; `kind`: int64 (num_states,), its row_kinds). Fills
+ * col_of (int64 (num_states,), -1 for unpaired) and `out` (malloc'd; cm_free_match frees it): the columns in
+ * the order _match makes them (each visit's new targets in ascending state order), phi and core. Returns the
+ * number of columns, or -1 when memory runs out.
+ */
+int64_t cm_match(int64_t num_states, int64_t nc, const int32_t *ctrans, const int64_t *kind, int64_t rep,
+                 int64_t k, const int64_t *members, int64_t max_pairs, int64_t *col_of, match_out *out) {
+    int64_t room = 0, result = -1, qlen = 0, done = 0;
+    memset(out, 0, sizeof *out);
+    int64_t *queue = malloc((size_t)num_states * sizeof(int64_t));
+    uint8_t *queued = calloc((size_t)num_states, 1);
+    int64_t *pos = malloc((size_t)num_states * sizeof(int64_t));   /* a target's place among the distinct */
+    int64_t *at = malloc((size_t)nc * sizeof(int64_t)), *slot = malloc((size_t)nc * sizeof(int64_t));
+    int64_t *distinct = malloc((size_t)nc * sizeof(int64_t)), *fresh = malloc((size_t)nc * sizeof(int64_t));
+    int64_t *val = malloc((size_t)nc * sizeof(int64_t)), *who = malloc((size_t)(k > 0 ? k : 1) * sizeof(int64_t));
+    if (!queue || !queued || !pos || !at || !slot || !distinct || !fresh || !val || !who) goto done_;
+    for (int64_t s = 0; s < num_states; s++) { col_of[s] = -1; pos[s] = -1; }
+    if (new_column(out, &room, k, col_of, rep)) goto done_;
+    for (int64_t i = 0; i < k; i++) out->phi[i] = members[i];
+    queued[rep] = 1; queue[qlen++] = rep;
+    while (done < qlen && done < max_pairs) {
+        int64_t q = queue[done++], cq = col_of[q], w = 0;
+        for (int64_t i = 0; i < k; i++)
+            if (out->phi[cq * k + i] >= 0) who[w++] = i;
+        if (!w) continue;
+        /* the live classes of q and their distinct targets */
+        const int32_t *a = ctrans + q * nc;
+        int64_t L = 0, nd = 0;
+        for (int64_t j = 0; j < nc; j++) {
+            if (a[j] < 0) continue;
+            int64_t t = a[j];
+            if (pos[t] < 0) { pos[t] = nd; distinct[nd++] = t; }
+            at[L] = j; slot[L] = pos[t]; L++;
+        }
+        /* columns for the targets not paired before, in ascending state order */
+        int64_t nf = 0;
+        for (int64_t d = 0; d < nd; d++)
+            if (col_of[distinct[d]] < 0) fresh[nf++] = distinct[d];
+        qsort(fresh, (size_t)nf, sizeof(int64_t), cmp_i64);
+        for (int64_t f = 0; f < nf; f++)
+            if (new_column(out, &room, k, col_of, fresh[f])) goto done_;
+        int any = 0, all_here = 1;
+        for (int64_t x = 0; x < w; x++) {
+            int64_t i = who[x], mine = out->phi[cq * k + i];
+            all_here &= mine == q;
+            if (kind[mine] != kind[q]) continue;
+            const int32_t *b = ctrans + mine * nc;
+            int ok = 1;
+            for (int64_t d = 0; d < nd; d++) val[d] = -2;
+            for (int64_t l = 0; l < L && ok; l++) { /* one rep target, one member target */
+                int64_t d = slot[l], v = b[at[l]];
+                if (val[d] == -2) val[d] = v;
+                else ok = val[d] == v;
+            }
+            for (int64_t d = 0; d < nd && ok; d++) { /* consistent with the member's earlier pairings */
+                int64_t seen = out->phi[col_of[distinct[d]] * k + i];
+                ok = seen < 0 || seen == val[d];
+            }
+            if (!ok) continue;
+            for (int64_t d = 0; d < nd; d++) out->phi[col_of[distinct[d]] * k + i] = val[d];
+            out->core[cq * k + i] = 1;
+            any = 1;
+        }
+        for (int64_t d = 0; d < nd; d++) pos[distinct[d]] = -1;
+        if (!any || all_here) continue;
+        nf = 0;
+        for (int64_t d = 0; d < nd; d++)
+            if (!queued[distinct[d]]) fresh[nf++] = distinct[d];
+        qsort(fresh, (size_t)nf, sizeof(int64_t), cmp_i64);
+        for (int64_t f = 0; f < nf; f++) { queued[fresh[f]] = 1; queue[qlen++] = fresh[f]; }
+    }
+    result = out->ncols;
+done_:
+    free(queue); free(queued); free(pos); free(at); free(slot); free(distinct); free(fresh); free(val); free(who);
+    if (result < 0) cm_free_match(out);
+    return result;
+}

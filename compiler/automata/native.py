@@ -8,6 +8,9 @@ returns the same arrays, to the element: the minimal automaton of a language is 
 same way (``tests/compiler/test_native_automata.py`` compares them). ``cm_product`` builds the product of two
 automata without counter markers as :func:`.compose.product` does (the same pairs, numbered the same way),
 one hash lookup per transition instead of a numpy pass per breadth-first level (jscsrc: 166 products, 0.45 s).
+``cm_match`` pairs a state group's rep with its members as :func:`..index.walk._match` does (the same tables):
+a loop over the rep states visited, each a dozen numpy operations over the members in Python (vss-extension:
+85 pairings, 0.31 s).
 
 It is compiled once per source, flags and compiler (``cc -O2 -std=c99 -shared -fPIC``, portable: no
 ``-march=native``) into ``<cache>/kernels/automata-<key>.so`` (:mod:`callmaybe.core.cbuild`). Where it cannot
@@ -44,6 +47,11 @@ MAX_STATES = (2**31 - 1) // 256
 MAX_PAIRS = 65536
 #: compose.py's product modes, as cm_product numbers them
 MODES = {"or": 0, "and": 1, "minus": 2, "xor": 3}
+
+
+class _Match(ctypes.Structure):
+    _fields_ = [("cols", ctypes.POINTER(ctypes.c_int64)), ("phi", ctypes.POINTER(ctypes.c_int64)),
+                ("core", ctypes.POINTER(ctypes.c_uint8)), ("ncols", ctypes.c_int64)]
 
 
 class _Product(ctypes.Structure):
@@ -92,6 +100,12 @@ def library() -> ctypes.CDLL | None:
                     ctypes.c_int, ctypes.c_int64, ctypes.POINTER(_Product)]
                 lib.cm_free_product.restype = None
                 lib.cm_free_product.argtypes = [ctypes.POINTER(_Product)]
+                lib.cm_match.restype = ctypes.c_int64
+                lib.cm_match.argtypes = [ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p,
+                                         ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64,
+                                         ctypes.c_void_p, ctypes.POINTER(_Match)]
+                lib.cm_free_match.restype = None
+                lib.cm_free_match.argtypes = [ctypes.POINTER(_Match)]
             except (OSError, subprocess.SubprocessError, AttributeError, CallmaybeError) as exc:
                 lib = None
                 log.warning("DFA minimization in C unavailable (%s); numpy's used (slower compiles; "
@@ -154,3 +168,33 @@ def product(a: tuple[np.ndarray, np.ndarray, int], b: tuple[np.ndarray, np.ndarr
     finally:
         lib.cm_free_product(ctypes.byref(out))
     return trans, accepting
+
+
+def match(ctrans: np.ndarray, rep: int, members: np.ndarray, kind: np.ndarray,
+          max_pairs: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+    """:func:`..index.walk._match` in C: ``(cols int64 (V,), col_of int64 (states,), phi int64 (k, V), core bool
+    (k, V))`` for ``ctrans`` (int (states, classes), -1 dead), ``rep``, ``members`` (int (k,)), ``kind`` (int
+    (states,), its :func:`..index.walk.row_kinds`) and ``max_pairs``; the same arrays. Returns None where the
+    library is unavailable. Raises MemoryError when C's allocations fail."""
+    lib = library()
+    if lib is None:
+        return None
+    ct = np.ascontiguousarray(ctrans, dtype=np.int32)
+    kd = np.ascontiguousarray(kind, dtype=np.int64)
+    mem = np.ascontiguousarray(members, dtype=np.int64)
+    col_of = np.empty(ct.shape[0], dtype=np.int64)
+    out = _Match()
+    n = lib.cm_match(ct.shape[0], ct.shape[1], ct.ctypes.data, kd.ctypes.data, int(rep), len(mem), mem.ctypes.data,
+                     int(max_pairs), col_of.ctypes.data, ctypes.byref(out))
+    if n < 0:
+        raise MemoryError(f"state pairing in C: out of memory for {len(mem):,} members")
+    try:
+        cols = np.ctypeslib.as_array(out.cols, shape=(n,)).copy()
+        if len(mem):
+            phi = np.ctypeslib.as_array(out.phi, shape=(n, len(mem))).T.copy()
+            core = np.ctypeslib.as_array(out.core, shape=(n, len(mem))).T.astype(bool)
+        else:
+            phi, core = np.zeros((0, n), dtype=np.int64), np.zeros((0, n), dtype=bool)
+    finally:
+        lib.cm_free_match(ctypes.byref(out))
+    return cols, col_of, phi, core

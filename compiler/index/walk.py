@@ -29,6 +29,7 @@ import numpy as np
 from ..limits import entries_error
 from .trie import TokenTrie
 from .uniq import distinct_rows
+from ..automata import native
 from ..automata.unique import distinct_inverse, unique, unique_rows
 
 
@@ -586,6 +587,9 @@ def _match(ctrans: np.ndarray, rep: int, members: np.ndarray, ceff: np.ndarray |
     k, num_states = len(members), ctrans.shape[0]
     if kind is None:
         kind = row_kinds(ctrans, ceff)
+    got = native.match(ctrans, rep, members, kind, max_pairs)  # in C where built: the same tables
+    if got is not None:
+        return got
     col_of = np.full(num_states, -1, dtype=np.int64)
     cols: list[int] = []
     phi = np.full((k, 256), -1, dtype=np.int64)

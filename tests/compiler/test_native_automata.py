@@ -203,3 +203,30 @@ def test_byte_classes_survive_a_hash_collision_in_c(monkeypatch, tmp_path):
     got = native.minimize(d.transitions, d.accepting, d.start)
     assert got[0].tolist() == t.tolist() and got[1].tolist() == [True, False]
     assert np.array_equal(got[0], dfa_mod._minimize_numpy(d).transitions)
+
+
+@needs_cc
+def test_c_pairings_are_numpys(lib, monkeypatch):
+    """walk._match in C and in numpy: the same columns, pairings and core tables, on random class tables whose
+    states repeat a few row shapes (so that members pair), with effects (a transducer's kinds) on a third."""
+    from callmaybe.compiler.index import walk
+
+    rng = np.random.default_rng(13)
+    same = paired = 0
+    for i in range(300):
+        n, c = int(rng.integers(4, 80)), int(rng.integers(1, 8))
+        shapes = rng.integers(-1, n, size=(int(rng.integers(1, 4)), c))
+        ctrans = shapes[rng.integers(0, len(shapes), size=n)].astype(np.int32)
+        noise = rng.random((n, c)) < 0.2
+        ctrans[noise] = rng.integers(0, n, size=int(noise.sum()))
+        ctrans[ctrans < 0] = -1
+        ceff = rng.integers(0, 2, size=(n, c)) if i % 3 == 0 else None
+        members = np.sort(rng.choice(n, size=int(rng.integers(1, n + 1)), replace=False)).astype(np.int64)
+        rep, pairs = int(members[0]), int(rng.integers(1, 70))
+        monkeypatch.setattr(native, "_loaded", [None])
+        want = walk._match(ctrans, rep, members, ceff, max_pairs=pairs)
+        monkeypatch.setattr(native, "_loaded", [lib])
+        got = walk._match(ctrans, rep, members, ceff, max_pairs=pairs)
+        same += all(np.array_equal(x, y) and x.dtype == y.dtype for x, y in zip(want, got))
+        paired += int(want[3].sum())
+    assert (same, paired) == (300, 14945)  # all 300 the same; 14,945 core pairs in all
