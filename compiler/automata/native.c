@@ -623,3 +623,153 @@ done_:
     if (result < 0) cm_free_match(out);
     return result;
 }
+
+/* ------------------------------------------------------------------------------------------------------ */
+/* The shared walk of a state group over the token trie (index/walk.py's _walk_group). */
+
+/* What cm_group_walk found; freed by cm_free_group_walk once copied out. */
+typedef struct {
+    int32_t *tok;       /* (ntok,): the tokens that end on a live walk from the rep */
+    int64_t *end;       /* (ntok,): the rep's state after each */
+    uint64_t *served;   /* (ntok, words): the members each serves */
+    uint64_t *met;      /* (ntok, words): the members that met the rep's walk on the way */
+    int64_t ntok, tok_room;
+    int32_t *seed_depth; /* (nseed,): the depth index of each seed's node */
+    int64_t *seed_node;  /* (nseed,): the node, numbered within its depth */
+    int64_t *seed_cur;   /* (nseed,): the rep's state there */
+    uint64_t *seed_drop; /* (nseed, words): the members that stop corresponding there */
+    int64_t nseed, seed_room;
+} group_walk_out;
+
+void cm_free_group_walk(group_walk_out *out) {
+    free(out->tok); free(out->end); free(out->served); free(out->met);
+    free(out->seed_depth); free(out->seed_node); free(out->seed_cur); free(out->seed_drop);
+    memset(out, 0, sizeof *out);
+}
+
+/* The trie, flattened across depths: node g (off[d] <= g < off[d + 1] at depth index d) has the last byte
+ * byte[g], children cs[g]..ce[g] (flat numbers) and the token end[g] that ends there (-1: none). */
+typedef struct {
+    const int64_t *off;
+    const uint8_t *byte;
+    const int64_t *cs, *ce;
+    const int32_t *end;
+    int64_t depth;
+    const int32_t *trans;            /* (states, 256) */
+    const uint64_t *core, *same;     /* (states, words) */
+    int64_t words;
+    uint64_t *rbuf, *mbuf;           /* (depth + 1, words): the member bits carried at each depth */
+    group_walk_out *out;
+} group_walk;
+
+static int grow_tokens(group_walk_out *o, int64_t words) {
+    int64_t more = o->tok_room ? 2 * o->tok_room : 4096;
+    int32_t *t = realloc(o->tok, (size_t)more * sizeof(int32_t));
+    if (!t) return -1;
+    o->tok = t;
+    int64_t *e = realloc(o->end, (size_t)more * sizeof(int64_t));
+    if (!e) return -1;
+    o->end = e;
+    uint64_t *s = realloc(o->served, (size_t)(more * words) * sizeof(uint64_t));
+    if (!s) return -1;
+    o->served = s;
+    uint64_t *m = realloc(o->met, (size_t)(more * words) * sizeof(uint64_t));
+    if (!m) return -1;
+    o->met = m;
+    o->tok_room = more;
+    return 0;
+}
+
+static int grow_seeds(group_walk_out *o, int64_t words) {
+    int64_t more = o->seed_room ? 2 * o->seed_room : 1024;
+    int32_t *d = realloc(o->seed_depth, (size_t)more * sizeof(int32_t));
+    if (!d) return -1;
+    o->seed_depth = d;
+    int64_t *n = realloc(o->seed_node, (size_t)more * sizeof(int64_t));
+    if (!n) return -1;
+    o->seed_node = n;
+    int64_t *c = realloc(o->seed_cur, (size_t)more * sizeof(int64_t));
+    if (!c) return -1;
+    o->seed_cur = c;
+    uint64_t *b = realloc(o->seed_drop, (size_t)(more * words) * sizeof(uint64_t));
+    if (!b) return -1;
+    o->seed_drop = b;
+    o->seed_room = more;
+    return 0;
+}
+
+/* Visit node g at depth index d in state cur, with the member bits its parent left at rbuf/mbuf[d] (r: those
+ * it serves, m: those that met the rep's walk); it leaves its children's at rbuf/mbuf[d + 1], which no deeper
+ * visit writes. Returns 0, or -1 when memory runs out. */
+static int visit(group_walk *w, int64_t g, int64_t d, int64_t cur) {
+    int64_t W = w->words;
+    const uint64_t *r = w->rbuf + d * W, *m = w->mbuf + d * W, *core = w->core + cur * W, *same = w->same + cur * W;
+    uint64_t *nr = w->rbuf + (d + 1) * W, *nm = w->mbuf + (d + 1) * W;
+    for (int64_t x = 0; x < W; x++) nm[x] = m[x] | (r[x] & same[x]);
+    group_walk_out *o = w->out;
+    if (w->end[g] >= 0) {
+        if (o->ntok == o->tok_room && grow_tokens(o, W)) return -1;
+        o->tok[o->ntok] = w->end[g];
+        o->end[o->ntok] = cur;
+        memcpy(o->served + o->ntok * W, r, (size_t)W * sizeof(uint64_t));
+        memcpy(o->met + o->ntok * W, nm, (size_t)W * sizeof(uint64_t));
+        o->ntok++;
+    }
+    if (d + 1 >= w->depth) return 0;
+    uint64_t anyn = 0, anyd = 0;
+    for (int64_t x = 0; x < W; x++) {
+        nr[x] = nm[x] | (r[x] & core[x]);
+        anyd |= r[x] & ~nr[x];
+        anyn |= nr[x];
+    }
+    if (anyd && w->ce[g] > w->cs[g]) {
+        if (o->nseed == o->seed_room && grow_seeds(o, W)) return -1;
+        o->seed_depth[o->nseed] = (int32_t)d;
+        o->seed_node[o->nseed] = g - w->off[d];
+        o->seed_cur[o->nseed] = cur;
+        for (int64_t x = 0; x < W; x++) o->seed_drop[o->nseed * W + x] = r[x] & ~nr[x];
+        o->nseed++;
+    }
+    if (!anyn) return 0;
+    for (int64_t c = w->cs[g]; c < w->ce[g]; c++) {
+        int32_t nxt = w->trans[cur * 256 + w->byte[c]];
+        if (nxt >= 0 && visit(w, c, d + 1, nxt)) return -1;
+    }
+    return 0;
+}
+
+/*
+ * cm_group_walk: the walk of the token trie from `rep` that a state group shares, as walk.py's _walk_group
+ * makes it before its members' own walks: every live prefix, with the members it serves (r: every state on
+ * its way core for them) and those that met the rep's walk (m), the tokens that end on it and, where members
+ * stop corresponding (r & ~(m | r & core)) below a prefix with children, a seed for their own walks.
+ * trans: int32 (states, 256); the flattened trie (see group_walk); core, same: uint64 (states, words). Writes
+ * `out` (malloc'd; cm_free_group_walk frees it): tokens and seeds in depth-first order. Returns the number of
+ * tokens, -1 when memory runs out, -2 for no words.
+ */
+int64_t cm_group_walk(const int32_t *trans, int64_t depth, const int64_t *off, const uint8_t *byte,
+                      const int64_t *cs, const int64_t *ce, const int32_t *end, int64_t rep, int64_t words,
+                      const uint64_t *core, const uint64_t *same, group_walk_out *out) {
+    memset(out, 0, sizeof *out);
+    if (words < 1) return -2;
+    group_walk w = {off, byte, cs, ce, end, depth, trans, core, same, words, NULL, NULL, out};
+    w.rbuf = calloc((size_t)((depth + 1) * words), sizeof(uint64_t));
+    w.mbuf = calloc((size_t)((depth + 1) * words), sizeof(uint64_t));
+    int64_t rc = -1;
+    if (!w.rbuf || !w.mbuf) goto done_;
+    if (depth == 0) { rc = 0; goto done_; }
+    for (int64_t g = off[0]; g < off[1]; g++) {
+        int32_t cur = trans[rep * 256 + byte[g]];
+        if (cur < 0) continue;
+        for (int64_t x = 0; x < words; x++) {
+            w.rbuf[x] = core[rep * words + x];
+            w.mbuf[x] = core[rep * words + x] & same[rep * words + x];
+        }
+        if (visit(&w, g, 0, cur)) goto done_;
+    }
+    rc = out->ntok;
+done_:
+    free(w.rbuf); free(w.mbuf);
+    if (rc < 0) cm_free_group_walk(out);
+    return rc;
+}

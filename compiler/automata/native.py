@@ -11,6 +11,8 @@ one hash lookup per transition instead of a numpy pass per breadth-first level (
 ``cm_match`` pairs a state group's rep with its members as :func:`..index.walk._match` does (the same tables):
 a loop over the rep states visited, each a dozen numpy operations over the members in Python (vss-extension:
 85 pairings, 0.31 s).
+``cm_group_walk`` walks the token trie depth first from a group's rep, carrying the members' bits, as the first
+part of :func:`..index.walk._walk_group` does level by level in numpy (the same tokens, bits and seeds).
 
 It is compiled once per source, flags and compiler (``cc -O2 -std=c99 -shared -fPIC``, portable: no
 ``-march=native``) into ``<cache>/kernels/automata-<key>.so`` (:mod:`callmaybe.core.cbuild`). Where it cannot
@@ -52,6 +54,15 @@ MODES = {"or": 0, "and": 1, "minus": 2, "xor": 3}
 class _Match(ctypes.Structure):
     _fields_ = [("cols", ctypes.POINTER(ctypes.c_int64)), ("phi", ctypes.POINTER(ctypes.c_int64)),
                 ("core", ctypes.POINTER(ctypes.c_uint8)), ("ncols", ctypes.c_int64)]
+
+
+class _GroupWalk(ctypes.Structure):
+    _fields_ = [("tok", ctypes.POINTER(ctypes.c_int32)), ("end", ctypes.POINTER(ctypes.c_int64)),
+                ("served", ctypes.POINTER(ctypes.c_uint64)), ("met", ctypes.POINTER(ctypes.c_uint64)),
+                ("ntok", ctypes.c_int64), ("tok_room", ctypes.c_int64),
+                ("seed_depth", ctypes.POINTER(ctypes.c_int32)), ("seed_node", ctypes.POINTER(ctypes.c_int64)),
+                ("seed_cur", ctypes.POINTER(ctypes.c_int64)), ("seed_drop", ctypes.POINTER(ctypes.c_uint64)),
+                ("nseed", ctypes.c_int64), ("seed_room", ctypes.c_int64)]
 
 
 class _Product(ctypes.Structure):
@@ -106,6 +117,11 @@ def library() -> ctypes.CDLL | None:
                                          ctypes.c_void_p, ctypes.POINTER(_Match)]
                 lib.cm_free_match.restype = None
                 lib.cm_free_match.argtypes = [ctypes.POINTER(_Match)]
+                lib.cm_group_walk.restype = ctypes.c_int64
+                lib.cm_group_walk.argtypes = [ctypes.c_void_p, ctypes.c_int64] + [ctypes.c_void_p] * 5 + [
+                    ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p, ctypes.POINTER(_GroupWalk)]
+                lib.cm_free_group_walk.restype = None
+                lib.cm_free_group_walk.argtypes = [ctypes.POINTER(_GroupWalk)]
             except (OSError, subprocess.SubprocessError, AttributeError, CallmaybeError) as exc:
                 lib = None
                 log.warning("DFA minimization in C unavailable (%s); numpy's used (slower compiles; "
@@ -198,3 +214,45 @@ def match(ctrans: np.ndarray, rep: int, members: np.ndarray, kind: np.ndarray,
     finally:
         lib.cm_free_match(ctypes.byref(out))
     return cols, col_of, phi, core
+
+
+def _array(ptr, n: int, dtype, words: int | None = None) -> np.ndarray:
+    """A copy of C's ``n`` (x ``words``) values at ``ptr`` (an empty array for none)."""
+    shape = (n,) if words is None else (n, words)
+    if n == 0:
+        return np.zeros(shape, dtype=dtype)
+    return np.ctypeslib.as_array(ptr, shape=shape).astype(dtype, copy=True)
+
+
+def group_walk(transitions: np.ndarray, flat: tuple, rep: int, core: np.ndarray,
+               same: np.ndarray) -> tuple[np.ndarray, ...] | None:
+    """The shared walk of a state group from ``rep`` (:func:`..index.walk._walk_group`'s first part) in C, over
+    ``transitions`` (int32 (states, 256)), the trie ``flat`` (:attr:`..index.trie.TokenTrie.flat`) and the
+    member bits ``core``, ``same`` (uint64 (states, words)): ``(tok int32, end int64, served uint64 (n, words),
+    met uint64 (n, words), seed_depth int64, seed_node int64, seed_cur int64, seed_drop uint64 (s, words))``,
+    tokens and seeds in depth-first order. Returns None where the library is unavailable. Raises MemoryError
+    when C's allocations fail."""
+    lib = library()
+    if lib is None:
+        return None
+    off, byte, cs, ce, end = flat
+    t = np.ascontiguousarray(transitions, dtype=np.int32)
+    core = np.ascontiguousarray(core, dtype=np.uint64)
+    same = np.ascontiguousarray(same, dtype=np.uint64)
+    words = core.shape[1]
+    out = _GroupWalk()
+    n = lib.cm_group_walk(t.ctypes.data, len(off) - 1, off.ctypes.data, byte.ctypes.data, cs.ctypes.data,
+                          ce.ctypes.data, end.ctypes.data, int(rep), words, core.ctypes.data, same.ctypes.data,
+                          ctypes.byref(out))
+    if n == -1:
+        raise MemoryError("the group walk in C: out of memory")
+    if n < 0:
+        raise ValueError("the group walk in C: no member bits")
+    try:
+        s = out.nseed
+        return (_array(out.tok, n, np.int32), _array(out.end, n, np.int64),
+                _array(out.served, n, np.uint64, words), _array(out.met, n, np.uint64, words),
+                _array(out.seed_depth, s, np.int64), _array(out.seed_node, s, np.int64),
+                _array(out.seed_cur, s, np.int64), _array(out.seed_drop, s, np.uint64, words))
+    finally:
+        lib.cm_free_group_walk(ctypes.byref(out))

@@ -64,6 +64,27 @@ class TokenTrie:
         return out
 
 
+    @cached_property
+    def flat(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+        """The trie flattened across depths, for the walk in C (:func:`..automata.native.group_walk`):
+        ``(off, byte, child_start, child_end, end)``: int64 (depths + 1,) the first flat node number of each
+        depth; uint8 (nodes,) each node's last byte; int64 (nodes,) its children's flat numbers, start and
+        end; int32 (nodes,) the one token that ends there (-1: none). None where a node ends two tokens
+        (:attr:`end_one` is None). Made on first use, kept with the trie."""
+        one = self.end_one
+        if one is None:
+            return None
+        sizes = [len(b) for b in self.byte]
+        off = np.zeros(len(sizes) + 1, dtype=np.int64)
+        np.cumsum(sizes, out=off[1:])
+        empty64 = np.zeros(0, np.int64)
+        byte = np.concatenate(self.byte).astype(np.uint8) if sizes else np.zeros(0, np.uint8)
+        cs = np.concatenate([c + off[d + 1] for d, c in enumerate(self.child_start)]) if sizes else empty64
+        ce = np.concatenate([c + off[d + 1] for d, c in enumerate(self.child_end)]) if sizes else empty64
+        end = np.concatenate(one).astype(np.int32) if sizes else np.zeros(0, np.int32)
+        return off, byte, cs.astype(np.int64), ce.astype(np.int64), end
+
+
 def build_trie(token_bytes: list[bytes | None] | tuple[bytes | None, ...]) -> TokenTrie:
     """Build the trie of the non-empty, non-None entries of ``token_bytes`` (index = token id).
 

@@ -841,8 +841,51 @@ def _walk_group(flat_t: np.ndarray, trie: TokenTrie, g: StateGroup, heavy: bool 
     prefixes where it stops corresponding (a non-core state for it). With ``heavy``, a member stops its own
     walk once it holds more than it may (see :meth:`GroupWalk.heavy`): it is to be grouped again apart, and
     its pieces are incomplete."""
-    core, same = g.core_bits, g.same_bits
     k = len(g.members)
+    tok, end, bits, met, seed_parts = _shared_walk(flat_t, trie, g)
+    order = _token_order(tok)
+    tok, end, bits, met = tok[order], end[order], bits[order], met[order]
+    seeds = {}
+    if seed_parts:  # the set bits of every depth's drops at once, split by depth after
+        depths = list(seed_parts)
+        owner, member = bit_pairs(np.concatenate([seed_parts[d][2] for d in depths]), k)
+        rows = np.cumsum([0] + [len(seed_parts[d][0]) for d in depths])
+        cut = np.searchsorted(owner, rows)
+        for d, lo, a, b in zip(depths, rows[:-1].tolist(), cut[:-1].tolist(), cut[1:].tolist()):
+            nodes, qs, _ = seed_parts[d]
+            at, mem = owner[a:b] - lo, member[a:b]
+            # a seed's state is reached from a state core for its member, so it is paired (mapped >= 0)
+            seeds[d] = (g.members[mem], nodes[at], g.phi_of(mem, qs[at]))
+    cap = max(int(HEAVY_SHARE * len(tok)), HEAVY_MIN - 1) if heavy else None
+    capped: set[int] = set()
+    es, et, en = _sorted_triples(*_descend(flat_t, trie, (np.zeros(0, np.int64),) * 3, seeds, cap=cap,
+                                           capped=capped))
+    members = g.members.astype(np.int32)
+    lo = np.searchsorted(es, members, side="left").tolist()
+    hi = np.searchsorted(es, members, side="right").tolist()
+    walked = GroupWalk(g, tok, end, bits, met, [(et[a:b], en[a:b]) for a, b in zip(lo, hi)])
+    walked.capped = np.isin(g.members, list(capped))
+    return walked
+
+
+def _shared_walk(flat_t: np.ndarray, trie: TokenTrie, g: StateGroup):
+    """The walk from ``g.rep`` that the group shares (see :func:`_walk_group`): ``(tok int32, end int64, served
+    uint64 (n, words), met uint64 (n, words), seed_parts)``, the tokens in walk order, ``seed_parts`` per depth
+    index d the (node, state, dropped member bits) below which members walk on their own, nodes ascending. In C
+    where it is built (:func:`..automata.native.group_walk`, depth first; its seeds sorted here into the level
+    order), else level by level in numpy: the same arrays."""
+    core, same = g.core_bits, g.same_bits
+    flat = trie.flat
+    got = native.group_walk(flat_t.reshape(-1, 256), flat, g.rep, core, same) if flat is not None else None
+    if got is not None:
+        tok, end, bits, met, depth, node, cur, drop = got
+        order = np.lexsort((node, depth))  # by depth, then node: the level-wise walk's order
+        depth, node, cur, drop = depth[order], node[order], cur[order], drop[order]
+        levels, first = np.unique(depth, return_index=True)
+        bounds = first.tolist() + [len(depth)]
+        seed_parts = {int(d): (node[a:b], cur[a:b], drop[a:b])
+                      for d, a, b in zip(levels.tolist(), bounds[:-1], bounds[1:])}
+        return tok, end, bits, met, seed_parts
     _, node, cur = _first_level(flat_t, trie, np.asarray([g.rep]))
     r = np.repeat(core[g.rep][None, :], len(node), axis=0)
     m = r & same[g.rep][None, :]
@@ -874,29 +917,7 @@ def _walk_group(flat_t: np.ndarray, trie: TokenTrie, g: StateGroup, heavy: bool 
     end = np.concatenate(ends) if ends else np.zeros(0, np.int64)
     bits = np.concatenate(served) if served else np.zeros((0, words), np.uint64)
     met = np.concatenate(mets) if mets else np.zeros((0, words), np.uint64)
-    order = _token_order(tok)
-    tok, end, bits, met = tok[order], end[order], bits[order], met[order]
-    seeds = {}
-    if seed_parts:  # the set bits of every depth's drops at once, split by depth after
-        depths = list(seed_parts)
-        owner, member = bit_pairs(np.concatenate([seed_parts[d][2] for d in depths]), k)
-        rows = np.cumsum([0] + [len(seed_parts[d][0]) for d in depths])
-        cut = np.searchsorted(owner, rows)
-        for d, lo, a, b in zip(depths, rows[:-1].tolist(), cut[:-1].tolist(), cut[1:].tolist()):
-            nodes, qs, _ = seed_parts[d]
-            at, mem = owner[a:b] - lo, member[a:b]
-            # a seed's state is reached from a state core for its member, so it is paired (mapped >= 0)
-            seeds[d] = (g.members[mem], nodes[at], g.phi_of(mem, qs[at]))
-    cap = max(int(HEAVY_SHARE * len(tok)), HEAVY_MIN - 1) if heavy else None
-    capped: set[int] = set()
-    es, et, en = _sorted_triples(*_descend(flat_t, trie, (np.zeros(0, np.int64),) * 3, seeds, cap=cap,
-                                           capped=capped))
-    members = g.members.astype(np.int32)
-    lo = np.searchsorted(es, members, side="left").tolist()
-    hi = np.searchsorted(es, members, side="right").tolist()
-    walked = GroupWalk(g, tok, end, bits, met, [(et[a:b], en[a:b]) for a, b in zip(lo, hi)])
-    walked.capped = np.isin(g.members, list(capped))
-    return walked
+    return tok, end, bits, met, seed_parts
 
 
 def _token_order(tok: np.ndarray) -> np.ndarray:

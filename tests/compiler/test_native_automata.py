@@ -230,3 +230,28 @@ def test_c_pairings_are_numpys(lib, monkeypatch):
         same += all(np.array_equal(x, y) and x.dtype == y.dtype for x, y in zip(want, got))
         paired += int(want[3].sum())
     assert (same, paired) == (300, 14945)  # all 300 the same; 14,945 core pairs in all
+
+
+@needs_cc
+def test_an_index_is_the_same_bytes_with_and_without_c(lib, monkeypatch):
+    """The six everyday functions (formats, lengths, enums) compiled for Qwen's vocabulary with every C routine
+    (minimization, products, pairings, the group walks) and with none: the same index file, byte for byte."""
+    from callmaybe.compiler.automata.dfa import MINIMAL_CACHE
+    from callmaybe.compiler.automata.nodes import LEAF_CACHE
+    from callmaybe.compiler.compile import CompileOptions, compile_index
+    from callmaybe.core.catalog import load_catalog
+    from callmaybe.core.indexfile import to_bytes
+    from callmaybe.core.vocabulary import load_vocabulary
+
+    from ..conftest import REPO
+
+    functions = load_catalog(REPO / "bench" / "catalogs" / "six_everyday.json")
+    vocabulary = load_vocabulary("Qwen/Qwen2.5-Coder-1.5B-Instruct")
+    out = []
+    for choice in ([lib], [None]):
+        monkeypatch.setattr(native, "_loaded", choice)
+        LEAF_CACHE.clear()
+        MINIMAL_CACHE.clear()
+        index, report = compile_index(functions, vocabulary, CompileOptions())
+        out.append((to_bytes(index), report.states, report.entries))
+    assert out[0] == out[1] and out[0][1:] == (1169, 8505606)
