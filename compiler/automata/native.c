@@ -773,3 +773,154 @@ done_:
     if (rc < 0) cm_free_group_walk(out);
     return rc;
 }
+
+/* ------------------------------------------------------------------------------------------------------ */
+/* The level-wise walk of the token trie from many (start state, node, state) triples (index/walk.py's
+ * _descend), with its cap on the entries of a start state. */
+
+typedef struct {
+    int32_t *s, *t, *n;  /* (count,): the (start state, token, next state) triples, in the order found */
+    int64_t count, room;
+    int64_t *capped;     /* (ncapped,): the start states capped, in the order capped */
+    int64_t ncapped;
+} descend_out;
+
+void cm_free_descend(descend_out *out) {
+    free(out->s); free(out->t); free(out->n); free(out->capped);
+    memset(out, 0, sizeof *out);
+}
+
+typedef struct { int64_t *start, *node, *cur; int64_t len, room; } frontier;
+
+static int frontier_push(frontier *f, int64_t s, int64_t g, int64_t c) {
+    if (f->len == f->room) {
+        int64_t more = f->room ? 2 * f->room : 4096;
+        int64_t *a = realloc(f->start, (size_t)more * sizeof(int64_t));
+        if (!a) return -1;
+        f->start = a;
+        int64_t *b = realloc(f->node, (size_t)more * sizeof(int64_t));
+        if (!b) return -1;
+        f->node = b;
+        int64_t *c2 = realloc(f->cur, (size_t)more * sizeof(int64_t));
+        if (!c2) return -1;
+        f->cur = c2;
+        f->room = more;
+    }
+    f->start[f->len] = s; f->node[f->len] = g; f->cur[f->len] = c; f->len++;
+    return 0;
+}
+
+static int emit(descend_out *o, int64_t s, int32_t t, int64_t n) {
+    if (o->count == o->room) {
+        int64_t more = o->room ? 2 * o->room : 16384;
+        int32_t *a = realloc(o->s, (size_t)more * sizeof(int32_t));
+        if (!a) return -1;
+        o->s = a;
+        int32_t *b = realloc(o->t, (size_t)more * sizeof(int32_t));
+        if (!b) return -1;
+        o->t = b;
+        int32_t *c = realloc(o->n, (size_t)more * sizeof(int32_t));
+        if (!c) return -1;
+        o->n = c;
+        o->room = more;
+    }
+    o->s[o->count] = (int32_t)s; o->t[o->count] = t; o->n[o->count] = (int32_t)n; o->count++;
+    return 0;
+}
+
+/* Keep the triples of f whose start is not stopped. */
+static void drop_stopped(frontier *f, const uint8_t *stopped) {
+    int64_t k = 0;
+    for (int64_t i = 0; i < f->len; i++)
+        if (!stopped[f->start[i]]) {
+            f->start[k] = f->start[i]; f->node[k] = f->node[i]; f->cur[k] = f->cur[i]; k++;
+        }
+    f->len = k;
+}
+
+/*
+ * cm_descend: walk.py's _descend over the flattened trie (see group_walk; `below`: int64 (nodes,), the tokens
+ * at or below each node), from the frontier (int64 (nf,) start states, depth-0 flat nodes, states) and the
+ * seeds (int64 (ns,), sorted by depth index: seed_depth, start, flat node, state: they join the frontier after
+ * their depth's tokens are reported, so only what lies below them is found). `cap` >= 0: a start state stops
+ * once its entries, or its entries and the tokens below its live prefixes lookahead or more bytes below where it
+ * began, pass cap (it is then capped); cap < 0: no cap. `limit` >= 0: return -5 as soon as more than limit
+ * triples are found. Triples in _descend's order. Returns the number of triples, -1 when memory runs out.
+ */
+int64_t cm_descend(int64_t num_states, const int32_t *trans, int64_t depth, const int64_t *off,
+                   const uint8_t *byte, const int64_t *cs, const int64_t *ce, const int32_t *end, const int64_t *below,
+                   int64_t nf, const int64_t *f_start, const int64_t *f_node, const int64_t *f_cur,
+                   int64_t ns, const int64_t *s_depth, const int64_t *s_start, const int64_t *s_node,
+                   const int64_t *s_cur, int64_t cap, int64_t lookahead, int64_t limit, descend_out *out) {
+    memset(out, 0, sizeof *out);
+    frontier f = {0}, next = {0};
+    int64_t rc = -1, sp = 0;
+    int64_t *found = NULL, *began = NULL, *bound = NULL, *touched = NULL;
+    uint8_t *stopped = calloc((size_t)num_states, 1), *capped = calloc((size_t)num_states, 1);
+    if (!stopped || !capped) goto done_;
+    if (cap >= 0) {
+        found = calloc((size_t)num_states, sizeof(int64_t));
+        began = malloc((size_t)num_states * sizeof(int64_t));
+        bound = calloc((size_t)num_states, sizeof(int64_t));
+        touched = malloc((size_t)num_states * sizeof(int64_t));
+        out->capped = malloc((size_t)num_states * sizeof(int64_t));
+        if (!found || !began || !bound || !touched || !out->capped) goto done_;
+        for (int64_t s = 0; s < num_states; s++) began[s] = -1;
+        for (int64_t i = 0; i < nf; i++) began[f_start[i]] = 0;
+    }
+    for (int64_t i = 0; i < nf; i++)
+        if (frontier_push(&f, f_start[i], f_node[i], f_cur[i])) goto done_;
+    for (int64_t d = 0; d < depth; d++) {
+        for (int64_t i = 0; i < f.len; i++) { /* the tokens that end here */
+            int32_t t = end[f.node[i]];
+            if (t < 0) continue;
+            if (emit(out, f.start[i], t, f.cur[i])) goto done_;
+            if (limit >= 0 && out->count > limit) { rc = -5; goto done_; }
+            if (cap >= 0) {
+                int64_t st = f.start[i];
+                if (++found[st] > cap && !capped[st]) {
+                    capped[st] = 1; stopped[st] = 1; out->capped[out->ncapped++] = st;
+                }
+            }
+        }
+        for (; sp < ns && s_depth[sp] == d; sp++) { /* the seeds of this depth join */
+            if (frontier_push(&f, s_start[sp], s_node[sp], s_cur[sp])) goto done_;
+            if (cap >= 0 && began[s_start[sp]] < 0) began[s_start[sp]] = d;
+        }
+        if (out->ncapped) drop_stopped(&f, stopped);
+        if (d + 1 >= depth || (f.len == 0 && sp >= ns)) break;
+        next.len = 0; /* one byte down */
+        for (int64_t i = 0; i < f.len; i++) {
+            int64_t g = f.node[i], cur = f.cur[i];
+            for (int64_t c = cs[g]; c < ce[g]; c++) {
+                int32_t nxt = trans[cur * 256 + byte[c]];
+                if (nxt >= 0 && frontier_push(&next, f.start[i], c, nxt)) goto done_;
+            }
+        }
+        frontier tmp = f; f = next; next = tmp;
+        if (cap >= 0 && f.len) { /* the start states whose entries and tokens below pass the cap */
+            int64_t nt = 0, more = 0;
+            for (int64_t i = 0; i < f.len; i++) {
+                int64_t st = f.start[i];
+                if (began[st] > d + 1 - lookahead) continue;
+                if (bound[st] == 0) touched[nt++] = st;
+                bound[st] += below[f.node[i]];
+            }
+            qsort(touched, (size_t)nt, sizeof(int64_t), cmp_i64);
+            for (int64_t x = 0; x < nt; x++) {
+                int64_t st = touched[x];
+                if (bound[st] > 0 && !capped[st] && bound[st] + found[st] > cap) {
+                    capped[st] = 1; stopped[st] = 1; out->capped[out->ncapped++] = st; more = 1;
+                }
+                bound[st] = 0;
+            }
+            if (more) drop_stopped(&f, stopped);
+        }
+    }
+    rc = out->count;
+done_:
+    free(f.start); free(f.node); free(f.cur); free(next.start); free(next.node); free(next.cur);
+    free(stopped); free(capped); free(found); free(began); free(bound); free(touched);
+    if (rc < 0 && rc != -5) cm_free_descend(out);
+    return rc;
+}

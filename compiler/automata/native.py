@@ -13,6 +13,8 @@ a loop over the rep states visited, each a dozen numpy operations over the membe
 85 pairings, 0.31 s).
 ``cm_group_walk`` walks the token trie depth first from a group's rep, carrying the members' bits, as the first
 part of :func:`..index.walk._walk_group` does level by level in numpy (the same tokens, bits and seeds).
+``cm_descend`` is :func:`..index.walk._descend`'s level-wise walk from many starts, its cap included, in one
+call (the same triples in the same order).
 
 It is compiled once per source, flags and compiler (``cc -O2 -std=c99 -shared -fPIC``, portable: no
 ``-march=native``) into ``<cache>/kernels/automata-<key>.so`` (:mod:`callmaybe.core.cbuild`). Where it cannot
@@ -63,6 +65,12 @@ class _GroupWalk(ctypes.Structure):
                 ("seed_depth", ctypes.POINTER(ctypes.c_int32)), ("seed_node", ctypes.POINTER(ctypes.c_int64)),
                 ("seed_cur", ctypes.POINTER(ctypes.c_int64)), ("seed_drop", ctypes.POINTER(ctypes.c_uint64)),
                 ("nseed", ctypes.c_int64), ("seed_room", ctypes.c_int64)]
+
+
+class _Descend(ctypes.Structure):
+    _fields_ = [("s", ctypes.POINTER(ctypes.c_int32)), ("t", ctypes.POINTER(ctypes.c_int32)),
+                ("n", ctypes.POINTER(ctypes.c_int32)), ("count", ctypes.c_int64), ("room", ctypes.c_int64),
+                ("capped", ctypes.POINTER(ctypes.c_int64)), ("ncapped", ctypes.c_int64)]
 
 
 class _Product(ctypes.Structure):
@@ -122,6 +130,12 @@ def library() -> ctypes.CDLL | None:
                     ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p, ctypes.POINTER(_GroupWalk)]
                 lib.cm_free_group_walk.restype = None
                 lib.cm_free_group_walk.argtypes = [ctypes.POINTER(_GroupWalk)]
+                lib.cm_descend.restype = ctypes.c_int64
+                lib.cm_descend.argtypes = [ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64] + [ctypes.c_void_p] * 6 + [
+                    ctypes.c_int64] + [ctypes.c_void_p] * 3 + [ctypes.c_int64] + [ctypes.c_void_p] * 4 + [
+                    ctypes.c_int64] * 3 + [ctypes.POINTER(_Descend)]
+                lib.cm_free_descend.restype = None
+                lib.cm_free_descend.argtypes = [ctypes.POINTER(_Descend)]
             except (OSError, subprocess.SubprocessError, AttributeError, CallmaybeError) as exc:
                 lib = None
                 log.warning("DFA minimization in C unavailable (%s); numpy's used (slower compiles; "
@@ -256,3 +270,40 @@ def group_walk(transitions: np.ndarray, flat: tuple, rep: int, core: np.ndarray,
                 _array(out.seed_cur, s, np.int64), _array(out.seed_drop, s, np.uint64, words))
     finally:
         lib.cm_free_group_walk(ctypes.byref(out))
+
+
+#: What :func:`descend` returns for a walk that passed its entries limit.
+PAST_LIMIT = "past the entries limit"
+
+
+def descend(transitions: np.ndarray, flat: tuple, below: np.ndarray, frontier: tuple[np.ndarray, ...],
+            seeds: tuple[np.ndarray, ...], cap: int | None, lookahead: int,
+            limit: int | None) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[int]] | str | None:
+    """:func:`..index.walk._descend` in C over ``transitions`` (int32 (states, 256)) and the trie ``flat``
+    (:attr:`..index.trie.TokenTrie.flat`, ``below`` its :attr:`~..index.trie.TokenTrie.flat_below`):
+    ``frontier`` (start states, depth-1 flat nodes, states) and ``seeds`` (depth index, start state, flat node,
+    state; sorted by depth), int64 each; ``cap`` and ``lookahead`` as _descend's (None: no cap); ``limit``: the
+    triples it may find (None: any). Returns ``(start, token, next state)`` int32 arrays in _descend's order
+    and the start states capped, in the order capped; :data:`PAST_LIMIT` once more than ``limit`` triples are
+    found; None where the library is unavailable. Raises MemoryError when C's allocations fail."""
+    lib = library()
+    if lib is None:
+        return None
+    off, byte, cs, ce, end = flat
+    t = np.ascontiguousarray(transitions, dtype=np.int32)
+    fr = [np.ascontiguousarray(a, dtype=np.int64) for a in frontier]
+    sd = [np.ascontiguousarray(a, dtype=np.int64) for a in seeds]
+    out = _Descend()
+    n = lib.cm_descend(t.shape[0], t.ctypes.data, len(off) - 1, off.ctypes.data, byte.ctypes.data, cs.ctypes.data,
+                       ce.ctypes.data, end.ctypes.data, below.ctypes.data, len(fr[0]), *(a.ctypes.data for a in fr),
+                       len(sd[0]), *(a.ctypes.data for a in sd), -1 if cap is None else int(cap), int(lookahead),
+                       -1 if limit is None else int(limit), ctypes.byref(out))
+    try:
+        if n == -5:
+            return PAST_LIMIT
+        if n < 0:
+            raise MemoryError("the trie walk in C: out of memory")
+        capped = _array(out.capped, out.ncapped, np.int64).tolist()
+        return _array(out.s, n, np.int32), _array(out.t, n, np.int32), _array(out.n, n, np.int32), capped
+    finally:
+        lib.cm_free_descend(ctypes.byref(out))

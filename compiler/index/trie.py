@@ -85,6 +85,12 @@ class TokenTrie:
         return off, byte, cs.astype(np.int64), ce.astype(np.int64), end
 
 
+    @cached_property
+    def flat_below(self) -> np.ndarray:
+        """:attr:`below` flattened as :attr:`flat` numbers the nodes: int64 (nodes,)."""
+        return np.concatenate(self.below).astype(np.int64) if self.below else np.zeros(0, np.int64)
+
+
 def build_trie(token_bytes: list[bytes | None] | tuple[bytes | None, ...]) -> TokenTrie:
     """Build the trie of the non-empty, non-None entries of ``token_bytes`` (index = token id).
 

@@ -393,8 +393,14 @@ def _descend(
     was already reported: they only descend. ``entries`` (if given) counts the triples found. With ``cap``,
     a start state that has found more than ``cap`` triples stops walking and is added to ``capped`` (its
     pieces are then incomplete). Returns lists of (start, token, next state) int32 pieces."""
-    start, node, cur = frontier
     seeds = seeds or {}
+    got = _descend_c(flat_t, trie, frontier, seeds, entries, cap, capped)
+    return got if got is not None else _descend_numpy(flat_t, trie, frontier, seeds, entries, cap, capped)
+
+
+def _descend_numpy(flat_t, trie, frontier, seeds, entries, cap, capped):
+    """:func:`_descend` in numpy, level by level."""
+    start, node, cur = frontier
     out_s, out_t, out_n = [], [], []
     found: dict[int, int] = {}
     stopped: list[int] = []
@@ -437,6 +443,34 @@ def _descend(
                 go = ~np.isin(start, more)
                 start, node, cur = start[go], node[go], cur[go]
     return out_s, out_t, out_n
+
+
+def _descend_c(flat_t, trie, frontier, seeds, entries, cap, capped):
+    """:func:`_descend` in C (:func:`..automata.native.descend`: the same pieces, as one piece each), or None
+    where the library or the flattened trie is unavailable."""
+    flat = trie.flat
+    if flat is None or native.library() is None:
+        return None
+    off = flat[0]
+    depths = sorted(seeds)
+    seed_arrays = (np.concatenate([np.full(len(seeds[d][0]), d, np.int64) for d in depths]),
+                   np.concatenate([seeds[d][0] for d in depths]),
+                   np.concatenate([seeds[d][1] + off[d] for d in depths]),
+                   np.concatenate([seeds[d][2] for d in depths])) if depths else (np.zeros(0, np.int64),) * 4
+    start, node, cur = frontier
+    limit = None if entries is None or entries.limit is None else entries.limit - entries.count
+    got = native.descend(flat_t.reshape(-1, 256), flat, trie.flat_below, (start, node + off[0], cur),
+                         seed_arrays, cap if capped is not None else None, CAP_LOOKAHEAD, limit)
+    if got is None:
+        return None
+    if got == native.PAST_LIMIT:
+        raise entries_error(entries.limit)
+    s, t, n, newly = got
+    if entries is not None:
+        entries.add(len(s))
+    if capped is not None:
+        capped.update(newly)
+    return [s], [t], [n]
 
 
 #: A walk capped at ``cap`` entries per start state (:func:`_descend`) stops a start state once the entries it

@@ -90,10 +90,14 @@ def test_a_capped_group_walk_stops_members_early_and_the_walk_and_index_stay_exa
     """With every member heavy past a handful of entries, the capped walk stops members by the tokens below
     their live prefixes (before finding that many); they are grouped again or walked alone, and the walk and
     every state's allowed tokens, guards and fewest tokens to completion are what walking every state apart
-    gives."""
+    gives. The numpy walk (its _beyond_cap spied on); the walk in C, its cap included, gives the same."""
+    from callmaybe.compiler.automata import native
+
     vocab, tr = _email_catalog()
     _, ctrans, ceff = effect_classes(tr)
     trie = build_trie(list(vocab.token_bytes))
+    lib = native.library()
+    monkeypatch.setattr(native, "_loaded", [None])
     stopped_early = []
     beyond = walk_mod._beyond_cap
 
@@ -114,6 +118,12 @@ def test_a_capped_group_walk_stops_members_early_and_the_walk_and_index_stay_exa
     b = counted_arrays(tr, apart, vocab.token_bytes, vocab.vocab_size)
     assert np.array_equal(a["min_tokens"], b["min_tokens"])
     assert _per_state(a, tr.num_states) == _per_state(b, tr.num_states)
+    if lib is not None:
+        monkeypatch.setattr(native, "_loaded", [lib])
+        in_c = walk(tr.transitions, trie, class_transitions=ctrans, class_effects=ceff)
+        assert len(in_c.groups) == len(shared.groups)
+        for key in ("state", "token", "next_state"):
+            assert np.array_equal(getattr(in_c, key), getattr(shared, key)), key
 
 
 def test_row_kinds_number_states_by_their_dead_classes_and_effects():
