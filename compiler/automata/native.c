@@ -924,3 +924,44 @@ done_:
     if (rc < 0 && rc != -5) cm_free_descend(out);
     return rc;
 }
+
+/* ------------------------------------------------------------------------------------------------------ */
+/* (state, token, next state) triples sorted by (state, token) (index/walk.py's _sorted_triples). */
+
+/* Counting-sort positions: order[i] receives the indices 0..n-1 by ascending key (stable), keys in 0..range-1.
+ * Returns 0, or -1 when memory runs out. */
+static int counting_order(int64_t n, const int32_t *key, int64_t range, const int64_t *in, int64_t *order) {
+    int64_t *at = calloc((size_t)range + 1, sizeof(int64_t));
+    if (!at) return -1;
+    for (int64_t i = 0; i < n; i++) at[key[in ? in[i] : i] + 1]++;
+    for (int64_t v = 0; v < range; v++) at[v + 1] += at[v];
+    for (int64_t i = 0; i < n; i++) {
+        int64_t j = in ? in[i] : i;
+        order[at[key[j]]++] = j;
+    }
+    free(at);
+    return 0;
+}
+
+/*
+ * cm_sort_triples: the n triples (s, t, x), every value >= 0, s < s_range and t < t_range, written to out_s,
+ * out_t, out_x in ascending (s, t) order (two stable counting sorts: by t, then by s; O(n + ranges)). The
+ * (s, t) pairs of a walk are distinct, so this is the order of a sort of the packed triples. Returns 0, or -1
+ * when memory runs out.
+ */
+int64_t cm_sort_triples(int64_t n, const int32_t *s, const int32_t *t, const int32_t *x, int64_t s_range,
+                        int64_t t_range, int32_t *out_s, int32_t *out_t, int32_t *out_x) {
+    int64_t *by_t = malloc((size_t)(n > 0 ? n : 1) * sizeof(int64_t));
+    int64_t *order = malloc((size_t)(n > 0 ? n : 1) * sizeof(int64_t));
+    int64_t rc = -1;
+    if (!by_t || !order) goto done_;
+    if (counting_order(n, t, t_range, NULL, by_t) || counting_order(n, s, s_range, by_t, order)) goto done_;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t j = order[i];
+        out_s[i] = s[j]; out_t[i] = t[j]; out_x[i] = x[j];
+    }
+    rc = 0;
+done_:
+    free(by_t); free(order);
+    return rc;
+}

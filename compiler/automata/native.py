@@ -14,7 +14,8 @@ a loop over the rep states visited, each a dozen numpy operations over the membe
 ``cm_group_walk`` walks the token trie depth first from a group's rep, carrying the members' bits, as the first
 part of :func:`..index.walk._walk_group` does level by level in numpy (the same tokens, bits and seeds).
 ``cm_descend`` is :func:`..index.walk._descend`'s level-wise walk from many starts, its cap included, in one
-call (the same triples in the same order).
+call (the same triples in the same order); ``cm_sort_triples`` sorts its triples by (state, token) in two
+counting sorts.
 
 It is compiled once per source, flags and compiler (``cc -O2 -std=c99 -shared -fPIC``, portable: no
 ``-march=native``) into ``<cache>/kernels/automata-<key>.so`` (:mod:`callmaybe.core.cbuild`). Where it cannot
@@ -136,6 +137,9 @@ def library() -> ctypes.CDLL | None:
                     ctypes.c_int64] * 3 + [ctypes.POINTER(_Descend)]
                 lib.cm_free_descend.restype = None
                 lib.cm_free_descend.argtypes = [ctypes.POINTER(_Descend)]
+                lib.cm_sort_triples.restype = ctypes.c_int64
+                lib.cm_sort_triples.argtypes = [ctypes.c_int64] + [ctypes.c_void_p] * 3 + [ctypes.c_int64] * 2 + [
+                    ctypes.c_void_p] * 3
             except (OSError, subprocess.SubprocessError, AttributeError, CallmaybeError) as exc:
                 lib = None
                 log.warning("DFA minimization in C unavailable (%s); numpy's used (slower compiles; "
@@ -307,3 +311,19 @@ def descend(transitions: np.ndarray, flat: tuple, below: np.ndarray, frontier: t
         return _array(out.s, n, np.int32), _array(out.t, n, np.int32), _array(out.n, n, np.int32), capped
     finally:
         lib.cm_free_descend(ctypes.byref(out))
+
+
+def sort_triples(s: np.ndarray, t: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """The triples ``(s, t, x)`` (int32 (n,) each, values >= 0, the ``(s, t)`` pairs distinct) sorted by
+    ``(s, t)``: int32 arrays, as :func:`..index.walk._sorted_triples` sorts them. None where the library is
+    unavailable. Raises MemoryError when C's allocations fail."""
+    lib = library()
+    if lib is None:
+        return None
+    s, t, x = (np.ascontiguousarray(a, dtype=np.int32) for a in (s, t, x))
+    out = [np.empty(len(s), dtype=np.int32) for _ in range(3)]
+    rc = lib.cm_sort_triples(len(s), s.ctypes.data, t.ctypes.data, x.ctypes.data, int(s.max()) + 1,
+                             int(t.max()) + 1, *(a.ctypes.data for a in out))
+    if rc < 0:
+        raise MemoryError(f"sorting {len(s):,} triples in C: out of memory")
+    return out[0], out[1], out[2]

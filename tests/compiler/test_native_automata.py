@@ -255,3 +255,21 @@ def test_an_index_is_the_same_bytes_with_and_without_c(lib, monkeypatch):
         index, report = compile_index(functions, vocabulary, CompileOptions())
         out.append((to_bytes(index), report.states, report.entries))
     assert out[0] == out[1] and out[0][1:] == (1169, 8505606)
+
+
+@needs_cc
+def test_c_sorts_triples_as_numpy_does(lib, monkeypatch):
+    from callmaybe.compiler.index import walk
+
+    rng = np.random.default_rng(17)
+    key = np.unique(rng.integers(0, 300, 5000).astype(np.int64) << 32 | rng.integers(0, 2000, 5000))
+    key = key[rng.permutation(len(key))]
+    s, t = (key >> 32).astype(np.int32), (key & 0xFFFFFFFF).astype(np.int32)
+    x = rng.integers(0, 300, len(key)).astype(np.int32)
+    monkeypatch.setattr(native, "_loaded", [None])
+    want = walk._sorted_triples([s[:2000], s[2000:]], [t[:2000], t[2000:]], [x[:2000], x[2000:]])
+    monkeypatch.setattr(native, "_loaded", [lib])
+    got = walk._sorted_triples([s[:2000], s[2000:]], [t[:2000], t[2000:]], [x[:2000], x[2000:]])
+    assert len(got[0]) == len(key) == 4979
+    assert all(np.array_equal(a, b) and a.dtype == b.dtype == np.int32 for a, b in zip(want, got))
+    assert (np.diff(got[0].astype(np.int64) << 32 | got[1]) > 0).all()
