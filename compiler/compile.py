@@ -17,6 +17,7 @@ from ..core import __version__
 from ..core.callformat import INDEX_FORMS
 from ..core.catalog import Function, catalog_fingerprint
 from ..core.indexfile import GRAMMAR_REVISION, IndexData, save_index
+from ..core.malloc import release_free_memory
 from ..core.vocabulary import Vocabulary
 from .index.counted_index import counted_arrays, effect_classes
 from .automata.counters import Transducer
@@ -95,10 +96,20 @@ def compile_index(
     The index's arrays and header are described in :mod:`callmaybe.core.indexfile`. ``limits``: the compile
     limits (:mod:`.limits`; the defaults when None), which bound the work but not the result, so they are
     not recorded. With ``options.form == "value"`` the grammar is the values of the one function's
-    parameters schema (:func:`~.grammar.value_grammar`). Raises SchemaError / CatalogError for an
-    uncompilable catalog (CompileLimitError past a limit), ValueError for the value form of a catalog that
-    does not hold exactly one function.
+    parameters schema (:func:`~.grammar.value_grammar`). Once its intermediate arrays are freed, the heap's
+    free pages go back to the system (:func:`~callmaybe.core.malloc.release_free_memory`). Raises SchemaError
+    / CatalogError for an uncompilable catalog (CompileLimitError past a limit), ValueError for the value
+    form of a catalog that does not hold exactly one function.
     """
+    try:
+        return _compile_index(functions, vocabulary, options, limits)
+    finally:
+        release_free_memory()
+
+
+def _compile_index(functions: list[Function], vocabulary: Vocabulary, options: CompileOptions | None,
+                   limits: CompileLimits | None) -> tuple[IndexData, CompileReport]:
+    """:func:`compile_index`'s work."""
     options = options or CompileOptions()
     limits = limits or CompileLimits()
     report = CompileReport()

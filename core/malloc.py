@@ -54,3 +54,19 @@ def fix_mmap_threshold(size: int = MMAP_THRESHOLD) -> bool:
         return False
     mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
     return mallopt(M_MMAP_THRESHOLD, size) == 1
+
+
+def release_free_memory() -> bool:
+    """Give the free pages of glibc's heap back to the system (``malloc_trim(0)``), so that a process that
+    compiled a large index does not keep the memory of its intermediate arrays: after compiling
+    winget-pkgs-locale, 723 MB resident against 163 MB trimmed (its peak 960 MB either way). Returns whether
+    it ran: False off Linux or without glibc. Never raises."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        malloc_trim = ctypes.CDLL(None).malloc_trim
+    except (OSError, AttributeError):
+        return False
+    malloc_trim.argtypes, malloc_trim.restype = [ctypes.c_size_t], ctypes.c_int
+    malloc_trim(0)
+    return True
