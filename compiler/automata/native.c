@@ -1,20 +1,23 @@
 /*
- * The minimal automaton of a byte-level DFA, in one call: byte classes, trim, partition refinement, and the
- * quotient numbered breadth-first from the start in byte order (the numbering of dfa.py's minimize, so that
- * equal languages give equal arrays whichever implementation ran).
+ * The compiler's inner loops in C, each giving the arrays of the numpy code it stands in for (native.py says
+ * which; the numpy code runs where this library cannot be built):
  *
- * The refinement is Valmari and Lehtinen's for partial transition functions ("Efficient minimization of DFAs
- * with partial transition functions", STACS 2008; the compact form of Valmari, "Fast brief practical DFA
- * minimization", Information Processing Letters 112(6), 2012): two refinable partitions, the states into
- * blocks and the transitions into cords (a cord: transitions of one label whose heads lie in one block), each
- * refining the other, with Hopcroft's rule that a split set is used again only through its smaller half.
- * O(m log n) for m transitions (here over byte classes) and n states; no sink state is added, so a missing
- * transition costs nothing. Written here from the papers' description.
+ * - cm_minimize: the minimal automaton of a byte-level DFA in one call: byte classes, trim, partition
+ *   refinement, and the quotient numbered breadth-first from the start in byte order (the numbering of dfa.py's
+ *   minimize, so that equal languages give equal arrays whichever implementation ran). The refinement is
+ *   Valmari and Lehtinen's for partial transition functions ("Efficient minimization of DFAs with partial
+ *   transition functions", STACS 2008; the compact form of Valmari, "Fast brief practical DFA minimization",
+ *   Information Processing Letters 112(6), 2012): two refinable partitions, the states into blocks and the
+ *   transitions into cords (a cord: transitions of one label whose heads lie in one block), each refining the
+ *   other, with Hopcroft's rule that a split set is used again only through its smaller half. O(m log n) for m
+ *   transitions (here over byte classes) and n states; no sink state is added, so a missing transition costs
+ *   nothing. Written here from the papers' description.
+ * - cm_product: the product of two automata, numbered as compose.py's product numbers it.
+ * - cm_match, cm_group_walk, cm_descend, cm_sort_triples: index/walk.py's pairing of a state group, its shared
+ *   walk of the token trie, the level-wise walk from many starts (with its cap) and the sort of its triples.
  *
- * Also the product of two automata (cm_product), numbered as compose.py's product numbers it.
- *
- * Entry points: cm_minimize, cm_product, cm_free_product (see their comments). Plain C99, no global state:
- * calls may run in parallel.
+ * Plain C99, no global state: calls may run in parallel. What a call allocates for its caller is freed by the
+ * matching cm_free_* function.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -847,8 +850,8 @@ static void drop_stopped(frontier *f, const uint8_t *stopped) {
  * began, pass cap (it is then capped); cap < 0: no cap. `limit` >= 0: return -5 as soon as more than limit
  * triples are found. Triples in _descend's order. Returns the number of triples, -1 when memory runs out.
  */
-int64_t cm_descend(int64_t num_states, const int32_t *trans, int64_t depth, const int64_t *off,
-                   const uint8_t *byte, const int64_t *cs, const int64_t *ce, const int32_t *end, const int64_t *below,
+int64_t cm_descend(int64_t num_states, const int32_t *trans, int64_t depth, const uint8_t *byte,
+                   const int64_t *cs, const int64_t *ce, const int32_t *end, const int64_t *below,
                    int64_t nf, const int64_t *f_start, const int64_t *f_node, const int64_t *f_cur,
                    int64_t ns, const int64_t *s_depth, const int64_t *s_start, const int64_t *s_node,
                    const int64_t *s_cur, int64_t cap, int64_t lookahead, int64_t limit, descend_out *out) {

@@ -1,4 +1,4 @@
-"""DFA minimization and products in C (``native.c``), built on this machine at first use, called through ctypes.
+"""The compiler's inner loops in C (``native.c``), built on this machine at first use and called through ctypes.
 
 A schema's joins minimize hundreds of small automata (jscsrc: ~500, a median of ~30 states); in numpy each
 costs ~2 ms, most of it the fixed cost of a few hundred small array operations, and they were 40-45% of the
@@ -19,8 +19,8 @@ counting sorts.
 
 It is compiled once per source, flags and compiler (``cc -O2 -std=c99 -shared -fPIC``, portable: no
 ``-march=native``) into ``<cache>/kernels/automata-<key>.so`` (:mod:`callmaybe.core.cbuild`). Where it cannot
-be built or loaded, :func:`minimize` returns None (one WARNING line saying why, once per process) and the numpy
-path runs; ``CALLMAYBE_DFA=numpy`` chooses the numpy path without the warning (for comparisons).
+be built or loaded, each function here returns None (one WARNING line saying why, once per process) and its
+caller runs the numpy code; ``CALLMAYBE_DFA=numpy`` chooses the numpy code without the warning (comparisons).
 """
 
 from __future__ import annotations
@@ -78,6 +78,7 @@ class _Product(ctypes.Structure):
     _fields_ = [("trans", ctypes.POINTER(ctypes.c_int32)), ("accepting", ctypes.POINTER(ctypes.c_uint8)),
                 ("pairs", ctypes.c_int64)]
 
+
 _lock = threading.Lock()
 _loaded: list = []  # [] not tried yet; [None] unavailable; [CDLL] loaded
 
@@ -132,7 +133,7 @@ def library() -> ctypes.CDLL | None:
                 lib.cm_free_group_walk.restype = None
                 lib.cm_free_group_walk.argtypes = [ctypes.POINTER(_GroupWalk)]
                 lib.cm_descend.restype = ctypes.c_int64
-                lib.cm_descend.argtypes = [ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64] + [ctypes.c_void_p] * 6 + [
+                lib.cm_descend.argtypes = [ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64] + [ctypes.c_void_p] * 5 + [
                     ctypes.c_int64] + [ctypes.c_void_p] * 3 + [ctypes.c_int64] + [ctypes.c_void_p] * 4 + [
                     ctypes.c_int64] * 3 + [ctypes.POINTER(_Descend)]
                 lib.cm_free_descend.restype = None
@@ -142,7 +143,7 @@ def library() -> ctypes.CDLL | None:
                     ctypes.c_void_p] * 3
             except (OSError, subprocess.SubprocessError, AttributeError, CallmaybeError) as exc:
                 lib = None
-                log.warning("DFA minimization in C unavailable (%s); numpy's used (slower compiles; "
+                log.warning("the compiler's C routines unavailable (%s); numpy's used (slower compiles; "
                             "CALLMAYBE_DFA=numpy chooses it without this line)", exc)
         _loaded.append(lib)
         return lib
@@ -298,9 +299,9 @@ def descend(transitions: np.ndarray, flat: tuple, below: np.ndarray, frontier: t
     fr = [np.ascontiguousarray(a, dtype=np.int64) for a in frontier]
     sd = [np.ascontiguousarray(a, dtype=np.int64) for a in seeds]
     out = _Descend()
-    n = lib.cm_descend(t.shape[0], t.ctypes.data, len(off) - 1, off.ctypes.data, byte.ctypes.data, cs.ctypes.data,
-                       ce.ctypes.data, end.ctypes.data, below.ctypes.data, len(fr[0]), *(a.ctypes.data for a in fr),
-                       len(sd[0]), *(a.ctypes.data for a in sd), -1 if cap is None else int(cap), int(lookahead),
+    n = lib.cm_descend(t.shape[0], t.ctypes.data, len(off) - 1, byte.ctypes.data, cs.ctypes.data, ce.ctypes.data,
+                       end.ctypes.data, below.ctypes.data, len(fr[0]), *(a.ctypes.data for a in fr), len(sd[0]),
+                       *(a.ctypes.data for a in sd), -1 if cap is None else int(cap), int(lookahead),
                        -1 if limit is None else int(limit), ctypes.byref(out))
     try:
         if n == -5:
