@@ -24,8 +24,13 @@ from .files import digest_problem, record_digest, remove_stale
 
 
 def compiler_command() -> list[str]:
-    """The C compiler's command line: ``$CC`` split as a shell would, or ``["cc"]``."""
-    return shlex.split(os.environ.get("CC") or "cc")
+    """The C compiler's command line: ``$CC`` split as a shell would, or ``["cc"]``. Raises OSError naming
+    ``$CC`` where it cannot be split (an unbalanced quote)."""
+    value = os.environ.get("CC") or "cc"
+    try:
+        return shlex.split(value)
+    except ValueError as exc:
+        raise OSError(f"$CC {value!r} cannot be split as a shell would ({exc})") from None
 
 
 def cpu_flags() -> str:
@@ -46,7 +51,8 @@ def build_key(cc: list[str], *parts: bytes) -> str:
     OSError or subprocess.SubprocessError where the compiler cannot be run."""
     version = subprocess.run([*cc, "--version"], capture_output=True, timeout=30, check=True).stdout
     digest = hashlib.sha256()
-    for part in (*parts, shlex.join(cc).encode(), version):
+    # surrogateescape: a byte of $CC that is not UTF-8 comes back as the byte it was
+    for part in (*parts, shlex.join(cc).encode("utf-8", "surrogateescape"), version):
         digest.update(hashlib.sha256(part).digest())
     return digest.hexdigest()[:20]
 
@@ -76,8 +82,9 @@ def build_library(source: Path, flags: tuple[str, ...], path: Path, cc: list[str
         os.close(fd)
         try:
             # its own process group, so that a timeout (or Ctrl-C) ends the compiler's children too (cc1, as)
+            # the compiler's messages may hold bytes that are not UTF-8: replaced, never an error
             done = subprocess.Popen([*cc, *flags, "-o", tmp, str(source)], stdout=subprocess.PIPE,
-                                    stderr=subprocess.PIPE, text=True, start_new_session=True)
+                                    stderr=subprocess.PIPE, text=True, errors="replace", start_new_session=True)
             try:
                 _, stderr = done.communicate(timeout=timeout)
             except BaseException:

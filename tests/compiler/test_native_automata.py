@@ -273,3 +273,34 @@ def test_c_sorts_triples_as_numpy_does(lib, monkeypatch):
     assert len(got[0]) == len(key) == 4979
     assert all(np.array_equal(a, b) and a.dtype == b.dtype == np.int32 for a, b in zip(want, got))
     assert (np.diff(got[0].astype(np.int64) << 32 | got[1]) > 0).all()
+
+
+@pytest.mark.parametrize("cc, says", [
+    ('cc "-O2', "$CC 'cc \"-O2' cannot be split as a shell would (No closing quotation)"),
+    ("spam", "exited with 3: "),
+])
+def test_a_compiler_that_cannot_be_split_or_writes_bytes_keeps_numpy(fresh, monkeypatch, caplog, cc, says):
+    """A helper's break test: $CC with an unbalanced quote raised ValueError from shlex.split, and a compiler
+    whose messages were not UTF-8 raised UnicodeDecodeError, both out of the compile (exit 1, a traceback)."""
+    if cc == "spam":
+        script = fresh / "spam-cc"
+        script.write_bytes(b"#!/bin/sh\nif [ \"$1\" = --version ]; then echo spam-cc 1; exit 0; fi\n"
+                           b"printf '\\377\\376 bad \\351\\n' >&2\nexit 3\n")
+        script.chmod(0o755)
+        cc = str(script)
+    monkeypatch.setenv("CC", cc)
+    t = np.full((2, 256), -1, dtype=np.int32)
+    t[0, ord("a")] = 1
+    with caplog.at_level(logging.WARNING, logger="callmaybe.compiler.automata.native"):
+        out = dfa_mod.minimize(ByteDFA(t, np.array([False, True]), 0))
+    assert out.num_states == 2 and native.library() is None
+    assert len(caplog.records) == 1 and says in caplog.records[0].getMessage()
+
+
+def test_a_compiler_named_with_a_byte_that_is_not_utf8_has_a_key(fresh):
+    """$CC holding a byte that is not UTF-8 (os.environ gives it as a surrogate) raised UnicodeEncodeError in
+    build_key."""
+    from callmaybe.core.cbuild import build_key
+
+    key = build_key(["true", "-include", "/tmp/caf\udce9.h"], b"source")
+    assert len(key) == 20 and key != build_key(["true", "-include", "/tmp/cafe.h"], b"source")
