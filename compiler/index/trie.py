@@ -63,7 +63,6 @@ class TokenTrie:
             out.append(one)
         return out
 
-
     @cached_property
     def flat(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
         """The trie flattened across depths, for the walk in C (:func:`..automata.native.group_walk`):
@@ -83,7 +82,6 @@ class TokenTrie:
         ce = np.concatenate([c + off[d + 1] for d, c in enumerate(self.child_end)]) if sizes else empty64
         end = np.concatenate(one).astype(np.int32) if sizes else np.zeros(0, np.int32)
         return off, byte, cs.astype(np.int64), ce.astype(np.int64), end
-
 
     @cached_property
     def flat_below(self) -> np.ndarray:
