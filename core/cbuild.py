@@ -10,6 +10,7 @@ each load, as every file of the cache is. ``$CC`` names another compiler (``cc``
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import fcntl
 import hashlib
 import logging
@@ -20,7 +21,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from .files import digest_problem, record_digest, remove_stale
+from .files import digest_path, digest_problem, record_digest, remove_stale
 
 
 def compiler_command() -> list[str]:
@@ -101,3 +102,19 @@ def build_library(source: Path, flags: tuple[str, ...], path: Path, cc: list[str
             if os.path.exists(tmp):
                 os.unlink(tmp)
     return path
+
+
+def open_library(path: Path, symbols: tuple[str, ...]) -> ctypes.CDLL:
+    """The library at ``path``, loaded, with each of ``symbols`` present. A file that does not load or lacks
+    a symbol (not a library, or not this one) is removed with its recorded SHA-256, so that the next run
+    builds it again. Raises OSError or AttributeError (the error of the load or of the missing symbol)."""
+    try:
+        lib = ctypes.CDLL(str(path))
+        for name in symbols:
+            getattr(lib, name)
+    except (OSError, AttributeError):
+        for stale in (path, digest_path(path)):
+            with contextlib.suppress(OSError):
+                stale.unlink()
+        raise
+    return lib

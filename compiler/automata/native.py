@@ -25,7 +25,6 @@ caller runs the numpy code; ``CALLMAYBE_DFA=numpy`` chooses the numpy code witho
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import logging
 import os
@@ -35,9 +34,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ...core.cbuild import build_key, build_library, compiler_command
+from ...core.cbuild import build_key, build_library, compiler_command, open_library
 from ...core.errors import CallmaybeError
-from ...core.files import cache_dir, digest_path
+from ...core.files import cache_dir
 
 log = logging.getLogger(__name__)
 
@@ -79,6 +78,23 @@ class _Product(ctypes.Structure):
                 ("pairs", ctypes.c_int64)]
 
 
+_I64, _PTR = ctypes.c_int64, ctypes.c_void_p
+#: each entry point of native.c: (return type, argument types)
+_SIGNATURES = {
+    "cm_minimize": (_I64, [_I64, _PTR, _PTR, _I64, _PTR, _PTR]),
+    "cm_product": (_I64, [_I64, _PTR, _PTR, _I64] * 2 + [ctypes.c_int, _I64, ctypes.POINTER(_Product)]),
+    "cm_free_product": (None, [ctypes.POINTER(_Product)]),
+    "cm_match": (_I64, [_I64, _I64, _PTR, _PTR, _I64, _I64, _PTR, _I64, _PTR, ctypes.POINTER(_Match)]),
+    "cm_free_match": (None, [ctypes.POINTER(_Match)]),
+    "cm_group_walk": (_I64, [_PTR, _I64] + [_PTR] * 5 + [_I64, _I64, _PTR, _PTR, ctypes.POINTER(_GroupWalk)]),
+    "cm_free_group_walk": (None, [ctypes.POINTER(_GroupWalk)]),
+    "cm_descend": (_I64, [_I64, _PTR, _I64] + [_PTR] * 5 + [_I64] + [_PTR] * 3 + [_I64] + [_PTR] * 4 + [_I64] * 3
+                   + [ctypes.POINTER(_Descend)]),
+    "cm_free_descend": (None, [ctypes.POINTER(_Descend)]),
+    "cm_sort_triples": (_I64, [_I64] + [_PTR] * 3 + [_I64] * 2 + [_PTR] * 3),
+}
+
+
 _lock = threading.Lock()
 _loaded: list = []  # [] not tried yet; [None] unavailable; [CDLL] loaded
 
@@ -104,43 +120,10 @@ def library() -> ctypes.CDLL | None:
         lib = None
         if os.environ.get("CALLMAYBE_DFA", "").strip().lower() != "numpy":
             try:
-                path = build()
-                try:
-                    lib = ctypes.CDLL(str(path))
-                    fn = lib.cm_minimize
-                except (OSError, AttributeError):  # not a library, or not this one: the next run builds again
-                    for stale in (path, digest_path(path)):
-                        with contextlib.suppress(OSError):
-                            stale.unlink()
-                    raise
-                fn.restype = ctypes.c_int64
-                fn.argtypes = [ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p,
-                               ctypes.c_void_p]
-                lib.cm_product.restype = ctypes.c_int64
-                lib.cm_product.argtypes = [ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64] * 2 + [
-                    ctypes.c_int, ctypes.c_int64, ctypes.POINTER(_Product)]
-                lib.cm_free_product.restype = None
-                lib.cm_free_product.argtypes = [ctypes.POINTER(_Product)]
-                lib.cm_match.restype = ctypes.c_int64
-                lib.cm_match.argtypes = [ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p,
-                                         ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64,
-                                         ctypes.c_void_p, ctypes.POINTER(_Match)]
-                lib.cm_free_match.restype = None
-                lib.cm_free_match.argtypes = [ctypes.POINTER(_Match)]
-                lib.cm_group_walk.restype = ctypes.c_int64
-                lib.cm_group_walk.argtypes = [ctypes.c_void_p, ctypes.c_int64] + [ctypes.c_void_p] * 5 + [
-                    ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p, ctypes.POINTER(_GroupWalk)]
-                lib.cm_free_group_walk.restype = None
-                lib.cm_free_group_walk.argtypes = [ctypes.POINTER(_GroupWalk)]
-                lib.cm_descend.restype = ctypes.c_int64
-                lib.cm_descend.argtypes = [ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64] + [ctypes.c_void_p] * 5 + [
-                    ctypes.c_int64] + [ctypes.c_void_p] * 3 + [ctypes.c_int64] + [ctypes.c_void_p] * 4 + [
-                    ctypes.c_int64] * 3 + [ctypes.POINTER(_Descend)]
-                lib.cm_free_descend.restype = None
-                lib.cm_free_descend.argtypes = [ctypes.POINTER(_Descend)]
-                lib.cm_sort_triples.restype = ctypes.c_int64
-                lib.cm_sort_triples.argtypes = [ctypes.c_int64] + [ctypes.c_void_p] * 3 + [ctypes.c_int64] * 2 + [
-                    ctypes.c_void_p] * 3
+                lib = open_library(build(), tuple(_SIGNATURES))  # lacking one: built again next run
+                for name, (restype, argtypes) in _SIGNATURES.items():
+                    fn = getattr(lib, name)
+                    fn.restype, fn.argtypes = restype, argtypes
             except (OSError, subprocess.SubprocessError, AttributeError, CallmaybeError) as exc:
                 lib = None
                 log.warning("the compiler's C routines unavailable (%s); numpy's used (slower compiles; "

@@ -18,7 +18,6 @@ WARNING line (the first two cases); a CPU without AVX-512 VNNI and ``CALLMAYBE_K
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import logging
 import os
@@ -28,9 +27,9 @@ from pathlib import Path
 
 import torch
 
-from ...core.cbuild import build_key, build_library, compiler_command, cpu_flags
+from ...core.cbuild import build_key, build_library, compiler_command, cpu_flags, open_library
 from ...core.errors import CallmaybeError
-from ...core.files import cache_dir, digest_path
+from ...core.files import cache_dir
 
 log = logging.getLogger(__name__)
 
@@ -344,14 +343,8 @@ def rotation() -> Kernel | None:
         else:
             try:
                 path = build()
-                try:
-                    lib = ctypes.CDLL(str(path))
-                    simd = lib.cm_simd()
-                except (OSError, AttributeError):  # not a library, or not this one: the next run builds again
-                    for stale in (path, digest_path(path)):
-                        with contextlib.suppress(OSError):
-                            stale.unlink()
-                    raise
+                lib = open_library(path, ("cm_simd",))  # not a library, or not this one: built again next run
+                simd = lib.cm_simd()
                 if simd != 1:
                     log.info("int8 kernel: %s has no AVX-512 VNNI; torch's kernels used for products", path)
                     loaded = Kernel(lib, path, amx=False, products=False)

@@ -304,3 +304,22 @@ def test_a_compiler_named_with_a_byte_that_is_not_utf8_has_a_key(fresh):
 
     key = build_key(["true", "-include", "/tmp/caf\udce9.h"], b"source")
     assert len(key) == 20 and key != build_key(["true", "-include", "/tmp/cafe.h"], b"source")
+
+
+@needs_cc
+def test_a_library_lacking_an_entry_point_is_removed_and_numpy_kept(fresh, monkeypatch, caplog):
+    """A file under the library's name that loads but lacks one of native.c's entry points: not used, and
+    removed with its recorded SHA-256 so that the next run builds it again."""
+    import subprocess
+
+    from callmaybe.core.files import digest_path, record_digest
+
+    (fresh / "other.c").write_text("int cm_minimize(void) { return 0; }\n")
+    so = fresh / "automata-0.so"
+    subprocess.run(["cc", "-shared", "-fPIC", "-o", str(so), str(fresh / "other.c")], check=True)
+    record_digest(so, so.read_bytes())
+    monkeypatch.setattr(native, "build", lambda: so)
+    with caplog.at_level(logging.WARNING, logger="callmaybe.compiler.automata.native"):
+        assert native.library() is None
+    assert "cm_product" in caplog.records[0].getMessage() and len(caplog.records) == 1
+    assert not so.exists() and not digest_path(so).exists()
