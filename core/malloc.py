@@ -46,14 +46,8 @@ def fix_mmap_threshold(size: int = MMAP_THRESHOLD) -> bool:
     """Fix glibc's mmap threshold at ``size`` bytes for this process (see the module docstring). Returns whether
     it was set: False off Linux, without glibc (musl has no ``mallopt``) or when ``mallopt`` refuses. Never
     raises."""
-    if not sys.platform.startswith("linux"):
-        return False
-    try:
-        mallopt = ctypes.CDLL(None).mallopt
-    except (OSError, AttributeError):
-        return False
-    mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
-    return mallopt(M_MMAP_THRESHOLD, size) == 1
+    mallopt = _glibc("mallopt", [ctypes.c_int, ctypes.c_int])
+    return mallopt is not None and mallopt(M_MMAP_THRESHOLD, size) == 1
 
 
 def release_free_memory() -> bool:
@@ -61,12 +55,21 @@ def release_free_memory() -> bool:
     compiled a large index does not keep the memory of its intermediate arrays: after compiling
     winget-pkgs-locale, 723 MB resident against 163 MB trimmed (its peak 960 MB either way). Returns whether
     it ran: False off Linux or without glibc. Never raises."""
-    if not sys.platform.startswith("linux"):
+    malloc_trim = _glibc("malloc_trim", [ctypes.c_size_t])
+    if malloc_trim is None:
         return False
-    try:
-        malloc_trim = ctypes.CDLL(None).malloc_trim
-    except (OSError, AttributeError):
-        return False
-    malloc_trim.argtypes, malloc_trim.restype = [ctypes.c_size_t], ctypes.c_int
     malloc_trim(0)
     return True
+
+
+def _glibc(name: str, argtypes: list):
+    """glibc's function ``name`` (returning int) with ``argtypes``, or None off Linux or where this process's C
+    library lacks it (musl has neither ``mallopt`` nor ``malloc_trim``)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        fn = ctypes.CDLL(None)[name]
+    except (OSError, AttributeError):
+        return None
+    fn.argtypes, fn.restype = argtypes, ctypes.c_int
+    return fn
