@@ -23,6 +23,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Resize the array p to n elements of its type, or run `fail` (return -1, goto the cleanup) when memory runs
+ * out; p then keeps its old block, which the caller's cleanup frees. */
+#define RESIZE(p, n, fail) do { void *r_ = realloc((p), (size_t)(n) * sizeof *(p)); if (!r_) { fail; } (p) = r_; } \
+    while (0)
+
 /* A refinable partition of the elements 0..n-1 into sets. The elements of a set are contiguous in `elems`,
  * from `first[s]` to `past[s]`; its marked elements sit at its front (`marked[s]` of them). */
 typedef struct {
@@ -452,24 +457,16 @@ int64_t cm_product(int64_t na, const int32_t *ta, const uint8_t *acc_a, int64_t 
                 h.keys[s] = key; h.vals[s] = -2; h.used++;
                 if (nfresh == fresh_room) {
                     fresh_room = fresh_room ? 2 * fresh_room : 1024;
-                    int64_t *f = realloc(fresh, (size_t)fresh_room * sizeof(int64_t));
-                    if (!f) goto fail;
-                    fresh = f;
+                    RESIZE(fresh, fresh_room, goto fail);
                 }
                 fresh[nfresh++] = key;
             }
         qsort(fresh, (size_t)nfresh, sizeof(int64_t), cmp_i64);
         if (pairs + nfresh > room) {
             while (pairs + nfresh > room) room *= 2;
-            int64_t *a2 = realloc(pa, (size_t)room * sizeof(int64_t));
-            if (!a2) goto fail;
-            pa = a2;
-            int64_t *b2 = realloc(pb, (size_t)room * sizeof(int64_t));
-            if (!b2) goto fail;
-            pb = b2;
-            int32_t *t2 = realloc(trans, (size_t)room * 256 * sizeof(int32_t));
-            if (!t2) goto fail;
-            trans = t2;
+            RESIZE(pa, room, goto fail);
+            RESIZE(pb, room, goto fail);
+            RESIZE(trans, room * 256, goto fail);
         }
         for (int64_t i = 0; i < nfresh; i++) {
             int64_t key = fresh[i];
@@ -523,15 +520,9 @@ void cm_free_match(match_out *out) {
 static int match_room(match_out *out, int64_t *room, int64_t k) {
     if (out->ncols < *room) return 0;
     int64_t more = *room ? 2 * *room : 64;
-    int64_t *c = realloc(out->cols, (size_t)more * sizeof(int64_t));
-    if (!c) return -1;
-    out->cols = c;
-    int64_t *p = realloc(out->phi, (size_t)(more * k) * sizeof(int64_t));
-    if (!p) return -1;
-    out->phi = p;
-    uint8_t *r = realloc(out->core, (size_t)(more * k));
-    if (!r) return -1;
-    out->core = r;
+    RESIZE(out->cols, more, return -1);
+    RESIZE(out->phi, more * k, return -1);
+    RESIZE(out->core, more * k, return -1);
     *room = more;
     return 0;
 }
@@ -667,36 +658,20 @@ typedef struct {
 
 static int grow_tokens(group_walk_out *o, int64_t words) {
     int64_t more = o->tok_room ? 2 * o->tok_room : 4096;
-    int32_t *t = realloc(o->tok, (size_t)more * sizeof(int32_t));
-    if (!t) return -1;
-    o->tok = t;
-    int64_t *e = realloc(o->end, (size_t)more * sizeof(int64_t));
-    if (!e) return -1;
-    o->end = e;
-    uint64_t *s = realloc(o->served, (size_t)(more * words) * sizeof(uint64_t));
-    if (!s) return -1;
-    o->served = s;
-    uint64_t *m = realloc(o->met, (size_t)(more * words) * sizeof(uint64_t));
-    if (!m) return -1;
-    o->met = m;
+    RESIZE(o->tok, more, return -1);
+    RESIZE(o->end, more, return -1);
+    RESIZE(o->served, more * words, return -1);
+    RESIZE(o->met, more * words, return -1);
     o->tok_room = more;
     return 0;
 }
 
 static int grow_seeds(group_walk_out *o, int64_t words) {
     int64_t more = o->seed_room ? 2 * o->seed_room : 1024;
-    int32_t *d = realloc(o->seed_depth, (size_t)more * sizeof(int32_t));
-    if (!d) return -1;
-    o->seed_depth = d;
-    int64_t *n = realloc(o->seed_node, (size_t)more * sizeof(int64_t));
-    if (!n) return -1;
-    o->seed_node = n;
-    int64_t *c = realloc(o->seed_cur, (size_t)more * sizeof(int64_t));
-    if (!c) return -1;
-    o->seed_cur = c;
-    uint64_t *b = realloc(o->seed_drop, (size_t)(more * words) * sizeof(uint64_t));
-    if (!b) return -1;
-    o->seed_drop = b;
+    RESIZE(o->seed_depth, more, return -1);
+    RESIZE(o->seed_node, more, return -1);
+    RESIZE(o->seed_cur, more, return -1);
+    RESIZE(o->seed_drop, more * words, return -1);
     o->seed_room = more;
     return 0;
 }
@@ -798,15 +773,9 @@ typedef struct { int64_t *start, *node, *cur; int64_t len, room; } frontier;
 static int frontier_push(frontier *f, int64_t s, int64_t g, int64_t c) {
     if (f->len == f->room) {
         int64_t more = f->room ? 2 * f->room : 4096;
-        int64_t *a = realloc(f->start, (size_t)more * sizeof(int64_t));
-        if (!a) return -1;
-        f->start = a;
-        int64_t *b = realloc(f->node, (size_t)more * sizeof(int64_t));
-        if (!b) return -1;
-        f->node = b;
-        int64_t *c2 = realloc(f->cur, (size_t)more * sizeof(int64_t));
-        if (!c2) return -1;
-        f->cur = c2;
+        RESIZE(f->start, more, return -1);
+        RESIZE(f->node, more, return -1);
+        RESIZE(f->cur, more, return -1);
         f->room = more;
     }
     f->start[f->len] = s; f->node[f->len] = g; f->cur[f->len] = c; f->len++;
@@ -816,15 +785,9 @@ static int frontier_push(frontier *f, int64_t s, int64_t g, int64_t c) {
 static int emit(descend_out *o, int64_t s, int32_t t, int64_t n) {
     if (o->count == o->room) {
         int64_t more = o->room ? 2 * o->room : 16384;
-        int32_t *a = realloc(o->s, (size_t)more * sizeof(int32_t));
-        if (!a) return -1;
-        o->s = a;
-        int32_t *b = realloc(o->t, (size_t)more * sizeof(int32_t));
-        if (!b) return -1;
-        o->t = b;
-        int32_t *c = realloc(o->n, (size_t)more * sizeof(int32_t));
-        if (!c) return -1;
-        o->n = c;
+        RESIZE(o->s, more, return -1);
+        RESIZE(o->t, more, return -1);
+        RESIZE(o->n, more, return -1);
         o->room = more;
     }
     o->s[o->count] = (int32_t)s; o->t[o->count] = t; o->n[o->count] = (int32_t)n; o->count++;
