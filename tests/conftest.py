@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,10 @@ if os.environ.get("CI"):
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED = Path(os.environ.get("CALLMAYBE_SHARED", REPO.parent / "shared"))
+
+
+#: the tests of the C libraries built at first use (the int8 kernel, the compiler's routines)
+needs_cc = pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler (cc) on this machine")
 
 
 def shared_path(*parts: str) -> Path:

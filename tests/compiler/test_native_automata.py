@@ -3,7 +3,6 @@ the same arrays to the element on random automata and on whole catalogs' automat
 target, a product past MAX_PAIRS, a compiler that fails and ``CALLMAYBE_DFA=numpy``."""
 
 import logging
-import shutil
 
 import numpy as np
 import pytest
@@ -15,9 +14,7 @@ from callmaybe.compiler.automata.dfa import ByteDFA, EmptyLanguage
 from callmaybe.compiler.grammar import compile_grammar
 from callmaybe.core.catalog import load_catalog
 
-from ..conftest import shared_path
-
-needs_cc = pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler (cc) on this machine")
+from ..conftest import needs_cc, shared_path
 
 
 @pytest.fixture

@@ -4,7 +4,6 @@ and without it; it is built once per key with its SHA-256 recorded, rebuilt when
 and where it cannot be built (no compiler, a failing build, CALLMAYBE_KERNELS=torch) torch's kernels are kept."""
 
 import logging
-import shutil
 
 import pytest
 import torch
@@ -13,7 +12,7 @@ from torch import nn
 from callmaybe.runtime.model import native, quant
 from callmaybe.runtime.model.quant import Int8Linear
 
-needs_cc = pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler (cc) on this machine")
+from ..conftest import needs_cc
 
 
 @needs_cc

@@ -5,7 +5,6 @@ as with torch's kernels; shapes it does not take are refused; CALLMAYBE_KERNELS=
 keep the AVX-512 VNNI kernel alone."""
 
 import logging
-import shutil
 
 import pytest
 import torch
@@ -14,7 +13,7 @@ from torch import nn
 from callmaybe.runtime.model import native
 from callmaybe.runtime.model.quant import Int8Linear
 
-needs_cc = pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler (cc) on this machine")
+from ..conftest import needs_cc
 
 
 @pytest.fixture(scope="module")

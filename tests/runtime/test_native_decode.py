@@ -5,7 +5,6 @@ writes its new keys and values in place without changing a tensor it gave out; a
 AVX-512 (its plain C loops) gives the same results."""
 
 import copy
-import shutil
 
 import pytest
 import torch
@@ -15,7 +14,7 @@ from callmaybe.runtime.model import llama, native
 from callmaybe.runtime.model.llama import CacheLayer, CausalLM, RMSNorm, RotaryEmbedding, _one_query, _rotate_half
 from callmaybe.runtime.model.quant import Int8Linear
 
-needs_cc = pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler (cc) on this machine")
+from ..conftest import needs_cc
 
 
 @pytest.fixture

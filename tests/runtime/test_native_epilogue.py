@@ -2,12 +2,11 @@
 every magnitude, and special scales (NaN, infinities, signed zeros, denormals, overflow); and the AMX kernel on
 views at odd byte offsets (the sixteenth session's break test)."""
 
-import shutil
 
 import pytest
 import torch
 
-needs_cc = pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler (cc) on this machine")
+from ..conftest import needs_cc
 
 
 def _bits(t: torch.Tensor) -> list[int]:

@@ -6,7 +6,6 @@ kernel uses it; a timed-out compiler's children are ended; a killed build's temp
 
 import logging
 import os
-import shutil
 import time
 
 import pytest
@@ -16,7 +15,7 @@ from torch import nn
 from callmaybe.runtime.model import native
 from callmaybe.runtime.model.quant import Int8Linear
 
-needs_cc = pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler (cc) on this machine")
+from ..conftest import needs_cc
 
 
 def _wrapper(folder, name, body):
