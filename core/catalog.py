@@ -30,7 +30,8 @@ class Function:
 
     ``spelling`` says how the source wrote it: ``"native"`` (the exercise's), ``"openai"`` (a tool wrapper)
     or ``"function"`` (a bare function object). ``parameters`` is an object schema ``{"type": "object",
-    "properties": {...}, "required": [...], "additionalProperties": False}`` plus whatever other top-level keywords the source gave (``$defs``,
+    "properties": {...}, "required": [...], "additionalProperties": False}`` (no ``required`` where nothing is
+    required and the source wrote none) plus whatever other top-level keywords the source gave (``$defs``,
     ``allOf`` ...; with ``allOf``, ``$ref`` or another in-place keyword, ``"unevaluatedProperties": False``
     closes it instead of ``additionalProperties``). Property order is the declaration order and is the order
     the grammar emits.
@@ -53,8 +54,8 @@ def _is_object_schema(parameters: Any) -> bool:
 
 
 def _object_parameters(raw: dict[str, Any], where: str) -> dict[str, Any]:
-    """``parameters`` written as an object schema (the function-calling spelling), with ``type``,
-    ``properties`` and ``required`` filled in. Raises CatalogError for malformed ``properties`` or
+    """``parameters`` written as an object schema (the function-calling spelling), with ``type`` and
+    ``properties`` filled in, and ``required`` where some property is required or the source wrote it. Raises CatalogError for malformed ``properties`` or
     ``required``, or ``required`` naming a property that is not declared (unless an in-place keyword may)."""
     params = dict(raw)
     params.setdefault("type", "object")
@@ -68,7 +69,8 @@ def _object_parameters(raw: dict[str, Any], where: str) -> dict[str, Any]:
     if unknown and not any(k in params for k in _IN_PLACE):  # else allOf, $ref ... may declare them
         raise CatalogError(f"{where}: 'required' names unknown properties {unknown}")
     params["properties"] = props
-    params["required"] = required
+    if required or "required" in raw:  # draft 4 refuses an empty list: none is written for none
+        params["required"] = required
     return params
 
 

@@ -9,7 +9,9 @@ compiler's checks of enum values and ``contains`` items. Messages name the patte
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any
+from urllib.parse import quote
 
 import jsonschema
 
@@ -91,15 +93,38 @@ class Checker:
         return _restore(error.message, _patterns(original, translated))
 
 
+def as_uri(text: str) -> str:
+    """The URI an IRI maps to (RFC 3987 section 3.1): each non-ASCII character percent-encoded as its UTF-8
+    bytes, ASCII kept as it is (``#/$defs/контакт`` -> ``#/$defs/%D0%BA...``)."""
+    return "".join(c if ord(c) < 0x80 else quote(c, safe="") for c in text)
+
+
+@lru_cache(maxsize=None)
+def _meta_format_checker(cls: type) -> jsonschema.FormatChecker:
+    """The format checker the meta-schema of ``cls`` is checked with: its own, but ``uri`` and ``uri-reference``
+    read as IRIs (mapped by :func:`as_uri` before the check), so that a ``$ref`` to a definition named in
+    another script (``#/$defs/контакт``), which jsonschema resolves, is not refused as a malformed schema."""
+    meta = jsonschema.validators.validator_for(cls.META_SCHEMA, default=cls)
+    checker = jsonschema.FormatChecker(())
+    checker.checkers = dict(meta.FORMAT_CHECKER.checkers)
+    for name in ("uri", "uri-reference"):
+        if name in checker.checkers:
+            func, raises = checker.checkers[name]
+            checker.checkers[name] = (lambda value, func=func: func(as_uri(value) if isinstance(value, str) else value),
+                                      raises)
+    return checker
+
+
 def check_schema(schema: Any, default: type = jsonschema.Draft202012Validator) -> None:
-    """Check ``schema`` against its draft's meta-schema (patterns read as :class:`Checker` reads them), and that
-    the check after generation can search each of its patterns in linear time. Raises jsonschema.SchemaError
+    """Check ``schema`` against its draft's meta-schema (patterns read as :class:`Checker` reads them, URIs as
+    IRIs: :func:`_meta_format_checker`), and that the check after generation can search each of its patterns
+    in linear time. Raises jsonschema.SchemaError
     for an invalid schema, UnknownProperty for a property class the check after generation cannot read,
     UncheckablePattern for a pattern it cannot search in linear time (:mod:`.linear`)."""
     cls = jsonschema.validators.validator_for(schema, default=default)
     translated = python_schema(schema)
     try:
-        cls.check_schema(translated)
+        cls.check_schema(translated, format_checker=_meta_format_checker(cls))
     except jsonschema.SchemaError as exc:
         if translated is not schema:  # name the schema's own text, not its translation
             original, now = _original_at(schema, translated, list(exc.absolute_path))
