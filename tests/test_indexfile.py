@@ -160,7 +160,7 @@ def test_find_skips_an_index_of_another_grammar_revision(compiled, tmp_path, mon
     from callmaybe.core.indexfile import GRAMMAR_REVISION, IndexData, save_index
 
     fns, _, index, _ = compiled
-    assert index.header["grammar_revision"] == GRAMMAR_REVISION == 4
+    assert index.header["grammar_revision"] == GRAMMAR_REVISION == 5
     cache = tmp_path / "cache"
     monkeypatch.setenv("CALLMAYBE_CACHE", str(cache))
     old = indexes.cache_path(catalog_fingerprint(fns), VOCAB.fingerprint(), {})
@@ -168,12 +168,12 @@ def test_find_skips_an_index_of_another_grammar_revision(compiled, tmp_path, mon
     save_index(old, IndexData({k: v for k, v in index.header.items() if k != "grammar_revision"}, index.arrays))
     assert indexes.find(VOCAB.fingerprint(), catalog_fingerprint(fns), {}) is None
     assert capsys.readouterr().err == (
-        f"skipping {old}: compiled with grammar revision 1, this callmaybe compiles revision 4\n")
+        f"skipping {old}: compiled with grammar revision 1, this callmaybe compiles revision 5\n")
     # named by --index: used as it is, with one line
     assert indexes.load_matching(old, VOCAB.fingerprint(), catalog_fingerprint(fns), {}).header["regex"] == \
         index.header["regex"]
     assert capsys.readouterr().err == (
-        f"{old}: compiled with grammar revision 1, this callmaybe compiles revision 4 (compile the catalog again "
+        f"{old}: compiled with grammar revision 1, this callmaybe compiles revision 5 (compile the catalog again "
         "for its grammar)\n")
     save_index(old, index)  # compiled again, at the same place
     assert indexes.find(VOCAB.fingerprint(), catalog_fingerprint(fns), {}).header == read_header(old)
@@ -195,7 +195,7 @@ def test_a_grammar_revision_that_is_no_integer_is_another_revision(compiled, tmp
     save_index(odd, IndexData({**index.header, "grammar_revision": value}, index.arrays))
     assert indexes.find(VOCAB.fingerprint(), catalog_fingerprint(fns), {}) is None
     assert capsys.readouterr().err == (
-        f"skipping {odd}: compiled with grammar revision {value!r}, this callmaybe compiles revision 4\n")
+        f"skipping {odd}: compiled with grammar revision {value!r}, this callmaybe compiles revision 5\n")
     r = CliRunner().invoke(main, ["inspect", str(odd)])
     assert r.exit_code == 0 and f"grammar revision {value!r}" in r.stdout.splitlines()[1]
 
@@ -250,11 +250,11 @@ def test_inspect_describes_a_shipped_index():
     r = CliRunner().invoke(main, ["inspect", str(shipped / "functions_definition.smollm2-135m-instruct.safetensors")])
     assert r.exit_code == 0, r.output
     assert r.stdout.splitlines()[1:] == [
-        "index version: 3, compiler 0.1.0, grammar revision 4",
+        "index version: 3, compiler 0.1.0, grammar revision 5",
         "functions: 5 (fn_add_numbers, fn_greet, fn_reverse_string, fn_get_square_root, "
         "fn_substitute_string_with_regex)",
-        "states: 450 (1 accepting), byte classes: 58",
-        "allowed-token entries: 179,001; distinct rows: 126 (5 bitmasks, 121 id lists)",
+        "states: 453 (1 accepting), byte classes: 56",
+        "allowed-token entries: 173,308; distinct rows: 125 (4 bitmasks, 121 id lists)",
         "fewest tokens to complete a call: 17",
         "vocabulary: smollm2-135m-instruct, vocab_size 49,152, EOS [0, 2]",
         "vocabulary fingerprint: d6957a95774279a68365b1ac4a438ba9a14bd4e0ed06a33a55ae95a0183dad95",

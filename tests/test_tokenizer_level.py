@@ -96,8 +96,16 @@ PUBLIC_TEXTS = [
     call("fn_get_square_root", {"a": 16}),
     call("fn_substitute_string_with_regex", {"source_string": "2024-01-01 and 42", "regex": "\\d+",
                                              "replacement": "#"}),
-    # escapes the canonical layout does not write but the grammar's strings allow
-    '{"name": "fn_greet", "parameters": {"name": "Caf\\u00e9 \\ud83d\\ude00 \\/ \\b"}}',
+    # every escape a string may hold, written out: a control without a short escape as lower-case \u00XX
+    '{"name": "fn_greet", "parameters": {"name": "Café 😀 / \\b\\f\\n\\r\\t\\"\\\\ \\u0000\\u000b\\u001f"}}',
+]
+#: Other RFC 8259 spellings of the strings above: the grammar writes each string one way (canonically).
+OTHER_SPELLINGS = [
+    '{"name": "fn_greet", "parameters": {"name": "Caf\\u00e9"}}',
+    '{"name": "fn_greet", "parameters": {"name": "\\ud83d\\ude00"}}',
+    '{"name": "fn_greet", "parameters": {"name": "\\/"}}',
+    '{"name": "fn_greet", "parameters": {"name": "\\u001F"}}',
+    '{"name": "fn_greet", "parameters": {"name": "\\u0009"}}',
 ]
 
 OWN_TEXTS = [
@@ -110,7 +118,7 @@ OWN_TEXTS = [
     call("send_message", {"to": "z", "text": "y", "mode": "日本", "reply_to": "Привет, мир"}),
     call("locate", {"city": "東京 😀", "lat": 35.6895, "lon": 139.6917, "zoom": -0}),
     call("locate", {"city": "São Paulo", "lat": -23.5, "lon": -46.633333333333, "zoom": 123456789012345}),
-    '{"name": "locate", "parameters": {"city": "Caf\\u00e9 \\ud83d\\ude00\\\\\\"", "lat": 1E+2, "lon": 0.5e-3, '
+    '{"name": "locate", "parameters": {"city": "Café 😀\\\\\\"\\u0007", "lat": 1E+2, "lon": 0.5e-3, '
     '"zoom": -7}}',
 ]
 
@@ -309,6 +317,17 @@ def test_invalid_tail_never_accepts(family_name, catalog, text, families, tmp_pa
     # a prefix is a valid start: every token is allowed, only EOS is not
     prefix_ids = tokenizer.encode(text[:-1], add_special_tokens=False).ids
     assert walk(index, prefix_ids) >= 0
+
+
+@pytest.mark.parametrize("text", OTHER_SPELLINGS)
+@pytest.mark.parametrize("family_name", FAMILIES)
+def test_other_spellings_of_a_string_never_accept(family_name, text, families, tmp_path_factory):
+    """json.loads reads each of these as a valid call, but the grammar writes strings canonically only."""
+    assert json.loads(text)["parameters"]["name"]
+    tokenizer, vocab = family(family_name, families, tmp_path_factory)
+    index = token_index(family_name, "public", vocab)
+    state = walk(index, tokenizer.encode(text, add_special_tokens=False).ids)
+    assert state < 0 or not index.is_accepting(state)
 
 
 def test_sentencepiece_texts_use_byte_fallback(families, tmp_path_factory):

@@ -39,7 +39,7 @@ from . import dfa as D
 from .compose import literals, seq, union, union_all
 from .dfa import ByteDFA
 from .lengths import cached_length_dfa
-from .lexical import COUNTED_CHAR, string_of
+from .lexical import COUNTED_CHAR, STRING_CHAR, string_of
 from .leaves import FastLeaf, Meet
 from .nodes import LEAF_CACHE, Leaf, Node
 from .pattern import pattern_dfa, pattern_regex
@@ -198,6 +198,36 @@ PATTERN_FORMATS = {
 }
 
 
+_ANY = f"(?:{STRING_CHAR})"  # one code point, canonically spelled
+_LOOSE_TIME = r"[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]+)?(?:[Zz]|[+\-][0-9]{2}:[0-9]{2})"
+_LOOSE_DATE = "[0-9]{4}-[0-9]{2}-[0-9]{2}"
+#: format name -> regex of a string content (canonical JSON text) that holds every value of the format: what
+#: its definition allows and what jsonschema's format checker (:data:`FORMATS` and their packages) passes,
+#: and more. A language subtracted (the other ``oneOf`` branches, ``not``, an ``if`` condition's else side)
+#: must contain every valid value, and :data:`FORMATS` are written narrower than their definitions, so these
+#: stand for a format there; a format not listed stands for any string. The checker's readings they hold:
+#: dates and times by ASCII-digit regexes, ``t``/``z`` in either case (it upper-cases a date-time), a
+#: duration with a sign, ``email`` any text with an ``@``, ``ipv4``/``ipv6`` by :mod:`ipaddress` (ASCII
+#: digits, no IPv6 zone), ``uuid`` by :class:`uuid.UUID` with dashes at code points 8, 13, 18 and 23 (``UUID``
+#: also strips braces, ``urn:``/``uuid:`` and underscores), ``hostname`` by ``fqdn`` (case-insensitive in
+#: Unicode mode: a Kelvin sign reads as ``k``, so any non-ASCII character is kept), ``uri`` by
+#: ``rfc3986_validator`` (an ASCII scheme then ``:``), ``json-pointer`` by ``jsonpointer`` (empty, or ``/``
+#: first).
+LOOSE_FORMATS = {
+    "date": _LOOSE_DATE,
+    "time": _LOOSE_TIME,
+    "date-time": _LOOSE_DATE + "[Tt]" + _LOOSE_TIME,
+    "duration": f"[+\\-]?[Pp]{_ANY}*[DMYWHS]",
+    "uuid": f"{_ANY}{{8}}-{_ANY}{{4}}-{_ANY}{{4}}-{_ANY}{{4}}-{_ANY}*",
+    "email": f"{_ANY}*@{_ANY}*",
+    "ipv4": r"[0-9]{1,3}(?:\.[0-9]{1,3}){3}",
+    "ipv6": r"[0-9A-Fa-f.]*:[0-9A-Fa-f.]*:[0-9A-Fa-f:.]*",
+    "hostname": r"[^\x00-\x2c/:-@\[-\^`{-\x7f]+",
+    "uri": f"[A-Za-z][A-Za-z0-9+.\\-]*:{_ANY}*",
+    "json-pointer": f"(?:/{_ANY}*)?",
+}
+
+
 def _kept(regex: str, make) -> FastLeaf:
     """A leaf of ``regex`` whose automaton ``make()`` builds from parts, minimized and kept in the leaf cache
     under ``regex`` (as a :class:`~.nodes.Leaf` of it would be): once per process, not once per compile. A
@@ -205,9 +235,12 @@ def _kept(regex: str, make) -> FastLeaf:
     return FastLeaf(regex, lambda timings: LEAF_CACHE.get(regex, build=lambda: D.minimize(make())))
 
 
-def format_node(name: str) -> Node | None:
+def format_node(name: str, loose: bool = False) -> Node | None:
     """The grammar node of the JSON strings of format ``name``, or None when the grammar does not enforce it
-    (see the module docstring)."""
+    (see the module docstring); ``loose``: of the strings that hold every value of the format
+    (:data:`LOOSE_FORMATS`), None for a format that stands for any string there."""
+    if loose:
+        return Leaf(string_of(LOOSE_FORMATS[name])) if name in LOOSE_FORMATS else None
     if name in ("uri", "uri-reference"):
         return _kept(string_of(FORMATS[name]), lambda: _uri(name == "uri-reference"))
     if name == "ipv6":

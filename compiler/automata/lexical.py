@@ -1,7 +1,10 @@
 """Regexes of JSON's lexical pieces (RFC 8259) in interegular's dialect, and literal escaping.
 
-* strings: any code point except ``"``, ``\\`` and U+0000-U+001F, or the escapes ``\\" \\\\ \\/ \\b \\f \\n \\r
-  \\t \\uXXXX`` (:data:`STRING_CHAR`, :data:`STRING`);
+* strings in their canonical spelling (:data:`STRING_CHAR`, :data:`STRING`): any code point as itself except
+  ``"``, ``\\`` and U+0000-U+001F, which are written as Python's ``json.dumps`` writes them (``\\" \\\\ \\b \\f
+  \\n \\r \\t``, the other controls ``\\u00XX`` in lower-case hex); no ``\\/``, no other ``\\uXXXX``. Each string
+  value has one text, so the difference of two languages (``not``, ``oneOf``, ``if``/``else``) is the
+  difference of their values: a language subtracted need hold each value's canonical text only;
 * numbers (:data:`NUMBER`, the forms of :mod:`..schema.numbers`): an integer of any number of digits; a point form
   ``I.F`` with at most 16 digits before the point (Python writes every double below 1e16 so) and, after
   ``0.``, at most 20 zeros before the first nonzero digit (or zeros only); an exponent form, either of them
@@ -11,8 +14,8 @@
   of digits (runaway digits are the runtime's token budget's concern). ``-0`` is written too (valid JSON: the
   value 0, as ``-0.0`` and ``-0e0`` are).
 
-For length-bounded strings each *decoded code point* must be one unit, so :data:`COUNTED_CHAR` reads a
-surrogate-pair escape ``\\ud83d\\ude00`` as one unit and refuses lone surrogate escapes.
+For length-bounded strings each *decoded code point* must be one unit: in the canonical spelling each
+character of :data:`STRING_CHAR` is one code point, so :data:`COUNTED_CHAR` is the same regex.
 """
 
 from __future__ import annotations
@@ -20,14 +23,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
-STRING_CHAR = r'(?:[^"\\\x00-\x1f]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})'
+#: One character of a JSON string's text, canonical: itself, a short escape, or a control's ``\\u00XX``
+#: (lower-case, as ``json.dumps`` writes it; U+0008-U+000A, U+000C and U+000D have short escapes).
+STRING_CHAR = r'(?:[^"\\\x00-\x1f]|\\["\\bfnrt]|\\u00(?:0[0-7bef]|1[0-9a-f]))'
 STRING = '"' + STRING_CHAR + '*"'
-_HEX = "[0-9a-fA-F]"
-COUNTED_CHAR = (
-    r'(?:[^"\\\x00-\x1f]|\\["\\/bfnrt]'
-    r"|\\u(?:[0-9a-cA-CefEF]" + _HEX + "{3}|[dD][0-7]" + _HEX + "{2})"
-    r"|\\u[dD][89abAB]" + _HEX + r"{2}\\u[dD][c-fC-F]" + _HEX + "{2})"
-)
+#: One decoded code point of a counted string (``minLength``/``maxLength``): one :data:`STRING_CHAR`.
+COUNTED_CHAR = STRING_CHAR
 INTEGER = r"-?(?:0|[1-9][0-9]*)"
 
 

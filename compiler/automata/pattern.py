@@ -69,7 +69,6 @@ _SPACE = [(0x09, 0x0D), (0x20, 0x20), (0xA0, 0xA0), (0x1680, 0x1680), (0x2000, 0
 _LINE_TERMINATORS = [(0x0A, 0x0A), (0x0D, 0x0D), (0x2028, 0x2029)]
 # characters JSON text escapes: the control characters, '"' and '\'
 _SPECIAL = sorted(set(range(0x20)) | {0x22, 0x5C})
-_HEX = Chars(((0x30, 0x39), (0x41, 0x46), (0x61, 0x66)))
 
 Piece = list  # of str (regex syntax) and Chars
 
@@ -350,11 +349,11 @@ def _char_set(ranges: list[Interval]) -> Piece:
 
 
 def _any_content() -> Piece:
-    """Any string content, in any JSON spelling (lexical.STRING_CHAR as a piece), repeated."""
+    """Any string content in its canonical spelling (lexical.STRING_CHAR as a piece), repeated: each
+    character as :func:`_text_char` writes it."""
     plain = Chars(subtract(complement([(s, s) for s in _SPECIAL]), *SURROGATES))
-    simple = Chars(normalize((ord(c), ord(c)) for c in '"\\/bfnrt'))
-    backslash = Chars(((0x5C, 0x5C),))
-    return ["(?:", plain, "|", backslash, simple, "|", backslash, Chars(((0x75, 0x75),)), _HEX, "{4}", ")", "*"]
+    escaped = [_text_char(s) for s in _SPECIAL]
+    return _alternation([[plain]] + escaped) + ["*"]
 
 
 # ---------------------------------------------------------------------------------------------------------

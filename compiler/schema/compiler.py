@@ -399,8 +399,6 @@ class SchemaCompiler(SchemaContext):
         if type_ == "any":
             return self.anything(path)
         if type_ == "string":
-            if self.loose and "format" in schema:  # formats are written stricter than their definitions
-                schema = {k: v for k, v in schema.items() if k != "format"}
             return scalars.string(self, schema, path)
         if type_ == "integer":
             node = scalars.integer(self, schema, path)

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import math
 import sys
+from decimal import ROUND_CEILING, ROUND_FLOOR, Context, Decimal, localcontext
+from fractions import Fraction
 from typing import Any
 
 import jsonschema
@@ -16,8 +18,8 @@ from .diagnostics import SchemaContext
 from .keywords import ANNOTATIONS, is_number
 from ..limits import CompileLimitError
 from ..automata.lexical import canonical
-from ..automata.nodes import Literals, Node
-from .numbers import NumberNode, number_dfa, plan
+from ..automata.nodes import Alt, ArrayNode, Literals, MembersNode, Node
+from .numbers import ANY, NONE, NumberNode, NumberSpec, number_dfa, plan
 from .strings import string_node
 
 
@@ -45,6 +47,8 @@ def enum(ctx: SchemaContext, schema: dict[str, Any], path: list[str]) -> Node | 
             ctx.note("not enforced", path, "enum", "sibling keywords not checked")
     if not values:
         return None
+    if ctx.loose:
+        return _alt([loose_value(v) for v in values])
     texts = []
     for v in values:
         texts.append(canonical(v))
@@ -55,6 +59,64 @@ def enum(ctx: SchemaContext, schema: dict[str, Any], path: list[str]) -> Node | 
         elif isinstance(v, int) and not isinstance(v, bool) and abs(v) <= sys.float_info.max and float(v) == v:
             texts.append(canonical(float(v)))
     return Literals(list(dict.fromkeys(texts)))
+
+
+#: How many members of an object value a loose one requires (as a loose object's ``required``: the states of
+#: a members automaton grow like two to this power; leaving the rest optional only widens the language).
+LOOSE_MEMBERS = 4
+#: Significant digits of the decimal bounds of a loose number (:func:`_reads_as`).
+_LOOSE_DIGITS = 20
+
+
+def _reads_as(d: float) -> tuple[Decimal, Decimal]:
+    """The decimals that json.loads reads as the double ``d`` (finite), and a little more: from the midpoint
+    with the double below to the midpoint with the double above, rounded outwards to :data:`_LOOSE_DIGITS`
+    significant digits (the exact midpoints have up to 1,074 digits; rounding outwards only widens)."""
+    x = Fraction(d)
+    down, up = math.nextafter(d, -math.inf), math.nextafter(d, math.inf)
+    lo = (x + Fraction(down)) / 2 if math.isfinite(down) else x
+    hi = (x + Fraction(up)) / 2 if math.isfinite(up) else x
+    context = Context(prec=_LOOSE_DIGITS)
+    with localcontext(context, rounding=ROUND_FLOOR):
+        below = Decimal(lo.numerator) / Decimal(lo.denominator)
+    with localcontext(context, rounding=ROUND_CEILING):
+        above = Decimal(hi.numerator) / Decimal(hi.denominator)
+    return below, above
+
+
+def loose_value(value: Any) -> Node:
+    """A loose node of one ``const``/``enum`` value: every text the grammar may write whose value jsonschema
+    finds equal to it, and more. A string has one text (canonical, :mod:`..automata.lexical`); a number is
+    equal to every number json.loads reads as the same value (``1``, ``1.0``, ``10e-1``,
+    ``0.99999999999999999999`` for 1; an int exactly, a float by the decimals that read as its double), in
+    any of the grammar's forms; an object's members come in any order (the first :data:`LOOSE_MEMBERS`
+    required, the others optional), each value loose in turn, as an array's items are."""
+    if value is None or isinstance(value, (bool, str)):
+        return Literals([canonical(value)])
+    if isinstance(value, (int, float)) and (isinstance(value, int) or math.isfinite(value)):
+        integral = isinstance(value, int) or (math.isfinite(value) and value.is_integer())
+        ints = (int(value), int(value)) if integral else None
+        try:
+            exact = float(value) == value  # a float always; an int within a double's precision
+        except OverflowError:
+            exact = False
+        floats = _reads_as(float(value)) if exact else None
+        return NumberNode(NumberSpec(ints, floats, ANY if floats else NONE, None))
+    if isinstance(value, list):
+        if not value:
+            return Literals(["[]"])
+        items = [loose_value(v) for v in value]
+        return ArrayNode(items, None, len(items), len(items))
+    if isinstance(value, dict):
+        if not value:
+            return Literals(["{}"])
+        pairs = [(Literals([canonical(k)]), loose_value(v)) for k, v in value.items()]
+        return MembersNode(pairs, [i < LOOSE_MEMBERS for i in range(len(pairs))])
+    return Literals([canonical(value)])
+
+
+def _alt(parts: list[Node]) -> Node:
+    return parts[0] if len(parts) == 1 else Alt(parts)
 
 
 def string(ctx: SchemaContext, schema: dict[str, Any], path: list[str]) -> Node | None:

@@ -82,7 +82,10 @@ def string_node(ctx: SchemaContext, schema: dict[str, Any], path: list[str]) -> 
         return None
     parts: list[Node] = []
     fmt = schema.get("format")
-    if fmt is not None:
+    if fmt is not None and ctx.loose:  # a superset of the format's values, or none (any string)
+        node = format_node(fmt, loose=True) if isinstance(fmt, str) else None
+        parts += [node] if node is not None else []
+    elif fmt is not None:
         node = format_node(fmt) if isinstance(fmt, str) else None
         if node is not None:
             parts.append(node)

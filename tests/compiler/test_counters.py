@@ -44,8 +44,8 @@ def verdicts(schema, texts):
 
 
 def test_a_long_string_is_one_loop_and_exact_at_its_bound():
-    dfa, got = verdicts(S(maxLength=300), [json.dumps("a" * 300), json.dumps("a" * 301), json.dumps("é" * 300),
-                                           json.dumps("é" * 301), '"' + "\\n" * 300 + '"', '"' + "\\n" * 301 + '"'])
+    dfa, got = verdicts(S(maxLength=300), [json.dumps("a" * 300), json.dumps("a" * 301), '"' + "é" * 300 + '"',
+                                           '"' + "é" * 301 + '"', '"' + "\\n" * 300 + '"', '"' + "\\n" * 301 + '"'])
     assert dfa.counters == (300,) and dfa.num_states < 40
     assert got == [True, False, True, False, True, False]
 

@@ -14,11 +14,22 @@ def accepts(regex, text):
 
 
 @pytest.mark.parametrize("text", [
-    '""', '"abc"', '"\\"\\\\\\/\\b\\f\\n\\r\\t"', '"\\u00e9\\uD83D\\ude00"', '"日本語"', '"😀"', '"\u2028"',
-    '"\x7f"', '"a\'b"',
+    '""', '"abc"', '"\\"\\\\\\b\\f\\n\\r\\t"', '"\\u0000\\u0007\\u000b\\u000e\\u001f"', '"日本語"', '"😀"',
+    '"\u2028"', '"\x7f"', '"a\'b"', '"/"',
 ])
-def test_string_accepts_rfc8259(text):
-    assert accepts(STRING, text)
+def test_string_accepts_canonical_text(text):
+    """Every string as json.dumps writes it (ensure_ascii=False)."""
+    assert accepts(STRING, text) and json.dumps(json.loads(text), ensure_ascii=False) == text
+
+
+@pytest.mark.parametrize("text", [
+    '"\\/"', '"\\u00e9"', '"\\uD83D\\ude00"', '"\\u0041"', '"\\u001F"', '"\\u0009"', '"\\u000a"', '"\\u0022"',
+    '"\\u005c"', '"\\ud83d"',
+])
+def test_string_rejects_other_spellings(text):
+    """RFC 8259's other spellings of a string (``\\/``, ``\\uXXXX`` of a character that is written as itself or
+    has a short escape, upper-case hex, a lone surrogate) are not written: each string has one text."""
+    assert json.loads(text) is not None and not accepts(STRING, text)
 
 
 @pytest.mark.parametrize("text", [
@@ -64,7 +75,7 @@ def test_joined_call_equals_whole_regex(public_catalog_path):
     whole = D.from_regex(g.regex)
     assert np.array_equal(whole.transitions, g.dfa.transitions)
     assert np.array_equal(whole.accepting, g.dfa.accepting)
-    assert g.dfa.num_states == 450
+    assert g.dfa.num_states == 453
 
 
 def test_call_dfa_accepts_canonical_calls_only(public_catalog_path):

@@ -251,7 +251,7 @@ def test_an_index_is_the_same_bytes_with_and_without_c(lib, monkeypatch):
         MINIMAL_CACHE.clear()
         index, report = compile_index(functions, vocabulary, CompileOptions())
         out.append((to_bytes(index), report.states, report.entries))
-    assert out[0] == out[1] and out[0][1:] == (1169, 8505606)
+    assert out[0] == out[1] and out[0][1:] == (1167, 8475112)
 
 
 @needs_cc

@@ -14,7 +14,7 @@ def value(schema):
 
 
 def test_scalar_regexes_are_exact():
-    assert STRING == r'"(?:[^"\\\x00-\x1f]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})*"'
+    assert STRING == r'"(?:[^"\\\x00-\x1f]|\\["\\bfnrt]|\\u00(?:0[0-7bef]|1[0-9a-f]))*"'
     assert INTEGER == r"-?(?:0|[1-9][0-9]*)"
     assert NUMBER.startswith(r"-?(?:0|[1-9][0-9]*|(?:[1-9][0-9]{0,15}\.[0-9]+|0\.(?:0{0,20}[1-9][0-9]*|0+))|")
     assert value({"type": "string"}) == STRING

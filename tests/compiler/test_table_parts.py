@@ -163,12 +163,12 @@ def test_tightness_by_rem_row_is_tightness_by_state():
     assert np.array_equal(fx.tight_rem(need, fx.rem_rows[fx.rem_class]), fx.tight(need, states))
 
 
-def test_shapes_tell_the_hex_digits_of_an_escape_apart_by_what_follows():
-    """After ``"\\u`` a string holds four hex digits: four states with one pattern (22 live bytes, no loop).
-    Two bytes deep, the last two are told apart (the last leads back into the string; the one before it into
-    the last); three deep, all four."""
-    dfa, _ = schema_dfa({"type": "string"})
-    hex_states = [dfa.state_after(b'"\\u' + b"0" * i) for i in range(4)]
+def test_shapes_tell_four_hex_digits_apart_by_what_follows():
+    """A string of four hex digits (``pattern: ^[0-9a-f]{4}$``): four states with one pattern (16 live bytes, no
+    loop). Two bytes deep, the last two are told apart (the last leads to the closing quote; the one before it
+    into the last); three deep, all four."""
+    dfa, _ = schema_dfa({"type": "string", "pattern": "^[0-9a-f]{4}$"})
+    hex_states = [dfa.state_after(b'"' + b"0" * i) for i in range(4)]
     assert all(s >= 0 for s in hex_states)
     _, ctrans = byte_classes(dfa.transitions)
     at = {d: shapes(ctrans, depth=d)[hex_states].tolist() for d in (0, 1, 2, 3)}

@@ -1,0 +1,98 @@
+"""What ``oneOf``, ``not`` and ``if``/``else`` subtract (a *loose* language: every valid value of the schema
+subtracted) holds every text the grammar may write of those values, and no more than it must.
+
+Faults of this kind found by a break test (session 21): a value was subtracted in one spelling only
+(``"\\u0061"`` and ``10e-1`` passed ``not: {const: "a"}`` / ``not: {const: 1}``), and a ``format`` was
+subtracted as any string (``oneOf: [ipv4, ipv6]`` was refused as unsatisfiable, ``oneOf: [date, const "b"]``
+refused ``"b"``). Each verdict below is also jsonschema's (formats asserted) on the text's value, except for
+texts the grammar does not write at all (other spellings of a string: :mod:`...automata.lexical`)."""
+
+from __future__ import annotations
+
+import json
+
+import jsonschema
+import pytest
+
+from callmaybe.compiler.grammar import compile_grammar, schema_dfa
+from callmaybe.core.catalog import parse_catalog
+from callmaybe.core.indexfile import REPEATED_KEYS
+
+SPELLINGS = [
+    ({"type": "string", "not": {"const": "a"}}, [('"a"', False), (r'"\u0061"', False), ('"b"', True)]),
+    ({"oneOf": [{"type": "string"}, {"const": "any"}]}, [('"any"', False), (r'"\u0061ny"', False), ('"b"', True)]),
+    ({"type": "number", "not": {"const": 1}}, [
+        ("1", False), ("1.0", False), ("1e0", False), ("10e-1", False), ("0.1e1", False), ("1.00", False),
+        ("0.99999999999999999999", False), ("1.0000000000000001", False), ("-1", True), ("2e0", True),
+        ("0.9999999", True), ("1.000000000000001", True)]),
+    ({"type": "number", "not": {"enum": [1, 2]}}, [("2e0", False), ("20e-1", False), ("3", True)]),
+    ({"type": "number", "not": {"const": 0.1}}, [
+        ("0.1", False), ("0.10000000000000001", False), ("1e-1", False), ("0.10", False),
+        ("0.1000000000000001", True), ("0.2", True)]),
+    ({"type": "integer", "not": {"const": 5}}, [("5", False), ("4", True), ("6", True)]),
+    ({"type": "array", "not": {"const": [1, "a"]}}, [
+        ('[1, "a"]', False), ('[1.0, "a"]', False), ('[1, "b"]', True), ("[1]", True)]),
+    ({"type": "object", "not": {"const": {"a": 1, "b": 2}}}, [
+        ('{"a": 1, "b": 2}', False), ('{"b": 2, "a": 1}', False), ('{"a": 1.0, "b": 2}', False),
+        ('{"a": 1}', True), ('{"a": 1, "b": 2, "c": 3}', True)]),
+]
+
+FORMATS = [
+    ({"oneOf": [{"type": "string", "format": "ipv4"}, {"type": "string", "format": "ipv6"}]}, [
+        ('"1.2.3.4"', True), ('"::1"', True), ('"::ffff:1.2.3.4"', True), ('"x"', False)]),
+    ({"oneOf": [{"type": "string", "format": "date"}, {"const": "b"}]}, [
+        ('"b"', True), ('"2024-01-02"', True), ('"2024-13-01"', False)]),
+    ({"oneOf": [{"type": "string", "format": "ipv6"}, {"const": "any"}]}, [('"any"', True), ('"::1"', True)]),
+    ({"oneOf": [{"type": "string", "format": "email"}, {"type": "string", "maxLength": 3}]}, [
+        ('"a@b"', False), ('"abc"', True), ('"ab@example.com"', True)]),
+    ({"oneOf": [{"type": "string", "format": "date-time"}, {"type": "string", "format": "date"}]}, [
+        ('"2024-01-02"', True), ('"2024-01-02T10:00:00Z"', True)]),
+    ({"type": "string", "not": {"format": "uuid"}}, [
+        ('"x"', True), ('"123e4567-e89b-12d3-a456-426614174000"', False)]),
+    ({"oneOf": [{"type": "string", "format": "hostname"}, {"type": "string", "format": "ipv4"}]}, [
+        ('"1.2.3.4"', False), ('"example.com"', True)]),
+    ({"oneOf": [{"type": "string", "format": "uri"}, {"type": "string", "format": "json-pointer"}]}, [
+        ('"/a/b"', True), ('"https://x.org/a"', True)]),
+    ({"type": "string", "format": "time", "not": {"format": "time", "pattern": "Z$"}}, [
+        ('"10:00:00+01:00"', True), ('"10:00:00Z"', False)]),
+]
+
+
+def _canonical(text: str) -> bool:
+    return json.dumps(json.loads(text), ensure_ascii=False, separators=(", ", ": ")) == text
+
+
+@pytest.mark.parametrize("schema, cases", SPELLINGS + FORMATS, ids=[json.dumps(s) for s, _ in SPELLINGS + FORMATS])
+def test_a_subtracted_value_is_subtracted_in_every_spelling_and_no_more(schema, cases):
+    dfa, notes = schema_dfa(schema)
+    assert [n for n in notes if n.kind == "not enforced" and n.detail != REPEATED_KEYS] == []
+    got = [(text, dfa.accepts(text.encode())) for text, _ in cases]
+    assert got == cases
+    checker = jsonschema.Draft202012Validator(schema, format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER)
+    for text, ok in cases:
+        value = json.loads(text)
+        assert checker.is_valid(value) is ok or (not ok and not _canonical(text) and isinstance(value, str)), text
+
+
+def test_a_german_firewall_catalog_with_one_of_addresses():
+    """The break test's catalog: a source address that is an IPv4 address, an IPv6 address or ``"any"``, a
+    target that is an IPv4 address or a host name (``anyOf``)."""
+    fns = parse_catalog([{"type": "function", "function": {
+        "name": "firewall_regel_anlegen", "description": "Firewall-Regel anlegen",
+        "parameters": {"type": "object", "properties": {
+            "quelle": {"oneOf": [{"type": "string", "format": "ipv4"}, {"type": "string", "format": "ipv6"},
+                                 {"const": "any"}]},
+            "ziel": {"anyOf": [{"type": "string", "format": "ipv4"},
+                               {"type": "string", "format": "hostname", "maxLength": 253}]},
+            "gültig_bis": {"type": "string", "format": "date-time"}},
+            "required": ["quelle", "ziel"], "additionalProperties": False}}}], "de")
+    dfa = compile_grammar(fns).dfa
+
+    def call(quelle, ziel="10.0.0.1"):
+        text = json.dumps({"name": "firewall_regel_anlegen", "parameters": {"quelle": quelle, "ziel": ziel}},
+                          ensure_ascii=False)
+        return dfa.accepts(text.encode())
+
+    assert [call("any"), call("192.168.0.1"), call("fe80::1"), call("überall"), call("192.168.0.256")] == [
+        True, True, True, False, False]
+    assert [call("any", "host.example.de"), call("any", "host_1")] == [True, False]
