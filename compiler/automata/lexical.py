@@ -57,6 +57,10 @@ NUMBER = r"-?(?:0|[1-9][0-9]*|" + _POINT + "|" + _EXPONENT + ")"
 #: Numbers with an integral value written as floats (``3.0``, ``1.5e+16``, and more: a superset), which JSON
 #: Schema counts as integers; only loose languages use it (the grammar writes integers without a fraction).
 INTEGRAL_FLOAT = r"-?(?:0|[1-9][0-9]*)(?:\.0+|(?:\.[0-9]+)?[eE]\+?[0-9]+)"
+#: Numbers in an exponent form after a mantissa other than one nonzero digit (``12.5e-3``, ``0.5e1``, ``0e5``),
+#: of any value: a superset of the exponent forms only unbounded numbers are written in (bounded ones take
+#: ``1.25e-2``); only loose languages use it (:func:`~..schema.scalars.loose_value`).
+WIDE_EXPONENT = r"-?(?:[1-9][0-9]+(?:\.[0-9]+)?|0(?:\.[0-9]+)?)[eE][+\-]?[0-9]+"
 BOOLEAN = "(?:true|false)"
 NULL = "null"
 

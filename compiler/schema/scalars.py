@@ -17,9 +17,9 @@ from ...core.patterns import python_schema
 from .diagnostics import SchemaContext
 from .keywords import ANNOTATIONS, is_number
 from ..limits import CompileLimitError
-from ..automata.lexical import canonical
-from ..automata.nodes import Alt, ArrayNode, Literals, MembersNode, Node
-from .numbers import ANY, NONE, NumberNode, NumberSpec, number_dfa, plan
+from ..automata.lexical import WIDE_EXPONENT, canonical
+from ..automata.nodes import Alt, ArrayNode, Leaf, Literals, MembersNode, Node
+from .numbers import NONE, ONE_DIGIT, NumberNode, NumberSpec, number_dfa, plan
 from .strings import string_node
 
 
@@ -87,10 +87,13 @@ def _reads_as(d: float) -> tuple[Decimal, Decimal]:
 def loose_value(value: Any) -> Node:
     """A loose node of one ``const``/``enum`` value: every text the grammar may write whose value jsonschema
     finds equal to it, and more. A string has one text (canonical, :mod:`..automata.lexical`); a number is
-    equal to every number json.loads reads as the same value (``1``, ``1.0``, ``10e-1``,
-    ``0.99999999999999999999`` for 1; an int exactly, a float by the decimals that read as its double), in
-    any of the grammar's forms; an object's members come in any order (the first :data:`LOOSE_MEMBERS`
-    required, the others optional), each value loose in turn, as an array's items are."""
+    equal to every number json.loads reads as the same value (``1``, ``1.0``, ``1e0``,
+    ``0.99999999999999999999`` for 1; an int exactly, a float by the decimals that read as its double) in
+    the integer, point and one-digit exponent forms, and a float stands for every number in the other
+    exponent forms (:data:`~..automata.lexical.WIDE_EXPONENT`: ``10e-1``, ``0.1e1``, of any value: exactly
+    they cost about 1,500 states a value, and only unbounded numbers are written so); an object's members come
+    in any order (the first :data:`LOOSE_MEMBERS` required, the others optional), each value loose in turn, as
+    an array's items are."""
     if value is None or isinstance(value, (bool, str)):
         return Literals([canonical(value)])
     if isinstance(value, (int, float)) and (isinstance(value, int) or math.isfinite(value)):
@@ -101,7 +104,8 @@ def loose_value(value: Any) -> Node:
         except OverflowError:
             exact = False
         floats = _reads_as(float(value)) if exact else None
-        return NumberNode(NumberSpec(ints, floats, ANY if floats else NONE, None))
+        node = NumberNode(NumberSpec(ints, floats, ONE_DIGIT if floats else NONE, None))
+        return Alt([node, Leaf(WIDE_EXPONENT)]) if floats else node
     if isinstance(value, list):
         if not value:
             return Literals(["[]"])

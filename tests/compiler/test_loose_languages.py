@@ -5,15 +5,19 @@ Faults of this kind found by a break test (session 21): a value was subtracted i
 (``"\\u0061"`` and ``10e-1`` passed ``not: {const: "a"}`` / ``not: {const: 1}``), and a ``format`` was
 subtracted as any string (``oneOf: [ipv4, ipv6]`` was refused as unsatisfiable, ``oneOf: [date, const "b"]``
 refused ``"b"``). Each verdict below is also jsonschema's (formats asserted) on the text's value, except for
-texts the grammar does not write at all (other spellings of a string: :mod:`...automata.lexical`)."""
+texts the grammar does not write at all (other spellings of a string: :mod:`...automata.lexical`) and, by design,
+numbers in an exponent form after a mantissa of two or more digits or ``0.`` where a float is subtracted
+(``12.5e-3``: :func:`~callmaybe.compiler.schema.scalars.loose_value`)."""
 
 from __future__ import annotations
 
 import json
+import re
 
 import jsonschema
 import pytest
 
+from callmaybe.compiler.automata.lexical import WIDE_EXPONENT
 from callmaybe.compiler.grammar import compile_grammar, schema_dfa
 from callmaybe.core.catalog import parse_catalog
 from callmaybe.core.indexfile import REPEATED_KEYS
@@ -23,8 +27,8 @@ SPELLINGS = [
     ({"oneOf": [{"type": "string"}, {"const": "any"}]}, [('"any"', False), (r'"\u0061ny"', False), ('"b"', True)]),
     ({"type": "number", "not": {"const": 1}}, [
         ("1", False), ("1.0", False), ("1e0", False), ("10e-1", False), ("0.1e1", False), ("1.00", False),
-        ("0.99999999999999999999", False), ("1.0000000000000001", False), ("-1", True), ("2e0", True),
-        ("0.9999999", True), ("1.000000000000001", True)]),
+        ("0.99999999999999999999", False), ("1.0000000000000001", False), ("9.9999999999999999999e-1", False),
+        ("-1", True), ("2e0", True), ("0.9999999", True), ("1.000000000000001", True), ("12.5e-3", False)]),
     ({"type": "number", "not": {"enum": [1, 2]}}, [("2e0", False), ("20e-1", False), ("3", True)]),
     ({"type": "number", "not": {"const": 0.1}}, [
         ("0.1", False), ("0.10000000000000001", False), ("1e-1", False), ("0.10", False),
@@ -71,7 +75,8 @@ def test_a_subtracted_value_is_subtracted_in_every_spelling_and_no_more(schema, 
     checker = jsonschema.Draft202012Validator(schema, format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER)
     for text, ok in cases:
         value = json.loads(text)
-        assert checker.is_valid(value) is ok or (not ok and not _canonical(text) and isinstance(value, str)), text
+        by_design = not ok and (isinstance(value, str) and not _canonical(text) or re.fullmatch(WIDE_EXPONENT, text))
+        assert checker.is_valid(value) is ok or by_design, text
 
 
 def test_a_german_firewall_catalog_with_one_of_addresses():
@@ -96,3 +101,12 @@ def test_a_german_firewall_catalog_with_one_of_addresses():
     assert [call("any"), call("192.168.0.1"), call("fe80::1"), call("überall"), call("192.168.0.256")] == [
         True, True, True, False, False]
     assert [call("any", "host.example.de"), call("any", "host_1")] == [True, False]
+
+
+def test_a_subtracted_enum_of_numbers_stays_small():
+    """Each float subtracted in the one-digit exponent form only (the other exponent forms stand for any value):
+    in every exponent form it took about 1,500 states a value, 13,805 for these fifty (16 s to compile)."""
+    dfa, _ = schema_dfa({"type": "number", "not": {"enum": list(range(50))}})
+    assert dfa.num_states == 699
+    assert [dfa.accepts(t) for t in (b"49", b"49.0", b"4.9e1", b"4.90e+01", b"50", b"-1", b"49.5")] == [
+        False, False, False, False, True, True, True]
