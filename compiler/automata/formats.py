@@ -201,30 +201,39 @@ PATTERN_FORMATS = {
 _ANY = f"(?:{STRING_CHAR})"  # one code point, canonically spelled
 _LOOSE_TIME = r"[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]+)?(?:[Zz]|[+\-][0-9]{2}:[0-9]{2})"
 _LOOSE_DATE = "[0-9]{4}-[0-9]{2}-[0-9]{2}"
+_URI_CHAR = r"[A-Za-z0-9\-._~!$&'()*+,;=%@:/?#\[\]]"  # RFC 3986's characters, ASCII
+_SEGMENT = r"[A-Za-z0-9\-._~!$&'()*+,;=%@\[\]]"  # a relative reference's first segment: no ":" (nor "/?#")
+_FINAL_NEWLINE = r"(?:\\n)?"  # a regex's $ matches before a final newline: rfc3339-validator's, fqdn's, rfc3986's
 #: format name -> regex of a string content (canonical JSON text) that holds every value of the format: what
 #: its definition allows and what jsonschema's format checker (:data:`FORMATS` and their packages) passes,
 #: and more. A language subtracted (the other ``oneOf`` branches, ``not``, an ``if`` condition's else side)
 #: must contain every valid value, and :data:`FORMATS` are written narrower than their definitions, so these
-#: stand for a format there; a format not listed stands for any string. The checker's readings they hold:
-#: dates and times by ASCII-digit regexes, ``t``/``z`` in either case (it upper-cases a date-time), a
+#: stand for a format there; a format not listed, or one the schema's draft does not check (draft 7 checks no
+#: ``uuid``), stands for any string. The checker's readings they hold: dates and times by ASCII-digit regexes
+#: whose ``$`` lets a final newline through (``12:00:00Z\n``), ``t``/``z`` in either case (it upper-cases a date-time), a
 #: duration with a sign, ``email`` any text with an ``@``, ``ipv4``/``ipv6`` by :mod:`ipaddress` (ASCII
 #: digits, no IPv6 zone), ``uuid`` by :class:`uuid.UUID` with dashes at code points 8, 13, 18 and 23 (``UUID``
 #: also strips braces, ``urn:``/``uuid:`` and underscores), ``hostname`` by ``fqdn`` (case-insensitive in
 #: Unicode mode: a Kelvin sign reads as ``k``, so any non-ASCII character is kept), ``uri`` by
-#: ``rfc3986_validator`` (an ASCII scheme then ``:``), ``json-pointer`` by ``jsonpointer`` (empty, or ``/``
-#: first).
+#: ``rfc3986_validator`` (an ASCII scheme then ``:``; ``uri-reference`` RFC 3986's characters, a URI or a
+#: relative reference whose first segment has no ``:``), ``json-pointer`` by ``jsonpointer`` (empty, or ``/``
+#: first), ``relative-json-pointer`` characters that ``str.isdigit`` takes (any non-ASCII one kept), then
+#: nothing, ``#`` or a JSON pointer.
 LOOSE_FORMATS = {
     "date": _LOOSE_DATE,
-    "time": _LOOSE_TIME,
-    "date-time": _LOOSE_DATE + "[Tt]" + _LOOSE_TIME,
+    "time": _LOOSE_TIME + _FINAL_NEWLINE,
+    "date-time": _LOOSE_DATE + "[Tt]" + _LOOSE_TIME + _FINAL_NEWLINE,
     "duration": f"[+\\-]?[Pp]{_ANY}*[DMYWHS]",
     "uuid": f"{_ANY}{{8}}-{_ANY}{{4}}-{_ANY}{{4}}-{_ANY}{{4}}-{_ANY}*",
     "email": f"{_ANY}*@{_ANY}*",
     "ipv4": r"[0-9]{1,3}(?:\.[0-9]{1,3}){3}",
     "ipv6": r"[0-9A-Fa-f.]*:[0-9A-Fa-f.]*:[0-9A-Fa-f:.]*",
-    "hostname": r"[^\x00-\x2c/:-@\[-\^`{-\x7f]+",
+    "hostname": r"[^\x00-\x2c/:-@\[-\^`{-\x7f]+" + _FINAL_NEWLINE,
     "uri": f"[A-Za-z][A-Za-z0-9+.\\-]*:{_ANY}*",
+    "uri-reference": f"(?:[A-Za-z][A-Za-z0-9+.\\-]*:{_URI_CHAR}*|[/?#]{_URI_CHAR}*|{_SEGMENT}*(?:[/?#]{_URI_CHAR}*)?)"
+                     + _FINAL_NEWLINE,
     "json-pointer": f"(?:/{_ANY}*)?",
+    "relative-json-pointer": f"(?:[0-9]|[^\\x00-\\x7f])+(?:#|/{_ANY}*)?",
 }
 
 

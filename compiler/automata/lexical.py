@@ -54,9 +54,25 @@ _EXPONENT = (r"[1-9](?:\.[0-9]+)?[eE](?:-[0-9]+|\+?0*(?:[0-9]{1,2}|[12][0-9]{2}|
              r"|0\.0{0,20}[1-9][0-9]*[eE](?:-[0-9]+|\+?0*(?:[0-9]{1,2}|[12][0-9]{2}|30[0-8]))"
              r"|0(?:\.0+)?[eE][+\-]?[0-9]+")
 NUMBER = r"-?(?:0|[1-9][0-9]*|" + _POINT + "|" + _EXPONENT + ")"
-#: Numbers with an integral value written as floats (``3.0``, ``1.5e+16``, and more: a superset), which JSON
-#: Schema counts as integers; only loose languages use it (the grammar writes integers without a fraction).
-INTEGRAL_FLOAT = r"-?(?:0|[1-9][0-9]*)(?:\.0+|(?:\.[0-9]+)?[eE]\+?[0-9]+)"
+
+
+def _near_integers() -> str:
+    """Point forms whose double may be integral: after ``d`` integer digits the fraction holds only zeros, or
+    begins with ``16 - d`` zeros or nines (a double near 10**(d-1) has a spacing above 10**(d-17), so any
+    fraction it rounds away starts so); after 16 digits any fraction (the spacing reaches 2 past 2**53)."""
+    parts = [r"0\.(?:0+|9{15}[0-9]*)"]
+    for d in range(1, 17):
+        k = 16 - d
+        fraction = "[0-9]+" if k == 0 else f"(?:0+|0{{{k}}}[0-9]*|9{{{k}}}[0-9]*)"
+        parts.append(f"[1-9][0-9]{{{d - 1}}}\\.{fraction}" if d > 1 else f"[1-9]\\.{fraction}")
+    return "(?:" + "|".join(parts) + ")"
+
+
+#: Numbers that json.loads may read as an integral value, written other than as integers, and more: point forms
+#: near an integer (``3.0``, ``0.99999999999999999999``) and every exponent form (``1.5e+16``, ``150e-1``,
+#: ``1e-400``, which reads as 0.0). JSON Schema counts them as integers; only loose languages use it (the
+#: grammar writes integers without a fraction or exponent).
+LOOSE_INTEGRAL = r"-?(?:" + _near_integers() + r"|[0-9]+(?:\.[0-9]+)?[eE][+\-]?[0-9]+)"
 #: Numbers in an exponent form after a mantissa other than one nonzero digit (``12.5e-3``, ``0.5e1``, ``0e5``),
 #: of any value: a superset of the exponent forms only unbounded numbers are written in (bounded ones take
 #: ``1.25e-2``); only loose languages use it (:func:`~..schema.scalars.loose_value`).

@@ -47,7 +47,7 @@ from .keywords import (
     ANNOTATIONS, ARRAY_KEYWORDS, LOGIC, NOT_ENFORCEABLE, NUMBER_KEYWORDS, OBJECT_KEYWORDS, ONEOF_LOOSE,
     STRING_KEYWORDS, STRUCTURAL, TYPES,
 )
-from ..automata.lexical import INTEGRAL_FLOAT, NUMBER, STRING
+from ..automata.lexical import NUMBER, STRING
 from ..automata.dfa import EmptyLanguage
 from ..limits import active
 from ..automata.loose import LOOSE_DEPTH, CoarseValue
@@ -400,11 +400,8 @@ class SchemaCompiler(SchemaContext):
             return self.anything(path)
         if type_ == "string":
             return scalars.string(self, schema, path)
-        if type_ == "integer":
-            node = scalars.integer(self, schema, path)
-            if self.loose:  # JSON Schema counts 3.0 and 1.5e+16 as integers; the grammar writes neither
-                return _alt([p for p in (node, Leaf(INTEGRAL_FLOAT)) if p is not None])
-            return node
+        if type_ == "integer":  # loose: with 3.0 and 1.5e+16 too (scalars._loose_numeric)
+            return scalars.integer(self, schema, path)
         if type_ == "number":
             return scalars.number(self, schema, path)
         if type_ == "boolean":

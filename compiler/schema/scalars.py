@@ -17,9 +17,9 @@ from ...core.patterns import python_schema
 from .diagnostics import SchemaContext
 from .keywords import ANNOTATIONS, is_number
 from ..limits import CompileLimitError
-from ..automata.lexical import WIDE_EXPONENT, canonical
+from ..automata.lexical import LOOSE_INTEGRAL, WIDE_EXPONENT, canonical
 from ..automata.nodes import Alt, ArrayNode, Leaf, Literals, MembersNode, Node
-from .numbers import NONE, ONE_DIGIT, NumberNode, NumberSpec, number_dfa, plan
+from .numbers import MAX_REMAINDERS, NONE, ONE_DIGIT, NumberNode, NumberSpec, _ranges, _step_of, number_dfa, plan
 from .strings import string_node
 
 
@@ -165,6 +165,8 @@ def _numeric(ctx: SchemaContext, schema: dict[str, Any], path: list[str], intege
     """The node of an integer (``integer``) or a number within its bounds and ``multipleOf``, exactly as
     :mod:`.numbers` describes; what is not enforced is noted. None when no value fits."""
     lo, lo_x, hi, hi_x = bounds(schema)
+    if ctx.loose:
+        return _loose_numeric(ctx, lo, lo_x, hi, hi_x, _multiple(ctx, schema, path), integer, path)
     try:
         found = plan(lo, lo_x, hi, hi_x, _multiple(ctx, schema, path), integer)
         empty = number_dfa(found.spec) is None
@@ -173,6 +175,38 @@ def _numeric(ctx: SchemaContext, schema: dict[str, Any], path: list[str], intege
     for keyword, detail in found.notes:
         ctx.note("not enforced", path, keyword, detail)
     return None if empty else NumberNode(found.spec)
+
+
+def _loose_numeric(ctx: SchemaContext, lo: Any, lo_x: bool, hi: Any, hi_x: bool, q: Any, integer: bool,
+                   path: list[str]) -> Node | None:
+    """The loose node of an integer or a number within bounds and a multiple of ``q``: every text the grammar
+    may write whose value jsonschema finds valid, and more. Integer texts are compared exactly, and kept to
+    the multiples of an int ``q`` (of a float ``q``, every integer in the bounds: jsonschema divides
+    doubles); for an integer, or a multiple of an int ``q``, every other text that may read as an integral
+    double (:data:`~..automata.lexical.LOOSE_INTEGRAL`); for a number, the point and one-digit exponent
+    texts within the bounds widened to every decimal that reads as a double within them (:func:`_reads_as`),
+    the multiples of a float ``q`` among them not told apart (``not: {multipleOf: 0.5}`` subtracts every
+    number that is not an integer text), and every text in the other exponent forms
+    (:data:`~..automata.lexical.WIDE_EXPONENT`). None when none is left."""
+    try:
+        spec = _ranges(lo, lo_x, hi, hi_x, False)
+    except CompileLimitError as exc:
+        raise CompileLimitError(f"{ctx.where(path)}: {exc}") from None
+    parts: list[Node] = []
+    if spec.integers is not None:
+        step = None
+        if isinstance(q, int):
+            a, s, _ = _step_of(q)
+            step = (a, s) if a * (s + 3) <= MAX_REMAINDERS else None
+        ints = NumberSpec(spec.integers, None, NONE, step)
+        if number_dfa(ints) is not None:
+            parts.append(NumberNode(ints))
+    if integer or (q is not None and isinstance(q, int) and spec.floats is not None):
+        parts.append(Leaf(LOOSE_INTEGRAL))  # a multiple of an integer is integral
+    elif spec.floats is not None:
+        below, above = _reads_as(float(spec.floats[0]))[0], _reads_as(float(spec.floats[1]))[1]
+        parts += [NumberNode(NumberSpec(None, (below, above), ONE_DIGIT, None)), Leaf(WIDE_EXPONENT)]
+    return _alt(parts) if parts else None
 
 
 def integer(ctx: SchemaContext, schema: dict[str, Any], path: list[str]) -> Node | None:

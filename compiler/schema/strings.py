@@ -16,6 +16,8 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
+import jsonschema
+
 from ..automata import counters, long_counts
 from .diagnostics import SchemaContext
 from ..automata.formats import format_node
@@ -30,6 +32,13 @@ from ..automata.syntax import repeat
 KNOWN_FORMATS = frozenset({
     "idn-email", "idn-hostname", "iri", "iri-reference", "uri-template", "regex",
 })
+
+
+def _draft_formats(root: Any) -> frozenset[str]:
+    """The formats the format checker of ``root``'s draft checks (2020-12's where it names none)."""
+    cls = jsonschema.validators.validator_for(root, default=jsonschema.Draft202012Validator) \
+        if isinstance(root, dict) else jsonschema.Draft202012Validator
+    return frozenset(cls.FORMAT_CHECKER.checkers)
 
 
 def length_node(lo: int, hi: int | None, counter: int | None = None) -> Node:
@@ -83,7 +92,8 @@ def string_node(ctx: SchemaContext, schema: dict[str, Any], path: list[str]) -> 
     parts: list[Node] = []
     fmt = schema.get("format")
     if fmt is not None and ctx.loose:  # a superset of the format's values, or none (any string)
-        node = format_node(fmt, loose=True) if isinstance(fmt, str) else None
+        checked = isinstance(fmt, str) and fmt in _draft_formats(ctx.root)
+        node = format_node(fmt, loose=True) if checked else None
         parts += [node] if node is not None else []
     elif fmt is not None:
         node = format_node(fmt) if isinstance(fmt, str) else None

@@ -4,7 +4,9 @@ subtracted) holds every text the grammar may write of those values, and no more 
 Faults of this kind found by a break test (session 21): a value was subtracted in one spelling only
 (``"\\u0061"`` and ``10e-1`` passed ``not: {const: "a"}`` / ``not: {const: 1}``), and a ``format`` was
 subtracted as any string (``oneOf: [ipv4, ipv6]`` was refused as unsatisfiable, ``oneOf: [date, const "b"]``
-refused ``"b"``). Each verdict below is also jsonschema's (formats asserted) on the text's value, except for
+refused ``"b"``); a second one (session 22) found formats a final newline or an older draft let through, bounded
+numbers, integers and multiples subtracted in some forms only (``10.3e1`` passed ``not: {minimum: 0}``,
+``150e-1`` passed ``not: {type: integer}``). Each verdict below is also jsonschema's (formats asserted) on the text's value, except for
 texts the grammar does not write at all (other spellings of a string: :mod:`...automata.lexical`) and, by design,
 numbers in an exponent form after a mantissa of two or more digits or ``0.`` where a float is subtracted
 (``12.5e-3``: :func:`~callmaybe.compiler.schema.scalars.loose_value`)."""
@@ -59,20 +61,51 @@ FORMATS = [
         ('"/a/b"', True), ('"https://x.org/a"', True)]),
     ({"type": "string", "format": "time", "not": {"format": "time", "pattern": "Z$"}}, [
         ('"10:00:00+01:00"', True), ('"10:00:00Z"', False)]),
+    # a second break test (session 22): the checkers' "$" lets a final newline through ...
+    ({"type": "string", "not": {"format": "time"}}, [('"12:00:00Z\\n"', False), ('"x"', True)]),
+    ({"type": "string", "not": {"format": "date-time"}}, [('"2024-01-01T00:00:00Z\\n"', False)]),
+    ({"type": "string", "not": {"format": "hostname"}}, [('"example.com\\n"', False), ('"a b"', True)]),
+    # ... draft 7 checks no uuid (any string is one) ...
+    ({"$schema": "http://json-schema.org/draft-07/schema#", "type": "string",
+      "oneOf": [{"format": "uuid"}, {"const": "none"}]}, [
+        ('"none"', False), ('"123e4567-e89b-12d3-a456-426614174000"', True)]),
+    # ... and uri-reference and relative-json-pointer had no loose language (any string)
+    ({"oneOf": [{"type": "string", "format": "date"}, {"type": "string", "format": "relative-json-pointer"}]}, [
+        ('"2024-01-02"', True), ('"0/a"', True), ('"1#"', True)]),
+    ({"oneOf": [{"type": "string", "format": "uri-reference"}, {"type": "string", "format": "ipv6"}]}, [
+        ('"::1"', True), ('"fe80::1"', False), ('"a/b"', True)]),
+    ({"oneOf": [{"type": "string", "format": "relative-json-pointer"}, {"const": "root"}]}, [
+        ('"root"', True), ('"0"', True)]),
 ]
+
+#: Bounds, integers and multiples subtracted (the second break test: older than canonical strings).
+NUMBERS = [
+    ({"type": "number", "if": {"minimum": 0}, "then": {"maximum": 10}}, [
+        ("100.0e0", False), ("1000e-1", False), ("5", True), ("-3", True), ("11", False)]),
+    ({"type": "number", "not": {"type": "number", "minimum": 0}}, [("10.3e1", False), ("-1", True), ("-1e-400", False)]),
+    ({"oneOf": [{"type": "number", "maximum": 1e22}, {"type": "number"}]}, [("100.6e19", False), ("2e22", True)]),
+    ({"type": "number", "not": {"type": "integer"}}, [
+        ("150e-1", False), ("10e-1", False), ("1e-400", False), ("1.00000000000000000001", False),
+        ("0.99999999999999999999", False), ("1.5", True), ("0.25", True)]),
+    ({"type": "number", "not": {"multipleOf": 1}}, [
+        ("1e2", False), ("0.5e1", False), ("1.5e300", False), ("0e5", False), ("1.5", True), ("2", False)]),
+    ({"type": "integer", "not": {"multipleOf": 2}}, [("3", True), ("4", False), ("-7", True)]),
+]
+ALL = SPELLINGS + FORMATS + NUMBERS
 
 
 def _canonical(text: str) -> bool:
     return json.dumps(json.loads(text), ensure_ascii=False, separators=(", ", ": ")) == text
 
 
-@pytest.mark.parametrize("schema, cases", SPELLINGS + FORMATS, ids=[json.dumps(s) for s, _ in SPELLINGS + FORMATS])
+@pytest.mark.parametrize("schema, cases", ALL, ids=[json.dumps(s) for s, _ in ALL])
 def test_a_subtracted_value_is_subtracted_in_every_spelling_and_no_more(schema, cases):
     dfa, notes = schema_dfa(schema)
     assert [n for n in notes if n.kind == "not enforced" and n.detail != REPEATED_KEYS] == []
     got = [(text, dfa.accepts(text.encode())) for text, _ in cases]
     assert got == cases
-    checker = jsonschema.Draft202012Validator(schema, format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER)
+    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    checker = cls(schema, format_checker=cls.FORMAT_CHECKER)
     for text, ok in cases:
         value = json.loads(text)
         by_design = not ok and (isinstance(value, str) and not _canonical(text) or re.fullmatch(WIDE_EXPONENT, text))
