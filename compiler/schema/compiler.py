@@ -60,9 +60,11 @@ __all__ = ["Note", "SchemaCompiler"]
 #: How many ``required`` names a loose object tracks (its states grow like two to this power); the rest are
 #: not required there, which only widens the loose language.
 LOOSE_REQUIRED = 4
-#: Array keywords dropped when compiling loosely: enforced narrower than their meaning where other applicators
-#: evaluate items, so a loose language (which must contain every valid value) leaves them out.
-LOOSE_ARRAY_DROPS = ("unevaluatedItems",)
+#: Array keywords dropped when compiling loosely, where a loose language (which must contain every valid value)
+#: would come out narrower: ``unevaluatedItems`` is enforced narrower than its meaning where other applicators
+#: evaluate items; a loose ``contains`` matches more items than the exact one, so ``maxContains`` would count
+#: too many; ``uniqueItems`` tells texts apart, not values.
+LOOSE_ARRAY_DROPS = ("unevaluatedItems", "maxContains", "uniqueItems")
 
 
 class SchemaCompiler(SchemaContext):
@@ -208,6 +210,8 @@ class SchemaCompiler(SchemaContext):
         (:meth:`settle`). Raises SchemaError for a malformed ``oneOf``.
         """
         base = {k: v for k, v in schema.items() if k not in ("oneOf", ONEOF_LOOSE, "not", "if", "then", "else")}
+        if self.loose:
+            return self._loose_logic(schema, base, path, refs, at)
         node = self._one_of(schema, base, path, refs, at) if "oneOf" in schema else self.value(base, path, refs, at)
         if node is None:
             return None
@@ -222,6 +226,63 @@ class SchemaCompiler(SchemaContext):
         if "if" in schema and ("then" in schema or "else" in schema or annotated):
             node = self._conditional(schema, base, node, annotated, path, refs, at)
         return node
+
+    def _loose_logic(self, schema: dict[str, Any], base: dict[str, Any], path: list[str], refs: tuple[str, ...],
+                     at: str) -> Node | None:
+        """:meth:`logic` compiled loosely (a language that holds every valid value): what is subtracted is the
+        *exact* language of the subtracted schema (:meth:`_subset`), which holds only texts of its values, so
+        no valid value is taken out (a loose language subtracted from a loose one is no superset: ``not: {not:
+        {type: integer}}`` lost ``15e-1``). ``oneOf``: each branch (over :data:`~.keywords.ONEOF_LOOSE` where
+        given) less the others' exact languages; ``not``: less the negated schema's; ``if`` with both
+        ``then`` and ``else``: within (the ``then`` side, or the ``else`` side less the condition's); with one
+        of them, no restriction. None when nothing is left."""
+        if "oneOf" in schema:
+            subs = schema["oneOf"]
+            raws = schema.get(ONEOF_LOOSE, subs)
+            if not isinstance(subs, list) or not subs or not isinstance(raws, list) or len(raws) != len(subs):
+                raise self.error(path, "'oneOf' must be a non-empty list")
+            exact = [self._subset(self.conjoin(base, sub, path, f"{at}/oneOf/{i}"), path, refs, f"{at}/oneOf/{i}")
+                     for i, sub in enumerate(subs)]
+            parts = []
+            for i, raw in enumerate(raws):
+                both = self.conjoin(base, raw, path, f"{at}/oneOf/{i}")
+                part = None if both is None else self.value(both, path, refs, f"{at}/oneOf/{i}")
+                others = [e for j, e in enumerate(exact) if j != i and e is not None]
+                if part is not None and others:
+                    part = self.settle(Minus(part, _alt(others)))
+                if part is not None:
+                    parts.append(part)
+            node = _alt(parts)
+        else:
+            node = self.value(base, path, refs, at)
+        if node is not None and "not" in schema:
+            negated = self._subset(schema["not"], path, refs, f"{at}/not")
+            node = node if negated is None else self.settle(Minus(node, negated))
+        if node is not None and "if" in schema and "then" in schema and "else" in schema:
+            then = self.value(schema["then"], path, refs, f"{at}/then")
+            other = self.value(schema["else"], path, refs, f"{at}/else")
+            condition = self._subset(schema["if"], path, refs, f"{at}/if")
+            if other is not None and condition is not None:
+                other = self.settle(Minus(other, condition))
+            sides = _alt([p for p in (then, other) if p is not None])
+            node = None if sides is None else self.settle(Both([node, sides]))
+        return node
+
+    def _subset(self, schema: Any, path: list[str], refs: tuple[str, ...], at: str) -> Node | None:
+        """The exact node of ``schema`` compiled inside a loose one, as a language that holds only texts of its
+        valid values; None (nothing to subtract) when it admits none or some keyword of it is not enforced
+        (its notes are not kept: they concern a language subtracted)."""
+        if schema is None:
+            return None
+        before, self.loose = self.loose, False
+        notes, noted = self.notes, self._noted
+        self.notes, self._noted = [], set()
+        try:
+            node = self.value(schema, path, refs, at)
+            unenforced = any(n.kind == "not enforced" for n in self.notes)
+        finally:
+            self.notes, self._noted, self.loose = notes, noted, before
+        return None if unenforced else node
 
     def _one_of(self, schema: dict[str, Any], base: dict[str, Any], path: list[str], refs: tuple[str, ...],
                 at: str) -> Node | None:

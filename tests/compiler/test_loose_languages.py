@@ -91,7 +91,30 @@ NUMBERS = [
         ("1e2", False), ("0.5e1", False), ("1.5e300", False), ("0e5", False), ("1.5", True), ("2", False)]),
     ({"type": "integer", "not": {"multipleOf": 2}}, [("3", True), ("4", False), ("-7", True)]),
 ]
-ALL = SPELLINGS + FORMATS + NUMBERS
+#: A negation inside what is subtracted (a third break test): a loose language less a loose one is no superset,
+#: so inside a loose language the exact one is subtracted; ``maxContains`` is not counted there.
+NESTED = [
+    ({"not": {"not": {"type": "integer"}}}, [("15e-1", False), ("3", True), ("1.5", False), ("3.0", False)]),
+    ({"type": "number", "oneOf": [{"minimum": 2}, {"not": {"type": "integer"}}]}, [
+        ("29.99999999999999708", False), ("1.5", True), ("3", True), ("1", False)]),
+    ({"if": {"not": {"type": "integer"}}, "then": False}, [("12.5e-1", False), ("3", True), ('"a"', False)]),
+    ({"not": {"oneOf": [{"type": "number"}, {"type": "integer"}]}}, [("70e-4", False), ("3", True), ('"x"', True)]),
+    ({"if": {"oneOf": [{"type": "integer"}, {"minimum": 5}]}, "then": {"type": "string"}}, [
+        ("0e5", False), ("7", False), ('"s"', True), ("4.5", True)]),
+    ({"type": "object", "properties": {"a": {"type": "number"}},
+      "not": {"properties": {"a": {"not": {"type": "integer"}}}}}, [
+        ('{"a": 15e-1}', False), ('{"a": 2}', True), ('{"a": 1.5}', False)]),
+    ({"not": {"type": "array", "contains": {"const": 1}, "maxContains": 1}}, [
+        ("[1, 15e-1]", False), ("[1, 1]", False), ("[1]", False)]),
+]
+ALL = SPELLINGS + FORMATS + NUMBERS + NESTED
+
+
+#: Valid values lost by design (docs/grammar.md): an integral-looking float where an integer is subtracted, an
+#: array with two items that a loose ``contains`` matches where ``maxContains`` is subtracted, and ``7`` under
+#: ``if: {oneOf: [integer, minimum 5]}``: inside the loose condition the untyped branch's exact language is not
+#: subtracted (it notes that an open object's keys may repeat), so the condition holds 7 and the else side loses it.
+LOST = {"3.0", "[1, 1]", "7"}
 
 
 def _canonical(text: str) -> bool:
@@ -108,7 +131,8 @@ def test_a_subtracted_value_is_subtracted_in_every_spelling_and_no_more(schema, 
     checker = cls(schema, format_checker=cls.FORMAT_CHECKER)
     for text, ok in cases:
         value = json.loads(text)
-        by_design = not ok and (isinstance(value, str) and not _canonical(text) or re.fullmatch(WIDE_EXPONENT, text))
+        by_design = not ok and (isinstance(value, str) and not _canonical(text) or re.fullmatch(WIDE_EXPONENT, text)
+                                or text in LOST)
         assert checker.is_valid(value) is ok or by_design, text
 
 
