@@ -177,16 +177,47 @@ def _numeric(ctx: SchemaContext, schema: dict[str, Any], path: list[str], intege
     return None if empty else NumberNode(found.spec)
 
 
+#: A float ``multipleOf`` whose double is n / 2**k with n below this is told apart on integer texts when loose.
+_SMALL_STEP = 1 << 10
+
+
+def _loose_integers(lo: int | None, hi: int | None, q: Any) -> list[Node]:
+    """The loose nodes of the integer texts in [``lo``, ``hi``] (None: unbounded) that jsonschema may find
+    multiples of ``q`` (None: no step). An int ``q``: its multiples (Python's ``%`` is exact). A float ``q``
+    that is n / 2**k with a small n (1.5, 3.0, 0.25: n < :data:`_SMALL_STEP`): its decimal multiples within
+    C = min(2**53, 2**42 * q), every integer beyond: there ``float(v)`` is v and v / q is within 2**42, where
+    a double's spacing is at most 2**-10, below the distance 1/n of a quotient that is no integer from the
+    nearest integer, so the division jsonschema makes answers exactly. Any other float: every integer."""
+    step, cap = None, None
+    if q is not None and (isinstance(q, int) or q.as_integer_ratio()[0] < _SMALL_STEP):
+        a, s, _ = _step_of(q)
+        step = (a, s) if a * (s + 3) <= MAX_REMAINDERS else None
+        cap = None if isinstance(q, int) or step is None else min(2**53, math.floor(2**42 * q))
+    ranges = [(lo, hi, step)]
+    if cap is not None:  # the multiples within the cap, every integer beyond it
+        ranges = [(lo if lo is None else max(lo, -cap), cap if hi is None else min(hi, cap), step),
+                  (lo, -cap - 1 if hi is None else min(hi, -cap - 1), None),
+                  (cap + 1 if lo is None else max(lo, cap + 1), hi, None)]
+    out = []
+    for a, b, st in ranges:
+        if a is not None and b is not None and a > b:
+            continue
+        spec = NumberSpec((a, b), None, NONE, st)
+        if number_dfa(spec) is not None:
+            out.append(NumberNode(spec))
+    return out
+
+
 def _loose_numeric(ctx: SchemaContext, lo: Any, lo_x: bool, hi: Any, hi_x: bool, q: Any, integer: bool,
                    path: list[str]) -> Node | None:
     """The loose node of an integer or a number within bounds and a multiple of ``q``: every text the grammar
     may write whose value jsonschema finds valid, and more. Integer texts are compared exactly, and kept to
-    the multiples of an int ``q`` (of a float ``q``, every integer in the bounds: jsonschema divides
-    doubles); for an integer, or a multiple of an int ``q``, every other text that may read as an integral
-    double (:data:`~..automata.lexical.LOOSE_INTEGRAL`); for a number, the point and one-digit exponent
-    texts within the bounds widened to every decimal that reads as a double within them (:func:`_reads_as`),
-    the multiples of a float ``q`` among them not told apart (``not: {multipleOf: 0.5}`` subtracts every
-    number that is not an integer text), and every text in the other exponent forms
+    the multiples of ``q`` where jsonschema's verdict is known (:func:`_loose_integers`); for an integer, or a
+    multiple of an integral ``q``, every other text that may read as an integral double
+    (:data:`~..automata.lexical.LOOSE_INTEGRAL`); for a number, the point and one-digit exponent texts within
+    the bounds widened to every decimal that reads as a double within them (:func:`_reads_as`), the
+    multiples of another ``q`` among them not told apart (``not: {multipleOf: 0.5}`` subtracts every number
+    that is not an integer text), and every text in the other exponent forms
     (:data:`~..automata.lexical.WIDE_EXPONENT`). None when none is left."""
     try:
         spec = _ranges(lo, lo_x, hi, hi_x, False)
@@ -194,14 +225,9 @@ def _loose_numeric(ctx: SchemaContext, lo: Any, lo_x: bool, hi: Any, hi_x: bool,
         raise CompileLimitError(f"{ctx.where(path)}: {exc}") from None
     parts: list[Node] = []
     if spec.integers is not None:
-        step = None
-        if isinstance(q, int):
-            a, s, _ = _step_of(q)
-            step = (a, s) if a * (s + 3) <= MAX_REMAINDERS else None
-        ints = NumberSpec(spec.integers, None, NONE, step)
-        if number_dfa(ints) is not None:
-            parts.append(NumberNode(ints))
-    if integer or (q is not None and isinstance(q, int) and spec.floats is not None):
+        parts += _loose_integers(*spec.integers, q)
+    integral_step = isinstance(q, int) or (isinstance(q, float) and q.is_integer())
+    if integer or (integral_step and spec.floats is not None):
         parts.append(Leaf(LOOSE_INTEGRAL))  # a multiple of an integer is integral
     elif spec.floats is not None:
         below, above = _reads_as(float(spec.floats[0]))[0], _reads_as(float(spec.floats[1]))[1]

@@ -90,6 +90,10 @@ NUMBERS = [
     ({"type": "number", "not": {"multipleOf": 1}}, [
         ("1e2", False), ("0.5e1", False), ("1.5e300", False), ("0e5", False), ("1.5", True), ("2", False)]),
     ({"type": "integer", "not": {"multipleOf": 2}}, [("3", True), ("4", False), ("-7", True)]),
+    # a float step of a small binary fraction is told apart on integers (it was refused as unsatisfiable)
+    ({"not": {"multipleOf": 1.5}}, [("1", True), ("2", True), ("3", False), ("4.5", False), ('"x"', False)]),
+    ({"type": "integer", "not": {"multipleOf": 3.0}}, [("1", True), ("6", False), ("7", True)]),
+    ({"type": "number", "not": {"multipleOf": 3.0}}, [("7", True), ("7.5", True), ("6.0", False)]),
 ]
 #: A negation inside what is subtracted (a third break test): a loose language less a loose one is no superset,
 #: so inside a loose language the exact one is subtracted; ``maxContains`` is not counted there.
