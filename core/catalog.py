@@ -55,8 +55,9 @@ def _is_object_schema(parameters: Any) -> bool:
 
 def _object_parameters(raw: dict[str, Any], where: str) -> dict[str, Any]:
     """``parameters`` written as an object schema (the function-calling spelling), with ``type`` and
-    ``properties`` filled in, and ``required`` where some property is required or the source wrote it. Raises CatalogError for malformed ``properties`` or
-    ``required``, or ``required`` naming a property that is not declared (unless an in-place keyword may)."""
+    ``properties`` filled in, and ``required`` where some property is required or the source wrote it. Raises
+    CatalogError for malformed ``properties`` or ``required``, or ``required`` naming a property that is not
+    declared (unless an in-place keyword may)."""
     params = dict(raw)
     params.setdefault("type", "object")
     props = params.get("properties", {})

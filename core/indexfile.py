@@ -76,8 +76,9 @@ PLAIN_VERSION = 3
 #: capped integers at 15 digits; revision 3: long counts with counters, so maxLength, pattern repeats and
 #: maxItems past the old caps are enforced; revision 4: ``-0`` is written wherever 0 is valid; revision 5:
 #: strings in their canonical spelling only, no ``\/`` and no ``\uXXXX`` but for controls). An index of
-#: another revision is not reused from the shipped folder, a model folder or the cache: it is compiled again (:func:`~.indexes.find`). The shipped indexes are rebuilt with
-#: ``make indexes`` (a test compares them with a fresh compile).
+#: another revision is not reused from the shipped folder, a model folder or the cache: it is compiled again
+#: (:func:`~.indexes.find`). The shipped indexes are rebuilt with ``make indexes`` (a test compares them with a
+#: fresh compile).
 GRAMMAR_REVISION = 5
 #: The detail of the one note of the header's ``not_enforced`` list that concerns JSON text rather than a
 #: keyword: an open object's extra keys may come twice (RFC 8259 lets names repeat; a parser keeps the last

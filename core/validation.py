@@ -118,9 +118,9 @@ def _meta_format_checker(cls: type) -> jsonschema.FormatChecker:
 def check_schema(schema: Any, default: type = jsonschema.Draft202012Validator) -> None:
     """Check ``schema`` against its draft's meta-schema (patterns read as :class:`Checker` reads them, URIs as
     IRIs: :func:`_meta_format_checker`), and that the check after generation can search each of its patterns
-    in linear time. Raises jsonschema.SchemaError
-    for an invalid schema, UnknownProperty for a property class the check after generation cannot read,
-    UncheckablePattern for a pattern it cannot search in linear time (:mod:`.linear`)."""
+    in linear time. Raises jsonschema.SchemaError for an invalid schema, UnknownProperty for a property class
+    the check after generation cannot read, UncheckablePattern for a pattern it cannot search in linear time
+    (:mod:`.linear`)."""
     cls = jsonschema.validators.validator_for(schema, default=default)
     translated = python_schema(schema)
     try:

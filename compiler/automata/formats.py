@@ -210,8 +210,8 @@ _FINAL_NEWLINE = r"(?:\\n)?"  # a regex's $ matches before a final newline: rfc3
 #: must contain every valid value, and :data:`FORMATS` are written narrower than their definitions, so these
 #: stand for a format there; a format not listed, or one the schema's draft does not check (draft 7 checks no
 #: ``uuid``), stands for any string. The checker's readings they hold: dates and times by ASCII-digit regexes
-#: whose ``$`` lets a final newline through (``12:00:00Z\n``), ``t``/``z`` in either case (it upper-cases a date-time), a
-#: duration with a sign, ``email`` any text with an ``@``, ``ipv4``/``ipv6`` by :mod:`ipaddress` (ASCII
+#: whose ``$`` lets a final newline through (``12:00:00Z\n``), ``t``/``z`` in either case (it upper-cases a
+#: date-time), a duration with a sign, ``email`` any text with an ``@``, ``ipv4``/``ipv6`` by :mod:`ipaddress` (ASCII
 #: digits, no IPv6 zone), ``uuid`` by :class:`uuid.UUID` with dashes at code points 8, 13, 18 and 23 (``UUID``
 #: also strips braces, ``urn:``/``uuid:`` and underscores), ``hostname`` by ``fqdn`` (case-insensitive in
 #: Unicode mode: a Kelvin sign reads as ``k``, so any non-ASCII character is kept), ``uri`` by

@@ -84,8 +84,9 @@ def _lengths(ctx: SchemaContext, schema: dict[str, Any], path: list[str]) -> tup
 
 
 def string_node(ctx: SchemaContext, schema: dict[str, Any], path: list[str]) -> Node | None:
-    """The node of a string schema (see the module docstring); None when the lengths admit no string.
-    Raises SchemaError for a malformed length."""
+    """The node of a string schema (see the module docstring); compiled loosely, a ``format`` is a superset of
+    its values (:data:`~..automata.formats.LOOSE_FORMATS`; any string where the schema's draft does not check
+    it). None when the lengths admit no string. Raises SchemaError for a malformed length."""
     lo, hi = _lengths(ctx, schema, path)
     if hi is not None and hi < lo:
         return None
