@@ -123,7 +123,7 @@ PUBLIC_CALLS = [
     ("greet", _call("fn_greet", name="Alice")),
     ("regex-escapes", '{"name": "fn_substitute_string_with_regex", "parameters": {"source_string": '
                       '"Say \\"hi\\"\\n\\ttwice\\\\", "regex": "\\\\d+(\\\\.\\\\d+)?", "replacement": '
-                      '"N\\u00e9 \\/ caf\u00e9"}}'),
+                      '"N\\u0001 / caf\u00e9"}}'),  # strings as json.dumps writes them: a control escaped
     ("sqrt-exponent", '{"name": "fn_get_square_root", "parameters": {"a": -12.5e-3}}'),
     ("reverse-unicode", _call("fn_reverse_string", s="日本語 😀 naïve")),
 ]
