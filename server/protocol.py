@@ -242,8 +242,9 @@ def _tool_calls(calls: Any, where: str) -> list[dict[str, Any]]:
             raise bad_request(f"{at}.function.arguments must be a JSON string", "messages")
         try:
             parsed = json.loads(arguments or "{}")
-        except json.JSONDecodeError as exc:
-            raise bad_request(f"{at}.function.arguments is not valid JSON: {exc.msg}", "messages") from None
+        except ValueError as exc:  # JSONDecodeError, or an integer past Python's 4,300-digit limit
+            raise bad_request(f"{at}.function.arguments is not valid JSON: {getattr(exc, 'msg', exc)}",
+                              "messages") from None
         if not isinstance(parsed, dict):
             raise bad_request(f"{at}.function.arguments must encode a JSON object", "messages")
         call_id = call.get("id")

@@ -265,8 +265,9 @@ def parse_input(items: Any) -> list[dict[str, Any]]:
             arguments = _string(item, "arguments", where)
             try:
                 parsed = json.loads(arguments or "{}")
-            except json.JSONDecodeError as exc:
-                raise bad_request(f"{where}.arguments is not valid JSON: {exc.msg}", "input") from None
+            except ValueError as exc:  # JSONDecodeError, or an integer past Python's 4,300-digit limit
+                raise bad_request(f"{where}.arguments is not valid JSON: {getattr(exc, 'msg', exc)}",
+                                  "input") from None
             if not isinstance(parsed, dict):
                 raise bad_request(f"{where}.arguments must encode a JSON object", "input")
             call = {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments or "{}"}}

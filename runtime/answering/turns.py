@@ -1044,7 +1044,7 @@ def answered_calls(messages: list[dict]) -> list[tuple[str, Any]]:
                 elif isinstance(arguments, str):
                     try:
                         arguments = json.loads(arguments)
-                    except json.JSONDecodeError:
+                    except ValueError:  # not JSON (or an integer past the 4,300-digit limit): kept as text
                         pass
                 out.append((fn.get("name"), arguments))
     return out
@@ -1098,7 +1098,7 @@ def json_problem(text: str, schema: dict | None) -> str | None:
 
     try:
         value = json.loads(text, object_pairs_hook=pairs)
-    except json.JSONDecodeError as exc:
+    except ValueError as exc:  # JSONDecodeError, or an integer past Python's 4,300-digit limit
         return f"not JSON ({exc})"
     if repeated:
         return f"the key {repeated[0]!r} is given twice in one object"

@@ -47,10 +47,12 @@ def type_numbers(value: Any, schema: Any) -> Any:
 
 
 def to_call(text: str, functions: dict[str, Function], parameters_key: str = "parameters") -> dict[str, Any]:
-    """Parse ``text`` into ``{"name", "parameters"}``; raises InvalidCall when it does not parse or validate."""
+    """Parse ``text`` into ``{"name", "parameters"}``; raises InvalidCall when it does not parse (an integer past
+    Python's 4,300-digit limit included) or validate, or jsonschema cannot check it (its float division of a
+    huge integer overflows)."""
     try:
         obj = json.loads(text)
-    except json.JSONDecodeError as exc:
+    except ValueError as exc:  # JSONDecodeError, or an integer past Python's 4,300-digit limit
         raise InvalidCall(f"output is not JSON ({exc}): {text[:200]!r}") from None
     name = obj.get("name") if isinstance(obj, dict) else None
     if name not in functions:
@@ -63,6 +65,8 @@ def to_call(text: str, functions: dict[str, Function], parameters_key: str = "pa
         raise InvalidCall(f"{name}'s schema is not valid JSON Schema: {exc.message}") from None
     except (UnknownProperty, UncheckablePattern) as exc:
         raise InvalidCall(f"{name}'s schema cannot be checked: {exc}") from None
+    except OverflowError as exc:  # jsonschema divides an integer of hundreds of digits by a float multipleOf
+        raise InvalidCall(f"arguments cannot be checked against {name}'s schema: {exc}") from None
     if error is not None:
         raise InvalidCall(f"arguments do not match {name}'s schema: {error}")
     return {"name": name, "parameters": type_numbers(params, fn.parameters)}

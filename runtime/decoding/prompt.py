@@ -288,7 +288,7 @@ def _arguments(value: Any) -> Any:
     if isinstance(value, str):
         try:
             return json.loads(value)
-        except json.JSONDecodeError:
+        except ValueError:  # not JSON (or an integer past Python's 4,300-digit limit): kept as text
             return value
     return {} if value is None else value
 

@@ -115,7 +115,7 @@ def valid(parameters: dict[str, Any], fn: Function) -> bool:
             if not validator(python_schema(fn.parameters)).is_valid(parameters):
                 return False
         except (jsonschema.SchemaError, jsonschema.exceptions.UnknownType, jsonschema.exceptions.FormatError,
-                UnknownProperty, UncheckablePattern):
+                UnknownProperty, UncheckablePattern, OverflowError):
             return False
     return True
 

@@ -34,6 +34,21 @@ def test_dates_are_checked_with_leap_years():
         to_call(call("meet", day="2023-02-29"), FNS)
 
 
+def test_a_check_jsonschema_cannot_make_is_an_error_entry_not_a_crash():
+    """A 401-digit integer against a float ``multipleOf``: jsonschema's division overflows (it raised
+    OverflowError through the run); an integer past Python's 4,300-digit limit: json.loads raises a ValueError
+    that is no JSONDecodeError. Both found by a break test of ``not: {multipleOf: 1.5}``, whose grammar writes any
+    integer."""
+    fns = {f.name: f for f in parse_catalog([{"name": "f", "parameters": {"type": "object", "properties": {
+        "n": {"type": "number", "not": {"multipleOf": 1.5, "minimum": 1, "exclusiveMaximum": 100}}}}}], "t")}
+    with pytest.raises(InvalidCall) as exc:
+        to_call('{"name": "f", "parameters": {"n": 1' + "0" * 400 + "}}", fns)
+    assert str(exc.value) == "arguments cannot be checked against f's schema: int too large to convert to float"
+    with pytest.raises(InvalidCall, match=r"^output is not JSON \(Exceeds the limit \(4300 digits\)"):
+        to_call('{"name": "f", "parameters": {"n": 1' + "0" * 5000 + "}}", fns)
+    assert to_call('{"name": "f", "parameters": {"n": 2}}', fns) == {"name": "f", "parameters": {"n": 2.0}}
+
+
 def test_schema_error_messages():
     assert schema_error({"ip": "1.2.3.4"}, FNS["ping"].parameters) is None
     assert schema_error({}, FNS["ping"].parameters) == "'ip' is a required property"

@@ -483,6 +483,21 @@ def test_hanging_up_leaves_no_task_and_logs_no_error(server, caplog):
     server.good()
 
 
+def test_tool_call_arguments_with_an_integer_past_pythons_digit_limit_are_a_400(server):
+    """json.loads raises a ValueError that is no JSONDecodeError for an integer of more than 4,300 digits: a
+    previous turn's tool call carrying one was a 500."""
+    arguments = '{"a": 1' + "0" * 5000 + ', "b": 2}'
+    body = {"model": MODEL, "messages": [
+        {"role": "user", "content": "add"},
+        {"role": "assistant", "tool_calls": [{"id": "call_1", "type": "function",
+                                              "function": {"name": "add", "arguments": arguments}}]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "3"}]}
+    error = error_of(server.post(json.dumps(body)), 400)
+    assert error["message"] == ("messages[1].tool_calls[0].function.arguments is not valid JSON: Exceeds the limit "
+                                "(4300 digits) for integer string conversion: value has 5001 digits; use "
+                                "sys.set_int_max_str_digits() to increase the limit")
+
+
 def test_what_a_second_hostile_pass_found(server):
     """Issue 30, tried again as a hostile client: numbers JSON does not have (NaN, Infinity, 1e400, which
     Python's reader takes: a ``const`` of 1e400 came back as ``Infinity``), and a lone surrogate in a tool's

@@ -289,6 +289,10 @@ BAD_REQUESTS = [
      "input[1].arguments is not valid JSON: Expecting property name enclosed in double quotes"),
     ({"model": MODEL, "input": USER + [{**CALL, "arguments": "[1]"}]}, 400, "input",
      "input[1].arguments must encode a JSON object"),
+    # an integer past Python's 4,300-digit limit: json.loads raises a ValueError that is no JSONDecodeError (a 500)
+    ({"model": MODEL, "input": USER + [{**CALL, "arguments": '{"n": 1' + "0" * 5000 + "}"}]}, 400, "input",
+     "input[1].arguments is not valid JSON: Exceeds the limit (4300 digits) for integer string conversion: value "
+     "has 5001 digits; use sys.set_int_max_str_digits() to increase the limit"),
     ({"model": MODEL, "input": USER + [{**CALL, "name": None}]}, 400, "input",
      "input[1].name must be a string, got null"),
     ({"model": MODEL, "input": USER + [{"type": "function_call_output", "call_id": "call_9", "output": "x"}]}, 400,
