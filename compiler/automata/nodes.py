@@ -276,6 +276,13 @@ class Alt(Node):
         return list(self.parts)
 
 
+def alt(parts: list[Node]) -> Node | None:
+    """None for no parts, the part itself for one, else their :class:`Alt`."""
+    if not parts:
+        return None
+    return parts[0] if len(parts) == 1 else Alt(parts)
+
+
 @dataclass(eq=False)
 class ObjectNode(Node):
     """An object whose members ``(key text, value node, required)`` appear in order, optional ones may be
@@ -564,6 +571,11 @@ class Automaton(Node):
 
     def build(self, timings: dict[str, float] | None = None) -> ByteDFA:
         return self.make()
+
+
+#: How many ``required`` members a loose object tracks (a :class:`MembersNode`'s states grow like two to this
+#: power); the rest are not required there, which only widens the loose language.
+LOOSE_REQUIRED = 4
 
 
 @dataclass(eq=False)

@@ -51,15 +51,15 @@ from ..automata.lexical import NUMBER, STRING
 from ..automata.dfa import EmptyLanguage
 from ..limits import active
 from ..automata.loose import LOOSE_DEPTH, CoarseValue
-from ..automata.nodes import Alt, AnyValue, ArrayNode, Both, Leaf, Literals, MapNode, MembersNode, Minus, Node, ObjectNode, OneOf
+from ..automata.nodes import (
+    LOOSE_REQUIRED, Alt, AnyValue, ArrayNode, Both, Leaf, Literals, MapNode, MembersNode, Minus, Node, ObjectNode, OneOf,
+    alt,
+)
 from .objects import compile_object, pointer_token
 from .references import expand, merge
 
 __all__ = ["Note", "SchemaCompiler"]
 
-#: How many ``required`` names a loose object tracks (its states grow like two to this power); the rest are
-#: not required there, which only widens the loose language.
-LOOSE_REQUIRED = 4
 #: Array keywords dropped when compiling loosely, where a loose language (which must contain every valid value)
 #: would come out narrower: ``unevaluatedItems`` is enforced narrower than its meaning where other applicators
 #: evaluate items; a loose ``contains`` matches more items than the exact one, so ``maxContains`` would count
@@ -191,7 +191,7 @@ class SchemaCompiler(SchemaContext):
             return scalars.enum(self, schema, path)
         types = self.types(schema, path)
         parts = [self.typed(t, schema, path, refs, at) for t in types]
-        return _alt([p for p in parts if p is not None])
+        return alt([p for p in parts if p is not None])
 
     def logic(self, schema: dict[str, Any], path: list[str], refs: tuple[str, ...], at: str) -> Node | None:
         """The node of a schema with ``oneOf``, ``not`` or ``if``/``then``/``else``, by the closure of regular
@@ -237,10 +237,7 @@ class SchemaCompiler(SchemaContext):
         ``then`` and ``else``: within (the ``then`` side, or the ``else`` side less the condition's); with one
         of them, no restriction. None when nothing is left."""
         if "oneOf" in schema:
-            subs = schema["oneOf"]
-            raws = schema.get(ONEOF_LOOSE, subs)
-            if not isinstance(subs, list) or not subs or not isinstance(raws, list) or len(raws) != len(subs):
-                raise self.error(path, "'oneOf' must be a non-empty list")
+            subs, raws = self._one_of_lists(schema, path)
             exact = [self._subset(self.conjoin(base, sub, path, f"{at}/oneOf/{i}"), path, refs, f"{at}/oneOf/{i}")
                      for i, sub in enumerate(subs)]
             parts = []
@@ -249,10 +246,10 @@ class SchemaCompiler(SchemaContext):
                 part = None if both is None else self.value(both, path, refs, f"{at}/oneOf/{i}")
                 others = [e for j, e in enumerate(exact) if j != i and e is not None]
                 if part is not None and others:
-                    part = self.settle(Minus(part, _alt(others)))
+                    part = self.settle(Minus(part, alt(others)))
                 if part is not None:
                     parts.append(part)
-            node = _alt(parts)
+            node = alt(parts)
         else:
             node = self.value(base, path, refs, at)
         if node is not None and "not" in schema:
@@ -264,7 +261,7 @@ class SchemaCompiler(SchemaContext):
             condition = self._subset(schema["if"], path, refs, f"{at}/if")
             if other is not None and condition is not None:
                 other = self.settle(Minus(other, condition))
-            sides = _alt([p for p in (then, other) if p is not None])
+            sides = alt([p for p in (then, other) if p is not None])
             node = None if sides is None else self.settle(Both([node, sides]))
         return node
 
@@ -289,12 +286,7 @@ class SchemaCompiler(SchemaContext):
         """The ``oneOf`` of :meth:`logic`: each branch merged with ``base`` (the other keywords), minus the other
         branches compiled loosely; None when no branch admits a value. Raises SchemaError for a malformed
         ``oneOf`` or :data:`~.keywords.ONEOF_LOOSE`."""
-        subs = schema["oneOf"]
-        if not isinstance(subs, list) or not subs:
-            raise self.error(path, "'oneOf' must be a non-empty list")
-        raws = schema.get(ONEOF_LOOSE, subs)  # what each branch is exclusive of (keywords.ONEOF_LOOSE)
-        if not isinstance(raws, list) or len(raws) != len(subs):
-            raise self.error(path, f"'{ONEOF_LOOSE}' must list one schema per 'oneOf' branch")
+        subs, raws = self._one_of_lists(schema, path)
         strict, loose = [], []
         for i, sub in enumerate(subs):
             sub_at, sub_refs = f"{at}/oneOf/{i}", refs
@@ -309,6 +301,17 @@ class SchemaCompiler(SchemaContext):
         if all(p is None for p in strict):
             return None
         return self.settle(OneOf(strict, loose)) if len(subs) > 1 else strict[0]
+
+    def _one_of_lists(self, schema: dict[str, Any], path: list[str]) -> tuple[list, list]:
+        """(the ``oneOf`` branches, what each is exclusive of: :data:`~.keywords.ONEOF_LOOSE` where given, else the
+        branches). Raises SchemaError for a malformed ``oneOf`` or :data:`~.keywords.ONEOF_LOOSE`."""
+        subs = schema["oneOf"]
+        if not isinstance(subs, list) or not subs:
+            raise self.error(path, "'oneOf' must be a non-empty list")
+        raws = schema.get(ONEOF_LOOSE, subs)
+        if not isinstance(raws, list) or len(raws) != len(subs):
+            raise self.error(path, f"'{ONEOF_LOOSE}' must list one schema per 'oneOf' branch")
+        return subs, raws
 
     def _conditional(self, schema: dict[str, Any], base: dict[str, Any], node: Node, annotated: bool,
                      path: list[str], refs: tuple[str, ...], at: str) -> Node | None:
@@ -331,7 +334,7 @@ class SchemaCompiler(SchemaContext):
                 self._outside(schema, branch, path, refs, at)
             if part is not None:
                 parts.append(part)
-        return _alt(parts)
+        return alt(parts)
 
     def _branch_schema(self, schema: dict[str, Any], base: dict[str, Any], key: str, within: bool, names: Any,
                        annotated: bool, path: list[str], at: str) -> dict[str, Any] | bool | None:
@@ -431,7 +434,7 @@ class SchemaCompiler(SchemaContext):
                     nxt.append((merge(self, opt, sub, path, sub_at) if opt else sub, sub_refs, sub_at))
             options = nxt
         parts = [self.value(opt, path, opt_refs, opt_at) for opt, opt_refs, opt_at in options]
-        return _alt([p for p in parts if p is not None])
+        return alt([p for p in parts if p is not None])
 
     def types(self, schema: dict[str, Any], path: list[str]) -> list[str]:
         """The JSON types ``schema`` allows ("any" for an unconstrained value); raises SchemaError for a
@@ -574,8 +577,3 @@ def _names(schema: Any) -> dict[str, Any]:
     return {"properties": names} if names else {}
 
 
-def _alt(parts: list[Node]) -> Node | None:
-    """None for no parts, the part itself for one, else their :class:`~..automata.nodes.Alt`."""
-    if not parts:
-        return None
-    return parts[0] if len(parts) == 1 else Alt(parts)

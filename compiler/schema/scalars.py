@@ -18,7 +18,7 @@ from .diagnostics import SchemaContext
 from .keywords import ANNOTATIONS, is_number
 from ..limits import CompileLimitError
 from ..automata.lexical import LOOSE_INTEGRAL, WIDE_EXPONENT, canonical
-from ..automata.nodes import Alt, ArrayNode, Leaf, Literals, MembersNode, Node
+from ..automata.nodes import LOOSE_REQUIRED, ArrayNode, Leaf, Literals, MembersNode, Node, alt
 from .numbers import MAX_REMAINDERS, NONE, ONE_DIGIT, NumberNode, NumberSpec, _ranges, _step_of, number_dfa, plan
 from .strings import string_node
 
@@ -48,7 +48,7 @@ def enum(ctx: SchemaContext, schema: dict[str, Any], path: list[str]) -> Node | 
     if not values:
         return None
     if ctx.loose:
-        return _alt([loose_value(v) for v in values])
+        return alt([loose_value(v) for v in values])
     texts = []
     for v in values:
         texts.append(canonical(v))
@@ -61,9 +61,6 @@ def enum(ctx: SchemaContext, schema: dict[str, Any], path: list[str]) -> Node | 
     return Literals(list(dict.fromkeys(texts)))
 
 
-#: How many members of an object value a loose one requires (as a loose object's ``required``: the states of
-#: a members automaton grow like two to this power; leaving the rest optional only widens the language).
-LOOSE_MEMBERS = 4
 #: Significant digits of the decimal bounds of a loose number (:func:`_reads_as`).
 _LOOSE_DIGITS = 20
 
@@ -84,28 +81,35 @@ def _reads_as(d: float) -> tuple[Decimal, Decimal]:
     return below, above
 
 
+def _loose_floats(lo: float, hi: float) -> list[Node]:
+    """The loose nodes of the point and exponent texts whose double lies in [``lo``, ``hi``]: the point and
+    one-digit exponent forms within the decimals that read as a double there (:func:`_reads_as`), and every
+    text in the other exponent forms (:data:`~..automata.lexical.WIDE_EXPONENT`, of any value: exactly they
+    cost about 1,500 states a value, and only unbounded numbers are written so)."""
+    below, above = _reads_as(lo)[0], _reads_as(hi)[1]
+    return [NumberNode(NumberSpec(None, (below, above), ONE_DIGIT, None)), Leaf(WIDE_EXPONENT)]
+
+
 def loose_value(value: Any) -> Node:
     """A loose node of one ``const``/``enum`` value: every text the grammar may write whose value jsonschema
     finds equal to it, and more. A string has one text (canonical, :mod:`..automata.lexical`); a number is
     equal to every number json.loads reads as the same value (``1``, ``1.0``, ``1e0``,
     ``0.99999999999999999999`` for 1; an int exactly, a float by the decimals that read as its double) in
     the integer, point and one-digit exponent forms, and a float stands for every number in the other
-    exponent forms (:data:`~..automata.lexical.WIDE_EXPONENT`: ``10e-1``, ``0.1e1``, of any value: exactly
-    they cost about 1,500 states a value, and only unbounded numbers are written so); an object's members come
-    in any order (the first :data:`LOOSE_MEMBERS` required, the others optional), each value loose in turn, as
+    exponent forms (:func:`_loose_floats`: ``10e-1``, ``0.1e1``, of any value); an object's members come
+    in any order (the first :data:`LOOSE_REQUIRED` required, the others optional), each value loose in turn, as
     an array's items are."""
     if value is None or isinstance(value, (bool, str)):
         return Literals([canonical(value)])
     if isinstance(value, (int, float)) and (isinstance(value, int) or math.isfinite(value)):
-        integral = isinstance(value, int) or (math.isfinite(value) and value.is_integer())
-        ints = (int(value), int(value)) if integral else None
+        parts: list[Node] = []
+        if isinstance(value, int) or value.is_integer():
+            parts.append(NumberNode(NumberSpec((int(value), int(value)), None, NONE, None)))
         try:
             exact = float(value) == value  # a float always; an int within a double's precision
         except OverflowError:
             exact = False
-        floats = _reads_as(float(value)) if exact else None
-        node = NumberNode(NumberSpec(ints, floats, ONE_DIGIT if floats else NONE, None))
-        return Alt([node, Leaf(WIDE_EXPONENT)]) if floats else node
+        return alt(parts + (_loose_floats(float(value), float(value)) if exact else []))
     if isinstance(value, list):
         if not value:
             return Literals(["[]"])
@@ -115,12 +119,10 @@ def loose_value(value: Any) -> Node:
         if not value:
             return Literals(["{}"])
         pairs = [(Literals([canonical(k)]), loose_value(v)) for k, v in value.items()]
-        return MembersNode(pairs, [i < LOOSE_MEMBERS for i in range(len(pairs))])
+        return MembersNode(pairs, [i < LOOSE_REQUIRED for i in range(len(pairs))])
     return Literals([canonical(value)])
 
 
-def _alt(parts: list[Node]) -> Node:
-    return parts[0] if len(parts) == 1 else Alt(parts)
 
 
 def string(ctx: SchemaContext, schema: dict[str, Any], path: list[str]) -> Node | None:
@@ -230,9 +232,8 @@ def _loose_numeric(ctx: SchemaContext, lo: Any, lo_x: bool, hi: Any, hi_x: bool,
     if integer or (integral_step and spec.floats is not None):
         parts.append(Leaf(LOOSE_INTEGRAL))  # a multiple of an integer is integral
     elif spec.floats is not None:
-        below, above = _reads_as(float(spec.floats[0]))[0], _reads_as(float(spec.floats[1]))[1]
-        parts += [NumberNode(NumberSpec(None, (below, above), ONE_DIGIT, None)), Leaf(WIDE_EXPONENT)]
-    return _alt(parts) if parts else None
+        parts += _loose_floats(float(spec.floats[0]), float(spec.floats[1]))
+    return alt(parts)
 
 
 def integer(ctx: SchemaContext, schema: dict[str, Any], path: list[str]) -> Node | None:
