@@ -340,18 +340,23 @@ def _unions_of_others(parts: list[ByteDFA | None]) -> list[ByteDFA | None]:
 
 
 def union_all(parts: list[ByteDFA]) -> ByteDFA:
-    """The union of several DFAs, minimized along the way to keep the pairs few. Parts that accept nothing
-    are left out (an impossible ``anyOf`` branch); when every part is empty, so is the result (not
-    minimized: minimizing an empty language raises SchemaError)."""
+    """The union of several DFAs, minimized along the way to keep the pairs few: parts joined two by two, then
+    the unions two by two (a balanced tree: each part's states are paired about log2(parts) times, where
+    joining them one after another paired the growing union once per part; JSONSchemaStore's statamic
+    blueprint: products 0.73 -> 0.41 s, minimizations 1.09 -> 0.51 s). The minimal automaton of a language
+    is one, so the result is the same either way. Parts that accept nothing are left out (an impossible
+    ``anyOf`` branch); when every part is empty, so is the result (not minimized: minimizing an empty
+    language raises SchemaError)."""
     live = [p for p in parts if not is_empty(p)]
     if not live:
         return parts[0]
     if len(live) > 1 and _disjoint_starts(live):
         return D.minimize(_dispatch(live))
-    out = D.minimize(live[0])
-    for p in live[1:]:
-        out = D.minimize(union(out, D.minimize(p)))
-    return out
+    level = [D.minimize(p) for p in live]
+    while len(level) > 1:
+        level = [D.minimize(union(level[k], level[k + 1])) if k + 1 < len(level) else level[k]
+                 for k in range(0, len(level), 2)]
+    return level[0]
 
 
 def _disjoint_starts(parts: list[ByteDFA]) -> bool:

@@ -13,6 +13,8 @@
  *   transitions (here over byte classes) and n states; no sink state is added, so a missing transition costs
  *   nothing. Written here from the papers' description.
  * - cm_product: the product of two automata, numbered as compose.py's product numbers it.
+ * - cm_tuples: the product of k automata with each state's tuple of part states (object_automaton.py's
+ *   tagged_product, numbered as it numbers them).
  * - cm_match, cm_group_walk, cm_descend, cm_sort_triples: index/walk.py's pairing of a state group, its shared
  *   walk of the token trie, the level-wise walk from many starts (with its cap) and the sort of its triples.
  *
@@ -497,6 +499,118 @@ int64_t cm_product(int64_t na, const int32_t *ta, const uint8_t *acc_a, int64_t 
 fail:
     free(pa); free(pb); free(fresh); free(trans); free(h.keys); free(h.vals);
     if (result < 0) { free(out->accepting); out->accepting = NULL; }
+    return result;
+}
+
+/* ------------------------------------------------------------------------------------------------------ */
+/* The product of k tagged automata over their reachable tuples (object_automaton.py's tagged_product). */
+
+/* What cm_tuples built; freed by cm_free_tuples once copied out. */
+typedef struct {
+    int32_t *trans;   /* (count, 256) */
+    int32_t *tuples;  /* (count, k): each state's part states, -1 for a dead part */
+    int64_t count;
+} tuples_out;
+
+void cm_free_tuples(tuples_out *out) {
+    free(out->trans); free(out->tuples);
+    out->trans = NULL; out->tuples = NULL; out->count = 0;
+}
+
+/* The key of the tuple the parts of `tup` reach on byte x, (t_0 + 1) * radix[0] + ... + (t_{k-1} + 1), or -1
+ * when it is not built (need_first: its first part dead; else: every part dead). */
+static inline int64_t tuple_target(int k, const int32_t *const *tables, const int32_t *tup, int x,
+                                   const int64_t *radix, int need_first) {
+    int64_t key = 0;
+    int live = 0;
+    for (int j = 0; j < k; j++) {
+        int64_t t = tup[j] >= 0 ? tables[j][(int64_t)tup[j] * 256 + x] : -1;
+        if (t >= 0) live = need_first ? (live || j == 0) : 1;
+        key += (t + 1) * radix[j];
+    }
+    return live ? key : -1;
+}
+
+/*
+ * cm_tuples: the product of k automata (part j: ns[j] states, tables[j] int32 (ns[j], 256)) over the tuples of
+ * states reachable from `starts`, a dead part written -1, every byte alike (counter markers included). A tuple
+ * is built when its first part is live (need_first) or any part is. Tuples are numbered as tagged_product
+ * numbers them: level by level from the start tuple, each level's new tuples in ascending key order, the key
+ * (t_0 + 1) * radix[0] + ... with radix[j] the product of (ns[i] + 1) for i > j (the caller makes sure the
+ * product of all fits in 62 bits): lexicographic order of the tuples, -1 first. Writes malloc'd tables to `out`
+ * (cm_free_tuples frees them). Returns the number of tuples, -3 once more than `max_count` would be built
+ * (nothing written), -4 for a start outside its automaton or k outside 1..16, -1 when memory runs out.
+ */
+int64_t cm_tuples(int k, const int64_t *ns, const int32_t *const *tables, const int64_t *starts, int need_first,
+                  int64_t max_count, tuples_out *out) {
+    int64_t radix[16], room = 1024, count = 1, result = -1;
+    int32_t *tup = NULL, *trans = NULL;
+    int64_t *fresh = NULL, fresh_room = 0;
+    pair_table h;
+    memset(&h, 0, sizeof h);
+    out->trans = NULL; out->tuples = NULL; out->count = 0;
+    if (k < 1 || k > 16) return -4;
+    for (int j = 0; j < k; j++)
+        if (starts[j] < 0 || starts[j] >= ns[j]) return -4;
+    if (max_count < 1) return -3;
+    radix[k - 1] = 1;
+    for (int j = k - 2; j >= 0; j--) radix[j] = radix[j + 1] * (ns[j + 1] + 1);
+    tup = malloc((size_t)room * k * sizeof(int32_t));
+    trans = malloc((size_t)room * 256 * sizeof(int32_t));
+    if (!tup || !trans || table_init(&h, 4096)) goto fail;
+    int64_t key0 = 0;
+    for (int j = 0; j < k; j++) { tup[j] = (int32_t)starts[j]; key0 += (starts[j] + 1) * radix[j]; }
+    {
+        int64_t s = table_slot(&h, key0);
+        h.keys[s] = key0; h.vals[s] = 0; h.used = 1;
+    }
+    int64_t lo = 0, hi = 1;
+    while (lo < hi) {
+        int64_t nfresh = 0;
+        for (int64_t p = lo; p < hi; p++)
+            for (int x = 0; x < 256; x++) {
+                int64_t key = tuple_target(k, tables, tup + p * k, x, radix, need_first);
+                if (key < 0) continue;
+                int64_t s = table_slot(&h, key);
+                if (h.keys[s] != -1) continue;
+                if (count + nfresh + 1 > max_count) { result = -3; goto fail; }
+                if ((h.used + 1) * 2 > h.cap) {
+                    if (table_grow(&h)) goto fail;
+                    s = table_slot(&h, key);
+                }
+                h.keys[s] = key; h.vals[s] = -2; h.used++;
+                if (nfresh == fresh_room) {
+                    fresh_room = fresh_room ? 2 * fresh_room : 1024;
+                    RESIZE(fresh, fresh_room, goto fail);
+                }
+                fresh[nfresh++] = key;
+            }
+        qsort(fresh, (size_t)nfresh, sizeof(int64_t), cmp_i64);
+        if (count + nfresh > room) {
+            while (count + nfresh > room) room *= 2;
+            RESIZE(tup, room * k, goto fail);
+            RESIZE(trans, room * 256, goto fail);
+        }
+        for (int64_t i = 0; i < nfresh; i++) {
+            int64_t key = fresh[i];
+            h.vals[table_slot(&h, key)] = (int32_t)(count + i);
+            for (int j = 0; j < k; j++) tup[(count + i) * k + j] = (int32_t)((key / radix[j]) % (ns[j] + 1) - 1);
+        }
+        for (int64_t p = lo; p < hi; p++) {
+            int32_t *row = trans + p * 256;
+            for (int x = 0; x < 256; x++) {
+                int64_t key = tuple_target(k, tables, tup + p * k, x, radix, need_first);
+                row[x] = key < 0 ? -1 : h.vals[table_slot(&h, key)];
+            }
+        }
+        count += nfresh;
+        lo = hi; hi = count;
+    }
+    out->trans = trans; out->tuples = tup; out->count = count;
+    trans = NULL; tup = NULL;
+    result = count;
+fail:
+    free(tup); free(trans); free(fresh); free(h.keys); free(h.vals);
     return result;
 }
 

@@ -53,6 +53,11 @@ MAX_PAIRS = 65536
 MODES = {"or": 0, "and": 1, "minus": 2, "xor": 3}
 
 
+class _Tuples(ctypes.Structure):
+    _fields_ = [("trans", ctypes.POINTER(ctypes.c_int32)), ("tuples", ctypes.POINTER(ctypes.c_int32)),
+                ("count", ctypes.c_int64)]
+
+
 class _Match(ctypes.Structure):
     _fields_ = [("cols", ctypes.POINTER(ctypes.c_int64)), ("phi", ctypes.POINTER(ctypes.c_int64)),
                 ("core", ctypes.POINTER(ctypes.c_uint8)), ("ncols", ctypes.c_int64)]
@@ -84,6 +89,8 @@ _SIGNATURES = {
     "cm_minimize": (_I64, [_I64, _PTR, _PTR, _I64, _PTR, _PTR]),
     "cm_product": (_I64, [_I64, _PTR, _PTR, _I64] * 2 + [ctypes.c_int, _I64, ctypes.POINTER(_Product)]),
     "cm_free_product": (None, [ctypes.POINTER(_Product)]),
+    "cm_tuples": (_I64, [ctypes.c_int, _PTR, _PTR, _PTR, ctypes.c_int, _I64, ctypes.POINTER(_Tuples)]),
+    "cm_free_tuples": (None, [ctypes.POINTER(_Tuples)]),
     "cm_match": (_I64, [_I64, _I64, _PTR, _PTR, _I64, _I64, _PTR, _I64, _PTR, ctypes.POINTER(_Match)]),
     "cm_free_match": (None, [ctypes.POINTER(_Match)]),
     "cm_group_walk": (_I64, [_PTR, _I64] + [_PTR] * 5 + [_I64, _I64, _PTR, _PTR, ctypes.POINTER(_GroupWalk)]),
@@ -186,6 +193,43 @@ def product(a: tuple[np.ndarray, np.ndarray, int], b: tuple[np.ndarray, np.ndarr
     finally:
         lib.cm_free_product(ctypes.byref(out))
     return trans, accepting
+
+
+def tuples(parts: list[tuple[np.ndarray, int]], need_first: bool) -> tuple[np.ndarray, np.ndarray] | None:
+    """The product of automata ``parts`` (each ``(transitions int (states, 256), start)``, every byte alike,
+    counter markers included) over their reachable tuples of states, as
+    :func:`.object_automaton.tagged_product` builds it: ``(transitions int32 (tuples, 256), tuples int32
+    (tuples, len(parts)))``, each state's part states (-1: dead), numbered alike. A tuple is built when its
+    first part is live (``need_first``) or any part is. Returns None where the library is unavailable, for
+    more than 16 parts, when the tuples' keys would pass 62 bits, or past :data:`MAX_PAIRS` tuples. Raises
+    MemoryError when C's allocations fail, ValueError for a start outside its automaton."""
+    lib = library()
+    if lib is None or not 1 <= len(parts) <= 16:
+        return None
+    width = 1
+    for t, _ in parts:
+        width *= len(t) + 1
+    if width >= 1 << 62:
+        return None
+    tables = [np.ascontiguousarray(t, dtype=np.int32) for t, _ in parts]
+    ns = np.array([len(t) for t in tables], dtype=np.int64)
+    starts = np.array([s for _, s in parts], dtype=np.int64)
+    pointers = (ctypes.c_void_p * len(tables))(*[t.ctypes.data for t in tables])
+    out = _Tuples()
+    n = lib.cm_tuples(len(tables), ns.ctypes.data, ctypes.cast(pointers, ctypes.c_void_p), starts.ctypes.data,
+                      int(need_first), MAX_PAIRS, ctypes.byref(out))
+    if n == -3:
+        return None
+    if n == -1:
+        raise MemoryError(f"tagged product in C: out of memory for {ns.tolist()} states")
+    if n < 0:
+        raise ValueError("tagged product in C: a start state outside its automaton")
+    try:
+        trans = np.ctypeslib.as_array(out.trans, shape=(n, 256)).copy()
+        tup = np.ctypeslib.as_array(out.tuples, shape=(n, len(tables))).copy()
+    finally:
+        lib.cm_free_tuples(ctypes.byref(out))
+    return trans, tup
 
 
 def match(ctrans: np.ndarray, rep: int, members: np.ndarray, kind: np.ndarray,

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ...core.errors import SchemaError
-from . import counters
+from . import counters, native
 from .compose import literals, merge_rows
 from .dfa import ByteDFA
 from ..limits import count_states
@@ -65,10 +65,34 @@ def tagged_product(parts: list[Tagged], need_first: bool = False,
     parts (two parts tagged in the same tuple: ValueError, their languages were meant to be disjoint).
     ``combine(tags)`` (a list of the parts' tags in a tuple, -1 for none or dead) gives the tuple's tag
     instead. ``need_first``: only tuples whose first part is live are built (its language bounds the
-    result). Each tuple counts one state against the compile budget. Not minimized.
+    result). Each tuple counts one state against the compile budget. Not minimized. Built in C where it can be
+    (:func:`.native.tuples`: the same tuples, numbered alike; JSONSchemaStore's compose-spec: 299 products, 0.55
+    -> 0.10 s with the tags), else in numpy.
 
     Source: the product construction (Rabin and Scott, 1959), over reachable tuples only.
     """
+    if combine is not None and any(counters.uses_markers(p.dfa.transitions) for p in parts):
+        raise counters.CounterClash("a counted repetition in a key that several patterns classify")
+    got = native.tuples([(p.dfa.transitions, p.dfa.start) for p in parts], need_first)
+    if got is not None:
+        trans, order = got
+        count_states(len(trans))
+    else:
+        trans, order = _tuples(parts, need_first)
+    parts_tags = np.stack([np.where(order[:, j] >= 0, p.tags[np.maximum(order[:, j], 0)], -1)
+                           for j, p in enumerate(parts)], axis=1)  # (tuples, parts)
+    if combine is not None:
+        tags = np.array([combine(row) for row in parts_tags.tolist()], dtype=np.int32).reshape(-1)
+    else:
+        if ((parts_tags >= 0).sum(axis=1) > 1).any():
+            raise ValueError("tagged languages overlap")
+        tags = parts_tags.max(axis=1).astype(np.int32)
+    return Tagged(ByteDFA(trans, tags >= 0, 0), tags)
+
+
+def _tuples(parts: list[Tagged], need_first: bool) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`tagged_product`'s tuples in numpy: ``(transitions int32 (tuples, 256), tuples int64 (tuples,
+    parts))``, each tuple counted against the compile budget as it is built."""
     index: dict[tuple[int, ...], int] = {}
     order: list[tuple[int, ...]] = []
 
@@ -81,8 +105,6 @@ def tagged_product(parts: list[Tagged], need_first: bool = False,
             order.append(tup)
         return s
 
-    if combine is not None and any(counters.uses_markers(p.dfa.transitions) for p in parts):
-        raise counters.CounterClash("a counted repetition in a key that several patterns classify")
     state(tuple(p.dfa.start for p in parts))
     # breadth first, one level of new tuples at a time: every transition of the level in one numpy pass, a
     # dictionary lookup only per distinct target tuple (row -1 of each table: the dead part)
@@ -101,17 +123,7 @@ def tagged_product(parts: list[Tagged], need_first: bool = False,
             row[live] = np.asarray(targets, dtype=np.int32)[inv.reshape(-1)]
         rows.append(row)
         lo, hi = hi, len(order)
-    tags = np.full(len(order), -1, dtype=np.int32)
-    for n, tup in enumerate(order):
-        got = [int(parts[j].tags[s]) if s >= 0 else -1 for j, s in enumerate(tup)]
-        if combine is not None:
-            tags[n] = combine(got)
-            continue
-        present = [t for t in got if t >= 0]
-        if len(present) > 1:
-            raise ValueError("tagged languages overlap")
-        tags[n] = present[0] if present else -1
-    return Tagged(ByteDFA(np.concatenate(rows), tags >= 0, 0), tags)
+    return np.concatenate(rows), np.asarray(order, dtype=np.int64).reshape(len(order), len(parts))
 
 
 def trim_tagged(t: Tagged) -> Tagged | None:

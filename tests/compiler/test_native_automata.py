@@ -7,7 +7,7 @@ import logging
 import numpy as np
 import pytest
 
-from callmaybe.compiler.automata import compose, native
+from callmaybe.compiler.automata import compose, native, object_automaton
 from callmaybe.compiler.automata import dfa as dfa_mod
 from callmaybe.compiler.automata.counters import MARKER_MASK
 from callmaybe.compiler.automata.dfa import ByteDFA, EmptyLanguage
@@ -116,6 +116,37 @@ def test_c_products_are_numpys_in_every_mode(lib, monkeypatch):
         same += np.array_equal(c.transitions, p.transitions) and np.array_equal(c.accepting, p.accepting)
         states += c.num_states
     assert (same, states) == (800, 68817)  # every product equal; 68,817 pairs in all
+
+
+def _tagged(rng, d: ByteDFA) -> object_automaton.Tagged:
+    tags = np.where(d.accepting, rng.integers(0, 4, size=d.num_states), -1).astype(np.int32)
+    return object_automaton.Tagged(d, tags)
+
+
+@needs_cc
+def test_c_tagged_products_are_numpys(lib, monkeypatch):
+    """2 to 4 random parts (counter markers included: tagged products read every byte alike), with and without
+    need_first, tags combined: the same transitions and tags either way; the default tagging raises alike
+    where two parts are tagged in one tuple."""
+    rng = np.random.default_rng(12)
+    same, states, overlaps = 0, 0, 0
+    for i in range(400):
+        parts = [_tagged(rng, _random_dfa(rng, markers=False)) for _ in range(int(rng.integers(2, 5)))]
+        need_first, combine = bool(i % 2), (None if i % 3 else (lambda tags: max(tags) * 7 + min(tags)))
+        got = []
+        for choice in ([lib], [None]):
+            monkeypatch.setattr(native, "_loaded", choice)
+            try:
+                t = object_automaton.tagged_product(parts, need_first=need_first, combine=combine)
+                got.append((t.dfa.transitions, t.tags))
+            except ValueError as exc:
+                got.append(str(exc))
+        if isinstance(got[0], str):
+            overlaps += got[0] == got[1] == "tagged languages overlap"
+            continue
+        same += all(np.array_equal(x, y) for x, y in zip(got[0], got[1]))
+        states += len(got[0][1])
+    assert (same + overlaps, overlaps, states) == (400, 164, 26177)  # 236 products equal, 26,177 tuples
 
 
 @needs_cc

@@ -183,6 +183,39 @@ def test_pattern_repeats_up_to_256_are_exact():
     assert [str(n) for n in notes] == ["schema 'schema': pattern (a repeat count 300 above 256)"]
 
 
+def test_escapes_are_written_once_with_their_common_beginnings():
+    """A pattern's padding and classes holding escaped characters write the escapes factored (``\\`` once,
+    ``u00`` once), not as one alternative each: the same language, built by interegular 3-20x faster."""
+    assert pattern_regex("^a") == 'a(?:[^\\x00-\\x1f"\\\\]|\\\\(?:["\\\\bfnrt]|u00(?:0[0-7be-f]|1[0-9a-f])))*'
+    assert pattern_regex('^[\\s"]$') == ('(?:[ \xa0\u1680\u2000-\u200a\u2028-\u2029\u202f\u205f\u3000\ufeff]'
+                                         '|\\\\(?:["fnrt]|u000b))')
+    dfa, notes = schema_dfa({"type": "string", "pattern": '^[\\s"]$'})
+    assert notes == [] and [t for t in ["\t", "\n", "\u000b", "\"", "\u00a0", " ", "x", "\\"]
+                            if dfa.accepts(canonical(t).encode())] == ["\t", "\n", "\u000b", "\"", "\u00a0", " "]
+
+
+def test_an_alternation_of_escaping_classes_fits_the_pattern_limit():
+    """Rules of the kind JSONSchemaStore's statamic blueprint validates (``between:\\S+,\\S+|...``): each ``\\S``
+    holds the escaped characters. Written with one alternative per escape, interegular's automaton passed the
+    ``pattern`` limit (10,000 states) already at eight rules, and the schema was refused; factored, 69 byte
+    states."""
+    names = ["sum", "avg", "min", "max", "first", "last", "count", "join"]
+    rule = "^(" + "|".join(f"{n}:\\S+,\\S+" for n in names) + ")$"
+    dfa, notes = schema_dfa({"type": "string", "pattern": rule})
+    assert notes == [] and dfa.num_states == 69
+    texts = ["sum:a,b", "join:\\,\"", "count:x\u00e9,y", "avg:a", "max:a b,c", "median:a,b", "first:a,b\n"]
+    assert [t for t in texts if dfa.accepts(canonical(t).encode())] == ["sum:a,b", "join:\\,\"", "count:x\u00e9,y"]
+
+
+def test_a_long_repeat_is_refused_by_its_characters_before_interegular_runs():
+    """``^.{1,256}$`` as a key pattern (JSONSchemaStore's vercel, where counters cannot carry it): 256 copies of
+    ``.``'s 10 characters pass 2,500, which interegular would build into more than 10,000 states in ~1.5 s."""
+    with pytest.raises(PatternError, match=r"^a repeat count 256 of a part of 10 characters \(its copies would "
+                                           r"pass 2,500 characters\)$"):
+        pattern_regex("^.{1,256}$", max_copies=2500)
+    assert pattern_regex("^.{1,250}$", max_copies=2500).endswith("{1,250}")
+
+
 def test_functions_that_share_parameters_share_the_long_count_policy(monkeypatch):
     """Two functions with the same parameters share one automaton: the second gets the note (and the regex)
     of the attempt that automaton was built by, not a first attempt of its own that builds nothing."""
