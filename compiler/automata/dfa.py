@@ -1,15 +1,16 @@
-"""Byte-level DFAs: regex -> interegular character FSM -> DFA over UTF-8 bytes, plus trimming, byte classes
-and minimization.
+"""Byte-level DFAs: regex -> character FSM -> DFA over UTF-8 bytes, plus trimming, byte classes and
+minimization.
 
-interegular (https://github.com/MegaIng/interegular) builds a DFA over *characters*; a tokenizer's tokens
-are *bytes* and may end inside a character, so each character transition is expanded into UTF-8 byte
-transitions. Code points are handled as sorted intervals: for every lead byte, the block of code points it
-starts is intersected with the state's intervals and the remainder is expanded one continuation byte at a
-time; intermediate states are memoized on (continuation bytes left, relative interval map), so all
-states that accept "any character" share the same few intermediate states (the classic UTF-8 range
-construction of RE2 / Rust's regex-syntax ``Utf8Sequences``, written here from the UTF-8 definition in
-RFC 3629: no overlong forms, no surrogates U+D800-U+DFFF, nothing above U+10FFFF; the interval helpers
-are in :mod:`.intervals`).
+interegular (https://github.com/MegaIng/interegular) parses the regex; its DFA over *characters* is built
+from that parse by :mod:`.positions` (the position automaton and the subset construction; interegular's own
+construction for the lookarounds and flags it leaves). A tokenizer's tokens are *bytes* and may end inside a
+character, so each character transition is expanded into UTF-8 byte transitions. Code points are handled as
+sorted intervals: for every lead byte, the block of code points it starts is intersected with the state's
+intervals and the remainder is expanded one continuation byte at a time; intermediate states are memoized on
+(continuation bytes left, relative interval map), so all states that accept "any character" share the same
+few intermediate states (the classic UTF-8 range construction of RE2 / Rust's regex-syntax
+``Utf8Sequences``, written here from the UTF-8 definition in RFC 3629: no overlong forms, no surrogates
+U+D800-U+DFFF, nothing above U+10FFFF; the interval helpers are in :mod:`.intervals`).
 
 Larger automata are composed from these (:mod:`.nodes`, :mod:`.compose`) rather than determinized from one
 giant regex, then trimmed (unreachable and dead states removed) and minimized with Moore's partition
@@ -34,7 +35,7 @@ from interegular.fsm import anything_else
 
 from ...core.errors import SchemaError
 from .. import limits
-from . import native
+from . import native, positions
 from .counters import CounterClash, resolve
 from .reach import bfs_order, coreachable, reachable
 from ...core.intervals import MAX_CODE_POINT, SURROGATES, complement, normalize, restrict, subtract
@@ -181,7 +182,8 @@ class _ByteBuilder:
         return ByteDFA(trans, accepting, start)
 
 
-# interegular builds every automaton (each step of a regex: concatenation, repetition, reduction) with
+# Where interegular builds a regex's automaton itself (lookarounds, flags: :mod:`.positions` builds the
+# others and counts its own states), it builds each step (concatenation, repetition, reduction) with
 # ``interegular.fsm.crawl``, which calls ``final(state)`` once per state it creates. While a regex is compiled
 # under a compile budget, that call is counted, so that a regex whose character automaton explodes (a pattern
 # such as ``^[ab]*a[ab]{20}$``: 2**20 states, which interegular would not finish) stops at the ``pattern``
@@ -228,7 +230,7 @@ def from_regex(regex: str, timings: dict[str, float] | None = None,
     byte expansion. ``raw`` (optional): characters of ``regex`` that each stand for one byte that is not
     UTF-8 (a counter marker, :mod:`.counters`); the regex must use them outside negated classes.
 
-    ``timings`` (if given) accumulates seconds under "automaton" (interegular's character DFA) and "byte
+    ``timings`` (if given) accumulates seconds under "automaton" (the character DFA) and "byte
     expansion" (the UTF-8 expansion and minimization). Raises SchemaError when interegular cannot parse the
     regex, or when its language is empty; under a compile budget (:mod:`..limits`), CompileLimitError when the
     character automaton passes the ``pattern`` limit or the byte automaton the ``states`` budget.
@@ -237,7 +239,10 @@ def from_regex(regex: str, timings: dict[str, float] | None = None,
     with _timed(timings, "automaton"):
         token = _CRAWLED.set(None if budget is None else (budget, [0]))
         try:
-            fsm = interegular.parse_pattern(regex).to_fsm()
+            parsed = interegular.parse_pattern(regex)
+            fsm = positions.character_fsm(parsed, None if budget is None else budget.pattern_states)
+            if fsm is None:  # lookarounds or flags: interegular's own construction
+                fsm = parsed.to_fsm()
         except limits.CompileLimitError:
             raise
         except Exception as exc:  # interegular raises several unrelated types

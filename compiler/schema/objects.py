@@ -394,10 +394,11 @@ class ObjectCompiler:
 
 def _key_pattern_regex(pattern: str) -> str:
     """The regex of a ``patternProperties`` key pattern. Where the compile uses counters (:mod:`..automata.counters`),
-    which cannot carry keys that several patterns classify, a long repeat whose copies would pass the
-    ``pattern`` limit (about 4 of interegular's states a character a copy) is refused at once (noted; the
-    pattern's schema then applies to every key) instead of passing it after seconds of interegular
-    (``^.{1,256}$``: 1.1-1.5 s, three times in JSONSchemaStore's vercel schema). Raises PatternError."""
+    which cannot carry keys that several patterns classify, a long repeat whose copies pass 2,500 characters
+    (a quarter of the ``pattern`` limit) is refused at once (noted; the pattern's schema then applies to every
+    key): ``^.{1,256}$`` in JSONSchemaStore's vercel schema, three times, whose key automaton of thousands of
+    states would be copied into each key dispatch of its objects (interegular, which built the patterns before
+    :mod:`..automata.positions`, took 1.1-12 s for it and then passed the limit). Raises PatternError."""
     if not counters.active():
         return pattern_regex(pattern)
     return pattern_regex(pattern, max_copies=limits.LIMITS["pattern"][0] // 4)
