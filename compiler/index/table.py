@@ -110,13 +110,17 @@ def build_rows(result: WalkResult, num_states: int, vocab_size: int) -> dict[str
     state_row = np.zeros(num_states, dtype=np.int32)
     ls, lt, _ = result.lone
     lone = result.lone_slices()
+    same = _same_as_earlier(lt, lone)
     member = result.member_index()
     by_sig: dict[tuple, int] = {}
     empty = np.zeros(0, dtype=np.int32)
     for s in range(num_states):
         where = lone.get(s)
         if where is not None:
-            state_row[s] = store.add([lt[where[0] : where[1]]], ordered=True)
+            earlier = same.get(s)
+            # an earlier state with the same tokens: its row (the store would find it again, at a key's cost)
+            state_row[s] = state_row[earlier] if earlier is not None else store.add([lt[where[0] : where[1]]],
+                                                                                     ordered=True)
             continue
         got = member.get(s)
         if got is None:
@@ -131,6 +135,39 @@ def build_rows(result: WalkResult, num_states: int, vocab_size: int) -> dict[str
             row = by_sig[sig] = store.add([g.shared_tokens(i), own])
         state_row[s] = row
     return {"state_row": state_row, **store.arrays()}
+
+
+def _same_as_earlier(tokens: np.ndarray, slices: dict[int, tuple[int, int]]) -> dict[int, int]:
+    """state -> the first state (in state order) whose slice of ``tokens`` holds the same tokens, for the
+    states of ``slices`` (state -> (start, end), in state order, together covering ``tokens`` end to end) that
+    repeat an earlier one. Slices are told apart by a 64-bit hash of their tokens and positions, and each
+    match is checked token by token (a collision only leaves a state out). One numpy pass, where a key per
+    state cost 4-5 us (JSONSchemaStore's compose-spec: 39,000 states walked alone, 0.18 s)."""
+    if not slices:
+        return {}
+    states = np.fromiter(slices, dtype=np.int64, count=len(slices))
+    starts = np.fromiter((a for a, _ in slices.values()), dtype=np.int64, count=len(slices))
+    lengths = np.fromiter((b - a for a, b in slices.values()), dtype=np.int64, count=len(slices))
+    if len(states) < 2 or int(starts[0]) != 0 or int(starts[-1] + lengths[-1]) != len(tokens) or (lengths <= 0).any() \
+            or not (starts[1:] == starts[:-1] + lengths[:-1]).all():
+        return {}
+    pos = np.arange(len(tokens), dtype=np.int64) - np.repeat(starts, lengths)  # each token's place in its slice
+    mult = np.random.default_rng(0x5EED).integers(1, 2**63, size=int(lengths.max()), dtype=np.uint64) | np.uint64(1)
+    with np.errstate(over="ignore"):
+        h = np.add.reduceat((tokens.astype(np.uint64) + np.uint64(1)) * mult[pos], starts)
+        h ^= lengths.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)
+    _, first, inverse = np.unique(h, return_index=True, return_inverse=True)
+    rep = first[inverse.reshape(-1)]  # each slice's first slice with its hash
+    cand = np.flatnonzero(rep != np.arange(len(states)))
+    if not len(cand):
+        return {}
+    owner = np.repeat(np.arange(len(states)), lengths)  # each token's slice
+    r = rep[owner]
+    wrong = (lengths[r] != lengths[owner]) | (tokens[starts[r] + np.minimum(pos, lengths[r] - 1)] != tokens)
+    bad = np.zeros(len(states), dtype=bool)
+    bad[owner[wrong]] = True
+    keep = cand[~bad[cand]]
+    return dict(zip(states[keep].tolist(), states[rep[keep]].tolist()))
 
 
 # Deduplicate (state, next state) edges with a bitmap of all pairs while it stays this small (bytes).

@@ -333,10 +333,9 @@ def _matching(ctx: SchemaContext, contains: Any, texts: list[str]) -> list[str] 
     if isinstance(contains, bool):
         return list(texts) if contains else []
     root = ctx.root if isinstance(ctx.root, dict) else {}
-    defs = {k: root[k] for k in ("$defs", "definitions") if k in root}
     try:
         cls = jsonschema.validators.validator_for(root)
-        validator = cls(python_schema({**defs, **contains}), format_checker=cls.FORMAT_CHECKER)
+        validator = cls({**ctx.python_definitions(), **python_schema(contains)}, format_checker=cls.FORMAT_CHECKER)
         return [t for t in texts if validator.is_valid(json.loads(t))]
     except Exception:  # a reference or keyword jsonschema cannot evaluate here
         return None

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...core.errors import SchemaError
+from ...core.patterns import python_schema
 from ..limits import Budget, CompileLimits
 from .uris import Resources
 
@@ -58,6 +59,19 @@ class SchemaContext:
         #: True while compiling a schema loosely: a language that contains every valid value (what is
         #: subtracted for ``not``, an ``if`` condition's else side, the other ``oneOf`` branches).
         self.loose = False
+        self._python_defs: dict[str, Any] | None = None
+
+    def python_definitions(self) -> dict[str, Any]:
+        """The root's ``$defs`` and ``definitions`` with their patterns in Python's dialect
+        (:func:`~callmaybe.core.patterns.python_schema`), for jsonschema to check values against sibling
+        keywords that may ``$ref`` them; translated once per compile (JSONSchemaStore's statamic blueprint
+        checks 116 enums against its definitions: 0.23 s translating them each time). Raises UnknownProperty
+        as ``python_schema`` does."""
+        if self._python_defs is None:
+            root = self.root
+            self._python_defs = {k: python_schema(root[k]) for k in ("$defs", "definitions")
+                                 if isinstance(root, dict) and k in root}
+        return self._python_defs
 
     @contextmanager
     def loosened(self) -> Iterator[None]:

@@ -38,10 +38,10 @@ def enum(ctx: SchemaContext, schema: dict[str, Any], path: list[str]) -> Node | 
         values = [v for v in values if v in schema["enum"]]
     if rest:
         # check each value against its sibling keywords (with the root's definitions for $ref)
-        defs = {k: ctx.root[k] for k in ("$defs", "definitions") if isinstance(ctx.root, dict) and k in ctx.root}
         try:
             cls = jsonschema.validators.validator_for(ctx.root)
-            validator = cls(python_schema({**defs, **rest}), format_checker=cls.FORMAT_CHECKER)  # formats asserted
+            validator = cls({**ctx.python_definitions(), **python_schema(rest)},  # formats asserted
+                            format_checker=cls.FORMAT_CHECKER)
             values = [v for v in values if validator.is_valid(v)]
         except Exception:  # a sibling keyword jsonschema cannot evaluate: keep every value
             ctx.note("not enforced", path, "enum", "sibling keywords not checked")

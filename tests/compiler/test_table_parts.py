@@ -211,3 +211,27 @@ def test_the_cpu_clock_is_read_when_the_limit_could_be_passed_only(monkeypatch):
     schema_dfa({"type": "object", "properties": {f"p{i}": S(maxLength=5 + i) for i in range(16)}})
     assert len(ticks) > 50 and sum(blocks) == 2  # 60 ticks with the C minimization (one each), 100+ in numpy
     assert len(reads) == 3 * sum(blocks)
+
+
+def test_states_walked_alone_with_the_same_tokens_share_the_first_ones_row(monkeypatch):
+    """``_same_as_earlier``: each state whose tokens repeat an earlier state's names that state (the first in
+    state order); equal hashes of different slices (every multiplier and token alike here) are told apart by
+    the check, token by token."""
+    from callmaybe.compiler.index import table
+
+    tokens = np.array([1, 2, 3, 1, 2, 3, 2, 1, 1, 2, 3, 7, 2, 1], dtype=np.int32)
+    slices = {0: (0, 3), 4: (3, 6), 5: (6, 8), 9: (8, 11), 10: (11, 12), 12: (12, 14)}
+    assert table._same_as_earlier(tokens, slices) == {4: 0, 9: 0, 12: 5}
+    assert table._same_as_earlier(tokens, {0: (0, 3), 4: (4, 6)}) == {}  # not end to end: nothing claimed
+    real = np.random.default_rng
+
+    class Ones:  # every position's multiplier 1: (1, 2) and (2, 1) collide
+        def __init__(self, seed):
+            self.rng = real(seed)
+
+        def integers(self, lo, hi, size, dtype):
+            return np.ones(size, dtype=dtype)
+
+    monkeypatch.setattr(table.np.random, "default_rng", Ones)
+    assert table._same_as_earlier(tokens, slices) == {4: 0, 9: 0, 12: 5}
+    assert table._same_as_earlier(np.array([1, 2, 2, 1], dtype=np.int32), {0: (0, 2), 1: (2, 4)}) == {}
