@@ -80,6 +80,8 @@ class _Positions:
                 nullable = nullable and b
             return nullable, first, last
         if isinstance(n, _Repeated):
+            if n.max is not None and n.max < n.min:
+                raise ValueError(f"a repeat {{{n.min},{n.max}}} whose maximum is below its minimum")
             return self.repeat(n)
         if isinstance(n, _CharGroup):
             a = self.alphabet
@@ -131,16 +133,31 @@ class _Positions:
         return nullable and b, first, last
 
 
+def _plain(n) -> bool:
+    """Whether tree ``n`` has no lookaround and no flags anywhere (under a repeat of no copies too, where
+    interegular's construction still raises for a lookaround)."""
+    if isinstance(n, _NonCapturing):
+        return False
+    if isinstance(n, Pattern):
+        return not (n.added_flags or n.removed_flags) and all(_plain(o) for o in n.options)
+    if isinstance(n, _Concatenation):
+        return all(_plain(p) for p in n.parts)
+    if isinstance(n, _Repeated):
+        return _plain(n.base)
+    return True
+
+
 def character_fsm(pattern: Pattern, count: Callable[[int], None] | None = None) -> FSM | None:
     """The DFA over interegular's alphabet of ``pattern`` (interegular's parse of a regex), or None where the
-    tree has what this construction leaves to interegular (lookarounds, flags). ``count(n)`` (optional) is
+    tree has what this construction leaves to interegular (lookarounds, flags). Raises ValueError for a repeat
+    whose maximum is below its minimum (``a{3,2}``, which interegular refuses too). ``count(n)`` (optional) is
     called with the number of states built so far (positions while the tree is read, then DFA states), at
     least every 64, so that a compile budget can stop an automaton that explodes
     (``^[ab]*a[ab]{20}$``: 2**20 states); what it raises passes through.
 
     Source: the position automaton (Glushkov, 1961; McNaughton and Yamada, 1960) and the subset construction
     (Rabin and Scott, 1959)."""
-    if pattern.prefix_postfix != (0, 0):
+    if pattern.prefix_postfix != (0, 0) or not _plain(pattern):
         return None
     alphabet = pattern.get_alphabet(_NO_FLAGS)
     pos = _Positions(alphabet, count)

@@ -11,6 +11,7 @@ from callmaybe.compiler.automata import dfa as D
 from callmaybe.compiler.automata import positions
 from callmaybe.compiler.automata.lexical import LOOSE_INTEGRAL, STRING, STRING_CHAR, WIDE_EXPONENT
 from callmaybe.compiler.automata.pattern import pattern_regex
+from callmaybe.core.errors import SchemaError
 
 REGEXES = [
     "abc", "a|b|", "(?:ab|a)c?", "[a-c]*d", "[^a-c]+", "x{3}", "x{2,5}", "x{0,3}y", "(?:ab|c){1,4}", "(?:a?){3}",
@@ -43,9 +44,18 @@ def test_a_long_repeat_is_built_in_linear_steps():
 
 
 def test_lookarounds_and_flags_are_left_to_interegular():
+    """Anywhere in the tree, under a repeat of no copies too (where interegular still refuses a lookahead);
+    a repeat whose maximum is below its minimum is refused as interegular refuses it (a helper's random
+    regexes: both had built a DFA here)."""
     assert positions.character_fsm(interegular.parse_pattern("a(?=b)b")) is None
     assert positions.character_fsm(interegular.parse_pattern("(?i:ab)")) is None
+    assert positions.character_fsm(interegular.parse_pattern("(?:(?=a)(\\w|)|\\D{2,5}|){0,0}x")) is None
     assert D.from_regex("a(?=b)b").accepts(b"ab") and not D.from_regex("a(?=b)b").accepts(b"a")
+    with pytest.raises(SchemaError, match=r"^cannot compile regex: Unsupported: Group can not have lookbacks"):
+        D.from_regex("(?:(?=a)(\\w|)|\\D{2,5}|){0,0}x")
+    with pytest.raises(SchemaError, match=r"^cannot compile regex: ValueError: a repeat \{1,0\} whose maximum is "
+                                          r"below its minimum$"):
+        D.from_regex("b{1,0}|a")
 
 
 def test_an_exploding_automaton_stops_at_the_pattern_limit():
