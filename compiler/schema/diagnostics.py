@@ -59,7 +59,7 @@ class SchemaContext:
         #: True while compiling a schema loosely: a language that contains every valid value (what is
         #: subtracted for ``not``, an ``if`` condition's else side, the other ``oneOf`` branches).
         self.loose = False
-        self._python_defs: dict[str, Any] | None = None
+        self._python_defs: tuple[Any, dict[str, Any]] | None = None  # (the root translated, its definitions)
 
     def python_definitions(self) -> dict[str, Any]:
         """The root's ``$defs`` and ``definitions`` with their patterns in Python's dialect
@@ -67,11 +67,11 @@ class SchemaContext:
         keywords that may ``$ref`` them; translated once per compile (JSONSchemaStore's statamic blueprint
         checks 116 enums against its definitions: 0.23 s translating them each time). Raises UnknownProperty
         as ``python_schema`` does."""
-        if self._python_defs is None:
-            root = self.root
-            self._python_defs = {k: python_schema(root[k]) for k in ("$defs", "definitions")
-                                 if isinstance(root, dict) and k in root}
-        return self._python_defs
+        root = self.root
+        if self._python_defs is None or self._python_defs[0] is not root:  # a new root: translated again
+            self._python_defs = (root, {k: python_schema(root[k]) for k in ("$defs", "definitions")
+                                        if isinstance(root, dict) and k in root})
+        return self._python_defs[1]
 
     @contextmanager
     def loosened(self) -> Iterator[None]:

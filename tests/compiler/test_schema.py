@@ -96,3 +96,17 @@ def test_ref_fragment_is_percent_decoded_and_pointer_unescaped():
     dfa, _ = schema_dfa(schema)
     assert dfa.accepts(b'{"p": 3, "q": "x"}')
     assert not dfa.accepts(b'{"p": "3", "q": "x"}')
+
+
+def test_definitions_are_translated_for_jsonschema_once_per_root():
+    """The root's definitions in Python's regex dialect (an enum's sibling keywords are checked by jsonschema
+    against them): translated once, again only for another root."""
+    from callmaybe.compiler.schema.diagnostics import SchemaContext
+
+    ctx = SchemaContext("f", root={"$defs": {"p": {"pattern": "^\\w$"}}, "definitions": {"q": {"type": "string"}}})
+    got = ctx.python_definitions()
+    assert got == {"$defs": {"p": {"pattern": "^[\\u0030-\\u0039\\u0041-\\u005a\\u005f\\u0061-\\u007a]$"}},
+                   "definitions": {"q": {"type": "string"}}}
+    assert ctx.python_definitions() is got
+    ctx.root = {"$defs": {"r": {"pattern": "a"}}}
+    assert ctx.python_definitions() == {"$defs": {"r": {"pattern": "a"}}}
