@@ -107,11 +107,19 @@ class _Positions:
 
     def repeat(self, n: _Repeated) -> tuple[bool, int, int]:
         """``base{min,max}``: ``min`` copies, then the optional ones nested to the right (``(X(X(X)?)?)?``, so
-        that each copy links to the next only) or, unbounded, one starred copy."""
+        that each copy links to the next only); unbounded, ``min - 1`` copies and one that follows itself
+        (``X+``: one copy, not ``X X*``, so that nested ``((X)+)+`` stays one copy of X, not 2 per level)."""
         if n.max is None:
+            if n.min > 0:  # X{m,} = X{m-1} X+
+                head = self.repeat(_Repeated(n.base, n.min - 1, n.min - 1)) if n.min > 1 else (True, 0, 0)
+                a, f, la = self.node(n.base)
+                self.link(la, f)
+                hn, hf, hl = head
+                self.link(hl, f)
+                return hn and a, hf | (f if hn else 0), la | (hl if a else 0)
             a, f, la = self.node(n.base)
             self.link(la, f)
-            tail = (True, f, la)
+            return True, f, la
         else:
             tail = (True, 0, 0)
             for _ in range(n.max - n.min):

@@ -18,7 +18,8 @@ REGEXES = [
     "(?:a*b?){2,}", "(?:(?:ab){1,3}c){0,2}", ".", ".*\\n?", "\\d+\\.\\d{2}", "[\\s\\S]{2}", "é|ü+|日本", "\\x00-",
     "-?(?:0|[1-9][0-9]*)(?:\\.[0-9]+)?(?:[eE][+\\-]?[0-9]+)?", STRING, '"' + STRING_CHAR + '{1,80}"',
     LOOSE_INTEGRAL, WIDE_EXPONENT, pattern_regex("^[a-z]+@[a-z]+\\.(?:com|org)$"), pattern_regex("\\S+,\\S+"),
-    pattern_regex("^(?:\\p{Lu}\\p{Ll}*)+$"), "(?:)", "a(?:)b", "(?:a|b|)*c",
+    pattern_regex("^(?:\\p{Lu}\\p{Ll}*)+$"), "(?:)", "a(?:)b", "(?:a|b|)*c", "(?:ab){3,}", "(?:a?b){2,}c",
+    "(?:a|b?){1,}", "x(?:(?:a+)*b)+", "(?:(?:a){2,})+", "(?:(?:(?:[ab]c?)+)+)+",
 ]
 
 
@@ -41,6 +42,14 @@ def test_a_long_repeat_is_built_in_linear_steps():
     fsm = positions.character_fsm(parsed)
     assert len(fsm.states) == len(parsed.to_fsm().states) == 2003
     assert np.array_equal(_byte_dfa(fsm).transitions, _byte_dfa(parsed.to_fsm()).transitions)
+
+
+def test_nested_plus_is_one_copy_per_level():
+    """``X+`` is one copy of X that follows itself, not ``X X*``: 30 nested ``+`` are 2 character states (as
+    two copies per level they were 2**30 positions; a helper's harness with the pattern limit raised ran out of
+    memory at 14 levels)."""
+    fsm = positions.character_fsm(interegular.parse_pattern("(?:" * 30 + "a" + ")+" * 30))
+    assert len(fsm.states) == 2 and _byte_dfa(fsm).accepts(b"aaa") and not _byte_dfa(fsm).accepts(b"")
 
 
 def test_lookarounds_and_flags_are_left_to_interegular():
