@@ -30,6 +30,7 @@ other than at the ends, word boundaries, inline flags, unknown Unicode propertie
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import threading
@@ -360,8 +361,15 @@ def _escapes(cps: list[int]) -> Piece:
     """The canonical escapes of the special code points ``cps`` (``\\n``, ``\\u001f``) as one piece, their
     common beginnings written once: ``\\(?:[nt]|u00(?:0[0-7]|1f))``, not ``\\n|\\t|\\u0000|...``. The same
     language; interegular builds the factored form of all 34 in ~4 ms against ~50-90 ms for the flat
-    alternation (every pattern that is not anchored at both ends is padded with it)."""
-    return _factored([json.dumps(chr(cp))[1:-1] for cp in cps])
+    alternation (every pattern that is not anchored at both ends is padded with it). A new list each call
+    (callers extend it); the factoring is made once per set of code points (statamic: 560 calls)."""
+    return list(_escapes_of(tuple(cps)))
+
+
+@functools.lru_cache(maxsize=256)
+def _escapes_of(cps: tuple[int, ...]) -> tuple:
+    """:func:`_escapes`' piece as a tuple (its items, str and :class:`Chars`, are immutable)."""
+    return tuple(_factored([json.dumps(chr(cp))[1:-1] for cp in cps]))
 
 
 def _factored(texts: list[str]) -> Piece:
