@@ -55,6 +55,7 @@ from ..automata.nodes import (
     LOOSE_REQUIRED, Alt, AnyValue, ArrayNode, Both, Leaf, Literals, MapNode, MembersNode, Minus, Node, ObjectNode, OneOf,
     alt,
 )
+from .exclusive import exclusive_required
 from .objects import compile_object, pointer_token
 from .references import expand, merge
 
@@ -236,7 +237,10 @@ class SchemaCompiler(SchemaContext):
         given) less the others' exact languages; ``not``: less the negated schema's; ``if`` with both
         ``then`` and ``else``: within (the ``then`` side, or the ``else`` side less the condition's); with one
         of them, no restriction. None when nothing is left."""
-        if "oneOf" in schema:
+        if "oneOf" in schema and ONEOF_LOOSE not in schema and \
+                (split := exclusive_required(self._one_of_lists(schema, path)[0])) is not None:
+            node = self._exclusive(split, base, path, refs, at)
+        elif "oneOf" in schema:
             subs, raws = self._one_of_lists(schema, path)
             exact = [self._subset(self.conjoin(base, sub, path, f"{at}/oneOf/{i}"), path, refs, f"{at}/oneOf/{i}")
                      for i, sub in enumerate(subs)]
@@ -287,6 +291,8 @@ class SchemaCompiler(SchemaContext):
         branches compiled loosely; None when no branch admits a value. Raises SchemaError for a malformed
         ``oneOf`` or :data:`~.keywords.ONEOF_LOOSE`."""
         subs, raws = self._one_of_lists(schema, path)
+        if ONEOF_LOOSE not in schema and (split := exclusive_required(subs)) is not None:
+            return self._exclusive(split, base, path, refs, at)
         strict, loose = [], []
         for i, sub in enumerate(subs):
             sub_at, sub_refs = f"{at}/oneOf/{i}", refs
@@ -301,6 +307,20 @@ class SchemaCompiler(SchemaContext):
         if all(p is None for p in strict):
             return None
         return self.settle(OneOf(strict, loose)) if len(subs) > 1 else strict[0]
+
+    def _exclusive(self, split: list[list[dict[str, Any]]], base: dict[str, Any], path: list[str],
+                   refs: tuple[str, ...], at: str) -> Node | None:
+        """A ``oneOf`` of branches that only require names, as the alternation of :func:`.exclusive_required`'s
+        object schemas (``split``: for each branch, its list), each merged with ``base``; None when none admits a
+        value."""
+        parts = []
+        for i, options in enumerate(split):
+            for sub in options:
+                both = self.conjoin(base, sub, path, f"{at}/oneOf/{i}")
+                part = None if both is None else self.value(both, path, refs, f"{at}/oneOf/{i}")
+                if part is not None:
+                    parts.append(part)
+        return alt(parts)
 
     def _one_of_lists(self, schema: dict[str, Any], path: list[str]) -> tuple[list, list]:
         """(the ``oneOf`` branches, what each is exclusive of: :data:`~.keywords.ONEOF_LOOSE` where given, else the
