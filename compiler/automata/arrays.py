@@ -33,6 +33,7 @@ import numpy as np
 
 from ...core.errors import SchemaError
 from . import dfa as D
+from .assembly import Assembly
 from .compose import Clash, difference, insert_text, intersect, merge_rows
 from .dfa import ByteDFA
 from ..limits import count_states
@@ -198,14 +199,12 @@ def _layout(start: Hashable, order: list[Any], moves: dict[Any, list[tuple[int, 
     # layout: 0 before "[", 1 after "[", 2 the accepting end after "]", then for each control state entered
     # after a comma: the state after "," and the state after ", "; then the copies
     fixed = 3 + 2 * len(entries)
-    sizes = [slots[q][0].num_states for q in order]
     count_states(fixed)
-    offset = {q: fixed + o for q, o in zip(order, np.cumsum([0] + sizes[:-1]).tolist())}
     comma = {q: 3 + 2 * j for j, q in enumerate(entries)}
-    head = np.full((fixed, 256), -1, dtype=np.int32)
-    blocks = [head] + [np.where(slots[q][0].transitions >= 0, slots[q][0].transitions + offset[q], -1)
-                       .astype(np.int32) for q in order]
-    trans = np.concatenate(blocks)
+    assembly = Assembly()
+    assembly.fresh(fixed)
+    offset = {q: assembly.copy(slots[q][0]) for q in order}
+    trans = assembly.table()
     acc = np.zeros(len(trans), dtype=bool)
     acc[2] = True
     trans[0, ord("[")] = 1

@@ -23,6 +23,7 @@ import numpy as np
 
 from . import dfa as D
 from . import counters, long_counts, native
+from .assembly import Assembly
 from .dfa import ByteDFA
 from .. import limits
 from ..limits import count_states
@@ -58,11 +59,11 @@ def merge_rows(trans: np.ndarray, states: np.ndarray, row: np.ndarray) -> None:
 def seq(parts: list[ByteDFA]) -> ByteDFA:
     """The DFA of ``parts`` one after another (see the module docstring); raises Clash when a part's
     continuation and the next part's start disagree on a byte."""
-    sizes = [p.num_states for p in parts]
-    count_states(sum(sizes))
-    offs = np.cumsum([0] + sizes)
-    trans = np.concatenate([_shift(p.transitions, int(o)) for p, o in zip(parts, offs)])
-    acc = np.zeros(int(offs[-1]), dtype=bool)
+    count_states(sum(p.num_states for p in parts))
+    b = Assembly()
+    offs = [b.copy(p) for p in parts] + [b.size]
+    trans = b.table()
+    acc = np.zeros(b.size, dtype=bool)
     # from the last part backwards: a part's accepting states take the next part's start transitions
     final = parts[-1]
     acc[int(offs[-1]) - final.num_states:] = final.accepting
@@ -373,8 +374,10 @@ def _dispatch(parts: list[ByteDFA]) -> ByteDFA:
     with every part's start transitions (accepting when a part accepts the empty text). Linear in the
     parts' states, where the product construction would pair them."""
     count_states(1 + sum(p.num_states for p in parts))
-    offsets = np.cumsum([1] + [p.num_states for p in parts])
-    trans = np.concatenate([_empty(1)] + [_shift(p.transitions, int(o)) for p, o in zip(parts, offsets)])
+    b = Assembly()
+    b.fresh(1)
+    offsets = [b.copy(p) for p in parts]
+    trans = b.table()
     accepting = np.concatenate([[any(bool(p.accepting[p.start]) for p in parts)]] + [p.accepting for p in parts])
     for p, o in zip(parts, offsets):
         row = trans[int(o) + p.start]
@@ -409,29 +412,6 @@ def literals(texts: list[bytes]) -> ByteDFA:
     accepting = np.zeros(len(rows), dtype=bool)
     accepting[[s for s, a in acc.items() if a]] = True
     return ByteDFA(trans, accepting, 0)
-
-
-class _Builder:
-    """Grows one transition table from copies of sub-DFAs (none of their states accepting yet)."""
-
-    def __init__(self):
-        self.blocks: list[np.ndarray] = []
-        self.acc: list[np.ndarray] = []
-        self.n = 0
-
-    def add(self, d: ByteDFA) -> tuple[int, np.ndarray]:
-        """Copy ``d`` in; returns (its start state, its accepting states)."""
-        off = self.n
-        self.blocks.append(_shift(d.transitions, off))
-        self.acc.append(np.zeros(d.num_states, dtype=bool))
-        self.n += d.num_states
-        return off + d.start, np.flatnonzero(d.accepting) + off
-
-    def table(self) -> tuple[np.ndarray, np.ndarray]:
-        """(int32 (states, 256) transitions, bool (states,) accepting) of everything added."""
-        if not self.blocks:
-            return _empty(0), np.zeros(0, dtype=bool)
-        return np.concatenate(self.blocks), np.concatenate(self.acc)
 
 
 class _Tries:
@@ -504,24 +484,23 @@ def structure(prefix: bytes, items: list[ByteDFA], boundaries: list[list[tuple[b
     choices collide with each other or with an item's own continuation.
     """
     count_states(sum(d.num_states for d in items))
-    b = _Builder()
+    b = Assembly()
     starts, accs = [], []
     for d in items:
-        s, a = b.add(d)
-        starts.append(s)
-        accs.append(a)
-    trans, acc = b.table()
-    base = len(trans)
+        off = b.copy(d)
+        starts.append(off + d.start)
+        accs.append(np.flatnonzero(d.accepting) + off)
+    base = b.size
     tries = _Tries()
     start_row = tries.trie([(prefix + data, j) for data, j in entry])
     boundary_rows = [tries.trie(ch) if ch else None for ch in boundaries]
     rows = tries.rows
-    more = _empty(len(rows))
+    b.fresh(len(rows))
+    trans = b.table()
+    acc = np.zeros(b.size, dtype=bool)
     for r, row in enumerate(rows):
         if row:
-            more[r, list(row.keys())] = [base + t for t in row.values()]
-    trans = np.concatenate([trans, more])
-    acc = np.concatenate([acc, np.zeros(len(rows), dtype=bool)])
+            trans[base + r, list(row.keys())] = [base + t for t in row.values()]
     original_starts = {j: trans[starts[j]].copy() for ends in tries.ends for j in ends if j is not None}
     for r, ends in enumerate(tries.ends):
         for j in ends:

@@ -26,6 +26,7 @@ import numpy as np
 
 from ...core.errors import SchemaError
 from . import counters, native
+from .assembly import Assembly
 from .compose import literals, merge_rows
 from .dfa import ByteDFA
 from ..limits import count_states
@@ -217,6 +218,22 @@ class OpenObject(Node):
         return _Builder(self, timings).build()
 
 
+def _edit(trans: np.ndarray, edits: list[tuple[int, int, int]]) -> None:
+    """Set each transition ``(state, byte, target)`` of ``edits`` in ``trans`` (int32 (states, 256)); raises
+    SchemaError where a state already has another target on that byte, or two edits give it two."""
+    if not edits:
+        return
+    e = np.array(edits, dtype=np.int64)
+    states, byte, target = e[:, 0], e[:, 1], e[:, 2]
+    keys = states * 256 + byte
+    order = np.argsort(keys, kind="stable")
+    k, t = keys[order], target[order]
+    now = trans.reshape(-1)[keys]
+    if ((k[1:] == k[:-1]) & (t[1:] != t[:-1])).any() or ((now >= 0) & (now != target)).any():
+        raise SchemaError("object automaton: two transitions on one byte")
+    trans[states, byte] = target
+
+
 class _Builder:
     """Builds the automaton of one :class:`OpenObject` (see the module docstring).
 
@@ -247,9 +264,7 @@ class _Builder:
             for _, _, every in self.deps:
                 if every >> i:
                     self.needed[i] |= every & ((1 << i) - 1)
-        self.blocks: list[np.ndarray] = []
-        self.acc: list[np.ndarray] = []
-        self.size = 0
+        self.states = Assembly()
         self.values: dict[int, ByteDFA] = {}
         self.dispatch_cache: dict[tuple, Tagged | None] = {}
 
@@ -258,20 +273,12 @@ class _Builder:
     def add(self, dfa: ByteDFA) -> int:
         """Copy ``dfa`` in (no state accepting); returns the offset of its states."""
         count_states(dfa.num_states)
-        off = self.size
-        self.blocks.append(np.where(dfa.transitions >= 0, dfa.transitions + off, -1).astype(np.int32))
-        self.acc.append(np.zeros(dfa.num_states, dtype=bool))
-        self.size += dfa.num_states
-        return off
+        return self.states.copy(dfa)
 
     def fresh(self, k: int) -> int:
         """``k`` new states without transitions; returns the first."""
         count_states(k)
-        off = self.size
-        self.blocks.append(np.full((k, 256), -1, dtype=np.int32))
-        self.acc.append(np.zeros(k, dtype=bool))
-        self.size += k
-        return off
+        return self.states.fresh(k)
 
     # -- slots --------------------------------------------------------------------------------------------
 
@@ -392,13 +399,10 @@ class _Builder:
                 colon = self.fresh(1)
                 edits.append((off + int(q), ord(":"), colon))
                 edits.append((colon, ord(" "), v_off + v.start))
-        trans = np.concatenate(self.blocks)
-        acc = np.concatenate(self.acc)
+        trans = self.states.table()
+        acc = np.zeros(self.states.size, dtype=bool)
         acc[accept] = True
-        for s, b, t in edits:
-            if trans[s, b] >= 0 and trans[s, b] != t:
-                raise SchemaError("object automaton: two transitions on one byte")
-            trans[s, b] = t
+        _edit(trans, edits)
         for s, other in merges:
             merge_rows(trans, np.array([s]), trans[other].copy())
         for states, nxt in ends:  # after a value: the ", " or "}" of the next slot

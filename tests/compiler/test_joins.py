@@ -22,6 +22,7 @@ from callmaybe.compiler import limits
 from callmaybe.compiler.automata import compose, nodes
 from callmaybe.compiler.automata import dfa as D
 from callmaybe.compiler.automata import object_automaton as OA
+from callmaybe.compiler.automata.assembly import Assembly
 from callmaybe.compiler.automata.compose import Clash, literals, merge_rows, product, union_all
 from callmaybe.compiler.grammar import schema_dfa
 from callmaybe.compiler.limits import Budget, CompileLimits
@@ -37,13 +38,13 @@ JSB = REPO.parent / "shared" / "data" / "jsonschemabench"
 def plain_structure(prefix, items, boundaries, entry):
     """compose.structure with one plain trie per choice list."""
     compose.count_states(sum(d.num_states for d in items))
-    b = compose._Builder()
+    b = Assembly()
     starts, accs = [], []
     for d in items:
-        s, a = b.add(d)
-        starts.append(s)
-        accs.append(a)
-    trans, acc = b.table()
+        off = b.copy(d)
+        starts.append(off + d.start)
+        accs.append(np.flatnonzero(d.accepting) + off)
+    trans, acc = b.table(), np.zeros(b.size, dtype=bool)
     rows, base, merges = [], len(trans), []
 
     def trie(choices, lead=b""):
