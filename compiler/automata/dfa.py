@@ -298,8 +298,12 @@ def byte_classes(transitions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     (classes numbered in order of their first byte), and int32 array of shape (states, classes) with one
     column per class (the column of its first byte). Columns are compared through a 64-bit hash of each
     (a sum of rows times multipliers, ~1 ms for 3,339 states against ~55 ms for ``np.unique(axis=0)``);
-    the grouping is then checked exactly and recomputed exactly should two different columns collide.
+    the grouping is then checked exactly and recomputed exactly should two different columns collide. In C
+    where the library is built (:func:`.native.byte_classes`: the same arrays; compose-spec's 47,000 states:
+    0.13 s in numpy).
     """
+    if (made := native.byte_classes(transitions)) is not None:
+        return made
     num_states = transitions.shape[0]
     rng = np.random.default_rng(0xB17E)
     mult = rng.integers(1, 2**63, size=num_states, dtype=np.uint64) | np.uint64(1)

@@ -2,6 +2,8 @@
  * The compiler's inner loops in C, each giving the arrays of the numpy code it stands in for (native.py says
  * which; the numpy code runs where this library cannot be built):
  *
+ * - cm_byte_classes, cm_class_columns: dfa.py's byte_classes (bytes every state treats alike, and the table
+ *   with one column per class).
  * - cm_minimize: the minimal automaton of a byte-level DFA in one call: byte classes, trim, partition
  *   refinement, and the quotient numbered breadth-first from the start in byte order (the numbering of dfa.py's
  *   minimize, so that equal languages give equal arrays whichever implementation ran). The refinement is
@@ -138,6 +140,27 @@ static int byte_classes(int64_t n, const int32_t *trans, uint8_t *cls, int *firs
         cls[b] = (uint8_t)found;
     }
     return k;
+}
+
+/*
+ * cm_byte_classes: the byte classes of (n, trans) as dfa.py's byte_classes makes them: writes cls[256] (each
+ * byte's class, numbered in order of first byte) and first_byte[0:k] (each class's first byte). Returns k, or
+ * -2 for a target outside -1..n-1.
+ */
+int64_t cm_byte_classes(int64_t n, const int32_t *trans, uint8_t *cls, int32_t *first_byte) {
+    int fb[256];
+    int k = byte_classes(n, trans, cls, fb);
+    for (int c = 0; c < k; c++) first_byte[c] = fb[c];
+    return k;
+}
+
+/* cm_class_columns: out (n, k), row s = trans[s] at the bytes first_byte[0:k]. */
+void cm_class_columns(int64_t n, const int32_t *trans, int64_t k, const int32_t *first_byte, int32_t *out) {
+    for (int64_t s = 0; s < n; s++) {
+        const int32_t *row = trans + s * 256;
+        int32_t *o = out + s * k;
+        for (int64_t c = 0; c < k; c++) o[c] = row[first_byte[c]];
+    }
 }
 
 /* Work arrays of one call, freed together. */

@@ -15,7 +15,9 @@ a loop over the rep states visited, each a dozen numpy operations over the membe
 part of :func:`..index.walk._walk_group` does level by level in numpy (the same tokens, bits and seeds).
 ``cm_descend`` is :func:`..index.walk._descend`'s level-wise walk from many starts, its cap included, in one
 call (the same triples in the same order); ``cm_sort_triples`` sorts its triples by (state, token) in two
-counting sorts.
+counting sorts. ``cm_byte_classes`` and ``cm_class_columns`` are :func:`.dfa.byte_classes` (the walk's classes
+of a catalog's whole automaton: compose-spec's 47,000 states, 0.13 s in numpy, most of it a full copy of the
+table to check the hashed classes).
 
 It is compiled once per source, flags and compiler (``cc -O2 -std=c99 -shared -fPIC``, portable: no
 ``-march=native``) into ``<cache>/kernels/automata-<key>.so`` (:mod:`callmaybe.core.cbuild`). Where it cannot
@@ -99,6 +101,8 @@ _SIGNATURES = {
                    + [ctypes.POINTER(_Descend)]),
     "cm_free_descend": (None, [ctypes.POINTER(_Descend)]),
     "cm_sort_triples": (_I64, [_I64] + [_PTR] * 3 + [_I64] * 2 + [_PTR] * 3),
+    "cm_byte_classes": (_I64, [_I64, _PTR, _PTR, _PTR]),
+    "cm_class_columns": (None, [_I64, _PTR, _I64, _PTR, _PTR]),
 }
 
 
@@ -137,6 +141,25 @@ def library() -> ctypes.CDLL | None:
                             "CALLMAYBE_DFA=numpy chooses it without this line)", exc)
         _loaded.append(lib)
         return lib
+
+
+def byte_classes(transitions: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """:func:`.dfa.byte_classes` of ``transitions`` (int (states, 256), -1 for no transition): ``(byte_class
+    uint8 (256,), class_transitions int32 (states, classes))``, the same arrays. Returns None where the library
+    is unavailable or a target is outside -1..states-1 (numpy's way is taken then)."""
+    lib = library()
+    if lib is None or transitions.ndim != 2 or transitions.shape[1] != 256:
+        return None
+    t = np.ascontiguousarray(transitions, dtype=np.int32)
+    n = int(t.shape[0])
+    cls = np.empty(256, dtype=np.uint8)
+    first = np.empty(256, dtype=np.int32)
+    k = lib.cm_byte_classes(n, t.ctypes.data, cls.ctypes.data, first.ctypes.data)
+    if k < 0:
+        return None
+    out = np.empty((n, k), dtype=np.int32)
+    lib.cm_class_columns(n, t.ctypes.data, k, first.ctypes.data, out.ctypes.data)
+    return cls, out
 
 
 def minimize(transitions: np.ndarray, accepting: np.ndarray, start: int) -> tuple[np.ndarray, np.ndarray] | None:

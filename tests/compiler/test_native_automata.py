@@ -102,6 +102,37 @@ def test_a_target_out_of_range_is_refused(lib):
         native.minimize(t, np.array([False, True]), 0)
 
 
+def _numpy_classes(monkeypatch, transitions):
+    with monkeypatch.context() as m:
+        m.setattr(native, "byte_classes", lambda t: None)
+        return dfa_mod.byte_classes(transitions)
+
+
+@needs_cc
+def test_c_byte_classes_are_numpys(lib, monkeypatch):
+    rng = np.random.default_rng(11)
+    sizes = set()
+    for _ in range(300):
+        d = _random_dfa(rng)
+        want, got = _numpy_classes(monkeypatch, d.transitions), native.byte_classes(d.transitions)
+        assert np.array_equal(want[0], got[0]) and got[0].dtype == np.uint8
+        assert np.array_equal(want[1], got[1]) and got[1].dtype == np.int32
+        sizes.add(got[1].shape[1])
+    assert sizes == {1, 2, 3, 4, 5, 6}
+    # every byte alike, and no state at all
+    assert [a.tolist() for a in native.byte_classes(np.full((2, 256), -1, np.int32))] == [[0] * 256, [[-1], [-1]]]
+    cls, ct = native.byte_classes(np.zeros((0, 256), np.int32))
+    assert cls.tolist() == [0] * 256 and ct.shape == (0, 1)
+
+
+@needs_cc
+def test_c_byte_classes_leave_a_bad_target_to_numpy(lib):
+    t = np.full((2, 256), -1, dtype=np.int32)
+    t[1, 3] = 2
+    assert native.byte_classes(t) is None
+    assert dfa_mod.byte_classes(t)[0].tolist() == [0, 0, 0, 1] + [0] * 252
+
+
 @needs_cc
 def test_c_products_are_numpys_in_every_mode(lib, monkeypatch):
     rng = np.random.default_rng(11)
@@ -219,9 +250,8 @@ def test_byte_classes_survive_a_hash_collision_in_c(monkeypatch, tmp_path):
     so = tmp_path / "collide.so"
     subprocess.run(["cc", *native.FLAGS, "-DCM_TEST_COLLISIONS", "-o", str(so), str(native.SOURCE)], check=True)
     lib = ctypes.CDLL(str(so))
-    lib.cm_minimize.restype = ctypes.c_int64
-    lib.cm_minimize.argtypes = [ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p,
-                                ctypes.c_void_p]
+    for name, (restype, argtypes) in native._SIGNATURES.items():
+        getattr(lib, name).restype, getattr(lib, name).argtypes = restype, argtypes
     monkeypatch.setattr(native, "_loaded", [lib])
     t = np.full((2, 256), -1, dtype=np.int32)
     t[:, ord("a")] = [0, 1]
@@ -231,6 +261,8 @@ def test_byte_classes_survive_a_hash_collision_in_c(monkeypatch, tmp_path):
     got = native.minimize(d.transitions, d.accepting, d.start)
     assert got[0].tolist() == t.tolist() and got[1].tolist() == [True, False]
     assert np.array_equal(got[0], dfa_mod._minimize_numpy(d).transitions)
+    cls, ct = native.byte_classes(t)  # the byte classes alone: a, c alike, b apart
+    assert cls[[ord("a"), ord("b"), ord("c")]].tolist() == [1, 2, 1] and ct.tolist() == [[-1, 0, 1], [-1, 1, 0]]
 
 
 @needs_cc
