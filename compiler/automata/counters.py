@@ -279,8 +279,13 @@ class Transducer:
         or the counter is reset (its loop left and another begun): a count ``c`` at the state can still be
         completed only when ``c + remaining <= hi``. :data:`UNREACHABLE` where the text cannot end.
 
-        0-1 breadth-first search backwards over the distinct transitions (an advance costs 1 per step)."""
-        from collections import deque
+        Shortest paths backwards over the distinct transitions (an advance costs its count, most cost 0),
+        from a virtual source joined to each state by the cost of ending there (0 where it accepts; a
+        transition that resets the counter: its advances): Dijkstra's algorithm of ``scipy.sparse.csgraph``,
+        which takes explicit zeros as edges (a breadth-first search in Python per counter cost 0.55 s on
+        JSONSchemaStore's vercel, 37,675 states)."""
+        from scipy.sparse import csr_array
+        from scipy.sparse.csgraph import dijkstra
 
         n, k = self.num_states, len(self.table.his)
         out = np.full((n, k), UNREACHABLE, dtype=np.int64)
@@ -296,28 +301,23 @@ class Transducer:
         for c in range(k):
             add, ends = adds[:, c], resets[:, c]
             w, stop = add[eff], ends[eff]
-            dist = out[:, c]
-            dist[self.accepting.astype(bool)] = 0
-            for q, cost in zip(src[stop].tolist(), w[stop].tolist()):  # a reset ends the count here
-                dist[q] = min(dist[q], cost)
+            ending = np.full(n, UNREACHABLE, dtype=np.int64)  # the cost of ending the count at each state
+            ending[self.accepting.astype(bool)] = 0
+            np.minimum.at(ending, src[stop], w[stop])  # a reset ends the count here
             keep = ~stop
-            edges = np.stack([dst[keep], src[keep], w[keep]], axis=1)  # distinct transitions (repeats harmless)
-            edges = edges[np.argsort(edges[:, 0], kind="stable")]
-            starts = np.searchsorted(edges[:, 0], np.arange(n + 1))
-            best = dist.copy()
-            queue = deque(sorted(range(n), key=lambda q: best[q]))
-            queue = deque(q for q in queue if best[q] < UNREACHABLE)
-            while queue:  # Dijkstra over small integer weights: relax until nothing improves
-                q = queue.popleft()
-                d = best[q]
-                for p, cost in edges[starts[q]:starts[q + 1], 1:].tolist():
-                    if d + cost < best[p]:
-                        best[p] = d + cost
-                        if cost:
-                            queue.append(p)
-                        else:
-                            queue.appendleft(p)
-            out[:, c] = best
+            # each (next state, state) edge once, at its least cost (csr would sum repeats)
+            key, cost = dst[keep] * n + src[keep], w[keep]
+            order = np.lexsort((cost, key))
+            key, cost = key[order], cost[order]
+            first = np.ones(len(key), dtype=bool)
+            first[1:] = key[1:] != key[:-1]
+            key, cost = key[first], cost[first]
+            ends_at = np.flatnonzero(ending < UNREACHABLE)
+            graph = csr_array((np.concatenate([cost, ending[ends_at]]).astype(np.float64),
+                               (np.concatenate([key // n, np.full(len(ends_at), n)]),
+                                np.concatenate([key % n, ends_at]))), shape=(n + 1, n + 1))
+            best = dijkstra(graph, directed=True, indices=n)[:n]
+            out[:, c] = np.where(np.isinf(best), UNREACHABLE, best).astype(np.int64)
         return out
 
     def live(self) -> np.ndarray:

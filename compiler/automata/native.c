@@ -95,7 +95,7 @@ static uint64_t mix64(uint64_t x) { /* splitmix64's finalizer (Steele, Lea, Floo
  * outside -1..n-1. Columns are grouped by a hash, then checked in one pass over the rows (a strided comparison
  * of whole columns cost 35-55 ms at 50,000 states); should two different columns share a hash, the classes
  * are made by comparing whole columns instead. */
-static int byte_classes(int64_t n, const int32_t *trans, uint8_t *cls, int *first_byte) {
+static int byte_classes(int64_t n, const int32_t *trans, uint8_t *cls, int *first_byte, int check) {
     uint64_t h[256];
     memset(h, 0, sizeof h);
     for (int64_t s = 0; s < n; s++) {
@@ -110,7 +110,7 @@ static int byte_classes(int64_t n, const int32_t *trans, uint8_t *cls, int *firs
             bad |= row[b] < -1 || row[b] >= n;
             h[b] += (uint64_t)(uint32_t)(row[b] + 1) * m;
         }
-        if (bad) return -2;
+        if (bad && check) return -2;
     }
     int k = 0;
     for (int b = 0; b < 256; b++) {
@@ -144,12 +144,12 @@ static int byte_classes(int64_t n, const int32_t *trans, uint8_t *cls, int *firs
 
 /*
  * cm_byte_classes: the byte classes of (n, trans) as dfa.py's byte_classes makes them: writes cls[256] (each
- * byte's class, numbered in order of first byte) and first_byte[0:k] (each class's first byte). Returns k, or
- * -2 for a target outside -1..n-1.
+ * byte's class, numbered in order of first byte) and first_byte[0:k] (each class's first byte). Returns k;
+ * with `check`, -2 for a target outside -1..n-1 (without it the values may be any: keys, not targets).
  */
-int64_t cm_byte_classes(int64_t n, const int32_t *trans, uint8_t *cls, int32_t *first_byte) {
+int64_t cm_byte_classes(int64_t n, const int32_t *trans, uint8_t *cls, int32_t *first_byte, int check) {
     int fb[256];
-    int k = byte_classes(n, trans, cls, fb);
+    int k = byte_classes(n, trans, cls, fb, check);
     for (int c = 0; c < k; c++) first_byte[c] = fb[c];
     return k;
 }
@@ -242,7 +242,7 @@ int64_t cm_minimize(int64_t n, const int32_t *trans, const uint8_t *accepting, i
     if (n <= 0 || start < 0 || start >= n) return 0;
     uint8_t cls[256];
     int first_byte[256];
-    int k = byte_classes(n, trans, cls, first_byte);
+    int k = byte_classes(n, trans, cls, first_byte, 1);
     if (k < 0) return k;
     work w;
     memset(&w, 0, sizeof w);

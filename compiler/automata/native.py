@@ -101,7 +101,7 @@ _SIGNATURES = {
                    + [ctypes.POINTER(_Descend)]),
     "cm_free_descend": (None, [ctypes.POINTER(_Descend)]),
     "cm_sort_triples": (_I64, [_I64] + [_PTR] * 3 + [_I64] * 2 + [_PTR] * 3),
-    "cm_byte_classes": (_I64, [_I64, _PTR, _PTR, _PTR]),
+    "cm_byte_classes": (_I64, [_I64, _PTR, _PTR, _PTR, ctypes.c_int]),
     "cm_class_columns": (None, [_I64, _PTR, _I64, _PTR, _PTR]),
 }
 
@@ -144,19 +144,21 @@ def library() -> ctypes.CDLL | None:
 
 
 def byte_classes(transitions: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
-    """:func:`.dfa.byte_classes` of ``transitions`` (int (states, 256), -1 for no transition): ``(byte_class
-    uint8 (256,), class_transitions int32 (states, classes))``, the same arrays. Returns None where the library
-    is unavailable or a target is outside -1..states-1 (numpy's way is taken then)."""
+    """:func:`.dfa.byte_classes` of ``transitions`` (int (rows, 256): targets, or any values such as a
+    transducer's (target, effect) keys): ``(byte_class uint8 (256,), class_transitions int32 (rows,
+    classes))``, the same arrays. Returns None where the library is unavailable or a value does not fit int32
+    (numpy's way is taken then)."""
     lib = library()
     if lib is None or transitions.ndim != 2 or transitions.shape[1] != 256:
+        return None
+    if transitions.dtype != np.int32 and transitions.size and (
+            int(transitions.min()) < -(2**31) or int(transitions.max()) >= 2**31):
         return None
     t = np.ascontiguousarray(transitions, dtype=np.int32)
     n = int(t.shape[0])
     cls = np.empty(256, dtype=np.uint8)
     first = np.empty(256, dtype=np.int32)
-    k = lib.cm_byte_classes(n, t.ctypes.data, cls.ctypes.data, first.ctypes.data)
-    if k < 0:
-        return None
+    k = lib.cm_byte_classes(n, t.ctypes.data, cls.ctypes.data, first.ctypes.data, 0)
     out = np.empty((n, k), dtype=np.int32)
     lib.cm_class_columns(n, t.ctypes.data, k, first.ctypes.data, out.ctypes.data)
     return cls, out

@@ -33,17 +33,22 @@ from ..automata.unique import unique, unique_rows
 
 def _effect_distance(tr: Transducer) -> np.ndarray:
     """int64 (S,): the fewest bytes read from each state before a transition with an effect is taken (that
-    transition's byte included: 0 when the state has one); a large number where none can be."""
+    transition's byte included: 0 when the state has one); a large number where none can be. A breadth-first
+    search backwards from those states (``scipy.sparse.csgraph``, from a virtual source one step before each;
+    a relaxation of every transition per distance cost 0.2 s on JSONSchemaStore's vercel)."""
+    from scipy.sparse import csr_array
+    from scipy.sparse.csgraph import dijkstra
+
+    n = tr.num_states
     has = ((tr.effect != 0) & (tr.transitions >= 0)).any(axis=1)
-    dist = np.where(has, 0, 1 << 40).astype(np.int64)
     src, byte = np.nonzero(tr.transitions >= 0)
-    dst = tr.transitions[src, byte].astype(np.int64)
-    while True:
-        cand = dist.copy()
-        np.minimum.at(cand, src, dist[dst] + 1)
-        if (cand == dist).all():
-            return dist
-        dist = cand
+    key = unique(tr.transitions[src, byte].astype(np.int64) * n + src)  # (next state, state) edges, once each
+    starts = np.flatnonzero(has)
+    graph = csr_array((np.ones(len(key) + len(starts)),
+                       (np.concatenate([key // n, np.full(len(starts), n)]), np.concatenate([key % n, starts]))),
+                      shape=(n + 1, n + 1))
+    dist = dijkstra(graph, directed=True, indices=n, unweighted=True)[:n] - 1
+    return np.where(np.isinf(dist), 1 << 40, dist).astype(np.int64)
 
 
 def effect_classes(tr: Transducer) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -360,10 +365,14 @@ class _Member:
     int64 keys ``state * n + target`` of its tight entries; ``count``: entries ok. A token's need after it
     depends on the member's state it ends in, so it is computed per (class, met or not) pair, not per entry
     (:func:`_members`); the per-entry arrays are made once per distinct (columns, pair results) and shared,
-    so members far from a bound, which take alike, cost O(pairs) each."""
+    so members far from a bound, which take alike, cost O(pairs) each. ``ok_c``, ``need_c``: ``ok`` and
+    ``need`` per combination of the shared walk (:func:`_members`: an entry's are its combination's), to
+    compare two members of a group without a pass over its entries."""
 
-    def __init__(self, ok: np.ndarray, need: np.ndarray, guarded: np.ndarray, count: int, edges: np.ndarray):
+    def __init__(self, ok: np.ndarray, need: np.ndarray, guarded: np.ndarray, count: int, ok_c: np.ndarray,
+                 need_c: np.ndarray, edges: np.ndarray):
         self.ok, self.need, self.guarded, self.count, self.edges = ok, need, guarded, count, edges
+        self.ok_c, self.need_c = ok_c, need_c
 
 
 def _members(sh: _Shared, fx: TokenEffects, needs: _Numbered, n: int) -> list[_Member]:
@@ -418,8 +427,9 @@ def _members(sh: _Shared, fx: TokenEffects, needs: _Numbered, n: int) -> list[_M
             lut_ok[pairs], lut_need[pairs] = ok, np.where(ok, need_id, -1)
             lut_guarded[pairs] = guarded
             ok_c = mine & lut_ok[pair]  # per combination; then per entry
-            got = made[full] = (ok_c[combo_of], np.where(ok_c, lut_need[pair], -1)[combo_of],
-                                (ok_c & lut_guarded[pair])[combo_of], int(combo_count[ok_c].sum()))
+            need_c = np.where(ok_c, lut_need[pair], -1)
+            got = made[full] = (ok_c[combo_of], need_c[combo_of], (ok_c & lut_guarded[pair])[combo_of],
+                                int(combo_count[ok_c].sum()), ok_c, need_c)
         out.append(_Member(*got, edges))
     return out
 
@@ -441,7 +451,9 @@ def _member_guards(g: GroupWalk, sh: _Shared, mem: list[_Member], own: _Entries,
         o_tok, o_code, o_need, o_gd = own.part(bounds[i], bounds[i + 1])
         m = mem[i]
         for lst, other, l_tok, l_code, l_need in reversed(made[-GUARD_CANDIDATES:]):
-            if ((other.need[m.ok] == m.need[m.ok]).all()
+            # on every entry m takes, the same need: compared per combination of the shared walk (each entry's
+            # is its combination's, and every combination has an entry), not per entry
+            if ((other.need_c[m.ok_c] == m.need_c[m.ok_c]).all()
                     and _agrees(l_tok, l_code, l_need, o_tok, o_code, o_need, o_gd)):
                 out[i] = lst
                 break

@@ -25,7 +25,7 @@ from ..automata.unique import unique
 def content_key(*arrays: np.ndarray) -> bytes:
     """A key of the contents of ``arrays`` (their bytes, or a 16-byte BLAKE2b digest of them past 256
     bytes), for telling rows apart by content."""
-    data = b"|".join(np.ascontiguousarray(a).tobytes() for a in arrays)
+    data = arrays[0].tobytes() if len(arrays) == 1 else b"|".join([a.tobytes() for a in arrays])
     return data if len(data) <= 256 else hashlib.blake2b(data, digest_size=16).digest()
 
 

@@ -126,11 +126,16 @@ def test_c_byte_classes_are_numpys(lib, monkeypatch):
 
 
 @needs_cc
-def test_c_byte_classes_leave_a_bad_target_to_numpy(lib):
-    t = np.full((2, 256), -1, dtype=np.int32)
-    t[1, 3] = 2
-    assert native.byte_classes(t) is None
-    assert dfa_mod.byte_classes(t)[0].tolist() == [0, 0, 0, 1] + [0] * 252
+def test_c_byte_classes_of_keys_and_values_past_int32(lib, monkeypatch):
+    keys = np.full((2, 256), -1, dtype=np.int64)
+    keys[1, 3] = 2  # no state of two: a key (a transducer's target and effect), classed all the same
+    keys[0, 9] = 5_000_000
+    got, want = native.byte_classes(keys), _numpy_classes(monkeypatch, keys)
+    assert got[0].tolist() == want[0].tolist() == [0, 0, 0, 1, 0, 0, 0, 0, 0, 2] + [0] * 246
+    assert got[1].tolist() == want[1].tolist() == [[-1, -1, 5_000_000], [-1, 2, -1]]
+    keys[1, 200] = 1 << 40
+    assert native.byte_classes(keys) is None  # past int32: numpy's way
+    assert dfa_mod.byte_classes(keys)[0].tolist() == [0, 0, 0, 1, 0, 0, 0, 0, 0, 2] + [0] * 190 + [3] + [0] * 55
 
 
 @needs_cc

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from callmaybe.compiler.automata.counters import UNREACHABLE
-from callmaybe.compiler.index.counted_index import IMPOSSIBLE, TokenEffects
+from callmaybe.compiler.index.counted_index import IMPOSSIBLE, TokenEffects, _effect_distance
 from callmaybe.compiler.automata.dfa import byte_classes
 from callmaybe.compiler.grammar import compile_grammar, schema_dfa
 from callmaybe.compiler.index.trie import build_trie
@@ -150,6 +150,25 @@ def test_remaining_from_distinct_transitions_is_bellman_ford_over_every_byte():
     # other counters' strings can always end or be left at once (their minimum is counted apart)
     assert sorted(set(rem[:, 0].tolist())) == [0, 1, 2, 3, 4, 5] and int((rem[:, 0] > 0).sum()) == 189
     assert not rem[:, 1:].any()
+
+
+def test_effect_distance_is_the_relaxation_over_every_byte():
+    """_effect_distance (a breadth-first search backwards) against relaxing every byte's transition until
+    nothing changes: the bytes read before a transition with an effect, that transition's byte included."""
+    tr = _transducer()
+    has = ((tr.effect != 0) & (tr.transitions >= 0)).any(axis=1)
+    plain = np.where(has, 0, 1 << 40).astype(np.int64)
+    src, byte = np.nonzero(tr.transitions >= 0)
+    dst = tr.transitions[src, byte].astype(np.int64)
+    while True:
+        cand = plain.copy()
+        np.minimum.at(cand, src, plain[dst] + 1)
+        if np.array_equal(cand, plain):
+            break
+        plain = cand
+    got = _effect_distance(tr)
+    assert got.dtype == np.int64 and np.array_equal(got, plain)
+    assert int(has.sum()) == int((got == 0).sum()) and (got == 1 << 40).any() and 0 < int(got[got < 1 << 40].max()) < 40
 
 
 def test_tightness_by_rem_row_is_tightness_by_state():
