@@ -2,6 +2,7 @@
  * The compiler's inner loops in C, each giving the arrays of the numpy code it stands in for (native.py says
  * which; the numpy code runs where this library cannot be built):
  *
+ * - cm_effect_levels: the walk of a counted index's entries over their tokens' bytes (counted_index.py).
  * - cm_byte_classes, cm_class_columns: dfa.py's byte_classes (bytes every state treats alike, and the table
  *   with one column per class).
  * - cm_minimize: the minimal automaton of a byte-level DFA in one call: byte classes, trim, partition
@@ -161,6 +162,39 @@ void cm_class_columns(int64_t n, const int32_t *trans, int64_t k, const int32_t 
         int32_t *o = out + s * k;
         for (int64_t c = 0; c < k; c++) o[c] = row[first_byte[c]];
     }
+}
+
+/*
+ * cm_effect_levels: counted_index.py's TokenEffects.effect_ids, its walk of the entries' bytes level by level.
+ * Entries 0..m-1 are sorted longest token first; active[j] (j < levels): how many are longer than j. From level
+ * j0 on, entry i at level j < its length reads byte bytes[j * vocab + tok[i]] (the padded token matrix, one row
+ * per position): at = cur[i] * 256 + byte; cur[i] = trans[at]; e = effect[at]; ids[i] = comp[ids[i] * width
+ * + e] (e = 0: unchanged). A level is applied only when every pair it needs is in comp (comp_rows rows of width
+ * columns, -1 for a pair not composed yet; an id past comp_rows has none but its column 0); otherwise nothing
+ * of that level is applied, its entries that need a missing pair are written to miss (room for active[j]),
+ * their count to *nmiss, and the level is returned, for the caller to compose those pairs (in the order the
+ * numpy loop does) and call again from it. Returns `levels` once every level is applied.
+ */
+int64_t cm_effect_levels(int64_t levels, const int64_t *active, int64_t j0, const int32_t *tok, int64_t *cur,
+                         int64_t *ids, const uint8_t *bytes, int64_t vocab, const int32_t *trans,
+                         const int32_t *effect, const int64_t *comp, int64_t comp_rows, int64_t width,
+                         int64_t *miss, int64_t *nmiss) {
+    *nmiss = 0;
+    for (int64_t j = j0; j < levels; j++) {
+        int64_t m = active[j], k = 0;
+        const uint8_t *col = bytes + j * vocab;
+        for (int64_t i = 0; i < m; i++) {
+            int64_t e = effect[cur[i] * 256 + col[tok[i]]];
+            if (e && (ids[i] >= comp_rows || comp[ids[i] * width + e] < 0)) miss[k++] = i;
+        }
+        if (k) { *nmiss = k; return j; }
+        for (int64_t i = 0; i < m; i++) {
+            int64_t at = cur[i] * 256 + col[tok[i]], e = effect[at];
+            cur[i] = trans[at];
+            if (e) ids[i] = comp[ids[i] * width + e];
+        }
+    }
+    return levels;
 }
 
 /* Work arrays of one call, freed together. */

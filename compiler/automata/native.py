@@ -103,6 +103,7 @@ _SIGNATURES = {
     "cm_sort_triples": (_I64, [_I64] + [_PTR] * 3 + [_I64] * 2 + [_PTR] * 3),
     "cm_byte_classes": (_I64, [_I64, _PTR, _PTR, _PTR, ctypes.c_int]),
     "cm_class_columns": (None, [_I64, _PTR, _I64, _PTR, _PTR]),
+    "cm_effect_levels": (_I64, [_I64, _PTR, _I64] + [_PTR] * 4 + [_I64] + [_PTR] * 3 + [_I64, _I64, _PTR, _PTR]),
 }
 
 
@@ -162,6 +163,32 @@ def byte_classes(transitions: np.ndarray) -> tuple[np.ndarray, np.ndarray] | Non
     out = np.empty((n, k), dtype=np.int32)
     lib.cm_class_columns(n, t.ctypes.data, k, first.ctypes.data, out.ctypes.data)
     return cls, out
+
+
+def effect_levels(active: np.ndarray, start: int, tok: np.ndarray, cur: np.ndarray, ids: np.ndarray,
+                  bytes_by_position: np.ndarray, trans: np.ndarray, effect: np.ndarray,
+                  comp: np.ndarray) -> tuple[int, np.ndarray] | None:
+    """:meth:`..index.counted_index.TokenEffects.effect_ids`' walk in C, from level ``start``: ``active`` int64
+    (levels,), the entries longer than each level (sorted longest first); ``tok`` int32, ``cur`` and ``ids``
+    int64 (entries,), updated in place; ``bytes_by_position`` uint8 (positions, vocabulary), C-contiguous;
+    ``trans``, ``effect``: int32 (states * 256,); ``comp`` int64 (rows, width), the composed pairs (-1: not
+    yet). Returns ``(level, entries)``: the first level that needs a pair ``comp`` lacks and the entries that
+    need one (that level not applied), or ``(levels, empty)`` when all are applied. None where the library is
+    unavailable."""
+    lib = library()
+    if lib is None:
+        return None
+    for a, dtype in ((active, np.int64), (tok, np.int32), (cur, np.int64), (ids, np.int64),
+                     (bytes_by_position, np.uint8), (trans, np.int32), (effect, np.int32), (comp, np.int64)):
+        if a.dtype != dtype or not a.flags.c_contiguous:
+            raise ValueError("effect_levels: an array of the wrong type or layout")
+    miss = np.empty(int(active[start]) if start < len(active) else 0, dtype=np.int64)
+    nmiss = ctypes.c_int64(0)
+    level = lib.cm_effect_levels(len(active), active.ctypes.data, int(start), tok.ctypes.data, cur.ctypes.data,
+                                 ids.ctypes.data, bytes_by_position.ctypes.data, bytes_by_position.shape[1],
+                                 trans.ctypes.data, effect.ctypes.data, comp.ctypes.data, comp.shape[0],
+                                 comp.shape[1], miss.ctypes.data, ctypes.byref(nmiss))
+    return int(level), miss[:nmiss.value]
 
 
 def minimize(transitions: np.ndarray, accepting: np.ndarray, start: int) -> tuple[np.ndarray, np.ndarray] | None:

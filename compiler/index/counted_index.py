@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..automata import native
 from ..automata.counters import UNREACHABLE, Transducer
 from ..automata.dfa import byte_classes
 from .table import RowStore, content_key, min_tokens_from_edges, unique_edges
@@ -151,12 +152,43 @@ class TokenEffects:
         toks, cur = token[rows], state[rows].astype(np.int64)
         ids = np.zeros(len(rows), dtype=np.int64)
         effect, trans, column = self._flat_effect, self._flat_trans, self._bytes.T
+        if self._native_walk(active.astype(np.int64), toks, cur, ids):
+            eid[rows] = ids
+            return eid
         for j, m in enumerate(active.tolist()):
             at = cur[:m] * 256 + column[j][toks[:m]]
             cur[:m] = trans[at]
             ids[:m] = self._compose(ids[:m], effect[at])  # byte effect 0 (none) is the identity
         eid[rows] = ids
         return eid
+
+    def _native_walk(self, active: np.ndarray, toks: np.ndarray, cur: np.ndarray, ids: np.ndarray) -> bool:
+        """:meth:`effect_ids`' walk in C (:func:`~..automata.native.effect_levels`): ``cur`` and ``ids`` (int64)
+        updated in place; each level's missing pairs composed here as the numpy loop composes them (the pairs
+        of the entries that need one, sorted: the same numbers). False where the library is unavailable."""
+        toks = toks.astype(np.int32)
+        trans, effect = self._int32_tables
+        column = self._bytes.T
+        level = 0
+        while level < len(active):
+            got = native.effect_levels(active, level, toks, cur, ids, column, trans, effect, self._comp)
+            if got is None:
+                return False
+            level, miss = got
+            if len(miss):
+                at = cur[miss] * 256 + column[level][toks[miss]]
+                self._compose(ids[miss], self._flat_effect[at])  # adds the pairs; the level is walked again
+        return True
+
+    @property
+    def _int32_tables(self) -> tuple[np.ndarray, np.ndarray]:
+        """The transducer's transitions and effects, int32 (states * 256,), for :meth:`_native_walk`."""
+        got = self.__dict__.get("_tables32")
+        if got is None:
+            got = self.__dict__["_tables32"] = (
+                np.ascontiguousarray(self.tr.transitions, dtype=np.int32).reshape(-1),
+                np.ascontiguousarray(self.tr.effect, dtype=np.int32).reshape(-1))
+        return got
 
     def _compose(self, ids: np.ndarray, e: np.ndarray) -> np.ndarray:
         """int64: the number of effect ``ids`` followed by byte effect ``e`` (int arrays), from the table

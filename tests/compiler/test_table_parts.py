@@ -7,6 +7,7 @@ import time
 import numpy as np
 import pytest
 
+from callmaybe.compiler.automata import native
 from callmaybe.compiler.automata.counters import UNREACHABLE
 from callmaybe.compiler.index.counted_index import IMPOSSIBLE, TokenEffects, _effect_distance
 from callmaybe.compiler.automata.dfa import byte_classes
@@ -77,6 +78,24 @@ def test_effects_composed_as_numbers_are_the_byte_by_byte_composition():
     add, reset, after, possible = fx.effects(state, token)
     assert np.array_equal(possible, eid != IMPOSSIBLE)
     assert np.array_equal(np.concatenate([add, reset, after], axis=1), fx.rows[eid])
+
+
+def test_effects_walked_in_c_are_numbered_as_in_numpy(monkeypatch):
+    """The walk of effect_ids in C (levels applied only when their pairs are composed) against the numpy loop:
+    the same effect numbers, the same rows in the same order, over several batches (pairs composed in one are
+    found in the next)."""
+    if native.library() is None:
+        pytest.skip("the C routines could not be built here")
+    tr = _transducer()
+    result = walk(tr.transitions, build_trie(list(VOCAB.token_bytes)), share=False)
+    state, token = result.state.astype(np.int64), result.token.astype(np.int64)
+    rng = np.random.default_rng(5)
+    batches = np.array_split(rng.permutation(len(state)), 4)
+    in_c, in_numpy = TokenEffects(tr, VOCAB.token_bytes), TokenEffects(tr, VOCAB.token_bytes)
+    monkeypatch.setattr(in_numpy, "_native_walk", lambda *a: False)
+    for b in batches:
+        assert np.array_equal(in_c.effect_ids(state[b], token[b]), in_numpy.effect_ids(state[b], token[b]))
+    assert np.array_equal(in_c.rows, in_numpy.rows) and len(in_c.rows) > 50
 
 
 def _live_per_counter(tr) -> np.ndarray:
