@@ -44,7 +44,7 @@ from ...core.errors import SchemaError
 from . import array_schema, scalars
 from .diagnostics import Note, SchemaContext
 from .keywords import (
-    ANNOTATIONS, ARRAY_KEYWORDS, LOGIC, NOT_ENFORCEABLE, NUMBER_KEYWORDS, OBJECT_KEYWORDS, ONEOF_LOOSE,
+    ANNOTATIONS, ARRAY_KEYWORDS, LAYERS, LOGIC, NOT_ENFORCEABLE, NUMBER_KEYWORDS, OBJECT_KEYWORDS, ONEOF_LOOSE,
     STRING_KEYWORDS, STRUCTURAL, TYPES,
 )
 from ..automata.lexical import NUMBER, STRING
@@ -238,7 +238,7 @@ class SchemaCompiler(SchemaContext):
         ``then`` and ``else``: within (the ``then`` side, or the ``else`` side less the condition's); with one
         of them, no restriction. None when nothing is left."""
         if "oneOf" in schema and ONEOF_LOOSE not in schema and \
-                (split := exclusive_required(self._one_of_lists(schema, path)[0])) is not None:
+                (split := exclusive_required(schema["oneOf"], _never(base, schema["oneOf"]))) is not None:
             node = self._exclusive(split, base, path, refs, at)
         elif "oneOf" in schema:
             subs, raws = self._one_of_lists(schema, path)
@@ -291,7 +291,7 @@ class SchemaCompiler(SchemaContext):
         branches compiled loosely; None when no branch admits a value. Raises SchemaError for a malformed
         ``oneOf`` or :data:`~.keywords.ONEOF_LOOSE`."""
         subs, raws = self._one_of_lists(schema, path)
-        if ONEOF_LOOSE not in schema and (split := exclusive_required(subs)) is not None:
+        if ONEOF_LOOSE not in schema and (split := exclusive_required(subs, _never(base, subs))) is not None:
             return self._exclusive(split, base, path, refs, at)
         strict, loose = [], []
         for i, sub in enumerate(subs):
@@ -569,6 +569,19 @@ class SchemaCompiler(SchemaContext):
             return AnyValue(0, Alt(leaves))
         inner = self.any_value(depth - 1)
         return AnyValue(depth, Alt(leaves + [ArrayNode([], inner, 0, None), MapNode(Leaf(STRING), inner)]))
+
+
+def _never(base: Any, branches: Any) -> frozenset[str]:
+    """The names the ``oneOf`` ``branches`` require that an object of ``base`` never holds: with
+    ``additionalProperties: false``, no ``patternProperties`` and no layers, those ``properties`` does not
+    declare or declares ``false`` (:func:`.exclusive.exclusive_required`)."""
+    if not isinstance(base, dict) or base.get("additionalProperties") is not False or "patternProperties" in base \
+            or LAYERS in base or not isinstance(base.get("properties", {}), dict) or not isinstance(branches, list):
+        return frozenset()
+    declared = base.get("properties", {})
+    required = [b.get("required") for b in branches if isinstance(b, dict)]
+    names = {k for r in required if isinstance(r, list) for k in r if isinstance(k, str)}
+    return frozenset(k for k in names if k not in declared or declared[k] is False)
 
 
 def _shape(schema: Any) -> dict[str, Any]:

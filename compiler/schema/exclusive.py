@@ -24,11 +24,16 @@ from .keywords import ANNOTATIONS
 MAX_CHOICES = 16
 
 
-def exclusive_required(branches: Any) -> list[list[dict[str, Any]]] | None:
+def exclusive_required(branches: Any, never: frozenset[str] = frozenset()) -> list[list[dict[str, Any]]] | None:
     """For each of the ``oneOf`` ``branches``, the object schemas (a list, empty where the branch accepts no
     value by itself: another branch requires only names it requires too) whose values are those that branch
     alone accepts; None where ``branches`` is not two or more schemas with a non-empty ``required`` list of
-    names and no other keyword than annotations, or the schemas would pass :data:`MAX_CHOICES`."""
+    names and no other keyword than annotations, or the schemas would pass :data:`MAX_CHOICES`.
+
+    ``never``: names the schema around the ``oneOf`` never lets an object hold (``additionalProperties:
+    false`` and not declared): a branch requiring one is never satisfied, so no other branch needs a name
+    absent because of it, and no ``k: false`` is written for it (merged with ``additionalProperties: false``,
+    a name it does not declare makes a layer, which a loose compile, under ``not``, widens)."""
     if not isinstance(branches, list) or len(branches) < 2:
         return None
     names: list[list[str]] = []
@@ -43,7 +48,8 @@ def exclusive_required(branches: Any) -> list[list[dict[str, Any]]] | None:
     written = 0
     for i, required in enumerate(names):
         have = set(required)
-        lacking = [[k for k in other if k not in have] for j, other in enumerate(names) if j != i]
+        lacking = [[k for k in other if k not in have] for j, other in enumerate(names)
+                   if j != i and not never.intersection(other)]
         choices = hitting_sets(lacking, MAX_CHOICES - written)
         if choices is None:
             return None

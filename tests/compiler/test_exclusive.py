@@ -100,7 +100,7 @@ def minimal(schema):
 @pytest.mark.parametrize("name", sorted(SCHEMAS))
 def test_the_same_automaton_as_the_general_one_of(name, monkeypatch):
     rewritten = minimal(SCHEMAS[name])
-    monkeypatch.setattr(schema_compiler, "exclusive_required", lambda branches: None)
+    monkeypatch.setattr(schema_compiler, "exclusive_required", lambda *a: None)
     general = minimal(SCHEMAS[name])
     assert np.array_equal(rewritten.transitions, general.transitions)
     assert np.array_equal(rewritten.accepting, general.accepting)
@@ -131,5 +131,28 @@ def test_a_negated_one_of_keeps_what_it_allows(monkeypatch):
               "additionalProperties": False, "not": {"oneOf": [{"required": ["a"]}, {"required": ["b"]}]}}
     values = [{"a": 1}, {"b": 1}, {"a": 1, "b": 2}, {}]
     assert verdicts(schema, values) == [False, False, True, True]
-    monkeypatch.setattr(schema_compiler, "exclusive_required", lambda branches: None)
+    monkeypatch.setattr(schema_compiler, "exclusive_required", lambda *a: None)
     assert verdicts(schema, values) == [False, False, False, True]
+
+
+def test_names_an_object_never_holds_are_not_written_absent():
+    # c is never held (additionalProperties false, c not declared): no branch needs c absent; the branch
+    # requiring c is written (and admits nothing once merged)
+    assert exclusive_required([{"required": ["a"]}, {"required": ["b"]}, {"required": ["c"]}], frozenset({"c"})) == [
+        [obj(["a"], ["b"])], [obj(["b"], ["a"])], [obj(["c"], ["a", "b"])]]
+
+
+def test_a_negated_one_of_with_a_name_never_held():
+    """A helper's break test: the rewrite wrote c: false beside additionalProperties: false, a layer that the
+    loose compile under not widened, so {a, b} (two branches hold: the oneOf fails, the not passes) was lost."""
+    inner = {"type": "object", "properties": {"a": {}, "b": {}}, "additionalProperties": False,
+             "oneOf": [{"required": ["a"]}, {"required": ["b"]}, {"required": ["c"]}]}
+    schema = {"type": "object", "properties": {"a": {}, "b": {}}, "not": inner}
+    assert verdicts(schema, [{"a": 1, "b": 1}, {"a": 1}, {"b": 1}, {}]) == [True, False, False, True]
+    two = {"oneOf": [{"type": ["object", "integer"], "properties": {"a": {"type": "string"}, "b": {"enum": [1, "s"]}},
+                      "oneOf": [{"required": ["a", "b", "x"]}, {"required": ["a"]}, {"required": ["b"]},
+                                {"required": ["a", "b", "x"]}, {"required": ["b", "x"]}],
+                      "additionalProperties": False},
+                     {"type": "object", "properties": {"a": {"type": "string"}, "b": {"enum": [1, "s"]}},
+                      "required": ["a"]}]}
+    assert verdicts(two, [{"a": "s", "b": "s"}, {"a": "s"}, {"b": 1}, 3]) == [True, False, True, False]
