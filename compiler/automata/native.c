@@ -173,7 +173,9 @@ void cm_class_columns(int64_t n, const int32_t *trans, int64_t k, const int32_t 
  * columns, -1 for a pair not composed yet; an id past comp_rows has none but its column 0); otherwise nothing
  * of that level is applied, its entries that need a missing pair are written to miss (room for active[j]),
  * their count to *nmiss, and the level is returned, for the caller to compose those pairs (in the order the
- * numpy loop does) and call again from it. Returns `levels` once every level is applied.
+ * numpy loop does) and call again from it. Returns `levels` once every level is applied. The entries are a
+ * walk's, each token read whole from its state; one whose state dies (-1) is left there (no read outside the
+ * tables).
  */
 int64_t cm_effect_levels(int64_t levels, const int64_t *active, int64_t j0, const int32_t *tok, int64_t *cur,
                          int64_t *ids, const uint8_t *bytes, int64_t vocab, const int32_t *trans,
@@ -184,11 +186,13 @@ int64_t cm_effect_levels(int64_t levels, const int64_t *active, int64_t j0, cons
         int64_t m = active[j], k = 0;
         const uint8_t *col = bytes + j * vocab;
         for (int64_t i = 0; i < m; i++) {
+            if (cur[i] < 0) continue;
             int64_t e = effect[cur[i] * 256 + col[tok[i]]];
             if (e && (ids[i] >= comp_rows || comp[ids[i] * width + e] < 0)) miss[k++] = i;
         }
         if (k) { *nmiss = k; return j; }
         for (int64_t i = 0; i < m; i++) {
+            if (cur[i] < 0) continue;
             int64_t at = cur[i] * 256 + col[tok[i]], e = effect[at];
             cur[i] = trans[at];
             if (e) ids[i] = comp[ids[i] * width + e];
