@@ -40,11 +40,6 @@ def _empty(n: int) -> np.ndarray:
     return np.full((n, 256), -1, dtype=np.int32)
 
 
-def _shift(t: np.ndarray, off: int) -> np.ndarray:
-    """Transitions ``t`` with every live target moved up by ``off`` (a copy placed at state ``off``)."""
-    return np.where(t >= 0, t + off, -1).astype(np.int32)
-
-
 def merge_rows(trans: np.ndarray, states: np.ndarray, row: np.ndarray) -> None:
     """Add the transitions ``row`` (int32 (256,), -1 = none) to each of ``states``; raises Clash on conflict."""
     if len(states) == 0:
@@ -549,13 +544,17 @@ def members_any_order(pairs: list[ByteDFA], required: list[bool]) -> ByteDFA:
     base[:, NOT_UTF8] = -1
     full = (1 << k) - 1
     count_states(3 + (1 << k) * (n + 1))
-    block = n + 1  # a copy of the members' automaton, then the state after ", " (reads the space)
-    trans = _empty(3 + (1 << k) * block)
+    # 0 before "{", 1 after it, 2 the end; per subset, a copy of the members' automaton, then the state after
+    # ", " (reads the space)
+    b = Assembly()
+    b.fresh(3)
+    off = []
+    for _ in range(1 << k):
+        off.append(b.copy(ByteDFA(base, union_of.accepting, union_of.start)))
+        b.fresh(1)
+    trans = b.table()
     final = 2
     trans[0, ord("{")] = 1
-    off = [3 + c * block for c in range(1 << k)]
-    for c in range(1 << k):
-        trans[off[c]:off[c] + n] = _shift(base, off[c])
     for c in range(1 << k):
         sep = np.full(256, -1, dtype=np.int32)  # after ",": the space, then a member in this subset's copy
         sep[ord(" ")] = off[c] + union_of.start

@@ -99,8 +99,9 @@ class TokenEffects:
         table = tr.table.arrays()
         self._steps = tuple(table[n].astype(np.int32) for n in ("effect_add", "effect_reset", "effect_after"))
         self._lengths, self._bytes = token_matrix(token_bytes)
-        self._flat_effect = np.ascontiguousarray(tr.effect).reshape(-1)
-        self._flat_trans = np.ascontiguousarray(tr.transitions).reshape(-1).astype(np.int64)
+        # int32 (states * 256,), views where the transducer's tables are int32 (the C walk reads them as they are)
+        self._flat_effect = np.ascontiguousarray(tr.effect, dtype=np.int32).reshape(-1)
+        self._flat_trans = np.ascontiguousarray(tr.transitions, dtype=np.int32).reshape(-1)
         self._distance = _effect_distance(tr)
         self.rem = tr.remaining()
         # states alike in what they still need of every counter: the table's tightness depends on that only
@@ -167,8 +168,7 @@ class TokenEffects:
         updated in place; each level's missing pairs composed here as the numpy loop composes them (the pairs
         of the entries that need one, sorted: the same numbers). False where the library is unavailable."""
         toks = toks.astype(np.int32)
-        trans, effect = self._int32_tables
-        column = self._bytes.T
+        trans, effect, column = self._flat_trans, self._flat_effect, self._bytes.T
         level = 0
         while level < len(active):
             got = native.effect_levels(active, level, toks, cur, ids, column, trans, effect, self._comp)
@@ -179,16 +179,6 @@ class TokenEffects:
                 at = cur[miss] * 256 + column[level][toks[miss]]
                 self._compose(ids[miss], self._flat_effect[at])  # adds the pairs; the level is walked again
         return True
-
-    @property
-    def _int32_tables(self) -> tuple[np.ndarray, np.ndarray]:
-        """The transducer's transitions and effects, int32 (states * 256,), for :meth:`_native_walk`."""
-        got = self.__dict__.get("_tables32")
-        if got is None:
-            got = self.__dict__["_tables32"] = (
-                np.ascontiguousarray(self.tr.transitions, dtype=np.int32).reshape(-1),
-                np.ascontiguousarray(self.tr.effect, dtype=np.int32).reshape(-1))
-        return got
 
     def _compose(self, ids: np.ndarray, e: np.ndarray) -> np.ndarray:
         """int64: the number of effect ``ids`` followed by byte effect ``e`` (int arrays), from the table

@@ -237,8 +237,7 @@ class SchemaCompiler(SchemaContext):
         given) less the others' exact languages; ``not``: less the negated schema's; ``if`` with both
         ``then`` and ``else``: within (the ``then`` side, or the ``else`` side less the condition's); with one
         of them, no restriction. None when nothing is left."""
-        if "oneOf" in schema and ONEOF_LOOSE not in schema and \
-                (split := exclusive_required(schema["oneOf"], _never(base, schema["oneOf"]))) is not None:
+        if "oneOf" in schema and (split := _exclusive_split(schema, base)) is not None:
             node = self._exclusive(split, base, path, refs, at)
         elif "oneOf" in schema:
             subs, raws = self._one_of_lists(schema, path)
@@ -291,7 +290,7 @@ class SchemaCompiler(SchemaContext):
         branches compiled loosely; None when no branch admits a value. Raises SchemaError for a malformed
         ``oneOf`` or :data:`~.keywords.ONEOF_LOOSE`."""
         subs, raws = self._one_of_lists(schema, path)
-        if ONEOF_LOOSE not in schema and (split := exclusive_required(subs, _never(base, subs))) is not None:
+        if (split := _exclusive_split(schema, base)) is not None:
             return self._exclusive(split, base, path, refs, at)
         strict, loose = [], []
         for i, sub in enumerate(subs):
@@ -569,6 +568,14 @@ class SchemaCompiler(SchemaContext):
             return AnyValue(0, Alt(leaves))
         inner = self.any_value(depth - 1)
         return AnyValue(depth, Alt(leaves + [ArrayNode([], inner, 0, None), MapNode(Leaf(STRING), inner)]))
+
+
+def _exclusive_split(schema: dict[str, Any], base: dict[str, Any]) -> list[list[dict[str, Any]]] | None:
+    """:func:`.exclusive.exclusive_required` of the schema's ``oneOf`` (None where it does not apply, or the
+    schema gives :data:`~.keywords.ONEOF_LOOSE`), the names ``base`` never holds left out."""
+    if ONEOF_LOOSE in schema:
+        return None
+    return exclusive_required(schema["oneOf"], _never(base, schema["oneOf"]))
 
 
 def _never(base: Any, branches: Any) -> frozenset[str]:
