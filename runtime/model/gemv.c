@@ -49,8 +49,16 @@
  * 155-178, 32 - / 180-200 / 176-193; groups of at most 5 rows on four weight rows were slower (12 rows 86, 16
  * rows 108), of 12 rows on two slower (24 rows 166); hence CM_MAX_ROWS 24.
  *
- * Where the compiler offers no AVX-512 VNNI, cm_simd() returns 0 and a plain loop stands in: exact, but
- * slower than torch's own kernels, which the caller then keeps.
+ * Where the compiler offers AVX2 but no AVX-512 VNNI (Zen 2 and 3, Intel before Ice Lake), product16 takes every
+ * product instead, of any number of rows (CM_CHUNK = 24 at a time), and cm_simd() returns 2: x is widened to
+ * int16 once per call and each 16 bytes of a weight row once per load (vpmovsxbw), then vpmaddwd multiplies
+ * and sums pairs into int32 lanes, exact for every int8 value. There torch's int8 products have no fast
+ * kernel: 2-core AMD EPYC (Zen 3), all 196 matrices of Qwen2.5-1.5B, 2 threads, ms (product16 / torch._int_mm)
+ * at 1, 2, 4, 8, 16, 24 and 64 rows: 48 / 7,693, 53 / 9,254, 112 / 7,708, 184 / 9,482, 318 / 9,315, 493 / 14,578,
+ * 1,623 / 31,453 (bench/int8_kernels.py). One and two rows read 27 and 25 GB/s; from 4 rows the kernel is
+ * bound by its multiplies (about 66 GMAC/s at 16 rows).
+ * With neither, cm_simd() returns 0 and a plain loop stands in: exact, but slower than torch's own kernels,
+ * which the caller then keeps.
  *
  * cm_gemm_i8(x, m, k, w, n, out, threads): the same sums for any m >= 1, with AMX (Intel's tile matrix
  * extensions, TDPBSSD: a 16 x 64 int8 tile times a 64 x 16 one, signed x signed, into 16 x 16 int32 in one
@@ -84,6 +92,15 @@
 #define CM_VNNI 0
 #endif
 
+/* AVX2 without AVX-512 VNNI (Zen 2 and 3, Intel before Ice Lake): the products of x widened to int16 (see
+ * product16) */
+#if !CM_VNNI && defined(__AVX2__)
+#include <immintrin.h>
+#define CM_AVX2 1
+#else
+#define CM_AVX2 0
+#endif
+
 #if CM_VNNI && defined(__AMX_TILE__) && defined(__AMX_INT8__) && defined(__linux__)
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -108,6 +125,14 @@
 #ifndef CM_MAX_ROWS
 #define CM_MAX_ROWS 24
 #endif
+/* the AVX2 kernel takes any number of rows, CM_CHUNK at a time (each chunk reads the weights once) */
+#define CM_MAX_ROWS_AVX2 (1 << 20)
+#ifndef CM_CHUNK
+#define CM_CHUNK 24
+#endif
+#ifndef CM_GROUP16
+#define CM_GROUP16 6 /* beyond 3 rows, the AVX2 kernel takes the rows of x in groups of at most this many */
+#endif
 #define CM_MAX_K 65536 /* 65,536 x 128 x 128 < 2^31: every sum of int8 products fits in int32 */
 #ifndef CM_PREFETCH_HINT /* into the L2 (and L3), not the L1: see the header */
 #define CM_PREFETCH_HINT _MM_HINT_T2
@@ -117,10 +142,11 @@
 #endif
 
 /* 1 where the VNNI kernel was compiled, 0 where the plain loop stands in. */
-int cm_simd(void) { return CM_VNNI; }
+/* Which product kernel was built: 1 AVX-512 VNNI, 2 AVX2 (product16), 0 none (the plain loop) */
+int cm_simd(void) { return CM_VNNI ? 1 : CM_AVX2 ? 2 : 0; }
 
 /* The most rows of x one call takes. */
-int cm_max_rows(void) { return CM_MAX_ROWS; }
+int cm_max_rows(void) { return CM_AVX2 ? CM_MAX_ROWS_AVX2 : CM_MAX_ROWS; }
 
 /* The scaled epilogue (the *_scaled entry points): instead of the int32 sum s of row i and column j, write
  *     out[i][j] = bfloat16((float)s * row_scale[i] * col_scale[j]),
@@ -345,6 +371,187 @@ static void product(const uint8_t *u, int m, int k, const int8_t *w, const int32
 
 #endif
 
+#if CM_AVX2
+
+/* the sum of the eight int32 lanes of v, modulo 2^32 */
+static inline int32_t hsum8(__m256i v)
+{
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
+    return _mm_cvtsi128_si32(s);
+}
+
+/* Weight rows j .. j+R-1 against the M rows of x16 (x widened to int16, rows k apart), R and M constants once
+ * inlined (R x M accumulators, R weight vectors and one of x in the 16 registers). Each 16 bytes of a weight
+ * row are widened once (vpmovsxbw) and multiplied with each row of x by vpmaddwd (16 int16 products, pairs
+ * summed into eight int32 lanes): exact, for every int8 value. The last k % 16 bytes in scalar code. */
+static inline __attribute__((always_inline)) void
+block16(const int16_t *restrict x16, int M, int k, const int8_t *restrict w, int j, int R,
+        int32_t *restrict out, const cm_scaled *sc, int n)
+{
+    __m256i acc[3][CM_GROUP16];
+    for (int r = 0; r < R; r++)
+        for (int i = 0; i < M; i++)
+            acc[r][i] = _mm256_setzero_si256();
+    int t = 0;
+    for (; t + 16 <= k; t += 16) {
+        __m256i wv[3];
+        for (int r = 0; r < R; r++)
+            wv[r] = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(w + (ptrdiff_t)(j + r) * k + t)));
+        for (int i = 0; i < M; i++) {
+            __m256i xv = _mm256_loadu_si256((const __m256i *)(x16 + (ptrdiff_t)i * k + t));
+            for (int r = 0; r < R; r++)
+                acc[r][i] = _mm256_add_epi32(acc[r][i], _mm256_madd_epi16(xv, wv[r]));
+        }
+    }
+    for (int r = 0; r < R; r++)
+        for (int i = 0; i < M; i++) {
+            uint32_t s = (uint32_t)hsum8(acc[r][i]);
+            for (int u = t; u < k; u++)
+                s += (uint32_t)((int32_t)x16[(ptrdiff_t)i * k + u] * w[(ptrdiff_t)(j + r) * k + u]);
+            put(out, sc, n, i, j + r, (int32_t)s);
+        }
+}
+
+/* Weight row j alone against the M (1 or 2) rows of x16, read front to back as one stream (as row_stream),
+ * two accumulators per row of x (even and odd 16-byte steps). */
+static inline __attribute__((always_inline)) void
+stream16(const int16_t *restrict x16, int M, int k, const int8_t *restrict w, int j, int32_t *restrict out,
+         const cm_scaled *sc, int n)
+{
+    __m256i acc[2][2];
+    for (int i = 0; i < M; i++)
+        acc[i][0] = acc[i][1] = _mm256_setzero_si256();
+    const int8_t *p = w + (ptrdiff_t)j * k;
+    int t = 0;
+    for (; t + 32 <= k; t += 32) {
+        __m256i w0 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(p + t)));
+        __m256i w1 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(p + t + 16)));
+        for (int i = 0; i < M; i++) {
+            const int16_t *xi = x16 + (ptrdiff_t)i * k + t;
+            acc[i][0] = _mm256_add_epi32(acc[i][0], _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)xi), w0));
+            acc[i][1] = _mm256_add_epi32(acc[i][1],
+                                         _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)(xi + 16)), w1));
+        }
+    }
+    if (t + 16 <= k) {
+        __m256i w0 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(p + t)));
+        for (int i = 0; i < M; i++)
+            acc[i][0] = _mm256_add_epi32(acc[i][0], _mm256_madd_epi16(
+                _mm256_loadu_si256((const __m256i *)(x16 + (ptrdiff_t)i * k + t)), w0));
+        t += 16;
+    }
+    for (int i = 0; i < M; i++) {
+        uint32_t s = (uint32_t)hsum8(_mm256_add_epi32(acc[i][0], acc[i][1]));
+        for (int u = t; u < k; u++)
+            s += (uint32_t)((int32_t)x16[(ptrdiff_t)i * k + u] * p[u]);
+        put(out, sc, n, i, j, (int32_t)s);
+    }
+}
+
+#define CM_BLOCK16_CASE(M) case M: block16(x16, M, k, w, j, R, out, sc, n); break;
+
+/* block16 for 1 <= M <= CM_GROUP16 rows and R (1, 2 or 3) weight rows, constants once inlined */
+static inline __attribute__((always_inline)) void
+group16(const int16_t *restrict x16, int M, int k, const int8_t *restrict w, int j, int R, int32_t *restrict out,
+        const cm_scaled *sc, int n)
+{
+    switch (M) {
+    CM_BLOCK16_CASE(1) CM_BLOCK16_CASE(2) CM_BLOCK16_CASE(3) CM_BLOCK16_CASE(4) CM_BLOCK16_CASE(5)
+    default: block16(x16, CM_GROUP16, k, w, j, R, out, sc, n); break;
+    }
+}
+
+/* Weight rows j0 .. j1-1 against m rows of x16: 1 or 2 rows one weight row at a time as one stream (stream16);
+ * 3 rows on three weight rows at a time; more in groups of at most CM_GROUP16 rows (as equal as can be) on two
+ * weight rows at a time, the two read from memory once and from the L1 for the other groups. */
+static void rows16(const int16_t *x16, int m, int k, const int8_t *w, int j0, int j1, int32_t *out,
+                   const cm_scaled *sc, int n)
+{
+    if (m <= 2) {
+        for (int j = j0; j < j1; j++)
+            if (m == 1)
+                stream16(x16, 1, k, w, j, out, sc, n);
+            else
+                stream16(x16, 2, k, w, j, out, sc, n);
+        return;
+    }
+    int groups = (m + CM_GROUP16 - 1) / CM_GROUP16;
+    int wide = m == 3 ? 3 : 2;
+    for (int j = j0; j < j1;) {
+        int R = j + wide <= j1 ? wide : 1;
+        for (int g = 0, i0 = 0; g < groups; g++) {
+            int M = m / groups + (g < m % groups);
+            cm_scaled part;
+            const cm_scaled *psc = NULL;
+            if (sc) {
+                part.row_scale = sc->row_scale + i0;
+                part.col_scale = sc->col_scale;
+                part.out = sc->out + (ptrdiff_t)i0 * n;
+                psc = &part;
+            }
+            int32_t *pout = out ? out + (ptrdiff_t)i0 * n : NULL;
+            const int16_t *px = x16 + (ptrdiff_t)i0 * k;
+            if (R == 3)
+                group16(px, M, k, w, j, 3, pout, psc, n);
+            else if (R == 2)
+                group16(px, M, k, w, j, 2, pout, psc, n);
+            else
+                group16(px, M, k, w, j, 1, pout, psc, n);
+            i0 += M;
+        }
+        j += R;
+    }
+}
+
+/* The AVX2 product: x int8 (m, k) against w int8 (n, k), CM_CHUNK rows of x at a time (each widened to int16
+ * once, then every weight row read once for the chunk), the rows of w split between threads in contiguous
+ * ranges as in product(). Why int16 and not vpmaddubsw (unsigned x signed bytes, pairs summed into int16, the
+ * instruction llama.cpp's AVX2 dot products use): its pairs saturate (255 x 127 x 2 > 32,767), so it is exact
+ * only with an operand's sign moved onto the other and neither holding -128; vpmaddwd on widened rows costs
+ * the same four operations per 32 weights and row of x (widen, multiply-add, add), and is exact for every int8.
+ * Returns -1 when memory runs out. */
+static int product16(const int8_t *x, int m, int k, const int8_t *w, int n, int32_t *out, const cm_scaled *sc,
+                     int threads)
+{
+    int chunk = m < CM_CHUNK ? m : CM_CHUNK;
+    int16_t *x16 = malloc((size_t)chunk * k * sizeof(int16_t));
+    if (!x16)
+        return -1;
+    for (int c0 = 0; c0 < m; c0 += chunk) {
+        int rows = m - c0 < chunk ? m - c0 : chunk;
+        for (size_t t = 0; t < (size_t)rows * k; t++)
+            x16[t] = x[(size_t)c0 * k + t];
+        cm_scaled part;
+        const cm_scaled *psc = NULL;
+        if (sc) {
+            part.row_scale = sc->row_scale + c0;
+            part.col_scale = sc->col_scale;
+            part.out = sc->out + (ptrdiff_t)c0 * n;
+            psc = &part;
+        }
+        int32_t *pout = out ? out + (ptrdiff_t)c0 * n : NULL;
+        #pragma omp parallel num_threads(threads)
+        {
+            int nt = 1, id = 0;
+#ifdef _OPENMP
+            nt = omp_get_num_threads();
+            id = omp_get_thread_num();
+#endif
+            int per = ((n + nt - 1) / nt + 5) / 6 * 6; /* whole blocks of 2 and 3 weight rows per thread */
+            int j0 = id * per < n ? id * per : n;
+            int j1 = j0 + per < n ? j0 + per : n;
+            if (j0 < j1)
+                rows16(x16, rows, k, w, j0, j1, pout, psc, n);
+        }
+    }
+    free(x16);
+    return 0;
+}
+
+#endif
+
 /* cm_rotate_quantize(x, bf16, m, k, block, q, step): the input side of a rotated int8 layer, in one pass.
  * Each row of x (m, k) (bfloat16 as uint16 when bf16 is 1, else float32; contiguous) is multiplied by the
  * block-diagonal matrix of normalized Sylvester-Hadamard blocks of order block (a power of two, 2 to 256,
@@ -522,11 +729,14 @@ int cm_row_sums(const int8_t *w, int n, int k, int32_t *wsums, int threads)
 static int gemv(const int8_t *x, int m, int k, const int8_t *w, const int32_t *wsums, int n, int32_t *out,
                 const cm_scaled *sc, int threads)
 {
-    if (m < 1 || m > CM_MAX_ROWS || k < 1 || k > CM_MAX_K || n < 0)
+    if (m < 1 || m > (CM_AVX2 ? CM_MAX_ROWS_AVX2 : CM_MAX_ROWS) || k < 1 || k > CM_MAX_K || n < 0)
         return -1;
     if (threads < 1)
         threads = 1;
-#if CM_VNNI
+#if CM_AVX2
+    (void)wsums;
+    return product16(x, m, k, w, n, out, sc, threads);
+#elif CM_VNNI
     uint8_t *u = malloc((size_t)m * k);
     if (!u)
         return -1;

@@ -3,6 +3,9 @@
 torch's int8 kernels (``torch._int_mm``, ``aten._weight_int8pack_mm``) read weights at about 15 GB/s here, where
 the memory gives 22-30; a decode step reads every weight once for one row or a few, so it is bound by that rate.
 ``gemv.c`` streams the weights at the memory's rate for up to :attr:`Kernel.max_rows` rows (24; see its header);
+on a CPU with AVX2 and no AVX-512 VNNI (Zen 2 and 3, Intel before Ice Lake) its AVX2 kernel takes every product,
+of any number of rows, where torch's ``_int_mm`` has no fast kernel at all (2-core Zen 3, all 196 matrices of
+Qwen2.5-1.5B: 48 against 7,693 ms for one row, 1,623 against 31,453 for 64: ``bench/int8_kernels.py``);
 where the CPU has AMX and Linux grants it, its tile kernel takes products of :data:`AMX_MIN_ROWS` rows or more
 (:meth:`Kernel.gemm`): 53 ms against torch's 103 for 16 rows of every matrix of Qwen2.5-1.5B, 311 against 359 for
 256 (gemv.c's header). ``CALLMAYBE_KERNELS=vnni`` keeps the AVX-512 VNNI kernel alone (for comparisons).
@@ -11,9 +14,10 @@ It is compiled once per machine, source and compiler (``cc -O3 -march=native -fo
 names another compiler) into ``<cache>/kernels/gemv-<key>.so``, with its SHA-256 recorded beside it and checked
 before each load, as every file of the cache is. ``-fopenmp`` links ``libgomp.so.1``, which resolves to the copy
 torch has already loaded, so the kernel's threads are torch's own pool. Where there is no compiler, the build
-fails, the compiler offers no AVX-512 VNNI, or ``CALLMAYBE_KERNELS=torch`` is set, :func:`kernel` returns None
-and the callers keep torch's kernels: the same sums, to the bit. A build or load that fails says why in one
-WARNING line (the first two cases); a CPU without AVX-512 VNNI and ``CALLMAYBE_KERNELS=torch`` in one INFO line.
+fails, the compiler offers neither AVX-512 VNNI nor AVX2, or ``CALLMAYBE_KERNELS=torch`` is set, :func:`kernel`
+returns None and the callers keep torch's kernels: the same sums, to the bit. A build or load that fails says why
+in one WARNING line (the first two cases); a CPU with neither and ``CALLMAYBE_KERNELS=torch`` in one INFO line,
+as is the AVX2 kernel's use.
 """
 
 from __future__ import annotations
@@ -59,11 +63,14 @@ def _bind(lib: ctypes.CDLL, name: str, *argtypes):
 
 class Kernel:
     """The loaded library: :meth:`gemv` and the most rows one call takes (:attr:`max_rows`); :meth:`gemm` where
-    :attr:`amx` (the CPU has AMX, Linux granted it, and ``CALLMAYBE_KERNELS`` is not ``vnni``)."""
+    :attr:`amx` (the CPU has AMX, Linux granted it, and ``CALLMAYBE_KERNELS`` is not ``vnni``). :attr:`kind`:
+    which product kernel it was built with, ``"vnni"`` (AVX-512 VNNI, up to 24 rows a call), ``"avx2"`` (any
+    number of rows, 24 at a time) or None (neither: :attr:`products` is False, torch's kernels multiply)."""
 
     def __init__(self, lib: ctypes.CDLL, path: Path, amx: bool = True, products: bool = True):
         self.path = path
-        self.products = products  # False: built without AVX-512 VNNI, only rotate_quantize is used
+        self.products = products  # False: built with neither AVX-512 VNNI nor AVX2, only rotate_quantize is used
+        self.kind = {1: "vnni", 2: "avx2"}.get(int(lib.cm_simd())) if products else None
         ptr, int_, float_ = ctypes.c_void_p, ctypes.c_int, ctypes.c_float
         self._fn = _bind(lib, "cm_gemv_i8", ptr, int_, int_, ptr, ptr, int_, ptr, int_)
         self.max_rows = int(lib.cm_max_rows())
@@ -345,8 +352,12 @@ def rotation() -> Kernel | None:
                 path = build()
                 lib = open_library(path, ("cm_simd",))  # not a library, or not this one: built again next run
                 simd = lib.cm_simd()
-                if simd != 1:
-                    log.info("int8 kernel: %s has no AVX-512 VNNI; torch's kernels used for products", path)
+                if simd == 2:
+                    log.info("int8 kernel: AVX2 (no AVX-512 VNNI here)")
+                    loaded = Kernel(lib, path, amx=False)
+                elif simd != 1:
+                    log.info("int8 kernel: %s has neither AVX-512 VNNI nor AVX2; torch's kernels used for products",
+                             path)
                     loaded = Kernel(lib, path, amx=False, products=False)
                 else:
                     loaded = Kernel(lib, path, amx=choice != "vnni")

@@ -250,8 +250,9 @@ class Int8Linear(nn.Module):
         """``q`` int8 (M, in) times the int8 weights: the int32 sums (M, out), exactly; with ``step`` float32
         (M, 1), the sums scaled by ``step`` and the layer's scales in bfloat16 (M, out), bit for bit
         ``sums.float().mul_(step).mul_(scale).to(torch.bfloat16)``. :mod:`.native`'s kernels where they take it
-        (AMX tiles from :data:`.native.AMX_MIN_ROWS` rows, else AVX-512 VNNI up to the kernel's rows; the
-        scaling done as they write their outputs); beyond, or where they are unavailable, ``torch._int_mm``."""
+        (AMX tiles from :data:`.native.AMX_MIN_ROWS` rows, else AVX-512 VNNI up to the kernel's rows, or AVX2 for
+        any rows where the CPU has no AVX-512 VNNI; the scaling done as they write their outputs); beyond, or
+        where they are unavailable, ``torch._int_mm``."""
         bound = self._bound
         if (bound is not None and step is not None and bound[0] is self.weight_int8 and bound[2] is self.scale
                 and bound[1] == version_of(self.weight_int8) and bound[3] == version_of(self.scale)

@@ -155,7 +155,7 @@ def test_a_library_without_avx512_gives_the_same_results(fresh, monkeypatch):
     """Built without AVX-512 (its plain C loops): the rope's bits, the attention and the norm within a rounding."""
     monkeypatch.setenv("CC", "cc -mno-avx512f")
     plain = native.rotation()
-    assert plain is not None and plain.products is False
+    assert plain is not None and plain.kind == ("avx2" if "avx2" in native.cpu_flags().split() else None)
     _check_rope(plain)
     _check_attention(plain)
     _check_nan_keys(plain)
