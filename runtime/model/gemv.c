@@ -133,6 +133,9 @@
 #ifndef CM_GROUP16
 #define CM_GROUP16 6 /* beyond 3 rows, the AVX2 kernel takes the rows of x in groups of at most this many */
 #endif
+#ifndef CM_WIDE3
+#define CM_WIDE3 3 /* groups of at most this many rows go on three weight rows at a time, larger ones on two */
+#endif
 #define CM_MAX_K 65536 /* 65,536 x 128 x 128 < 2^31: every sum of int8 products fits in int32 */
 #ifndef CM_PREFETCH_HINT /* into the L2 (and L3), not the L1: see the header */
 #define CM_PREFETCH_HINT _MM_HINT_T2
@@ -478,7 +481,7 @@ static void rows16(const int16_t *x16, int m, int k, const int8_t *w, int j0, in
         return;
     }
     int groups = (m + CM_GROUP16 - 1) / CM_GROUP16;
-    int wide = m == 3 ? 3 : 2;
+    int wide = (m + groups - 1) / groups <= CM_WIDE3 ? 3 : 2; /* weight rows per block: 3 x 4 or 2 x 6 */
     for (int j = j0; j < j1;) {
         int R = j + wide <= j1 ? wide : 1;
         for (int g = 0, i0 = 0; g < groups; g++) {

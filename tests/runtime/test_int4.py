@@ -42,9 +42,12 @@ def test_pack_writes_the_kernels_own_layout_and_unpack_inverts_it():
     q = torch.randint(0, 16, (192, 96), generator=g, dtype=torch.int32)
     packed = int4.pack(q)
     assert packed.dtype == torch.uint8 and packed.shape == (192, 48)
-    assert torch.equal(packed, torch.ops.aten._convert_weight_to_int4pack_for_cpu(q, 1))
+    # torch packs blocks of 64 rows for its AVX-512 kernel (the layout pack writes), of 32 for its AVX2 one
+    # (a Zen 3: the layers repack with pack_with_kernel)
+    avx512 = torch.backends.cpu.get_cpu_capability().startswith("AVX512")
+    assert torch.equal(packed, torch.ops.aten._convert_weight_to_int4pack_for_cpu(q, 1)) is avx512
     assert torch.equal(int4.unpack(packed), q.to(torch.uint8))
-    assert int4.layout_matches()
+    assert int4.layout_matches() is avx512
     # byte j of input k of block b (32 K bytes each): row 64 b + j low, row 64 b + 32 + j high
     assert packed.reshape(-1)[32 * 96 + 5 * 32 + 7].item() == q[64 + 7, 5].item() | q[64 + 32 + 7, 5].item() << 4
 
