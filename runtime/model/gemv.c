@@ -1001,6 +1001,29 @@ static inline __m512 load_bf16x16(const uint16_t *p)
 }
 #endif
 
+/* The attention's products in AVX2 and FMA where there is no AVX-512 (a Zen 3): 8 floats a vector. On a 2-core
+ * Zen 3 the plain loops took 0.46 ms a layer at 250 cached tokens (13 of a 109 ms decode step of Qwen2.5-1.5B). */
+#if CM_AVX2 && defined(__FMA__)
+#define CM_ATTEND8 1
+#else
+#define CM_ATTEND8 0
+#endif
+#if CM_ATTEND8
+static inline __m256 load_bf16x8(const uint16_t *p)
+{
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p)), 16));
+}
+
+/* the sum of the 8 lanes of v */
+static inline float hsum8f(__m256 v)
+{
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+#endif
+
 #if CM_VNNI
 /* exp of 16 floats: x = n ln 2 + r, |r| <= ln 2 / 2, e^r by Cephes' expf polynomial (Moshier, Cephes Math
  * Library, expf.c: about 1 ulp), times 2^n by vscalefps (0 below the smallest float, infinity above); a NaN stays
@@ -1078,6 +1101,25 @@ static void head_scores(const float *qf, int group, const uint16_t *k, int n, in
                 scores[(ptrdiff_t)j * stride + t] = _mm512_reduce_add_ps(acc[j]) * scaling;
         }
     }
+#elif CM_ATTEND8
+    if (d % 8 == 0 && group <= 8) {
+        const float *rows[8];
+        for (int j = 0; j < 8; j++)
+            rows[j] = qf + (ptrdiff_t)(j < group ? j : 0) * d;
+        for (; t < n; t++) {
+            const uint16_t *kt = k + (ptrdiff_t)t * d;
+            __m256 acc[8];
+            for (int j = 0; j < 8; j++)
+                acc[j] = _mm256_setzero_ps();
+            for (int i = 0; i < d; i += 8) {
+                __m256 kb = load_bf16x8(kt + i);
+                for (int j = 0; j < 8; j++)
+                    acc[j] = _mm256_fmadd_ps(_mm256_loadu_ps(rows[j] + i), kb, acc[j]);
+            }
+            for (int j = 0; j < group; j++)
+                scores[(ptrdiff_t)j * stride + t] = hsum8f(acc[j]) * scaling;
+        }
+    }
 #endif
     for (; t < n; t++) {
         const uint16_t *kt = k + (ptrdiff_t)t * d;
@@ -1111,6 +1153,24 @@ static void head_values(const float *p, int group, const uint16_t *v, int n, int
             }
             for (int j = 0; j < group; j++)
                 _mm512_storeu_ps(out + (ptrdiff_t)j * d + i, acc[j]);
+        }
+    }
+#elif CM_ATTEND8
+    if (group <= 8) {
+        const float *rows[8];
+        for (int j = 0; j < 8; j++)
+            rows[j] = p + (ptrdiff_t)(j < group ? j : 0) * stride;
+        for (; i + 8 <= d; i += 8) {
+            __m256 acc[8];
+            for (int j = 0; j < 8; j++)
+                acc[j] = _mm256_setzero_ps();
+            for (int t = 0; t < n; t++) {
+                __m256 vb = load_bf16x8(v + (ptrdiff_t)t * d + i);
+                for (int j = 0; j < 8; j++)
+                    acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(rows[j][t]), vb, acc[j]);
+            }
+            for (int j = 0; j < group; j++)
+                _mm256_storeu_ps(out + (ptrdiff_t)j * d + i, acc[j]);
         }
     }
 #endif
