@@ -204,6 +204,9 @@ class Kernel:
         float32 (m, 1) and ``col_scale`` float32 (n,), the scaled epilogue instead (:func:`_scaled_check`).
         Uses torch's thread count. Raises ValueError on a product :meth:`takes_gemm` refuses, or dtypes and
         layouts it does not take (callers check first: this is a guard, not a path)."""
+        if x.dim() != 2 or w.dim() != 2:
+            raise ValueError(f"gemm: x {tuple(x.shape)} {x.dtype}, w {tuple(w.shape)} {w.dtype}: not a product "
+                             "this kernel takes (two matrices)")
         m, k = x.shape
         n = w.shape[0]
         if (x.dtype != torch.int8 or w.dtype != torch.int8 or w.shape[1] != k or not x.is_contiguous()
@@ -243,10 +246,14 @@ class Kernel:
         ``torch._int_mm(x, w.t())``; with ``row_scale`` float32 (m, 1) and ``col_scale`` float32 (n,), the scaled
         epilogue instead (:func:`_scaled_check`). Uses torch's thread count. Raises ValueError on shapes, dtypes
         or layouts it does not take (callers check first: this is a guard, not a path)."""
+        if x.dim() != 2 or w.dim() != 2:
+            raise ValueError(f"gemv: x {tuple(x.shape)} {x.dtype}, w {tuple(w.shape)} {w.dtype}: not a product this "
+                             "kernel takes (two matrices)")
         m, k = x.shape
         n = w.shape[0]
         if (x.dtype != torch.int8 or w.dtype != torch.int8 or wsums.dtype != torch.int32 or w.shape[1] != k
                 or wsums.shape != (n,) or not (x.is_contiguous() and w.is_contiguous() and wsums.is_contiguous())
+                or not x.device.type == w.device.type == wsums.device.type == "cpu"
                 or not 1 <= m <= self.max_rows or not _scaled_check(row_scale, col_scale, m, n)):
             raise ValueError(f"gemv: x {tuple(x.shape)} {x.dtype}, w {tuple(w.shape)} {w.dtype}, "
                              f"wsums {tuple(wsums.shape)} {wsums.dtype}: not a product this kernel takes")
@@ -293,7 +300,7 @@ def _scaled_check(row_scale: torch.Tensor | None, col_scale: torch.Tensor | None
         return True
     return (row_scale is not None and col_scale is not None
             and row_scale.dtype == torch.float32 and col_scale.dtype == torch.float32
-            and row_scale.numel() == m and tuple(col_scale.shape) == (n,)
+            and tuple(row_scale.shape) in ((m, 1), (m,)) and tuple(col_scale.shape) == (n,)
             and row_scale.is_contiguous() and col_scale.is_contiguous()
             and row_scale.device.type == "cpu" and col_scale.device.type == "cpu")
 

@@ -108,3 +108,24 @@ def test_a_layer_gives_the_same_outputs_as_with_torchs_kernels(avx2, monkeypatch
     monkeypatch.setattr(native, "_loaded", [None])
     q._bound = None
     assert all(torch.equal(a, q(x)) for a, x in zip(with_kernel, xs))
+
+
+def test_inputs_it_does_not_take_are_refused_not_misread(avx2):
+    """A helper's break test: a meta (not CPU) x or w crashed the process (SIGSEGV), a 3-D w was read as its
+    first n x k bytes, a 1-D w raised IndexError, a (1, m) row scale was taken for (m, 1)."""
+    w = torch.randint(-128, 128, (5, 32), dtype=torch.int8)
+    x = torch.ones(3, 32, dtype=torch.int8)
+    sums = avx2.row_sums(w)
+    for bad_x, bad_w, bad_sums in [(torch.empty(3, 32, dtype=torch.int8, device="meta"), w, sums),
+                                   (x, w.to("meta"), sums), (x, w, sums.to("meta"))]:
+        with pytest.raises(ValueError, match="not a product this kernel takes$"):
+            avx2.gemv(bad_x, bad_w, bad_sums)
+    with pytest.raises(ValueError, match=r"^gemv: x \(3, 32\) torch.int8, w \(5, 32, 2\) torch.int8: not a product "
+                                         r"this kernel takes \(two matrices\)$"):
+        avx2.gemv(x, torch.zeros(5, 32, 2, dtype=torch.int8), sums)
+    with pytest.raises(ValueError, match=r"^gemv: x \(3, 32\) torch.int8, w \(160,\) torch.int8: not a product "
+                                         r"this kernel takes \(two matrices\)$"):
+        avx2.gemv(x, w.view(-1), sums)
+    with pytest.raises(ValueError, match="not a product this kernel takes$"):
+        avx2.gemv(x, w, sums, torch.ones(1, 3), torch.ones(5))
+    assert avx2.gemv(x, w, sums, torch.ones(3), torch.ones(5)).shape == (3, 5)  # (m,) is taken
