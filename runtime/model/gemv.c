@@ -613,6 +613,43 @@ static inline float fwht256(__m512 *v, float scale)
 }
 #endif
 
+#if CM_AVX2
+/* fwht256 in AVX2: the 256-entry block y as 32 vectors of 8; stages 128 .. 8 apart pair whole vectors, 4, 2 and 1
+ * apart lanes of one vector (the partner by a permute, the lower lane x + s, the upper s - x: the scalar loop's
+ * operations); then times scale; returns the largest |value| (a NaN, once met, kept: max(mag, amax) returns
+ * amax when either is NaN, and a NaN mag is taken by the blend) */
+static inline float fwht256_avx2(__m256 *v, float scale)
+{
+    for (int h = 16; h >= 1; h /= 2)
+        for (int s = 0; s < 32; s += 2 * h)
+            for (int j = s; j < s + h; j++) {
+                __m256 a = v[j], b = v[j + h];
+                v[j] = _mm256_add_ps(a, b);
+                v[j + h] = _mm256_sub_ps(a, b);
+            }
+    const __m256 sc = _mm256_set1_ps(scale), sign = _mm256_set1_ps(-0.0f);
+    __m256 amax = _mm256_setzero_ps();
+    for (int i = 0; i < 32; i++) {
+        __m256 x = v[i], partner;
+        partner = _mm256_permute2f128_ps(x, x, 0x01);
+        x = _mm256_blend_ps(_mm256_add_ps(x, partner), _mm256_sub_ps(partner, x), 0xF0);
+        partner = _mm256_permute_ps(x, 0x4E);
+        x = _mm256_blend_ps(_mm256_add_ps(x, partner), _mm256_sub_ps(partner, x), 0xCC);
+        partner = _mm256_permute_ps(x, 0xB1);
+        x = _mm256_blend_ps(_mm256_add_ps(x, partner), _mm256_sub_ps(partner, x), 0xAA);
+        x = _mm256_mul_ps(x, sc);
+        v[i] = x;
+        __m256 mag = _mm256_andnot_ps(sign, x);
+        amax = _mm256_blendv_ps(_mm256_max_ps(mag, amax), mag, _mm256_cmp_ps(mag, mag, _CMP_UNORD_Q));
+    }
+    float lanes[8], out = 0.0f;
+    _mm256_storeu_ps(lanes, amax);
+    for (int i = 0; i < 8; i++)
+        out = max_keeping_nan(out, lanes[i]);
+    return out;
+}
+#endif
+
 int cm_rotate_quantize(const void *x, int bf16, int m, int k, int block, float scale, int8_t *q, float *step)
 {
     if (m < 0 || k < 1 || block < 2 || block > 256 || (block & (block - 1)) || k % block)
@@ -642,6 +679,17 @@ int cm_rotate_quantize(const void *x, int bf16, int m, int k, int block, float s
                 amax = max_keeping_nan(amax, a);
                 continue;
             }
+#elif CM_AVX2
+            if (block == 256) {
+                __m256 v[32];
+                for (int j = 0; j < 32; j++)
+                    v[j] = _mm256_loadu_ps(y + 8 * j);
+                float a = fwht256_avx2(v, scale);
+                for (int j = 0; j < 32; j++)
+                    _mm256_storeu_ps(y + 8 * j, v[j]);
+                amax = max_keeping_nan(amax, a);
+                continue;
+            }
 #endif
             for (int h = block / 2; h >= 1; h /= 2)
                 for (int s = 0; s < block; s += 2 * h)
@@ -665,6 +713,14 @@ int cm_rotate_quantize(const void *x, int bf16, int m, int k, int block, float s
             __m512 r = _mm512_roundscale_ps(_mm512_div_ps(_mm512_loadu_ps(row + t), vst),
                                             _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
             _mm_storeu_si128((__m128i *)(q + (ptrdiff_t)i * k + t), _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(r)));
+        }
+#elif CM_AVX2
+        const __m256 vst = _mm256_set1_ps(st);
+        for (; t + 8 <= k; t += 8) {
+            __m256i r = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_div_ps(_mm256_loadu_ps(row + t), vst),
+                                                           _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+            __m128i p16 = _mm_packs_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1));
+            _mm_storel_epi64((__m128i *)(q + (ptrdiff_t)i * k + t), _mm_packs_epi16(p16, p16));
         }
 #endif
         for (; t < k; t++)

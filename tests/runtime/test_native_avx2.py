@@ -129,3 +129,26 @@ def test_inputs_it_does_not_take_are_refused_not_misread(avx2):
     with pytest.raises(ValueError, match="not a product this kernel takes$"):
         avx2.gemv(x, w, sums, torch.ones(1, 3), torch.ones(5))
     assert avx2.gemv(x, w, sums, torch.ones(3), torch.ones(5)).shape == (3, 5)  # (m,) is taken
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+def test_rotate_quantize_in_avx2_gives_the_bits_of_torchs(built, dtype):
+    """The AVX2 transform of 256-entry blocks and its rounding: the bits of quant.walsh_hadamard and torch's
+    per-row quantization (outlier channels, a zero row, the model's widths); a NaN in a row makes its step
+    NaN."""
+    from .test_native import _torch_rotate_quantize
+    from callmaybe.runtime.model import quant
+
+    gen = torch.Generator().manual_seed(11)
+    for k in (256, 1536, 8960, 512 + 256):
+        x = torch.randn(5, k, generator=gen) * torch.rand(5, k, generator=gen) ** 6 * 50
+        x[1] = 0
+        x[2, 7] = 3000.0
+        x = x.to(dtype)
+        q, step = built.rotate_quantize(x, 256, quant.hadamard_scale(256))
+        want_q, want_step = _torch_rotate_quantize(x, 256)
+        assert torch.equal(q, want_q) and torch.equal(step.view(torch.int32), want_step.view(torch.int32)), k
+    x = torch.ones(1, 512)
+    x[0, 3] = float("nan")
+    _, step = built.rotate_quantize(x, 256, quant.hadamard_scale(256))
+    assert step.isnan().all()
