@@ -196,6 +196,31 @@ static inline void put(int32_t *out, const cm_scaled *sc, int n, int i, int j, i
         out[(ptrdiff_t)i * n + j] = s;
 }
 
+/* The epilogue of the rows of x from i0 on, written into *part: NULL when sc is (int32 sums) */
+static inline const cm_scaled *scaled_from(const cm_scaled *sc, int i0, int n, cm_scaled *part)
+{
+    if (!sc)
+        return NULL;
+    part->row_scale = sc->row_scale + i0;
+    part->col_scale = sc->col_scale;
+    part->out = sc->out + (ptrdiff_t)i0 * n;
+    return part;
+}
+
+/* Inside an OpenMP team: this thread's contiguous range [*j0, *j1) of n weight rows, in whole blocks of
+ * `align` rows (so that a thread's blocks are never cut short but at the end) */
+static inline void thread_rows(int n, int align, int *j0, int *j1)
+{
+    int nt = 1, id = 0;
+#ifdef _OPENMP
+    nt = omp_get_num_threads();
+    id = omp_get_thread_num();
+#endif
+    int per = ((n + nt - 1) / nt + align - 1) / align * align;
+    *j0 = id * per < n ? id * per : n;
+    *j1 = *j0 + per < n ? *j0 + per : n;
+}
+
 #if CM_VNNI
 
 /* Weight rows j .. j+R-1 against the M rows of u (x + 128), R and M constants once inlined. */
@@ -325,13 +350,7 @@ static void rows_grouped(const uint8_t *u, int m, int k, const int8_t *w, const 
         for (int g = 0, i0 = 0; g < groups; g++) {
             int M = m / groups + (g < m % groups);
             cm_scaled part;
-            const cm_scaled *psc = NULL;
-            if (sc) {
-                part.row_scale = sc->row_scale + i0;
-                part.col_scale = sc->col_scale;
-                part.out = sc->out + (ptrdiff_t)i0 * n;
-                psc = &part;
-            }
+            const cm_scaled *psc = scaled_from(sc, i0, n, &part);
             int32_t *pout = out ? out + (ptrdiff_t)i0 * n : NULL;
             const uint8_t *pu = u + (ptrdiff_t)i0 * k;
             if (R == 4)
@@ -351,14 +370,8 @@ static void product(const uint8_t *u, int m, int k, const int8_t *w, const int32
 {
     #pragma omp parallel num_threads(threads)
     {
-        int nt = 1, id = 0;
-#ifdef _OPENMP
-        nt = omp_get_num_threads();
-        id = omp_get_thread_num();
-#endif
-        int per = ((n + nt - 1) / nt + 3) & ~3; /* whole blocks of 4 rows per thread */
-        int j0 = id * per < n ? id * per : n;
-        int j1 = j0 + per < n ? j0 + per : n;
+        int j0, j1;
+        thread_rows(n, 4, &j0, &j1); /* whole blocks of 4 rows per thread */
         if (j0 < j1) {
             if (m > CM_SINGLE)
                 rows_grouped(u, m, k, w, wsums, j0, j1, out, sc, n);
@@ -487,13 +500,7 @@ static void rows16(const int16_t *x16, int m, int k, const int8_t *w, int j0, in
         for (int g = 0, i0 = 0; g < groups; g++) {
             int M = m / groups + (g < m % groups);
             cm_scaled part;
-            const cm_scaled *psc = NULL;
-            if (sc) {
-                part.row_scale = sc->row_scale + i0;
-                part.col_scale = sc->col_scale;
-                part.out = sc->out + (ptrdiff_t)i0 * n;
-                psc = &part;
-            }
+            const cm_scaled *psc = scaled_from(sc, i0, n, &part);
             int32_t *pout = out ? out + (ptrdiff_t)i0 * n : NULL;
             const int16_t *px = x16 + (ptrdiff_t)i0 * k;
             if (R == 3)
@@ -527,24 +534,12 @@ static int product16(const int8_t *x, int m, int k, const int8_t *w, int n, int3
         for (size_t t = 0; t < (size_t)rows * k; t++)
             x16[t] = x[(size_t)c0 * k + t];
         cm_scaled part;
-        const cm_scaled *psc = NULL;
-        if (sc) {
-            part.row_scale = sc->row_scale + c0;
-            part.col_scale = sc->col_scale;
-            part.out = sc->out + (ptrdiff_t)c0 * n;
-            psc = &part;
-        }
+        const cm_scaled *psc = scaled_from(sc, c0, n, &part);
         int32_t *pout = out ? out + (ptrdiff_t)c0 * n : NULL;
         #pragma omp parallel num_threads(threads)
         {
-            int nt = 1, id = 0;
-#ifdef _OPENMP
-            nt = omp_get_num_threads();
-            id = omp_get_thread_num();
-#endif
-            int per = ((n + nt - 1) / nt + 5) / 6 * 6; /* whole blocks of 2 and 3 weight rows per thread */
-            int j0 = id * per < n ? id * per : n;
-            int j1 = j0 + per < n ? j0 + per : n;
+            int j0, j1;
+            thread_rows(n, 6, &j0, &j1); /* whole blocks of 2 and 3 weight rows per thread */
             if (j0 < j1)
                 rows16(x16, rows, k, w, j0, j1, pout, psc, n);
         }
@@ -1057,14 +1052,10 @@ static inline __m512 load_bf16x16(const uint16_t *p)
 }
 #endif
 
-/* The attention's products in AVX2 and FMA where there is no AVX-512 (a Zen 3): 8 floats a vector. On a 2-core
- * Zen 3 the plain loops took 0.46 ms a layer at 250 cached tokens (13 of a 109 ms decode step of Qwen2.5-1.5B). */
+/* The attention's products (head_scores, head_values) on float vectors of CM_FW lanes: AVX-512 (16), or AVX2
+ * and FMA where there is no AVX-512 (8; on a 2-core Zen 3 the plain loops took 0.46 ms a layer at 250 cached
+ * tokens, 13 of a 109 ms decode step of Qwen2.5-1.5B); neither: the plain loops alone. */
 #if CM_AVX2 && defined(__FMA__)
-#define CM_ATTEND8 1
-#else
-#define CM_ATTEND8 0
-#endif
-#if CM_ATTEND8
 static inline __m256 load_bf16x8(const uint16_t *p)
 {
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p)), 16));
@@ -1078,6 +1069,30 @@ static inline float hsum8f(__m256 v)
     s = _mm_add_ss(s, _mm_movehdup_ps(s));
     return _mm_cvtss_f32(s);
 }
+#endif
+
+#if CM_VNNI
+#define CM_FW 16
+#define cm_vf __m512
+#define cm_vf_zero _mm512_setzero_ps
+#define cm_vf_load _mm512_loadu_ps
+#define cm_vf_store _mm512_storeu_ps
+#define cm_vf_set1 _mm512_set1_ps
+#define cm_vf_fmadd _mm512_fmadd_ps
+#define cm_vf_bf16 load_bf16x16
+#define cm_vf_sum _mm512_reduce_add_ps
+#elif CM_AVX2 && defined(__FMA__)
+#define CM_FW 8
+#define cm_vf __m256
+#define cm_vf_zero _mm256_setzero_ps
+#define cm_vf_load _mm256_loadu_ps
+#define cm_vf_store _mm256_storeu_ps
+#define cm_vf_set1 _mm256_set1_ps
+#define cm_vf_fmadd _mm256_fmadd_ps
+#define cm_vf_bf16 load_bf16x8
+#define cm_vf_sum hsum8f
+#else
+#define CM_FW 0
 #endif
 
 #if CM_VNNI
@@ -1136,8 +1151,8 @@ static void head_scores(const float *qf, int group, const uint16_t *k, int n, in
                         int stride)
 {
     int t = 0;
-#if CM_VNNI
-    if (d % 16 == 0 && group <= 8) {
+#if CM_FW
+    if (d % CM_FW == 0 && group <= 8) {
         /* eight accumulators whatever the group (a constant count stays in registers); the heads past the
          * group read row 0 again and are not stored */
         const float *rows[8];
@@ -1145,35 +1160,16 @@ static void head_scores(const float *qf, int group, const uint16_t *k, int n, in
             rows[j] = qf + (ptrdiff_t)(j < group ? j : 0) * d;
         for (; t < n; t++) {
             const uint16_t *kt = k + (ptrdiff_t)t * d;
-            __m512 acc[8];
+            cm_vf acc[8];
             for (int j = 0; j < 8; j++)
-                acc[j] = _mm512_setzero_ps();
-            for (int i = 0; i < d; i += 16) {
-                __m512 kb = load_bf16x16(kt + i);
+                acc[j] = cm_vf_zero();
+            for (int i = 0; i < d; i += CM_FW) {
+                cm_vf kb = cm_vf_bf16(kt + i);
                 for (int j = 0; j < 8; j++)
-                    acc[j] = _mm512_fmadd_ps(_mm512_loadu_ps(rows[j] + i), kb, acc[j]);
+                    acc[j] = cm_vf_fmadd(cm_vf_load(rows[j] + i), kb, acc[j]);
             }
             for (int j = 0; j < group; j++)
-                scores[(ptrdiff_t)j * stride + t] = _mm512_reduce_add_ps(acc[j]) * scaling;
-        }
-    }
-#elif CM_ATTEND8
-    if (d % 8 == 0 && group <= 8) {
-        const float *rows[8];
-        for (int j = 0; j < 8; j++)
-            rows[j] = qf + (ptrdiff_t)(j < group ? j : 0) * d;
-        for (; t < n; t++) {
-            const uint16_t *kt = k + (ptrdiff_t)t * d;
-            __m256 acc[8];
-            for (int j = 0; j < 8; j++)
-                acc[j] = _mm256_setzero_ps();
-            for (int i = 0; i < d; i += 8) {
-                __m256 kb = load_bf16x8(kt + i);
-                for (int j = 0; j < 8; j++)
-                    acc[j] = _mm256_fmadd_ps(_mm256_loadu_ps(rows[j] + i), kb, acc[j]);
-            }
-            for (int j = 0; j < group; j++)
-                scores[(ptrdiff_t)j * stride + t] = hsum8f(acc[j]) * scaling;
+                scores[(ptrdiff_t)j * stride + t] = cm_vf_sum(acc[j]) * scaling;
         }
     }
 #endif
@@ -1193,40 +1189,22 @@ static void head_scores(const float *qf, int group, const uint16_t *k, int n, in
 static void head_values(const float *p, int group, const uint16_t *v, int n, int d, float *out, int stride)
 {
     int i = 0;
-#if CM_VNNI
+#if CM_FW
     if (group <= 8) {
         const float *rows[8];
         for (int j = 0; j < 8; j++)
             rows[j] = p + (ptrdiff_t)(j < group ? j : 0) * stride;
-        for (; i + 16 <= d; i += 16) {
-            __m512 acc[8];
+        for (; i + CM_FW <= d; i += CM_FW) {
+            cm_vf acc[8];
             for (int j = 0; j < 8; j++)
-                acc[j] = _mm512_setzero_ps();
+                acc[j] = cm_vf_zero();
             for (int t = 0; t < n; t++) {
-                __m512 vb = load_bf16x16(v + (ptrdiff_t)t * d + i);
+                cm_vf vb = cm_vf_bf16(v + (ptrdiff_t)t * d + i);
                 for (int j = 0; j < 8; j++)
-                    acc[j] = _mm512_fmadd_ps(_mm512_set1_ps(rows[j][t]), vb, acc[j]);
+                    acc[j] = cm_vf_fmadd(cm_vf_set1(rows[j][t]), vb, acc[j]);
             }
             for (int j = 0; j < group; j++)
-                _mm512_storeu_ps(out + (ptrdiff_t)j * d + i, acc[j]);
-        }
-    }
-#elif CM_ATTEND8
-    if (group <= 8) {
-        const float *rows[8];
-        for (int j = 0; j < 8; j++)
-            rows[j] = p + (ptrdiff_t)(j < group ? j : 0) * stride;
-        for (; i + 8 <= d; i += 8) {
-            __m256 acc[8];
-            for (int j = 0; j < 8; j++)
-                acc[j] = _mm256_setzero_ps();
-            for (int t = 0; t < n; t++) {
-                __m256 vb = load_bf16x8(v + (ptrdiff_t)t * d + i);
-                for (int j = 0; j < 8; j++)
-                    acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(rows[j][t]), vb, acc[j]);
-            }
-            for (int j = 0; j < group; j++)
-                _mm256_storeu_ps(out + (ptrdiff_t)j * d + i, acc[j]);
+                cm_vf_store(out + (ptrdiff_t)j * d + i, acc[j]);
         }
     }
 #endif
