@@ -2,7 +2,7 @@
 milliseconds to multiply that many int8 rows by every weight matrix of a model's layers (random int8 weights of
 the model's shapes; Qwen2.5-1.5B's by default: 28 layers of q, k, v, o, gate, up and down, 196 matrices, 1,310
 MB), best and median of ``--repeat`` rounds, for the AMX tile kernel (``Kernel.gemm``, from 4 rows where Linux
-grants AMX), the AVX-512 VNNI kernel (``Kernel.gemv``, up to 14 rows) and ``torch._int_mm``; then the ratio of
+grants AMX), the AVX-512 VNNI kernel (``Kernel.gemv``, any number of rows: from 9 the rows of x in its lanes) and ``torch._int_mm``; then the ratio of
 the kernel Int8Linear uses at that row count to ``torch._int_mm``. Usage::
 
     python bench/int8_kernels.py [--rows 1,2,4,8,14,16,32,64,128,256] [--threads 2] [--repeat 5]

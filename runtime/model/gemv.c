@@ -4,7 +4,7 @@
  *     out[i][j] = sum_t x[i][t] * w[j][t], exactly, in int32,
  * for x int8 (m, k) and w int8 (n, k), both row-major and contiguous, wsums int32 (n,) the sums of w's rows
  * (sum_t w[j][t]), out int32 (m, n). The sums are torch._int_mm(x, w.t())'s to the bit (integer arithmetic).
- * 1 <= m <= CM_MAX_ROWS. Returns 0, or -1 (nothing written) when m, k or n is out of range or memory runs out.
+ * 1 <= m <= CM_MAX_ROWS (2^20). Returns 0, or -1 (nothing written) when m, k or n is out of range or memory runs out.
  *
  * Why: a decode step multiplies one row, or a few (forced text, drafts), by every weight matrix of the model.
  * Each weight is used m times per load, so the product is bound by how fast the weights stream from memory,
@@ -47,7 +47,8 @@
  * no AMX), bench/int8_kernels.py, ms (one pass / groups / torch._int_mm): 12 rows 93-118 / 76-90 / 125-140, 14
  * rows 91-93 / 78-82 / 124-128; 16 rows - / 89-107 / 124-136, 20 - / 104-131 / 141-160, 24 - / 141-154 /
  * 155-178, 32 - / 180-200 / 176-193; groups of at most 5 rows on four weight rows were slower (12 rows 86, 16
- * rows 108), of 12 rows on two slower (24 rows 166); hence CM_MAX_ROWS 24.
+ * rows 108), of 12 rows on two slower (24 rows 166); hence at most 24 rows this way. From CM_LANES_MIN (9)
+ * rows, product_lanes below takes any number of rows instead (16 rows 64 against 88 ms).
  *
  * Where the compiler offers AVX2 but no AVX-512 VNNI (Zen 2 and 3, Intel before Ice Lake), product16 takes every
  * product instead, of any number of rows (CM_CHUNK = 24 at a time), and cm_simd() returns 2: x is widened to
@@ -123,10 +124,8 @@
 #error "CM_STREAM_ROWS must be at most CM_SINGLE"
 #endif
 #ifndef CM_MAX_ROWS
-#define CM_MAX_ROWS 24
+#define CM_MAX_ROWS (1 << 20) /* any number of rows: product_lanes (VNNI) or CM_CHUNK at a time (AVX2) */
 #endif
-/* the AVX2 kernel takes any number of rows, CM_CHUNK at a time (each chunk reads the weights once) */
-#define CM_MAX_ROWS_AVX2 (1 << 20)
 #ifndef CM_CHUNK
 #define CM_CHUNK 24
 #endif
@@ -149,7 +148,7 @@
 int cm_simd(void) { return CM_VNNI ? 1 : CM_AVX2 ? 2 : 0; }
 
 /* The most rows of x one call takes. */
-int cm_max_rows(void) { return CM_AVX2 ? CM_MAX_ROWS_AVX2 : CM_MAX_ROWS; }
+int cm_max_rows(void) { return CM_MAX_ROWS; }
 
 /* The scaled epilogue (the *_scaled entry points): instead of the int32 sum s of row i and column j, write
  *     out[i][j] = bfloat16((float)s * row_scale[i] * col_scale[j]),
@@ -383,6 +382,245 @@ static void product(const uint8_t *u, int m, int k, const int8_t *w, const int32
                 }
         }
     }
+}
+
+/* ---------------------------------------------------------------------------------------------------------
+ * Many rows: the rows of x in the vector's lanes (product_lanes, from CM_LANES_MIN rows, any number of them).
+ *
+ * rows_block puts 64 bytes of k in a vector's lanes, so every output ends in a horizontal sum and each 64-byte
+ * load of x serves only the two weight rows in registers. Here the lanes hold 16 rows of x instead: x + 128 is
+ * packed once per call so that one 64-byte vector holds 4 bytes of k of 16 rows (the layout vpdpbusd sums over,
+ * which oneDNN and AMX call the VNNI layout, here given to x, so that the weights stay as they lie), and each
+ * weight row gives 4 bytes at a time, broadcast to all 16 lanes. A block of 16 weight rows against one such
+ * vector (sums_16x1), or of 8 against two (sums_8x2, 32 rows of x), keeps 16 accumulators of 16 sums each, one
+ * lane per row of x: no horizontal sum, each 64-byte load of x serves 16 or 8 products, and the epilogue
+ * (the 128 wsums[j] off, the scaled bfloat16) is done 16 outputs at a time. x is packed in chunks of 32 rows (a
+ * last chunk of 16 or fewer takes one vector); each thread streams its range of weight rows once per chunk,
+ * prefetching CM_LANE_BLOCKS blocks ahead into the L2 (CM_LANE_HINT).
+ *
+ * 2-core AMD EPYC (Zen 4, no AMX), 2026-12-07, all 196 matrices of Qwen2.5-1.5B (1,310 MB) from memory, the
+ * scaled epilogue, C without Python (best of 3-5, ms; the machine's speed moved by 20% from minute to minute):
+ * 16 rows 54-58 against 85-101 for rows_grouped, 24 rows 103-112 against 162-166, 32 rows 105-115 (torch._int_mm
+ * 176-200). A loop of independent vpdpbusd reads 3.64 G/s on one core (233 GMAC/s), so 16 rows in 54 ms are
+ * 83% of the two cores' multipliers, while reading the weights at 24 GB/s. Prefetch variants at 16 rows: one block
+ * ahead into the L1 63-74 ms, two into the L2 54-58, four into the L2 56-68; each row's line 512 bytes ahead
+ * slower. Through Kernel.gemv (bench/int8_kernels.py's shapes, old and new libraries alternating in one process):
+ * 9 rows 56 against 63 ms, 12 58 / 68, 16 64 / 88, 24 115 / 130; at 8 rows even (48 / 48), so from 9 rows. */
+#ifndef CM_LANE_HINT
+#define CM_LANE_HINT _MM_HINT_T1
+#endif
+#ifndef CM_LANE_BLOCKS
+#define CM_LANE_BLOCKS 2 /* the prefetch reads this many blocks ahead */
+#endif
+#ifndef CM_LANES_MIN
+#define CM_LANES_MIN 9 /* from this many rows of x, product_lanes */
+#endif
+
+/* Pack rows [i0, i0 + L) of x (int8, k per row; L <= 16 V) as u = x + 128 into p, V vectors per group of 4 bytes
+ * of k: p[((g V + v) 16 + l) 4 + b] = u[i0 + 16 v + l][4 g + b], 0 beyond k and beyond L (a zero u adds
+ * nothing, and only the real k is in the 128 wsums[j] taken off). */
+static void pack_lanes(const int8_t *x, int i0, int L, int k, int V, uint8_t *p)
+{
+    int k4 = (k + 3) / 4;
+    memset(p, 0, (size_t)k4 * V * 64);
+    for (int l = 0; l < L; l++) {
+        const int8_t *row = x + (ptrdiff_t)(i0 + l) * k;
+        uint8_t *q = p + (ptrdiff_t)(l / 16) * 64 + 4 * (l % 16);
+        int g = 0;
+        for (; 4 * g + 4 <= k; g++) {
+            uint32_t b;
+            memcpy(&b, row + 4 * g, 4);
+            b ^= 0x80808080u;
+            memcpy(q + (ptrdiff_t)g * V * 64, &b, 4);
+        }
+        for (int t = 4 * g; t < k; t++)
+            q[(ptrdiff_t)g * V * 64 + t % 4] = (uint8_t)row[t] ^ 0x80;
+    }
+}
+
+/* 4 bytes of weight row `row` from byte 4 g on, as one int32 for the broadcast; zeros beyond k */
+static inline int32_t weight_quad(const int8_t *row, int g, int k)
+{
+    int32_t b = 0;
+    int t = 4 * g;
+    memcpy(&b, row + t, (size_t)(k - t >= 4 ? 4 : k - t));
+    return b;
+}
+
+/* The prefetch of a lane kernel's weights at group g of k, for R rows: one line a group, the rows in turn, each
+ * CM_LANE_AHEAD bytes ahead of where it is read (each row takes a new line every 16 groups); and over the
+ * first R x CM_LANE_AHEAD / 64 groups, the first CM_LANE_AHEAD bytes of each of the next block's rows (`ahead`),
+ * so that a block does not begin with a miss on every row. Into the L1: R x CM_LANE_AHEAD bytes at a time. */
+/* The prefetch of a lane kernel's weights at group g of k, for R rows: the next block's R x k bytes in order, 4 R
+ * bytes a group, so that they are in the L1 by the time it starts (a line of each row every 16 groups, each row
+ * CM_LANE_AHEAD bytes ahead into the L1 or the L2: slower, bench of 2026-12-07 in the header) */
+#define CM_LANE_PREFETCH(R) _mm_prefetch(ahead + (ptrdiff_t)4 * (R) * g, CM_LANE_HINT)
+
+/* An int32 read from any address (the 4 bytes of a weight row broadcast to all lanes) */
+typedef int32_t cm_quad __attribute__((aligned(1), may_alias));
+#define CM_BQ(ptr) _mm512_set1_epi32(*(const cm_quad *)(ptr))
+
+/* The sums of 16 weight rows (wr, rows k bytes apart) against one vector of packed x (p), over the first kf
+ * groups of 4 bytes of k: acc[r] (16 lanes: 16 rows of x). The rows are addressed from four pointers, k, 2 k
+ * and 3 k apart, so that the loop needs no more registers than there are; `ahead`: the next block's weights,
+ * prefetched 64 bytes a group (16 k bytes over k / 4 groups). */
+static __attribute__((noinline)) void
+sums_16x1(const uint8_t *restrict p, ptrdiff_t k, const int8_t *restrict wr, int kf, const char *ahead, __m512i *acc)
+{
+    __m512i a0 = _mm512_setzero_si512(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0, a8 = a0,
+            a9 = a0, a10 = a0, a11 = a0, a12 = a0, a13 = a0, a14 = a0, a15 = a0;
+    const int8_t *b0 = wr, *b1 = wr + 4 * k, *b2 = wr + 8 * k, *b3 = wr + 12 * k;
+    const ptrdiff_t k2 = 2 * k, k3 = 3 * k;
+    for (int g = 0; g < kf; g++) {
+        CM_LANE_PREFETCH(16);
+        __m512i x = _mm512_load_si512((const void *)(p + (ptrdiff_t)64 * g));
+        a0 = _mm512_dpbusd_epi32(a0, x, CM_BQ(b0));
+        a1 = _mm512_dpbusd_epi32(a1, x, CM_BQ(b0 + k));
+        a2 = _mm512_dpbusd_epi32(a2, x, CM_BQ(b0 + k2));
+        a3 = _mm512_dpbusd_epi32(a3, x, CM_BQ(b0 + k3));
+        a4 = _mm512_dpbusd_epi32(a4, x, CM_BQ(b1));
+        a5 = _mm512_dpbusd_epi32(a5, x, CM_BQ(b1 + k));
+        a6 = _mm512_dpbusd_epi32(a6, x, CM_BQ(b1 + k2));
+        a7 = _mm512_dpbusd_epi32(a7, x, CM_BQ(b1 + k3));
+        a8 = _mm512_dpbusd_epi32(a8, x, CM_BQ(b2));
+        a9 = _mm512_dpbusd_epi32(a9, x, CM_BQ(b2 + k));
+        a10 = _mm512_dpbusd_epi32(a10, x, CM_BQ(b2 + k2));
+        a11 = _mm512_dpbusd_epi32(a11, x, CM_BQ(b2 + k3));
+        a12 = _mm512_dpbusd_epi32(a12, x, CM_BQ(b3));
+        a13 = _mm512_dpbusd_epi32(a13, x, CM_BQ(b3 + k));
+        a14 = _mm512_dpbusd_epi32(a14, x, CM_BQ(b3 + k2));
+        a15 = _mm512_dpbusd_epi32(a15, x, CM_BQ(b3 + k3));
+        b0 += 4, b1 += 4, b2 += 4, b3 += 4;
+    }
+    acc[0] = a0, acc[1] = a1, acc[2] = a2, acc[3] = a3, acc[4] = a4, acc[5] = a5, acc[6] = a6, acc[7] = a7;
+    acc[8] = a8, acc[9] = a9, acc[10] = a10, acc[11] = a11, acc[12] = a12, acc[13] = a13, acc[14] = a14;
+    acc[15] = a15;
+}
+
+/* sums_16x1 for 8 weight rows against two vectors of packed x (32 rows): acc[2 r + v] */
+static __attribute__((noinline)) void
+sums_8x2(const uint8_t *restrict p, ptrdiff_t k, const int8_t *restrict wr, int kf, const char *ahead, __m512i *acc)
+{
+    __m512i a0 = _mm512_setzero_si512(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0, a8 = a0,
+            a9 = a0, a10 = a0, a11 = a0, a12 = a0, a13 = a0, a14 = a0, a15 = a0;
+    const int8_t *b0 = wr, *b1 = wr + 4 * k;
+    const ptrdiff_t k2 = 2 * k, k3 = 3 * k;
+    for (int g = 0; g < kf; g++) {
+        CM_LANE_PREFETCH(8);
+        __m512i x0 = _mm512_load_si512((const void *)(p + (ptrdiff_t)128 * g));
+        __m512i x1 = _mm512_load_si512((const void *)(p + (ptrdiff_t)128 * g + 64));
+        __m512i q;
+        q = CM_BQ(b0), a0 = _mm512_dpbusd_epi32(a0, x0, q), a1 = _mm512_dpbusd_epi32(a1, x1, q);
+        q = CM_BQ(b0 + k), a2 = _mm512_dpbusd_epi32(a2, x0, q), a3 = _mm512_dpbusd_epi32(a3, x1, q);
+        q = CM_BQ(b0 + k2), a4 = _mm512_dpbusd_epi32(a4, x0, q), a5 = _mm512_dpbusd_epi32(a5, x1, q);
+        q = CM_BQ(b0 + k3), a6 = _mm512_dpbusd_epi32(a6, x0, q), a7 = _mm512_dpbusd_epi32(a7, x1, q);
+        q = CM_BQ(b1), a8 = _mm512_dpbusd_epi32(a8, x0, q), a9 = _mm512_dpbusd_epi32(a9, x1, q);
+        q = CM_BQ(b1 + k), a10 = _mm512_dpbusd_epi32(a10, x0, q), a11 = _mm512_dpbusd_epi32(a11, x1, q);
+        q = CM_BQ(b1 + k2), a12 = _mm512_dpbusd_epi32(a12, x0, q), a13 = _mm512_dpbusd_epi32(a13, x1, q);
+        q = CM_BQ(b1 + k3), a14 = _mm512_dpbusd_epi32(a14, x0, q), a15 = _mm512_dpbusd_epi32(a15, x1, q);
+        b0 += 4, b1 += 4;
+    }
+    acc[0] = a0, acc[1] = a1, acc[2] = a2, acc[3] = a3, acc[4] = a4, acc[5] = a5, acc[6] = a6, acc[7] = a7;
+    acc[8] = a8, acc[9] = a9, acc[10] = a10, acc[11] = a11, acc[12] = a12, acc[13] = a13, acc[14] = a14;
+    acc[15] = a15;
+}
+
+/* Weight rows j .. j+R-1 (R = 16 with V = 1, 8 with V = 2, or any R fewer at a range's end) against the L rows
+ * of x packed at p (V vectors, L <= 16 V), rows i0.. of the output. */
+static void lanes_block(const uint8_t *restrict p, int V, int L, int i0, int k, const int8_t *restrict w,
+                        const int32_t *restrict wsums, int j, int R, int32_t *restrict out, const cm_scaled *sc, int n)
+{
+    __m512i acc[32]; /* acc[r V + v] */
+    const int8_t *wr = w + (ptrdiff_t)j * k;
+    const char *ahead = (const char *)(wr + (ptrdiff_t)CM_LANE_BLOCKS * R * k);
+    int kf = k / 4, k4 = (k + 3) / 4;
+    if (V == 1 && R == 16) {
+        sums_16x1(p, k, wr, kf, ahead, acc);
+    } else if (V == 2 && R == 8) {
+        sums_8x2(p, k, wr, kf, ahead, acc);
+    } else {
+        for (int a = 0; a < R * V; a++)
+            acc[a] = _mm512_setzero_si512();
+        for (int g = 0; g < kf; g++)
+            for (int r = 0; r < R; r++) {
+                __m512i q = CM_BQ(wr + (ptrdiff_t)r * k + 4 * g);
+                for (int v = 0; v < V; v++)
+                    acc[r * V + v] = _mm512_dpbusd_epi32(acc[r * V + v],
+                                                         _mm512_load_si512((const void *)(p + ((ptrdiff_t)g * V + v) * 64)), q);
+            }
+    }
+    if (kf < k4) /* the last k % 4 bytes */
+        for (int r = 0; r < R; r++) {
+            __m512i q = _mm512_set1_epi32(weight_quad(wr + (ptrdiff_t)r * k, kf, k));
+            for (int v = 0; v < V; v++)
+                acc[r * V + v] = _mm512_dpbusd_epi32(acc[r * V + v],
+                                                     _mm512_load_si512((const void *)(p + ((ptrdiff_t)kf * V + v) * 64)), q);
+        }
+    /* the epilogue: 16 rows' sums of each weight row at once, then written row by row */
+    const __m512i round = _mm512_set1_epi32(0x7fff), one = _mm512_set1_epi32(1), nan = _mm512_set1_epi32(0xffff);
+    for (int v = 0; v < V; v++) {
+        int lanes = L - 16 * v < 16 ? L - 16 * v : 16;
+        if (lanes <= 0)
+            break;
+        __mmask16 valid = (__mmask16)((1u << lanes) - 1);
+        __m512 rs = sc ? _mm512_maskz_loadu_ps(valid, sc->row_scale + i0 + 16 * v) : _mm512_setzero_ps();
+        union {
+            int32_t s[16];
+            uint16_t h[32];
+        } tile[16];
+        for (int r = 0; r < R; r++) {
+            __m512i s = _mm512_sub_epi32(acc[r * V + v], _mm512_set1_epi32((int32_t)(128u * (uint32_t)wsums[j + r])));
+            if (sc) {
+                __m512 f = _mm512_mul_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(s), rs), _mm512_set1_ps(sc->col_scale[j + r]));
+                __m512i u = _mm512_castps_si512(f);
+                __m512i h = _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(u, round),
+                                                               _mm512_and_si512(_mm512_srli_epi32(u, 16), one)), 16);
+                h = _mm512_mask_mov_epi32(h, _mm512_cmp_ps_mask(f, f, _CMP_UNORD_Q), nan);
+                _mm256_storeu_si256((__m256i *)tile[r].h, _mm512_cvtepi32_epi16(h));
+            } else {
+                _mm512_storeu_si512((void *)tile[r].s, s);
+            }
+        }
+        for (int l = 0; l < lanes; l++) {
+            ptrdiff_t at = (ptrdiff_t)(i0 + 16 * v + l) * n + j;
+            if (sc)
+                for (int r = 0; r < R; r++)
+                    sc->out[at + r] = tile[r].h[l];
+            else
+                for (int r = 0; r < R; r++)
+                    out[at + r] = tile[r].s[l];
+        }
+    }
+}
+
+/* The product of m rows of x through lanes_block: x packed in chunks of 32 rows (the last of 16 or fewer in one
+ * vector); each thread takes a contiguous range of weight rows, in blocks, against every chunk in turn. */
+static int product_lanes(const int8_t *x, int m, int k, const int8_t *w, const int32_t *wsums, int n, int32_t *out,
+                         const cm_scaled *sc, int threads)
+{
+    int k4 = (k + 3) / 4, chunks = (m + 31) / 32;
+    size_t chunk_bytes = (size_t)k4 * 2 * 64;
+    uint8_t *p = aligned_alloc(64, chunk_bytes * chunks);
+    if (!p)
+        return -1;
+    #pragma omp parallel for schedule(static) num_threads(threads)
+    for (int c = 0; c < chunks; c++) {
+        int L = m - 32 * c < 32 ? m - 32 * c : 32;
+        pack_lanes(x, 32 * c, L, k, L > 16 ? 2 : 1, p + chunk_bytes * c);
+    }
+    #pragma omp parallel num_threads(threads)
+    {
+        int j0, j1;
+        thread_rows(n, 16, &j0, &j1);
+        for (int c = 0; c < chunks; c++) {
+            int L = m - 32 * c < 32 ? m - 32 * c : 32, V = L > 16 ? 2 : 1, step = V == 2 ? 8 : 16;
+            const uint8_t *pc = p + chunk_bytes * c;
+            for (int j = j0; j < j1; j += step)
+                lanes_block(pc, V, L, 32 * c, k, w, wsums, j, j + step <= j1 ? step : j1 - j, out, sc, n);
+        }
+    }
+    free(p);
+    return 0;
 }
 
 #endif
@@ -783,7 +1021,7 @@ int cm_row_sums(const int8_t *w, int n, int k, int32_t *wsums, int threads)
 static int gemv(const int8_t *x, int m, int k, const int8_t *w, const int32_t *wsums, int n, int32_t *out,
                 const cm_scaled *sc, int threads)
 {
-    if (m < 1 || m > (CM_AVX2 ? CM_MAX_ROWS_AVX2 : CM_MAX_ROWS) || k < 1 || k > CM_MAX_K || n < 0)
+    if (m < 1 || m > CM_MAX_ROWS || k < 1 || k > CM_MAX_K || n < 0)
         return -1;
     if (threads < 1)
         threads = 1;
@@ -791,6 +1029,8 @@ static int gemv(const int8_t *x, int m, int k, const int8_t *w, const int32_t *w
     (void)wsums;
     return product16(x, m, k, w, n, out, sc, threads);
 #elif CM_VNNI
+    if (m >= CM_LANES_MIN)
+        return product_lanes(x, m, k, w, wsums, n, out, sc, threads);
     uint8_t *u = malloc((size_t)m * k);
     if (!u)
         return -1;
