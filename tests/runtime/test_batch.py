@@ -631,3 +631,35 @@ def test_the_shared_prefix_changes_once_no_row_uses_it(smollm2):
         batch.step()
     for got, want in zip(late.row.seen, alone(model, [[4, 5, 6, 7, 30], [31]])):
         assert torch.allclose(got, want, atol=1e-4), (got - want).abs().max()
+
+
+def test_the_base_met_by_a_run_s_tokens_alone_gives_the_padded_run_s_attention():
+    """A run of rows feeding 3, 1 and 2 tokens (padded to 3), the second row not attending to the base: the
+    packed tokens' attention (:func:`_attend_packed`) equals the padded layout's (:func:`_attend`) at every
+    token, within float32 rounding; the padding's cells take no part."""
+    from callmaybe.runtime.decoding.rowpass import _attend, _attend_packed
+
+    gen = torch.Generator().manual_seed(3)
+    n, kv, group, w, d, slots, size = 3, 2, 3, 3, 8, 7, 11
+    counts = [3, 1, 2]
+    rows = torch.tensor([0, 0, 0, 1, 2, 2])
+    cols = torch.tensor([0, 1, 2, 0, 0, 1])
+    packed = torch.randn(len(rows), kv, group, d, generator=gen)
+    padded = torch.full((n, w, kv, group, d), float("nan"))  # padding: NaN, so any use of it shows
+    padded[rows, cols] = packed
+    grouped = padded.permute(0, 2, 3, 1, 4).reshape(n, kv, group * w, d)
+    keys, values = torch.randn(n, kv, slots, d, generator=gen), torch.randn(n, kv, slots, d, generator=gen)
+    allowed = torch.zeros(n, w, slots, dtype=torch.bool)
+    for b, c in enumerate(counts):
+        for col in range(c):
+            allowed[b, col, : slots - w + col + 1] = True
+    bias = torch.zeros(allowed.shape).masked_fill_(~allowed, float("-inf"))[:, None, None]
+    scores = torch.matmul(torch.nan_to_num(grouped), keys.transpose(-1, -2)) * 0.5
+    scores = (scores.view(n, kv, group, w, slots) + bias).view(n, kv, group * w, slots)
+    base_keys, base_values = torch.randn(kv, size, d, generator=gen), torch.randn(kv, size, d, generator=gen)
+    shared = torch.tensor([0.0, float("-inf"), 0.0]).view(n, 1, 1, 1)
+    want = _attend(torch.nan_to_num(grouped), scores, values, base_keys, base_values, shared, 0.5)
+    want = want.view(n, kv, group, w, d)[rows, :, :, cols]
+    got = _attend_packed(packed, rows, cols, scores, values, base_keys, base_values, shared, 0.5)
+    assert got.shape == (6, kv, group, d) and not got.isnan().any()
+    assert torch.allclose(got, want, atol=1e-6), (got - want).abs().max()
