@@ -135,6 +135,9 @@
 #ifndef CM_WIDE3
 #define CM_WIDE3 3 /* groups of at most this many rows go on three weight rows at a time, larger ones on two */
 #endif
+#ifndef CM_ROTATE_ROWS
+#define CM_ROTATE_ROWS 4 /* cm_rotate_quantize splits the rows between threads from this many */
+#endif
 #define CM_MAX_K 65536 /* 65,536 x 128 x 128 < 2^31: every sum of int8 products fits in int32 */
 #ifndef CM_PREFETCH_HINT /* into the L2 (and L3), not the L1: see the header */
 #define CM_PREFETCH_HINT _MM_HINT_T2
@@ -788,7 +791,7 @@ static int product16(const int8_t *x, int m, int k, const int8_t *w, int n, int3
 
 #endif
 
-/* cm_rotate_quantize(x, bf16, m, k, block, q, step): the input side of a rotated int8 layer, in one pass.
+/* cm_rotate_quantize(x, bf16, m, k, block, q, step, threads): the input side of a rotated int8 layer, in one pass.
  * Each row of x (m, k) (bfloat16 as uint16 when bf16 is 1, else float32; contiguous) is multiplied by the
  * block-diagonal matrix of normalized Sylvester-Hadamard blocks of order block (a power of two, 2 to 256,
  * dividing k), then quantized per row: step[i] = max(absmax_i, 1e-12) / 127 (float32), q[i][t] = the rotated
@@ -796,7 +799,9 @@ static int product16(const int8_t *x, int m, int k, const int8_t *w, int n, int3
  * The rotation is the fast Walsh-Hadamard transform (log2(block) stages of butterflies (a + b, a - b) between
  * entries block/2, ..., 2, 1 apart, then one product by (float)(1 / sqrt(block))), the same operations in the
  * same order as quant.walsh_hadamard, so the outputs are its bits: 8 additions per entry instead of the dense
- * product's 256 multiply-adds. Returns 0, or -1 (nothing written) when block, k or m is out of range. */
+ * product's 256 multiply-adds. From CM_ROTATE_ROWS rows, `threads` threads take a share of the rows each (a
+ * prompt's or a server step's rows; one row is not split). Returns 0, or -1 when block, k or m is out of range
+ * (nothing written) or memory ran out. */
 /* the larger of a running absmax and v; a NaN, once met, stays (torch's amax propagates NaN) */
 static inline float max_keeping_nan(float amax, float v)
 {
@@ -883,14 +888,22 @@ static inline float fwht256_avx2(__m256 *v, float scale)
 }
 #endif
 
-int cm_rotate_quantize(const void *x, int bf16, int m, int k, int block, float scale, int8_t *q, float *step)
+int cm_rotate_quantize(const void *x, int bf16, int m, int k, int block, float scale, int8_t *q, float *step,
+                       int threads)
 {
     if (m < 0 || k < 1 || block < 2 || block > 256 || (block & (block - 1)) || k % block)
         return -1;
+    int failed = 0;
+    /* rows split between threads from CM_ROTATE_ROWS rows (a prompt's or a server step's); each row alone */
+    #pragma omp parallel num_threads(m >= CM_ROTATE_ROWS && threads > 1 ? threads : 1) reduction(| : failed)
+    {
     float *row = malloc((size_t)k * sizeof(float));
     if (!row)
-        return -1;
+        failed = 1;
+    #pragma omp for schedule(static)
     for (int i = 0; i < m; i++) {
+        if (!row)
+            continue;
         if (bf16) {
             const uint16_t *src = (const uint16_t *)x + (ptrdiff_t)i * k;
             for (int t = 0; t < k; t++)
@@ -960,7 +973,8 @@ int cm_rotate_quantize(const void *x, int bf16, int m, int k, int block, float s
             q[(ptrdiff_t)i * k + t] = (int8_t)__builtin_rintf(row[t] / st);
     }
     free(row);
-    return 0;
+    }
+    return failed ? -1 : 0;
 }
 
 /* cm_scale_sums(sums, m, n, row_scale, col_scale, out16, threads): the scaled epilogue (cm_scaled) over int32

@@ -82,7 +82,7 @@ class Kernel:
         self._gemm_scaled = _bind(lib, "cm_gemm_i8_scaled", ptr, int_, int_, ptr, int_, ptr, ptr, ptr, int_)
         self.amx = bool(amx and lib.cm_amx())
         self._scale_sums = _bind(lib, "cm_scale_sums", ptr, int_, int_, ptr, ptr, ptr, int_)
-        self._rotq = _bind(lib, "cm_rotate_quantize", ptr, int_, int_, int_, int_, float_, ptr, ptr)
+        self._rotq = _bind(lib, "cm_rotate_quantize", ptr, int_, int_, int_, int_, float_, ptr, ptr, int_)
         self._norm = _bind(lib, "cm_rms_norm_bf16", ptr, int_, int_, ptr, float_, ptr, int_)
         self._rope = _bind(lib, "cm_rope_bf16", ptr, int_, int_, ptr, ptr)
         self._attend = _bind(lib, "cm_attend_one", ptr, int_, ptr, ptr, int_, int_, int_, ctypes.c_long, float_, ptr,
@@ -117,7 +117,7 @@ class Kernel:
         q = torch.empty(m, k, dtype=torch.int8)
         step = torch.empty(m, 1, dtype=torch.float32)
         if self._rotq(x.data_ptr(), int(x.dtype == torch.bfloat16), m, k, block, scale, q.data_ptr(),
-                      step.data_ptr()) != 0:
+                      step.data_ptr(), torch.get_num_threads()) != 0:
             raise ValueError(f"rotate_quantize: x {tuple(x.shape)}, block {block}: refused by the kernel")
         return q, step
 
