@@ -20,7 +20,9 @@ decoder layers itself, for Llama-like models (Llama, SmolLM2, Qwen2):
   attention (``scaled_dot_product_attention``) took 14.7 ms per layer for 16 rows of one bfloat16 query over
   330 slots (Qwen2.5-1.5B's 12 heads, 2 key/value heads); these products take 1.3 ms.
 * rows that share the batch's catalog prefix (``base``) meet its keys and values in one product per key/value
-  head for all rows of a run, then their own slots, under one softmax over both (:func:`_attend`);
+  head for all rows of a run, then their own slots, under one softmax over both (:func:`_attend`; a run
+  whose rows feed more than one token meets the base with its tokens alone, not their padding:
+  :func:`_attend_packed`);
 * the keys and values are float32 in the buffers when the model's are bfloat16 or float16
   (:meth:`~.batch.Batch._buffer_dtype`): they widen exactly, once, instead of at every step.
 

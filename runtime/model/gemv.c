@@ -450,13 +450,10 @@ static inline int32_t weight_quad(const int8_t *row, int g, int k)
     return b;
 }
 
-/* The prefetch of a lane kernel's weights at group g of k, for R rows: one line a group, the rows in turn, each
- * CM_LANE_AHEAD bytes ahead of where it is read (each row takes a new line every 16 groups); and over the
- * first R x CM_LANE_AHEAD / 64 groups, the first CM_LANE_AHEAD bytes of each of the next block's rows (`ahead`),
- * so that a block does not begin with a miss on every row. Into the L1: R x CM_LANE_AHEAD bytes at a time. */
-/* The prefetch of a lane kernel's weights at group g of k, for R rows: the next block's R x k bytes in order, 4 R
- * bytes a group, so that they are in the L1 by the time it starts (a line of each row every 16 groups, each row
- * CM_LANE_AHEAD bytes ahead into the L1 or the L2: slower, bench of 2026-12-07 in the header) */
+/* The prefetch of a lane kernel's weights at group g of k, for R rows: the block CM_LANE_BLOCKS blocks ahead
+ * (`ahead`), its R x k bytes in order, 4 R bytes a group, into the cache CM_LANE_HINT names (the header's
+ * figures: two blocks ahead into the L2 was faster than one into the L1, and than each row's own line 512 bytes
+ * ahead) */
 #define CM_LANE_PREFETCH(R) _mm_prefetch(ahead + (ptrdiff_t)4 * (R) * g, CM_LANE_HINT)
 
 /* An int32 read from any address (the 4 bytes of a weight row broadcast to all lanes) */
@@ -465,8 +462,8 @@ typedef int32_t cm_quad __attribute__((aligned(1), may_alias));
 
 /* The sums of 16 weight rows (wr, rows k bytes apart) against one vector of packed x (p), over the first kf
  * groups of 4 bytes of k: acc[r] (16 lanes: 16 rows of x). The rows are addressed from four pointers, k, 2 k
- * and 3 k apart, so that the loop needs no more registers than there are; `ahead`: the next block's weights,
- * prefetched 64 bytes a group (16 k bytes over k / 4 groups). */
+ * and 3 k apart, so that the loop needs no more registers than there are; `ahead`: the weights to prefetch
+ * (CM_LANE_PREFETCH), 64 bytes a group (16 k bytes over k / 4 groups). */
 static __attribute__((noinline)) void
 sums_16x1(const uint8_t *restrict p, ptrdiff_t k, const int8_t *restrict wr, int kf, const char *ahead, __m512i *acc)
 {
