@@ -174,6 +174,18 @@ static inline uint16_t bf16_of(float f)
     return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
 }
 
+#if CM_VNNI
+/* bf16_of on 16 lanes: each float of f rounded to bfloat16 to nearest even (NaN: 0xffff), as 16 uint16 */
+static inline __m256i bf16_of16(__m512 f)
+{
+    const __m512i u = _mm512_castps_si512(f);
+    const __m512i odd = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+    __m512i h = _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7fff)), odd), 16);
+    h = _mm512_mask_mov_epi32(h, _mm512_cmp_ps_mask(f, f, _CMP_UNORD_Q), _mm512_set1_epi32(0xffff));
+    return _mm512_cvtepi32_epi16(h);
+}
+#endif
+
 /* the float32 a bfloat16 stands for (exact: its 16 bits are the float's upper half) */
 static inline float float_of_bf16(uint16_t h)
 {
@@ -557,7 +569,6 @@ static void lanes_block(const uint8_t *restrict p, int V, int L, int i0, int k, 
                                                      _mm512_load_si512((const void *)(p + ((ptrdiff_t)kf * V + v) * 64)), q);
         }
     /* the epilogue: 16 rows' sums of each weight row at once, then written row by row */
-    const __m512i round = _mm512_set1_epi32(0x7fff), one = _mm512_set1_epi32(1), nan = _mm512_set1_epi32(0xffff);
     for (int v = 0; v < V; v++) {
         int lanes = L - 16 * v < 16 ? L - 16 * v : 16;
         if (lanes <= 0)
@@ -572,11 +583,7 @@ static void lanes_block(const uint8_t *restrict p, int V, int L, int i0, int k, 
             __m512i s = _mm512_sub_epi32(acc[r * V + v], _mm512_set1_epi32((int32_t)(128u * (uint32_t)wsums[j + r])));
             if (sc) {
                 __m512 f = _mm512_mul_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(s), rs), _mm512_set1_ps(sc->col_scale[j + r]));
-                __m512i u = _mm512_castps_si512(f);
-                __m512i h = _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(u, round),
-                                                               _mm512_and_si512(_mm512_srli_epi32(u, 16), one)), 16);
-                h = _mm512_mask_mov_epi32(h, _mm512_cmp_ps_mask(f, f, _CMP_UNORD_Q), nan);
-                _mm256_storeu_si256((__m256i *)tile[r].h, _mm512_cvtepi32_epi16(h));
+                _mm256_storeu_si256((__m256i *)tile[r].h, bf16_of16(f));
             } else {
                 _mm512_storeu_si512((void *)tile[r].s, s);
             }
@@ -994,16 +1001,10 @@ int cm_scale_sums(const int32_t *sums, int m, int n, const float *row_scale, con
         int j = 0;
 #if CM_VNNI
         const __m512 vr = _mm512_set1_ps(r);
-        const __m512i round = _mm512_set1_epi32(0x7fff), one = _mm512_set1_epi32(1);
-        const __m512i nan = _mm512_set1_epi32(0xffff);
         for (; j + 16 <= n; j += 16) {
             __m512 f = _mm512_mul_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_loadu_si512((const void *)(s + j))), vr),
                                      _mm512_loadu_ps(col_scale + j));
-            __m512i u = _mm512_castps_si512(f);
-            __m512i b = _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(u, round),
-                                                           _mm512_and_si512(_mm512_srli_epi32(u, 16), one)), 16);
-            b = _mm512_mask_mov_epi32(b, _mm512_cmp_ps_mask(f, f, _CMP_UNORD_Q), nan);
-            _mm256_storeu_si256((__m256i *)(o + j), _mm512_cvtepi32_epi16(b));
+            _mm256_storeu_si256((__m256i *)(o + j), bf16_of16(f));
         }
 #endif
         for (; j < n; j++)
@@ -1137,14 +1138,10 @@ static inline void store_transposed(const int32_t *c, int32_t *out, const cm_sca
             _mm512_storeu_si512((void *)(out + (ptrdiff_t)(row0 + b) * n + col0), s);
             continue;
         }
-        /* bf16_of on 16 lanes: (float)s * row_scale * col_scale, rounded to nearest even, NaN 0xffff */
+        /* (float)s * row_scale * col_scale, then bf16_of on 16 lanes */
         const __m512 f = _mm512_mul_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(s), _mm512_set1_ps(sc->row_scale[row0 + b])),
                                        _mm512_loadu_ps(sc->col_scale + col0));
-        const __m512i bits = _mm512_castps_si512(f);
-        const __m512i odd = _mm512_and_si512(_mm512_srli_epi32(bits, 16), _mm512_set1_epi32(1));
-        __m512i r = _mm512_srli_epi32(_mm512_add_epi32(bits, _mm512_add_epi32(odd, _mm512_set1_epi32(0x7fff))), 16);
-        r = _mm512_mask_mov_epi32(r, _mm512_cmp_ps_mask(f, f, _CMP_UNORD_Q), _mm512_set1_epi32(0xffff));
-        _mm256_storeu_si256((__m256i *)(sc->out + (ptrdiff_t)(row0 + b) * n + col0), _mm512_cvtepi32_epi16(r));
+        _mm256_storeu_si256((__m256i *)(sc->out + (ptrdiff_t)(row0 + b) * n + col0), bf16_of16(f));
     }
 }
 

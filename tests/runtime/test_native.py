@@ -48,7 +48,8 @@ def test_extreme_values_and_the_widest_sum(kernel):
 @needs_cc
 def test_rows_and_dtypes_it_does_not_take_are_refused(kernel):
     w = torch.zeros(4, 64, dtype=torch.int8)
-    most = {"vnni": 1 << 20, "avx2": 1 << 20}[kernel.kind]
+    assert kernel.kind in ("vnni", "avx2")
+    most = 1 << 20  # both kernels take any number of rows
     with pytest.raises(ValueError, match=rf"gemv: x \({most + 1}, 64\) torch.int8, w \(4, 64\) torch.int8"):
         kernel.gemv(torch.zeros(kernel.max_rows + 1, 64, dtype=torch.int8), w, kernel.row_sums(w))
     with pytest.raises(ValueError, match="not a product this kernel takes"):
