@@ -47,6 +47,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--base", type=int, default=0, help="leading context tokens all rows share")
     parser.add_argument("--long", type=int, default=12)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--widths", default="", help="comma list: one more step whose rows feed these many tokens "
+                        "each (e.g. a step of the serve bench at 16 clients)")
     parser.add_argument("--profile", action="store_true")
     args = parser.parse_args(argv)
 
@@ -95,8 +97,14 @@ def main(argv: list[str] | None = None) -> None:
                 cells.append(f"{step_ms(rows, widths, True, shared=True):.0f}")
             cells.append(f"{step_ms(rows, widths, False):.0f}")
         print(f"| {rows} | {' | '.join(cells)} |", flush=True)
+    if args.widths:
+        widths = [int(w) for w in args.widths.split(",")]
+        cells = [f"{step_ms(len(widths), widths, True, shared=shared):.0f}" for shared in ([False, True] if base else [False])]
+        print(f"mixed step, {len(widths)} rows feeding {sum(widths)} tokens ({args.widths}): own pass "
+              f"{' ms, shared ' .join(cells)} ms", flush=True)
     if args.profile:
-        step_ms(counts[-1], [1] * counts[-1], True, profile=True, shared=bool(base))
+        widths = [int(w) for w in args.widths.split(",")] if args.widths else [1] * counts[-1]
+        step_ms(len(widths), widths, True, profile=True, shared=bool(base))
     print(f"load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 

@@ -1327,6 +1327,7 @@ static inline float hsum8f(__m256 v)
 #define cm_vf_store _mm512_storeu_ps
 #define cm_vf_set1 _mm512_set1_ps
 #define cm_vf_fmadd _mm512_fmadd_ps
+#define cm_vf_mul _mm512_mul_ps
 #define cm_vf_bf16 load_bf16x16
 #define cm_vf_sum _mm512_reduce_add_ps
 #elif CM_AVX2 && defined(__FMA__)
@@ -1337,6 +1338,7 @@ static inline float hsum8f(__m256 v)
 #define cm_vf_store _mm256_storeu_ps
 #define cm_vf_set1 _mm256_set1_ps
 #define cm_vf_fmadd _mm256_fmadd_ps
+#define cm_vf_mul _mm256_mul_ps
 #define cm_vf_bf16 load_bf16x8
 #define cm_vf_sum hsum8f
 #else
@@ -1495,6 +1497,278 @@ int cm_attend_one(const uint16_t *q, int heads, const uint16_t *k, const uint16_
     }
     free(work);
     return 0;
+}
+
+/* ---- A batched step's attention: packed query tokens over a shared base and their rows' own slots ----
+ *
+ * A server step feeds 16 rows a few tokens each (their requests' messages, chosen tokens, drafts, forced text),
+ * and every row starts with the same catalog prompt, held once (the "base", 472 tokens of the public set's
+ * catalog). In torch (runtime/decoding/rowpass.py's _attend_packed) the step's attention took 25% of a 1.2 s
+ * step of Qwen2.5-1.5B on two Zen 4 cores (16 rows feeding 200 tokens): the products over the rows' own slots
+ * ran on a padded layout (each row padded to the widest, its queries against every slot of the step), and a
+ * dozen gathers, scatters, concatenations and copies a layer moved the scores around. One call a layer instead.
+ *
+ * cm_attend_rows(q, T, heads, kv_heads, d, base_kt, base_v, B, Bp, on_base, keys, values, rows, cap, row_stride,
+ *                head_stride, token_row, offsets, slots, scaling, out, threads):
+ * for each of T query tokens (q: bfloat16 (T, heads, d), contiguous) and each query head h, reading key/value
+ * head g = h / (heads / kv_heads) (grouped-query attention): softmax((q . k) * scaling) over the base's B keys
+ * when on_base[t] is nonzero, followed by the token's own slots slots[offsets[t] .. offsets[t + 1]) of its row
+ * token_row[t], times the matching values, summed in float32 and written to out (T, heads, d) rounded to
+ * bfloat16 to nearest even. base_kt: float32 (kv_heads, d, Bp), the base's keys transposed, Bp >= B a
+ * multiple of CM_ATT_KEYS (32; the padding's scores are computed and ignored); base_v: float32 (kv_heads, B, d).
+ * keys, values: float32 buffers of `rows` rows, slot s of row r and head g at r * row_stride + g * head_stride
+ * + s * d, s < cap. token_row (T,) and slots int32, offsets (T + 1,) int32 ascending from 0. A row's tokens are
+ * consecutive, and each token's slots are the start of the next one's (a row's valid slots, then the step's
+ * tokens up to this one: causal attention), so that the keys of a run of a row's tokens are gathered once,
+ * transposed, for all of them. The operations of rowpass's float32 attention (a float32 dot product times
+ * scaling; exp(score - max) / sum as softmax() above; the weighted sum of values): the same values up to the
+ * order of the float32 additions and expf's last bit. Threads take (key/value head, run of at most
+ * CM_ATT_TOKENS tokens of a row) pairs, head by head, so that a thread reads one head's base from its cache.
+ * Returns 0, or -1 when a count, a row or a slot is out of range, the slots are not as above, or memory runs
+ * out (nothing useful written then). */
+
+#define CM_ATT_KEYS 32   /* keys a block of scores takes; Bp is a multiple of it */
+#define CM_ATT_TOKENS 16 /* the most tokens of a row that share one gathered copy of its keys */
+#if CM_FW == 16
+#define CM_ATT_HEADS 8 /* query heads one pass over the keys takes: 8 x 2 accumulators + 2 keys in 32 registers */
+#else
+#define CM_ATT_HEADS 6 /* 6 x 2 accumulators + 2 keys + 1 broadcast in 16 registers (AVX2) */
+#endif
+
+#if CM_FW
+/* sc[j * stride + t] = (q_j . k_t) * scaling for J query heads (qf: J x d floats) and the keys t < n (kt: d
+ * rows of ld floats, the keys transposed; n a multiple of 2 CM_FW), two vectors of keys at a time: no
+ * horizontal sums */
+static inline __attribute__((always_inline)) void
+scores_j(const float *qf, const int J, int d, const float *kt, int ld, int n, float scaling, float *sc, long stride)
+{
+    for (int t0 = 0; t0 < n; t0 += 2 * CM_FW) {
+        cm_vf acc[CM_ATT_HEADS][2];
+        for (int j = 0; j < J; j++)
+            acc[j][0] = acc[j][1] = cm_vf_zero();
+        for (int i = 0; i < d; i++) {
+            const float *row = kt + (ptrdiff_t)i * ld + t0;
+            cm_vf k0 = cm_vf_load(row), k1 = cm_vf_load(row + CM_FW);
+            for (int j = 0; j < J; j++) {
+                cm_vf qj = cm_vf_set1(qf[(ptrdiff_t)j * d + i]);
+                acc[j][0] = cm_vf_fmadd(qj, k0, acc[j][0]);
+                acc[j][1] = cm_vf_fmadd(qj, k1, acc[j][1]);
+            }
+        }
+        cm_vf s = cm_vf_set1(scaling);
+        for (int j = 0; j < J; j++) {
+            cm_vf_store(sc + (ptrdiff_t)j * stride + t0, cm_vf_mul(acc[j][0], s));
+            cm_vf_store(sc + (ptrdiff_t)j * stride + t0 + CM_FW, cm_vf_mul(acc[j][1], s));
+        }
+    }
+}
+
+/* out[j][c .. c + 2 CM_FW) = sum_t p[j * stride + t] v_t[c ..] for J query heads over the n value rows v_t
+ * (vrows[t], d floats each; d a multiple of 2 CM_FW), two vectors of d at a time; out: J x d floats */
+static inline __attribute__((always_inline)) void
+values_j(const float *p, const int J, long stride, const float *const *vrows, int n, int d, float *out)
+{
+    for (int c = 0; c < d; c += 2 * CM_FW) {
+        cm_vf acc[CM_ATT_HEADS][2];
+        for (int j = 0; j < J; j++)
+            acc[j][0] = acc[j][1] = cm_vf_zero();
+        for (int t = 0; t < n; t++) {
+            cm_vf v0 = cm_vf_load(vrows[t] + c), v1 = cm_vf_load(vrows[t] + c + CM_FW);
+            for (int j = 0; j < J; j++) {
+                cm_vf pj = cm_vf_set1(p[(ptrdiff_t)j * stride + t]);
+                acc[j][0] = cm_vf_fmadd(pj, v0, acc[j][0]);
+                acc[j][1] = cm_vf_fmadd(pj, v1, acc[j][1]);
+            }
+        }
+        for (int j = 0; j < J; j++) {
+            cm_vf_store(out + (ptrdiff_t)j * d + c, acc[j][0]);
+            cm_vf_store(out + (ptrdiff_t)j * d + c + CM_FW, acc[j][1]);
+        }
+    }
+}
+
+/* scores_j and values_j with J a constant (their loops unrolled, the accumulators in registers) */
+#if CM_ATT_HEADS == 8
+#define CM_ATT_CASES_78(call) case 7: call(7); break; case 8: call(8); break;
+#else
+#define CM_ATT_CASES_78(call)
+#endif
+#define CM_ATT_CASES(call)                                                                                        \
+    switch (J) {                                                                                                  \
+    case 1: call(1); break;                                                                                       \
+    case 2: call(2); break;                                                                                       \
+    case 3: call(3); break;                                                                                       \
+    case 4: call(4); break;                                                                                       \
+    case 5: call(5); break;                                                                                       \
+    case 6: call(6); break;                                                                                       \
+    CM_ATT_CASES_78(call)                                                                                         \
+    }
+
+static void scores(const float *qf, int J, int d, const float *kt, int ld, int n, float scaling, float *sc,
+                   long stride)
+{
+#define CM_CALL(j) scores_j(qf, j, d, kt, ld, n, scaling, sc, stride)
+    CM_ATT_CASES(CM_CALL)
+#undef CM_CALL
+}
+
+static void weighted_values(const float *p, int J, long stride, const float *const *vrows, int n, int d, float *out)
+{
+#define CM_CALL(j) values_j(p, j, stride, vrows, n, d, out)
+    CM_ATT_CASES(CM_CALL)
+#undef CM_CALL
+}
+#endif
+
+/* the same products in plain loops (no SIMD, or d not a multiple of 2 CM_FW); n keys of kt, as above */
+static void scores_plain(const float *qf, int J, int d, const float *kt, int ld, int n, float scaling, float *sc,
+                         long stride)
+{
+    for (int j = 0; j < J; j++)
+        for (int t = 0; t < n; t++) {
+            float dot = 0.0f;
+            for (int i = 0; i < d; i++)
+                dot += qf[(ptrdiff_t)j * d + i] * kt[(ptrdiff_t)i * ld + t];
+            sc[(ptrdiff_t)j * stride + t] = dot * scaling;
+        }
+}
+
+static void values_plain(const float *p, int J, long stride, const float *const *vrows, int n, int d, float *out)
+{
+    for (int j = 0; j < J; j++)
+        for (int i = 0; i < d; i++) {
+            float sum = 0.0f;
+            for (int t = 0; t < n; t++)
+                sum += p[(ptrdiff_t)j * stride + t] * vrows[t][i];
+            out[(ptrdiff_t)j * d + i] = sum;
+        }
+}
+
+/* the runs of cm_attend_rows: maximal ranges of consecutive tokens of one row, cut every CM_ATT_TOKENS; first[r]
+ * is run r's first token, first[runs] = T. Returns the number of runs. */
+static int token_runs(const int32_t *token_row, int T, int *first)
+{
+    int runs = 0;
+    for (int t = 0; t < T; t++)
+        if (t == 0 || token_row[t] != token_row[t - 1] || t - first[runs - 1] == CM_ATT_TOKENS)
+            first[runs++] = t;
+    first[runs] = T;
+    return runs;
+}
+
+int cm_attend_rows(const uint16_t *q, int T, int heads, int kv_heads, int d, const float *base_kt,
+                   const float *base_v, int B, int Bp, const uint8_t *on_base, const float *keys,
+                   const float *values, int rows, int cap, long row_stride, long head_stride,
+                   const int32_t *token_row, const int32_t *offsets, const int32_t *slots, float scaling,
+                   uint16_t *out, int threads)
+{
+    if (T < 0 || heads < 1 || kv_heads < 1 || heads % kv_heads || d < 1 || B < 0 || Bp < B || Bp % CM_ATT_KEYS
+        || rows < 0 || cap < 0 || head_stride < (long)cap * d || row_stride < head_stride * kv_heads
+        || (B > 0 && (!base_kt || !base_v)) || offsets[0] != 0)
+        return -1;
+    int *first = malloc(sizeof(int) * ((size_t)T + 1));
+    if (!first)
+        return -1;
+    int runs = token_runs(token_row, T, first), most = 0; /* most: the most own slots of a token */
+    for (int t = 0; t < T; t++) {
+        int n = offsets[t + 1] - offsets[t];
+        int bad = n < 0 || token_row[t] < 0 || token_row[t] >= rows || (n == 0 && !(on_base[t] && B > 0));
+        for (int i = offsets[t]; !bad && i < offsets[t + 1]; i++)
+            bad = slots[i] < 0 || slots[i] >= cap;
+        /* each token's slots start the next one's within a row */
+        if (!bad && t + 1 < T && token_row[t + 1] == token_row[t])
+            bad = offsets[t + 2] - offsets[t + 1] < n
+                  || memcmp(slots + offsets[t], slots + offsets[t + 1], sizeof(int32_t) * (size_t)n) != 0;
+        if (bad) {
+            free(first);
+            return -1;
+        }
+        most = n > most ? n : most;
+    }
+    int group = heads / kv_heads, chunk = group < CM_ATT_HEADS ? group : CM_ATT_HEADS;
+    int own_pad = (most + CM_ATT_KEYS - 1) / CM_ATT_KEYS * CM_ATT_KEYS;
+    long stride = (long)Bp + own_pad; /* a query head's scores: the base's (padded), then its own slots' */
+    int simd = 0;
+#if CM_FW
+    simd = d % (2 * CM_FW) == 0;
+#endif
+    int team = threads < 1 ? 1 : threads;
+    if ((long)T * heads * (B + most) * d < 65536)
+        team = 1; /* a small step: a thread team costs more than it saves */
+    int failed = 0;
+#pragma omp parallel num_threads(team)
+    {
+        /* per thread: the queries in float32 and the outputs (chunk x d each), the scores (chunk x stride), the
+         * run's keys transposed (d x own_pad), the value rows (B + most pointers) */
+        float *qf = malloc(sizeof(float) * ((size_t)chunk * d * 2 + (size_t)chunk * stride + (size_t)d * own_pad));
+        const float **vrows = malloc(sizeof(float *) * ((size_t)B + most + 1));
+        if (!qf || !vrows) {
+#pragma omp atomic write
+            failed = 1;
+        }
+#pragma omp for schedule(dynamic, 1)
+        for (long item = 0; item < (long)kv_heads * runs; item++) {
+            if (!qf || !vrows)
+                continue;
+            int g = (int)(item / runs), r = (int)(item % runs), last = first[r + 1] - 1;
+            float *acc = qf + (size_t)chunk * d, *sc = acc + (size_t)chunk * d, *kt = sc + (size_t)chunk * stride;
+            const float *kbuf = keys + (ptrdiff_t)token_row[last] * row_stride + (ptrdiff_t)g * head_stride;
+            const float *vbuf = values + (ptrdiff_t)token_row[last] * row_stride + (ptrdiff_t)g * head_stride;
+            const int32_t *own = slots + offsets[last];
+            int n = offsets[last + 1] - offsets[last], padded = (n + CM_ATT_KEYS - 1) / CM_ATT_KEYS * CM_ATT_KEYS;
+            /* the run's last token's keys (every token of the run reads the start of them), transposed */
+            for (int s = 0; s < n; s++) {
+                const float *k = kbuf + (ptrdiff_t)own[s] * d;
+                for (int i = 0; i < d; i++)
+                    kt[(ptrdiff_t)i * padded + s] = k[i];
+            }
+            for (int i = 0; i < d; i++)
+                for (int s = n; s < padded; s++)
+                    kt[(ptrdiff_t)i * padded + s] = 0.0f;
+            for (int s = 0; s < B; s++)
+                vrows[s] = base_v + ((ptrdiff_t)g * B + s) * d;
+            for (int s = 0; s < n; s++)
+                vrows[B + s] = vbuf + (ptrdiff_t)own[s] * d;
+            for (int t = first[r]; t <= last; t++) {
+                int mine = offsets[t + 1] - offsets[t], base = on_base[t] ? B : 0;
+                const float *const *rows_t = vrows + (B - base); /* the base's rows when it attends to them */
+                for (int h0 = 0; h0 < group; h0 += chunk) {
+                    int J = group - h0 < chunk ? group - h0 : chunk;
+                    const uint16_t *qt = q + ((ptrdiff_t)t * heads + (ptrdiff_t)g * group + h0) * d;
+                    for (int i = 0; i < J * d; i++)
+                        qf[i] = float_of_bf16(qt[i]);
+#if CM_FW
+                    if (simd) {
+                        if (base)
+                            scores(qf, J, d, base_kt + (ptrdiff_t)g * d * Bp, Bp, Bp, scaling, sc, stride);
+                        scores(qf, J, d, kt, padded, (mine + CM_ATT_KEYS - 1) / CM_ATT_KEYS * CM_ATT_KEYS, scaling,
+                               sc + base, stride);
+                    }
+#endif
+                    if (!simd) {
+                        if (base)
+                            scores_plain(qf, J, d, base_kt + (ptrdiff_t)g * d * Bp, Bp, B, scaling, sc, stride);
+                        scores_plain(qf, J, d, kt, padded, mine, scaling, sc + base, stride);
+                    }
+                    for (int j = 0; j < J; j++)
+                        softmax(sc + (ptrdiff_t)j * stride, base + mine);
+#if CM_FW
+                    if (simd)
+                        weighted_values(sc, J, stride, rows_t, base + mine, d, acc);
+#endif
+                    if (!simd)
+                        values_plain(sc, J, stride, rows_t, base + mine, d, acc);
+                    uint16_t *dst = out + ((ptrdiff_t)t * heads + (ptrdiff_t)g * group + h0) * d;
+                    for (int i = 0; i < J * d; i++)
+                        dst[i] = bf16_of(acc[i]);
+                }
+            }
+        }
+        free(qf);
+        free(vrows);
+    }
+    free(first);
+    return failed ? -1 : 0;
 }
 
 /* cm_rms_norm_bf16(x, m, d, w, eps, out, threads): the root-mean-square norm (Zhang & Sennrich 2019) of m

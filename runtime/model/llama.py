@@ -176,6 +176,27 @@ class Attention(nn.Module):
         out = out.transpose(1, 2).reshape(*x.shape[:-1], -1).contiguous()
         return self.o_proj(out)
 
+    def takes_packed(self, x: torch.Tensor, keys: torch.Tensor) -> bool:
+        """Whether :meth:`packed` takes a batch step of :mod:`..decoding.rowpass` whose activations are ``x`` and
+        whose key/value buffers are like ``keys``: bfloat16 activations and float32 buffers on the CPU, not
+        ``exact_attention``, the native library built."""
+        return (not self.exact and x.dtype == torch.bfloat16 and x.device.type == "cpu"
+                and keys.dtype == torch.float32 and keys.device.type == "cpu" and native.rotation() is not None)
+
+    def packed(self, q: torch.Tensor, base_keys: torch.Tensor | None, base_values: torch.Tensor | None,
+               keys: torch.Tensor, values: torch.Tensor, reads: tuple) -> torch.Tensor:
+        """The attention of a batch step's packed tokens (:func:`~..decoding.rowpass.row_pass`, where
+        :meth:`takes_packed`) in one native call (:meth:`.native.Kernel.attend_rows`): ``q`` bfloat16 (tokens,
+        heads, head_dim) after the rotary embedding; ``base_keys``/``base_values`` float32 (kv_heads, base
+        tokens, head_dim), the keys and values rows share before their own slots, or None; ``keys``/``values``
+        the float32 buffers (rows, kv_heads, slots, head_dim); ``reads`` (on_base, token_row, offsets, slots),
+        what each token reads (:func:`~..decoding.rowpass._reads`). Returns bfloat16 (tokens, heads x
+        head_dim), the float32 attention's values up to float32 rounding. Raises ValueError on inputs the
+        kernel does not take."""
+        on_base, token_row, offsets, slots = reads
+        return native.rotation().attend_rows(q, base_keys, base_values, on_base, keys, values, token_row, offsets,
+                                             slots, self.scaling)
+
     def _one_token(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layer: "CacheLayer | None",
                    kernel: native.Kernel) -> torch.Tensor:
         """:meth:`forward` of one bfloat16 token (batch 1, no mask) through :mod:`.native`'s kernels: the rotary

@@ -49,6 +49,9 @@ MAX_K = 65536
 #: products of this many rows or more go to the AMX kernel (where granted): at 1-3 rows the AVX-512 VNNI one
 #: is faster (43-47 against 49 ms for all 196 matrices of Qwen2.5-1.5B), at 4 even (50 / 49), beyond slower
 AMX_MIN_ROWS = 4
+#: :meth:`Kernel.attend_rows` takes the base's transposed keys padded to a multiple of this many (gemv.c's
+#: CM_ATT_KEYS)
+ATTEND_KEYS = 32
 
 _lock = threading.Lock()
 _loaded: list = []  # [] not tried yet; [None] unavailable; [Kernel] loaded
@@ -87,6 +90,9 @@ class Kernel:
         self._rope = _bind(lib, "cm_rope_bf16", ptr, int_, int_, ptr, ptr)
         self._attend = _bind(lib, "cm_attend_one", ptr, int_, ptr, ptr, int_, int_, int_, ctypes.c_long, float_, ptr,
                              int_)
+        long_ = ctypes.c_long
+        self._attend_rows = _bind(lib, "cm_attend_rows", ptr, int_, int_, int_, int_, ptr, ptr, int_, int_, ptr, ptr,
+                                  ptr, int_, int_, long_, long_, ptr, ptr, ptr, float_, ptr, int_)
 
     def scale_sums(self, sums: torch.Tensor, row_scale: torch.Tensor, col_scale: torch.Tensor) -> torch.Tensor:
         """The scaled epilogue over int32 ``sums`` (m, n) made elsewhere (``torch._int_mm``'s): bfloat16 (m, n), bit
@@ -177,6 +183,56 @@ class Kernel:
         if self._attend(q.data_ptr(), heads, keys.data_ptr(), values.data_ptr(), kv_heads, n, d, stride, scaling,
                         out.data_ptr(), torch.get_num_threads()) != 0:
             raise ValueError(f"attend_one: q {tuple(q.shape)}, keys {tuple(keys.shape)}: refused by the kernel")
+        return out
+
+    def attend_rows(self, q: torch.Tensor, base_k: torch.Tensor | None, base_v: torch.Tensor | None,
+                    on_base: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, token_row: torch.Tensor,
+                    offsets: torch.Tensor, slots: torch.Tensor, scaling: float) -> torch.Tensor:
+        """A batched step's attention, packed tokens over a shared base and their rows' own slots (gemv.c's
+        ``cm_attend_rows``): ``q`` bfloat16 (tokens, heads, head_dim), contiguous; ``base_k`` and ``base_v``
+        float32 (kv_heads, B, head_dim), the keys and values every token with ``on_base`` reads first, or both
+        None (no base; the keys go to the kernel transposed, padded to a multiple of :data:`ATTEND_KEYS`);
+        ``on_base`` uint8 (tokens,), which tokens attend to the base; ``keys``/``values`` float32 buffers
+        (rows, kv_heads, slots, head_dim), the same strides, each head's slots contiguous; ``token_row``
+        int32 (tokens,), each token's buffer row; ``offsets`` int32 (tokens + 1,) and ``slots`` int32: token
+        ``t`` attends to slots ``slots[offsets[t]:offsets[t + 1]]`` of its row after the base. Returns bfloat16
+        (tokens, heads x head_dim): softmax(q K^T * scaling) V per head in float32, the values of
+        :func:`~callmaybe.runtime.decoding.rowpass._attend` up to float32 rounding. Uses torch's thread count.
+        Raises ValueError on inputs it does not take (a slot or row out of range, a token attending to
+        nothing)."""
+        tokens = q.shape[0] if q.dim() == 3 else -1
+        bad = (q.dim() != 3 or keys.dim() != 4 or q.dtype != torch.bfloat16 or keys.dtype != torch.float32
+               or values.dtype != torch.float32 or keys.shape != values.shape or keys.stride() != values.stride()
+               or not q.is_contiguous() or keys.stride(3) != 1 or keys.stride(2) != keys.shape[3]
+               or keys.shape[3] != q.shape[2] or keys.shape[1] < 1 or q.shape[1] % keys.shape[1]
+               or any(t.dtype != torch.int32 or not t.is_contiguous() for t in (token_row, offsets, slots))
+               or on_base.dtype != torch.uint8 or not on_base.is_contiguous() or on_base.shape != (tokens,)
+               or token_row.shape != (tokens,) or offsets.shape != (tokens + 1,)
+               or (base_k is None) != (base_v is None)
+               or any(t.device.type != "cpu" for t in (q, keys, values, token_row, offsets, slots, on_base)))
+        kv_heads, d = (keys.shape[1], keys.shape[3]) if keys.dim() == 4 else (0, 0)
+        size = padded = 0
+        base_kt = None
+        if not bad and base_k is not None:
+            size = base_v.shape[1] if base_v.dim() == 3 else -1
+            bad = (base_k.dtype != torch.float32 or base_v.dtype != torch.float32 or base_v.shape != (kv_heads, size, d)
+                   or base_k.shape != base_v.shape or base_k.device.type != "cpu" or base_v.device.type != "cpu")
+            if not bad:
+                padded = size + (-size % ATTEND_KEYS)
+                base_kt = torch.nn.functional.pad(base_k.transpose(1, 2), (0, padded - size)).contiguous()
+                base_v = base_v.contiguous()
+        if bad:
+            raise ValueError(f"attend_rows: q {tuple(q.shape)} {q.dtype}, keys {tuple(keys.shape)} {keys.dtype}: "
+                             "not an input this kernel takes")
+        out = torch.empty(tokens, q.shape[1] * d, dtype=torch.bfloat16)
+        if self._attend_rows(q.data_ptr(), tokens, q.shape[1], kv_heads, d,
+                             base_kt.data_ptr() if base_kt is not None else None,
+                             base_v.data_ptr() if base_v is not None else None, size, padded, on_base.data_ptr(),
+                             keys.data_ptr(), values.data_ptr(), keys.shape[0], keys.shape[2], keys.stride(0),
+                             keys.stride(1), token_row.data_ptr(), offsets.data_ptr(), slots.data_ptr(), scaling,
+                             out.data_ptr(), torch.get_num_threads()) != 0:
+            raise ValueError(f"attend_rows: q {tuple(q.shape)}, keys {tuple(keys.shape)}: refused by the kernel (a "
+                             "row or slot out of range, a token attending to nothing, or no memory)")
         return out
 
     def bound_gemv(self, w: torch.Tensor, wsums: torch.Tensor, col_scale: torch.Tensor):
