@@ -293,7 +293,8 @@ class Engine:
         from ..decoding.batch import Batch, enter, start
 
         if self._batch is None:
-            self._batch = Batch(self.model, self.runtime.profile, self.prefill_chunk, self.prefill_share)
+            self._batch = Batch(self.model, self.runtime.profile, self.prefill_chunk, self.prefill_share,
+                                rows=self.max_batch)
         batch = self._batch
         cancelled = [t for t in self._rows if t.cancelled]
         if cancelled:

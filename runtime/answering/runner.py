@@ -339,7 +339,7 @@ def answer_batched(items: Iterable[tuple[Answerer, Any]], max_batch: int, trace:
                 yield (position, *answerer.complete(begun))
                 continue
             if batch is None:
-                batch = Batch(answerer.model, answerer.profile)
+                batch = Batch(answerer.model, answerer.profile, rows=max_batch)
             batch.join(begun.started)
             jobs[id(begun.started.row)] = (position, begun)
         if batch is None or not len(batch):

@@ -710,3 +710,17 @@ def test_the_native_step_attention_gives_the_torch_attentions_logits(smollm2, mo
     assert worst < 1.0 and mean < 0.3, (worst, mean)
     # the token each would pick is the other's best or within that rounding of it (near ties may flip)
     assert all(float(b.float()[int(a.argmax())]) >= float(b.float().max()) - 1.0 for a, b in pairs)
+
+
+def test_the_buffers_hold_the_rows_asked_for_from_the_first_join(smollm2):
+    """A batch made for 16 rows (the server's ``--max-batch``) holds them from its first join: no row's join waits
+    for the buffers to grow; one made without the hint starts with 4 and doubles."""
+    model = smollm2.model
+    for rows, want in ((16, [16, 16, 16, 16, 16, 16]), (None, [4, 4, 4, 4, 8, 8])):
+        batch = Batch(model) if rows is None else Batch(model, rows=rows)
+        held = []
+        for n in range(6):
+            batch.join(started(model, [[1, 2, 3 + n], [4]]))
+            held.append(batch.keys[0].shape[0])
+        assert held == want
+    assert Batch(model, rows=2).first_rows == 4
