@@ -163,7 +163,7 @@ def row_pass(decoder, ids: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor,
             shared = (None, None) if base is None else (base[0][i], base[1][i])
             out = attn.packed(q.contiguous(), *shared, k_buf, v_buf, reads)
             hidden = hidden + attn.o_proj(out[None])
-            hidden = hidden + layer.mlp(layer.post_attention_layernorm(hidden))
+            hidden = hidden + layer.mlp.packed(layer.post_attention_layernorm(hidden))
             continue
         heads, kv_heads = q.shape[1], k.shape[1]
         group = heads // kv_heads

@@ -91,6 +91,7 @@ class Kernel:
         self._attend = _bind(lib, "cm_attend_one", ptr, int_, ptr, ptr, int_, int_, int_, ctypes.c_long, float_, ptr,
                              int_)
         long_ = ctypes.c_long
+        self._silu_mul = _bind(lib, "cm_silu_mul_bf16", ptr, ptr, long_, ptr, int_)
         self._attend_rows = _bind(lib, "cm_attend_rows", ptr, int_, int_, int_, int_, ptr, ptr, int_, int_, ptr, ptr,
                                   ptr, int_, int_, long_, long_, ptr, ptr, ptr, float_, ptr, int_)
 
@@ -183,6 +184,20 @@ class Kernel:
         if self._attend(q.data_ptr(), heads, keys.data_ptr(), values.data_ptr(), kv_heads, n, d, stride, scaling,
                         out.data_ptr(), torch.get_num_threads()) != 0:
             raise ValueError(f"attend_one: q {tuple(q.shape)}, keys {tuple(keys.shape)}: refused by the kernel")
+        return out
+
+    def silu_mul(self, g: torch.Tensor, u: torch.Tensor) -> torch.Tensor | None:
+        """The gated MLP's ``F.silu(g) * u`` for ``g`` and ``u`` bfloat16 of one shape, contiguous on the CPU, in one
+        pass (gemv.c's ``cm_silu_mul_bf16``): bfloat16, torch's two roundings with exp's last bit its own (not
+        always the same bits). None where the library was built without AVX-512 (the caller keeps torch's).
+        Uses torch's thread count. Raises ValueError on inputs it does not take."""
+        if (g.dtype != torch.bfloat16 or u.dtype != torch.bfloat16 or g.shape != u.shape or not g.is_contiguous()
+                or not u.is_contiguous() or g.device.type != "cpu" or u.device.type != "cpu"):
+            raise ValueError(f"silu_mul: g {tuple(g.shape)} {g.dtype}, u {tuple(u.shape)} {u.dtype}: not an input "
+                             "this kernel takes")
+        out = torch.empty_like(g)
+        if self._silu_mul(g.data_ptr(), u.data_ptr(), g.numel(), out.data_ptr(), torch.get_num_threads()) != 0:
+            return None
         return out
 
     def attend_rows(self, q: torch.Tensor, base_k: torch.Tensor | None, base_v: torch.Tensor | None,

@@ -1,11 +1,13 @@
-"""The batched step's attention in one native call (runtime/model/gemv.c's ``cm_attend_rows``): packed tokens of
-rows that feed different numbers of tokens, over a shared base and their rows' own slots, give the float32
-attention's values within a bfloat16 rounding, for any head grouping, head size, base size (none included)
-and slot pattern a batch makes; a NaN key reaches exactly the queries that read it; layouts it cannot read are
-refused; a batch step through it gives the torch attention's logits within rounding."""
+"""A batch step's native calls (runtime/model/gemv.c): the attention in one call a layer (``cm_attend_rows``):
+packed tokens of rows that feed different numbers of tokens, over a shared base and their rows' own slots, give
+the float32 attention's values within a bfloat16 rounding, for any head grouping, head size, base size (none
+included) and slot pattern a batch makes; a NaN key reaches exactly the queries that read it; layouts it cannot
+read are refused. The MLP's ``silu(gate) * up`` in one pass (``cm_silu_mul_bf16``) gives torch's bits (up to
+exp's last bit), special values included. (A batch step through them against torch's: tests/runtime/test_batch.py.)"""
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 from callmaybe.runtime.model import native
 
@@ -169,3 +171,40 @@ def test_layouts_the_step_attention_cannot_read_are_refused(lib):
         lib.attend_rows(q, base_k[:, :39], base_v, on_base, keys, values, token_row, offsets, slots, 0.1)
     with pytest.raises(ValueError, match="attend_rows: .* not an input"):  # keys without values
         lib.attend_rows(q, base_k, None, on_base, keys, values, token_row, offsets, slots, 0.1)
+
+
+def _check_silu_mul(lib):
+    gen = torch.Generator().manual_seed(8)
+    for shape in [(200, 8960), (1, 37), (3, 1536), (0, 16)]:
+        g = (torch.randn(*shape, generator=gen) * 6).bfloat16()
+        u = (torch.randn(*shape, generator=gen) * 3).bfloat16()
+        got, want = lib.silu_mul(g, u), F.silu(g) * u
+        assert got.shape == want.shape and got.dtype == torch.bfloat16
+        if got.numel():  # measured: every one of 1.8 million values the same bits; exp's last bit may move a few
+            assert float((got == want).float().mean()) > 0.9999, shape
+            step = (torch.frexp(want.float())[1].float() - 8).exp2()
+            assert bool(((got.float() - want.float()).abs() <= step).all()), shape
+    special = torch.tensor([float("nan"), float("inf"), -float("inf"), 0.0, -0.0, 100.0, -100.0, 1e-38, -3.0,
+                            88.0, -88.0, 1.0], dtype=torch.bfloat16)
+    for u in (torch.ones_like(special), special.flip(0)):
+        got, want = lib.silu_mul(special, u), F.silu(special) * u
+        assert torch.equal(got.isnan(), want.isnan()) and torch.equal(got[~got.isnan()], want[~want.isnan()])
+
+
+@needs_cc
+def test_the_gated_mlp_step_gives_torchs_bits(lib):
+    if lib.kind != "vnni":
+        assert lib.silu_mul(torch.zeros(4, dtype=torch.bfloat16), torch.zeros(4, dtype=torch.bfloat16)) is None
+        pytest.skip("built without AVX-512: torch's operators run instead (checked: None)")
+    _check_silu_mul(lib)
+    with pytest.raises(ValueError, match=r"^silu_mul: g \(2, 3\) torch.float32, u \(2, 3\) torch.bfloat16: not an "
+                                         r"input this kernel takes$"):
+        lib.silu_mul(torch.zeros(2, 3), torch.zeros(2, 3, dtype=torch.bfloat16))
+
+
+@needs_cc
+def test_a_library_without_avx512_leaves_the_gated_mlp_step_to_torch(fresh, monkeypatch):
+    monkeypatch.setenv("CC", "cc -mno-avx512f")
+    plain = native.rotation()
+    assert plain is not None
+    assert plain.silu_mul(torch.ones(20, dtype=torch.bfloat16), torch.ones(20, dtype=torch.bfloat16)) is None
