@@ -508,10 +508,15 @@ class Batch:
         return rows
 
     def _keep(self, keep: list[int]) -> None:
-        """Keep only rows ``keep`` (ascending), moving each down to its new buffer row, then repack when
-        padding has grown."""
+        """Keep only rows ``keep`` (ascending): the holes they leave below ``len(keep)`` are filled with the
+        last rows kept (each moved once: a row leaving moves at most one other, where shifting every row above
+        it down moved up to 15 at 16 rows, 10-90 ms a step of Qwen2.5-1.5B), then repack when padding has
+        grown. The rows' order changes with it (nothing reads it)."""
         if len(keep) == len(self.rows):
             return
+        kept = set(keep)
+        tail = iter(b for b in reversed(keep) if b >= len(keep))
+        keep = [b if b in kept else next(tail) for b in range(len(keep))]
         self.rows = [self.rows[b] for b in keep]
         alive = {id(row) for row in self.rows}
         self._feeding &= alive

@@ -135,8 +135,10 @@ class Decoding:
         """Mask ``logits`` (vocab_size,), pick a token, advance, follow the loop guard; returns the token."""
         t = time.perf_counter()
         mask = self.matcher.mask()
-        masked = self.index.apply_mask(mask, logits)
-        tok = int(torch.argmax(masked)) if self.pick is None else self.pick(masked)
+        if self.pick is None:
+            tok = self.index.best(mask, logits)
+        else:
+            tok = self.pick(self.index.apply_mask(mask, logits))
         self.profile.add("mask", time.perf_counter() - t)
         if self.trace:
             self.steps.append(_chosen_step(self.tokenizer, len(self.matcher.tokens), tok, logits, mask.count()))

@@ -220,6 +220,32 @@ class TokenIndex:
         out = logits + self._bias(m, logits.device)[:n]
         return out if out.dtype == logits.dtype else out.to(logits.dtype)
 
+    def best(self, m: Mask, logits: torch.Tensor) -> int:
+        """The token ``int(torch.argmax(self.apply_mask(m, logits)))`` names (``logits`` (n,), any float dtype),
+        without the masked copy: a short id row takes the argmax of its own logits (a gather of a few dozen
+        values where the copy writes the whole vocabulary), other rows the argmax of the logits plus the mask in
+        float32 (torch's argmax of bfloat16 is 4-5 times slower than of float32 here: 593 against 130 us for
+        151,936 logits; the sum is the masked bfloat16 values exactly). Ties go to the lowest id, as torch's
+        argmax gives them; where every allowed logit is -inf, the lowest allowed id (the masked copy's argmax
+        would name token 0, allowed or not)."""
+        n = min(logits.shape[0], self.vocab_size)
+        logits = logits[:n]
+        if m.is_sparse():
+            ids = m.token_ids()
+            if len(ids) and int(ids[-1]) >= n:
+                ids = ids[ids < n]
+            ids = ids.to(logits.device)
+            return int(ids[int(torch.argmax(logits[ids]))])
+        if not m.shared:
+            masked = logits.float().masked_fill(~m.tensor()[:n].to(logits.device), float("-inf"))
+        else:
+            masked = logits.float() + self._bias(m, logits.device)[:n]
+        tok = int(torch.argmax(masked))
+        if masked[tok] == float("-inf"):  # nothing allowed above -inf: the lowest allowed id
+            allowed = m.token_ids()
+            return int(allowed[0]) if len(allowed) else tok
+        return tok
+
     def budget_mask(self, state: int, left: int) -> Mask:
         """The :class:`Mask` of ``state`` keeping only tokens after which the call can still be completed
         within ``left`` tokens in all (this one included): :meth:`mask` itself unless the budget is tight,

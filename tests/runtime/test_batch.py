@@ -724,3 +724,25 @@ def test_the_buffers_hold_the_rows_asked_for_from_the_first_join(smollm2):
             held.append(batch.keys[0].shape[0])
         assert held == want
     assert Batch(model, rows=2).first_rows == 4
+
+
+def test_a_row_leaving_is_replaced_by_the_last_row_and_every_row_keeps_its_logits(smollm2):
+    """When the first of four rows leaves, the last moves into its buffer row (one move, not three); the rows go
+    on with the logits each gets alone."""
+    model = _plain(smollm2)
+    scripts = [[[1, 2, 3], [4]], [[11, 12, 13, 14], [15], [16], [17]], [[21, 22], [23], [24], [25]],
+               [[31, 32, 33, 34, 35], [36], [37], [38]]]
+    batch = Batch(model)
+    rows = [started(model, s) for s in scripts]
+    for r in rows:
+        batch.join(r)
+    assert [r is s.row for r, s in zip(batch.rows, rows)] == [True] * 4
+    assert batch.step() == [rows[0].row]
+    assert [batch.rows.index(s.row) for s in rows[1:]] == [1, 2, 0]  # the last row took the first's place
+    while len(batch):
+        batch.step()
+    for r, script in zip(rows, scripts):
+        expected = alone(model, script)
+        assert len(r.row.seen) == len(expected)
+        for got, want in zip(r.row.seen, expected):
+            assert torch.allclose(got, want, atol=1e-3), (got - want).abs().max()  # float32 sums in another order

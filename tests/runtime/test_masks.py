@@ -88,6 +88,33 @@ def test_apply_keeps_the_dtype_and_never_allows_ids_past_the_width(index):
         assert set(torch.isfinite(wide).nonzero().flatten().tolist()) == want
 
 
+def test_the_best_allowed_token_is_the_argmax_of_the_masked_logits(index):
+    """``best`` names the token the masked copy's argmax names, for every state, both kinds of row, per-step
+    masks, bfloat16 and float32 logits, logits wider and narrower than the index, and ties (the lowest id)."""
+    gen = torch.Generator().manual_seed(4)
+    kinds = set()
+    # per-step masks (budget_mask's kind), few ids and many
+    steps = [Mask(np.sort(np.random.default_rng(n).choice(len(TOKENS), n, replace=False)).astype(np.int32), None,
+                  bool(n % 2), [EOS], WIDTH, shared=False) for n in (3, 40, 500)]
+    some = np.random.default_rng(1).random(WIDTH) < 0.4
+    steps.append(Mask(None, np.packbits(some, bitorder="little"), True, [EOS], WIDTH, shared=False))
+    for state in range(index.num_states):
+        for m in [index.mask(state)] + steps:
+            for logits in (torch.randn(WIDTH, generator=gen), torch.randn(WIDTH, generator=gen).bfloat16(),
+                           torch.randn(WIDTH + 7, generator=gen), torch.randn(300, generator=gen),
+                           torch.randint(0, 3, (WIDTH,), generator=gen).float()):  # many ties
+                if not any(int(i) < logits.shape[0] for i in m.token_ids()):
+                    continue
+                want = int(torch.argmax(index.apply_mask(m, logits)))
+                assert index.best(m, logits) == want, (state, logits.dtype, logits.shape)
+                kinds.add((m.is_sparse(), m.shared))
+    assert {(True, True), (False, True), (False, False)} <= kinds
+    # every allowed logit -inf: the lowest allowed id (the masked copy's argmax would name token 0)
+    m = index.mask(index.start)
+    assert 0 not in m
+    assert index.best(m, torch.full((WIDTH,), float("-inf"))) == int(m.token_ids()[0])
+
+
 def test_no_mask_for_the_dead_state(index):
     with pytest.raises(IndexError):
         index.mask(-1)
