@@ -1620,6 +1620,76 @@ static void weighted_values(const float *p, int J, long stride, const float *con
 }
 #endif
 
+#if CM_VNNI && defined(__AVX512BF16__)
+#define CM_ATT_BF16 1
+/* scores_j with vdpbf16ps (AVX-512 BF16): kp holds the keys as bfloat16 pairs (d / 2 rows of ld uint32, pair m of
+ * key t: entries 2m and 2m + 1); each instruction takes two entries of
+ * 16 keys, twice scores_j's float32 FMA's; qp: the J queries' bfloat16 entries, d apart (the products of two bfloat16 values are exact in float32; the sums are
+ * float32's, in another order) */
+static inline __attribute__((always_inline)) void
+scores_bf16_j(const uint16_t *qp, const int J, int d, const uint32_t *kp, int ld, int n, float scaling, float *sc,
+              long stride)
+{
+    int half = d / 2;
+    for (int t0 = 0; t0 < n; t0 += 32) {
+        __m512 acc[CM_ATT_HEADS][2];
+        for (int j = 0; j < J; j++)
+            acc[j][0] = acc[j][1] = _mm512_setzero_ps();
+        for (int m = 0; m < half; m++) {
+            const uint32_t *row = kp + (ptrdiff_t)m * ld + t0;
+            __m512bh k0 = (__m512bh)_mm512_loadu_si512((const void *)row);
+            __m512bh k1 = (__m512bh)_mm512_loadu_si512((const void *)(row + 16));
+            for (int j = 0; j < J; j++) {
+                __m512bh qj = (__m512bh)CM_BQ(qp + (ptrdiff_t)j * d + 2 * m);
+                acc[j][0] = _mm512_dpbf16_ps(acc[j][0], qj, k0);
+                acc[j][1] = _mm512_dpbf16_ps(acc[j][1], qj, k1);
+            }
+        }
+        __m512 s = _mm512_set1_ps(scaling);
+        for (int j = 0; j < J; j++) {
+            _mm512_storeu_ps(sc + (ptrdiff_t)j * stride + t0, _mm512_mul_ps(acc[j][0], s));
+            _mm512_storeu_ps(sc + (ptrdiff_t)j * stride + t0 + 16, _mm512_mul_ps(acc[j][1], s));
+        }
+    }
+}
+
+static void scores_bf16(const uint16_t *qp, int J, int d, const uint32_t *kp, int ld, int n, float scaling,
+                        float *sc, long stride)
+{
+#define CM_CALL(j) scores_bf16_j(qp, j, d, kp, ld, n, scaling, sc, stride)
+    CM_ATT_CASES(CM_CALL)
+#undef CM_CALL
+}
+
+/* The base's keys (float32, kv_heads x d x Bp, transposed) as bfloat16 pairs for scores_bf16 (kv_heads x d / 2 x
+ * Bp uint32), or NULL when one is not a bfloat16 value (then the float32 products run: the same values) or
+ * memory runs out */
+static uint32_t *base_pairs(const float *kt, int kv_heads, int d, int Bp)
+{
+    size_t count = (size_t)kv_heads * (d / 2) * Bp;
+    uint32_t *kp = malloc(sizeof(uint32_t) * (count ? count : 1));
+    if (!kp)
+        return NULL;
+    uint32_t loose = 0;
+    for (int g = 0; g < kv_heads; g++)
+        for (int m = 0; m < d / 2; m++)
+            for (int t = 0; t < Bp; t++) {
+                uint32_t lo, hi;
+                memcpy(&lo, kt + ((ptrdiff_t)g * d + 2 * m) * Bp + t, 4);
+                memcpy(&hi, kt + ((ptrdiff_t)g * d + 2 * m + 1) * Bp + t, 4);
+                loose |= (lo | hi) & 0xffffu;
+                kp[((size_t)g * (d / 2) + m) * Bp + t] = (lo >> 16) | (hi & 0xffff0000u);
+            }
+    if (loose) {
+        free(kp);
+        return NULL;
+    }
+    return kp;
+}
+#else
+#define CM_ATT_BF16 0
+#endif
+
 /* the same products in plain loops (no SIMD, or d not a multiple of 2 CM_FW); n keys of kt, as above */
 static void scores_plain(const float *qf, int J, int d, const float *kt, int ld, int n, float scaling, float *sc,
                          long stride)
@@ -1695,6 +1765,11 @@ int cm_attend_rows(const uint16_t *q, int T, int heads, int kv_heads, int d, con
     int team = threads < 1 ? 1 : threads;
     if ((long)T * heads * (B + most) * d < 65536)
         team = 1; /* a small step: a thread team costs more than it saves */
+    uint32_t *kp = NULL; /* the base's keys as bfloat16 pairs, where the CPU multiplies them (AVX-512 BF16) */
+#if CM_ATT_BF16
+    if (simd && B > 0)
+        kp = base_pairs(base_kt, kv_heads, d, Bp);
+#endif
     int failed = 0;
 #pragma omp parallel num_threads(team)
     {
@@ -1739,6 +1814,12 @@ int cm_attend_rows(const uint16_t *q, int T, int heads, int kv_heads, int d, con
                         qf[i] = float_of_bf16(qt[i]);
 #if CM_FW
                     if (simd) {
+#if CM_ATT_BF16
+                        if (base && kp)
+                            scores_bf16(qt, J, d, kp + (ptrdiff_t)g * (d / 2) * Bp, Bp,
+                                        Bp, scaling, sc, stride);
+                        else
+#endif
                         if (base)
                             scores(qf, J, d, base_kt + (ptrdiff_t)g * d * Bp, Bp, Bp, scaling, sc, stride);
                         scores(qf, J, d, kt, padded, (mine + CM_ATT_KEYS - 1) / CM_ATT_KEYS * CM_ATT_KEYS, scaling,
@@ -1767,6 +1848,7 @@ int cm_attend_rows(const uint16_t *q, int T, int heads, int kv_heads, int d, con
         free(qf);
         free(vrows);
     }
+    free(kp);
     free(first);
     return failed ? -1 : 0;
 }

@@ -22,7 +22,7 @@ def lib():
     return k
 
 
-def _step(gen, heads, kv_heads, d, base, widths, used, shares, cap_extra=3):
+def _step(gen, heads, kv_heads, d, base, widths, used, shares, cap_extra=3, exact_base=True):
     """A step as :class:`~callmaybe.runtime.decoding.batch.Batch` lays it out: row ``b`` feeds ``widths[b]``
     tokens at slots ``used + c``, after some valid slots of its own below ``used`` (gaps are padding), and reads
     the base when ``shares[b]``. Returns the kernel's arguments and, per token, (row, its slots, on the base)."""
@@ -31,7 +31,10 @@ def _step(gen, heads, kv_heads, d, base, widths, used, shares, cap_extra=3):
     keys = torch.randn(rows, kv_heads, cap, d, generator=gen) * 2
     values = torch.randn(rows, kv_heads, cap, d, generator=gen)
     q = (torch.randn(sum(widths), heads, d, generator=gen) * 2).bfloat16()
+    # bfloat16 values widened, as the buffers hold a bfloat16 model's (the base's keys then multiply as bfloat16
+    # pairs where the CPU has AVX-512 BF16); ``exact_base=False``: float32 values, the float32 products
     base_k = torch.randn(kv_heads, base, d, generator=gen) * 2
+    base_k = base_k.bfloat16().float() if exact_base else base_k
     base_v = torch.randn(kv_heads, base, d, generator=gen)
     token_row, offsets, slots, on_base, reads = [], [0], [], [], []
     for b, w in enumerate(widths):
@@ -92,8 +95,9 @@ CASES = [  # heads, kv_heads, head_dim, base tokens, widths, used, shares
 
 def _check_rows(lib):
     gen = torch.Generator().manual_seed(5)
-    for heads, kv_heads, d, base, widths, used, shares in CASES:
-        args, reads, kept = _step(gen, heads, kv_heads, d, base, widths, used, shares)
+    for (heads, kv_heads, d, base, widths, used, shares), exact in [(case, True) for case in CASES] + \
+            [(case, False) for case in CASES[:2]]:
+        args, reads, kept = _step(gen, heads, kv_heads, d, base, widths, used, shares, exact_base=exact)
         got = lib.attend_rows(*args, d ** -0.5)
         want = _reference(args, reads, kept, d ** -0.5)
         assert got.shape == want.shape and got.dtype == torch.bfloat16
