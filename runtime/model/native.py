@@ -222,7 +222,8 @@ class Kernel:
                or keys.shape[3] != q.shape[2] or keys.shape[1] < 1 or q.shape[1] % keys.shape[1]
                or any(t.dtype != torch.int32 or not t.is_contiguous() for t in (token_row, offsets, slots))
                or on_base.dtype != torch.uint8 or not on_base.is_contiguous() or on_base.shape != (tokens,)
-               or token_row.shape != (tokens,) or offsets.shape != (tokens + 1,)
+               or token_row.shape != (tokens,) or offsets.shape != (tokens + 1,) or slots.dim() != 1
+               or slots.shape[0] != int(offsets[-1])
                or (base_k is None) != (base_v is None)
                or any(t.device.type != "cpu" for t in (q, keys, values, token_row, offsets, slots, on_base)))
         kv_heads, d = (keys.shape[1], keys.shape[3]) if keys.dim() == 4 else (0, 0)

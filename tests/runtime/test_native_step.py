@@ -173,6 +173,8 @@ def test_layouts_the_step_attention_cannot_read_are_refused(lib):
                         0.1)
     with pytest.raises(ValueError, match="attend_rows: .* not an input"):  # base keys and values of two sizes
         lib.attend_rows(q, base_k[:, :39], base_v, on_base, keys, values, token_row, offsets, slots, 0.1)
+    with pytest.raises(ValueError, match="attend_rows: .* not an input"):  # fewer slots than the offsets count
+        lib.attend_rows(q, base_k, base_v, on_base, keys, values, token_row, offsets, slots[:-1], 0.1)
     with pytest.raises(ValueError, match="attend_rows: .* not an input"):  # keys without values
         lib.attend_rows(q, base_k, None, on_base, keys, values, token_row, offsets, slots, 0.1)
 
