@@ -92,6 +92,12 @@ class Mask:
         return self.ids is not None and len(self.ids) <= SCATTER_MAX_IDS
 
 
+def _lowest(m: Mask) -> int:
+    """The lowest id ``m`` allows (0 when it allows none)."""
+    ids = m.token_ids()
+    return int(ids[0]) if len(ids) else 0
+
+
 class TokenIndex:
     """Decode-time view of an :class:`~callmaybe.core.indexfile.IndexData` without counters (one with counters is
     a :class:`~.counted.CountedTokenIndex`; :func:`~.index.open_index` picks the one an index needs).
@@ -226,25 +232,27 @@ class TokenIndex:
         values where the copy writes the whole vocabulary), other rows the argmax of the logits plus the mask in
         float32 (torch's argmax of bfloat16 is 4-5 times slower than of float32 here: 593 against 130 us for
         151,936 logits; the sum is the masked bfloat16 values exactly). Ties go to the lowest id, as torch's
-        argmax gives them; where every allowed logit is -inf, the lowest allowed id (the masked copy's argmax
-        would name token 0, allowed or not)."""
+        argmax gives them; where every allowed logit is -inf, or no allowed id is below the logits' length (a
+        head narrower than the vocabulary), the lowest allowed id, 0 when none is (the masked copy's argmax would
+        name token 0, allowed or not)."""
         n = min(logits.shape[0], self.vocab_size)
         logits = logits[:n]
         if m.is_sparse():
             ids = m.token_ids()
             if len(ids) and int(ids[-1]) >= n:
                 ids = ids[ids < n]
+            if not len(ids):
+                return _lowest(m)
             ids = ids.to(logits.device)
             return int(ids[int(torch.argmax(logits[ids]))])
         if not m.shared:
             masked = logits.float().masked_fill(~m.tensor()[:n].to(logits.device), float("-inf"))
         else:
             masked = logits.float() + self._bias(m, logits.device)[:n]
+        if not n:
+            return _lowest(m)
         tok = int(torch.argmax(masked))
-        if masked[tok] == float("-inf"):  # nothing allowed above -inf: the lowest allowed id
-            allowed = m.token_ids()
-            return int(allowed[0]) if len(allowed) else tok
-        return tok
+        return _lowest(m) if masked[tok] == float("-inf") else tok  # nothing allowed above -inf
 
     def budget_mask(self, state: int, left: int) -> Mask:
         """The :class:`Mask` of ``state`` keeping only tokens after which the call can still be completed

@@ -109,10 +109,17 @@ def test_the_best_allowed_token_is_the_argmax_of_the_masked_logits(index):
                 assert index.best(m, logits) == want, (state, logits.dtype, logits.shape)
                 kinds.add((m.is_sparse(), m.shared))
     assert {(True, True), (False, True), (False, False)} <= kinds
-    # every allowed logit -inf: the lowest allowed id (the masked copy's argmax would name token 0)
+    # every allowed logit -inf, or no allowed id below the logits' length: the lowest allowed id (the masked
+    # copy's argmax would name token 0, not allowed here)
     m = index.mask(index.start)
-    assert 0 not in m
-    assert index.best(m, torch.full((WIDTH,), float("-inf"))) == int(m.token_ids()[0])
+    lowest = int(m.token_ids()[0])
+    assert 0 not in m and lowest > 50
+    assert index.best(m, torch.full((WIDTH,), float("-inf"))) == lowest
+    assert index.best(m, torch.randn(50, generator=gen)) == lowest
+    dense = Mask(None, np.packbits(np.arange(WIDTH) >= 100, bitorder="little"), False, [EOS], WIDTH, shared=False)
+    assert not dense.is_sparse() and index.best(dense, torch.randn(50, generator=gen)) == 100
+    assert index.best(Mask(np.zeros(0, dtype=np.int32), None, False, [EOS], WIDTH, shared=False),
+                      torch.randn(WIDTH, generator=gen)) == 0
 
 
 def test_no_mask_for_the_dead_state(index):
