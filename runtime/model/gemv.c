@@ -1522,7 +1522,9 @@ int cm_attend_one(const uint16_t *q, int heads, const uint16_t *k, const uint16_
  * tokens up to this one: causal attention), so that the keys of a run of a row's tokens are gathered once,
  * transposed, for all of them. The operations of rowpass's float32 attention (a float32 dot product times
  * scaling; exp(score - max) / sum as softmax() above; the weighted sum of values): the same values up to the
- * order of the float32 additions and expf's last bit. Threads take (key/value head, run of at most
+ * order of the float32 additions and expf's last bit (where the CPU has AVX-512 BF16 and the base's keys are
+ * bfloat16 values, as a bfloat16 model's are, their scores go through vdpbf16ps: bfloat16 products are exact in
+ * float32, so only the additions' order differs there too). Threads take (key/value head, run of at most
  * CM_ATT_TOKENS tokens of a row) pairs, head by head, so that a thread reads one head's base from its cache.
  * Returns 0, or -1 when a count, a row or a slot is out of range, the slots are not as above, or memory runs
  * out (nothing useful written then). */
