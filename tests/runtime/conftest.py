@@ -1,4 +1,5 @@
-"""Fixtures of the native int8 kernel's tests (test_native.py, test_native_faults.py)."""
+"""Fixtures of the native library's tests (test_native.py, test_native_faults.py, test_native_decode.py,
+test_native_step.py)."""
 
 import pytest
 
@@ -21,4 +22,14 @@ def kernel():
     k = native.kernel()
     if k is None:
         pytest.skip("the native kernel is unavailable here (no compiler or no AVX-512 VNNI)")
+    return k
+
+
+@pytest.fixture
+def lib():
+    """The library as this process loaded it (rotation(): present with or without AVX-512 VNNI); the test is
+    skipped where there is none."""
+    k = native.rotation()
+    if k is None:
+        pytest.skip("the native library is unavailable here (no compiler)")
     return k

@@ -17,15 +17,6 @@ from callmaybe.runtime.model.quant import Int8Linear
 from ..conftest import needs_cc
 
 
-@pytest.fixture
-def lib():
-    """The library as this process loaded it (rotation(): present with or without AVX-512 VNNI)."""
-    k = native.rotation()
-    if k is None:
-        pytest.skip("the native library is unavailable here (no compiler)")
-    return k
-
-
 def _torch_rope(x, cos, sin):
     return (x * cos) + (_rotate_half(x) * sin)
 

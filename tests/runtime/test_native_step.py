@@ -14,14 +14,6 @@ from callmaybe.runtime.model import native
 from ..conftest import needs_cc
 
 
-@pytest.fixture
-def lib():
-    k = native.rotation()
-    if k is None:
-        pytest.skip("the native library is unavailable here (no compiler)")
-    return k
-
-
 def _step(gen, heads, kv_heads, d, base, widths, used, shares, cap_extra=3, exact_base=True):
     """A step as :class:`~callmaybe.runtime.decoding.batch.Batch` lays it out: row ``b`` feeds ``widths[b]``
     tokens at slots ``used + c``, after some valid slots of its own below ``used`` (gaps are padding), and reads
