@@ -214,7 +214,8 @@ class Kernel:
         (tokens, heads x head_dim): softmax(q K^T * scaling) V per head in float32, the values of
         :func:`~callmaybe.runtime.decoding.rowpass._attend` up to float32 rounding. Uses torch's thread count.
         Raises ValueError on inputs it does not take (a slot or row out of range, a token attending to
-        nothing)."""
+        nothing, a token's slots not the start of the next one's of its row: the kernel gathers a run of a row's
+        tokens' keys once)."""
         tokens = q.shape[0] if q.dim() == 3 else -1
         bad = (q.dim() != 3 or keys.dim() != 4 or q.dtype != torch.bfloat16 or keys.dtype != torch.float32
                or values.dtype != torch.float32 or keys.shape != values.shape or keys.stride() != values.stride()
@@ -248,7 +249,8 @@ class Kernel:
                              keys.stride(1), token_row.data_ptr(), offsets.data_ptr(), slots.data_ptr(), scaling,
                              out.data_ptr(), torch.get_num_threads()) != 0:
             raise ValueError(f"attend_rows: q {tuple(q.shape)}, keys {tuple(keys.shape)}: refused by the kernel (a "
-                             "row or slot out of range, a token attending to nothing, or no memory)")
+                             "row or slot out of range, a token attending to nothing, a token's slots not the start "
+                             "of the next one's of its row, or no memory)")
         return out
 
     def bound_gemv(self, w: torch.Tensor, wsums: torch.Tensor, col_scale: torch.Tensor):

@@ -138,7 +138,8 @@ def test_layouts_the_step_attention_cannot_read_are_refused(lib):
     args, _, _ = _step(gen, 12, 2, 128, 40, [3, 2], 4, [True, False])
     q, base_k, base_v, on_base, keys, values, token_row, offsets, slots = args
     refused = r"^attend_rows: q \(5, 12, 128\), keys \(2, 2, 10, 128\): refused by the kernel \(a row or slot out " \
-              r"of range, a token attending to nothing, or no memory\)$"
+              r"of range, a token attending to nothing, a token's slots not the start of the next one's of its " \
+              r"row, or no memory\)$"
     for bad in (torch.tensor([10]), torch.tensor([-1])):  # a slot past the buffers' 10, or below 0
         wrong = slots.clone()
         wrong[-1:] = bad
