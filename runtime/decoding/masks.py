@@ -92,6 +92,14 @@ class Mask:
         return self.ids is not None and len(self.ids) <= SCATTER_MAX_IDS
 
 
+def _ids_below(m: Mask, n: int, device) -> torch.Tensor:
+    """The ids ``m`` allows below ``n`` (int64, sorted), on ``device``."""
+    ids = m.token_ids()
+    if len(ids) and int(ids[-1]) >= n:
+        ids = ids[ids < n]
+    return ids.to(device)
+
+
 def _lowest(m: Mask) -> int:
     """The lowest id ``m`` allows (0 when it allows none)."""
     ids = m.token_ids()
@@ -214,10 +222,7 @@ class TokenIndex:
             out[: self.vocab_size] = self.apply_mask(m, logits[: self.vocab_size])
             return out
         if m.is_sparse():
-            ids = m.token_ids()
-            if len(ids) and int(ids[-1]) >= n:
-                ids = ids[ids < n]
-            ids = ids.to(logits.device)
+            ids = _ids_below(m, n, logits.device)
             out = torch.full_like(logits, float("-inf"))
             out[ids] = logits[ids]
             return out
@@ -238,19 +243,14 @@ class TokenIndex:
         n = min(logits.shape[0], self.vocab_size)
         logits = logits[:n]
         if m.is_sparse():
-            ids = m.token_ids()
-            if len(ids) and int(ids[-1]) >= n:
-                ids = ids[ids < n]
-            if not len(ids):
-                return _lowest(m)
-            ids = ids.to(logits.device)
-            return int(ids[int(torch.argmax(logits[ids]))])
+            ids = _ids_below(m, n, logits.device)
+            return int(ids[int(torch.argmax(logits[ids]))]) if len(ids) else _lowest(m)
+        if not n:
+            return _lowest(m)
         if not m.shared:
             masked = logits.float().masked_fill(~m.tensor()[:n].to(logits.device), float("-inf"))
         else:
             masked = logits.float() + self._bias(m, logits.device)[:n]
-        if not n:
-            return _lowest(m)
         tok = int(torch.argmax(masked))
         return _lowest(m) if masked[tok] == float("-inf") else tok  # nothing allowed above -inf
 

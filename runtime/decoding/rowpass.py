@@ -162,38 +162,11 @@ def row_pass(decoder, ids: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor,
         if one_call:
             shared = (None, None) if base is None else (base[0][i], base[1][i])
             out = attn.packed(q.contiguous(), *shared, k_buf, v_buf, reads)
-            hidden = hidden + attn.o_proj(out[None])
-            hidden = hidden + layer.mlp.packed(layer.post_attention_layernorm(hidden))
-            continue
-        heads, kv_heads = q.shape[1], k.shape[1]
-        group = heads // kv_heads
-        outs = []
-        for first, end, w, t0, t1, run_rows, run_cols, run_bias, shared in parts:
-            n, slots = end - first, used + w
-            padded = q.new_zeros(n, w, heads, d)
-            padded[run_rows, run_cols] = q[t0:t1]
-            # (rows, kv_heads, group * w, head_dim): the query heads of one key/value head side by side
-            grouped = padded.view(n, w, kv_heads, group, d).permute(0, 2, 3, 1, 4).reshape(
-                n, kv_heads, group * w, d).float()
-            scores = torch.matmul(grouped, k_buf[first:end, :, :slots].float().transpose(-1, -2)) * attn.scaling
-            scores = (scores.view(n, kv_heads, group, w, slots) + run_bias).view(n, kv_heads, -1, slots)
-            own_values = v_buf[first:end, :, :slots].float()
-            if shared is not None and w > 1:  # the base for the run's tokens only, not its padding
-                packed = q[t0:t1].view(t1 - t0, kv_heads, group, d).float()
-                out = _attend_packed(packed, run_rows, run_cols, scores, own_values, base[0][i].float(),
-                                     base[1][i].float(), shared, attn.scaling)
-                outs.append(out.reshape(t1 - t0, heads * d))
-                continue
-            if shared is None:
-                out = torch.matmul(torch.softmax(scores, dim=-1), own_values)
-            else:
-                out = _attend(grouped, scores, own_values, base[0][i].float(), base[1][i].float(), shared,
-                              attn.scaling)
-            out = out.view(n, kv_heads, group, w, d).permute(0, 3, 1, 2, 4).reshape(n, w, heads * d)
-            outs.append(out[run_rows, run_cols])
-        out = (outs[0] if len(outs) == 1 else torch.cat(outs)).to(q.dtype)
+        else:
+            out = _torch_attention(q, k_buf, v_buf, used, parts, base, i, attn.scaling)
         hidden = hidden + attn.o_proj(out[None])
-        hidden = hidden + layer.mlp(layer.post_attention_layernorm(hidden))
+        mlp = layer.mlp.packed if one_call else layer.mlp
+        hidden = hidden + mlp(layer.post_attention_layernorm(hidden))
     return decoder.norm(hidden[0, last])
 
 
@@ -232,3 +205,38 @@ def _parts(allowed: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor, base: 
         parts.append((first, end, w, t0, t1, rows[t0:t1] - first, cols[t0:t1],
                       bias[first:end, :, :, :w, :used + w], shared))
     return parts
+
+
+def _torch_attention(q: torch.Tensor, k_buf: torch.Tensor, v_buf: torch.Tensor, used: int, parts: list[tuple],
+                     base: tuple | None, layer: int, scaling: float) -> torch.Tensor:
+    """Layer ``layer``'s attention in torch operators, run by run (:func:`_parts`): ``q`` (tokens, heads, head_dim)
+    after the rotary embedding, ``k_buf``/``v_buf`` its buffers with this step's keys and values written.
+    Returns (tokens, heads x head_dim) in ``q``'s dtype."""
+    heads, d = q.shape[1], q.shape[2]
+    kv_heads = k_buf.shape[1]
+    group = heads // kv_heads
+    outs = []
+    for first, end, w, t0, t1, run_rows, run_cols, run_bias, shared in parts:
+        n, slots = end - first, used + w
+        padded = q.new_zeros(n, w, heads, d)
+        padded[run_rows, run_cols] = q[t0:t1]
+        # (rows, kv_heads, group * w, head_dim): the query heads of one key/value head side by side
+        grouped = padded.view(n, w, kv_heads, group, d).permute(0, 2, 3, 1, 4).reshape(
+            n, kv_heads, group * w, d).float()
+        scores = torch.matmul(grouped, k_buf[first:end, :, :slots].float().transpose(-1, -2)) * scaling
+        scores = (scores.view(n, kv_heads, group, w, slots) + run_bias).view(n, kv_heads, -1, slots)
+        own_values = v_buf[first:end, :, :slots].float()
+        if shared is not None and w > 1:  # the base for the run's tokens only, not its padding
+            packed = q[t0:t1].view(t1 - t0, kv_heads, group, d).float()
+            out = _attend_packed(packed, run_rows, run_cols, scores, own_values, base[0][layer].float(),
+                                 base[1][layer].float(), shared, scaling)
+            outs.append(out.reshape(t1 - t0, heads * d))
+            continue
+        if shared is None:
+            out = torch.matmul(torch.softmax(scores, dim=-1), own_values)
+        else:
+            out = _attend(grouped, scores, own_values, base[0][layer].float(), base[1][layer].float(), shared,
+                          scaling)
+        out = out.view(n, kv_heads, group, w, d).permute(0, 3, 1, 2, 4).reshape(n, w, heads * d)
+        outs.append(out[run_rows, run_cols])
+    return (outs[0] if len(outs) == 1 else torch.cat(outs)).to(q.dtype)

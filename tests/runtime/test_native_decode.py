@@ -33,12 +33,13 @@ def _check_rope(lib):
             assert got.dtype == torch.bfloat16 and torch.equal(got, want), (heads, d, position)
 
 
-def _bf16_neighbours(got: torch.Tensor, want: torch.Tensor) -> bool:
-    """Each bfloat16 value of ``got`` is the float32 ``want`` rounded down or up to bfloat16 (within one ulp)."""
+def _bf16_neighbours(got: torch.Tensor, want: torch.Tensor, slack: float = 0.0) -> bool:
+    """Each bfloat16 value of ``got`` is the float32 ``want`` rounded down or up to bfloat16 (within one ulp),
+    give or take ``slack`` (absolute)."""
     w = want.float()
     lo = w.bfloat16().float()
     ulp = (torch.frexp(w)[1].float() - 8).exp2()  # bfloat16: 8 significant bits
-    return bool(((got.float() - w).abs() <= ulp + (lo - w).abs()).all())
+    return bool(((got.float() - w).abs() <= ulp + (lo - w).abs() + slack).all())
 
 
 def _check_attention(lib):

@@ -12,6 +12,7 @@ import torch.nn.functional as F
 from callmaybe.runtime.model import native
 
 from ..conftest import needs_cc
+from .test_native_decode import _bf16_neighbours
 
 
 def _step(gen, heads, kv_heads, d, base, widths, used, shares, cap_extra=3, exact_base=True):
@@ -65,14 +66,6 @@ def _reference(args, reads, base, scaling):
     return out.reshape(q.shape[0], heads * d)
 
 
-def _rounded_close(got: torch.Tensor, want: torch.Tensor) -> bool:
-    """Each bfloat16 value of ``got`` is ``want`` rounded to bfloat16 (within one step), up to float32's error
-    on a sum of a few hundred terms of magnitude 1 where they cancel (2^-16: outputs near 0)."""
-    w = want.float()
-    step = (torch.frexp(w)[1].float() - 8).exp2()  # bfloat16: 8 significant bits
-    return bool(((got.float() - w).abs() <= step + (w.bfloat16().float() - w).abs() + 2 ** -16).all())
-
-
 CASES = [  # heads, kv_heads, head_dim, base tokens, widths, used, shares
     (12, 2, 128, 472, [5, 5, 8, 1, 9, 6, 8, 9, 9, 2, 10, 11, 22, 34, 25, 36], 60, [True] * 16),  # a server step
     (12, 2, 128, 40, [1, 1, 1, 3], 7, [True, False, True, False]),  # some rows without the base
@@ -93,7 +86,8 @@ def _check_rows(lib):
         got = lib.attend_rows(*args, d ** -0.5)
         want = _reference(args, reads, kept, d ** -0.5)
         assert got.shape == want.shape and got.dtype == torch.bfloat16
-        assert _rounded_close(got, want), (heads, kv_heads, d, base, widths)
+        # float32's error on a sum of a few hundred terms of magnitude 1 where they cancel: 2^-16 (outputs near 0)
+        assert _bf16_neighbours(got, want, 2 ** -16), (heads, kv_heads, d, base, widths)
         if kv_heads > 1:  # the key/value heads swapped: another answer
             other = lib.attend_rows(*args[:4], args[4].flip(1).contiguous(), args[5].flip(1).contiguous(), *args[6:],
                                     d ** -0.5)
