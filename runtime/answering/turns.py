@@ -335,6 +335,18 @@ class TurnDecoding:
         :attr:`~..decoding.decoder.Decoding.choices`; [0] without a draft)."""
         return self.call.choices if self.call is not None and self.call.draft else [0]
 
+    def needed_ids(self) -> torch.Tensor | None:
+        """The token ids whose logits the next pass's choices read, inside a call or a JSON answer (the call's
+        :meth:`~..decoding.decoder.Decoding.needed_ids`); None where every logit may be read (deciding between
+        a call and text, text, or where naming them failed: the pass then computes every logit, and the
+        choice that reads them meets the failure as before)."""
+        if self.mode not in ("call", "json") or self.call is None or self.finish_reason is not None:
+            return None
+        try:
+            return self.call.needed_ids()
+        except Exception:  # never trusted to be impossible: a row's failure is met where it chooses
+            return None
+
     def verify(self, logits: torch.Tensor) -> tuple[bool, int]:
         """Take the next tokens from ``logits`` (len(choices), vocab_size): the model's outputs after
         ``pending`` and after the tokens of the :meth:`propose` draft fed with it where the model chooses

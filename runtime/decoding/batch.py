@@ -37,6 +37,7 @@ from dataclasses import dataclass
 import torch
 
 from .decoder import Decoding, PrefixCache, forward
+from .head import logits as head_logits
 from .prefix import copies
 from .profile import Profile
 from .rowpass import row_pass, supported
@@ -88,6 +89,12 @@ class Started:
     base: tuple[int, ...] | None = None
 
 
+def _needed_ids(row) -> torch.Tensor | None:
+    """``row.needed_ids()`` (:meth:`Decoding.needed_ids`), None for a row without it (it reads every logit)."""
+    needed = getattr(row, "needed_ids", None)
+    return None if needed is None else needed()
+
+
 def start(model, row: Decoding, prompt_ids: list[int], prefix: PrefixCache | None, prefix_len: int) -> Started:
     """Run ``row``'s prompt through ``model`` alone (after the cached catalog prefix, when ``prefix`` has it),
     let ``row`` choose its first token, and return it with a copy of its keys and values for
@@ -96,7 +103,7 @@ def start(model, row: Decoding, prompt_ids: list[int], prefix: PrefixCache | Non
         return Started(row, None)
     past, _ = prefix.lookup(prompt_ids, prefix_len) if prefix is not None else (None, 0)
     try:
-        logits, past = forward(model, row.pending, past, row.profile, row.phase)
+        logits, past = forward(model, row.pending, past, row.profile, row.phase, allowed=_needed_ids(row))
         finished = row.choose(logits)
         kv = None if finished else copies(past)
     finally:
@@ -295,6 +302,9 @@ class Batch:
         # positions where it chooses; none for a row that feeds part of its pending tokens
         keeps = [[n - 1 + offset for offset in (row.choices if draft else [0])] if w else []
                  for row, n, w, draft in zip(self.rows, feeds, whole, drafts)]
+        # the logits each kept position reads (None: all; head_logits computes only those where it can)
+        wanted = [ids for row, keep in zip(self.rows, keeps) if keep
+                  for ids in [_needed_ids(row)] * len(keep)]
         width = max(counts)
         if self.used + width > self.keys[0].shape[2] and self.used > self._longest():
             self._repack()
@@ -302,9 +312,9 @@ class Batch:
         fed = torch.arange(width)[None, :] < torch.tensor(counts)[:, None]  # (rows, width) bool
         with torch.inference_mode():
             if self.own_pass:
-                logits = self._own_pass(fed_ids, keeps, width, fed)
+                logits = self._own_pass(fed_ids, keeps, width, fed, wanted)
             else:
-                logits = self._transformers_pass(fed_ids, keeps, width, fed)
+                logits = self._transformers_pass(fed_ids, keeps, width, fed, wanted)
         self.valid = torch.cat([self.valid, fed.long().to(self.device)], dim=1)
         self.used += width
         self.lengths = [n + c for n, c in zip(self.lengths, counts)]
@@ -417,9 +427,10 @@ class Batch:
             self.lengths[b] -= rejected
 
     def _own_pass(self, fed_ids: list[list[int]], keeps: list[list[int]], width: int,
-                  fed: torch.Tensor) -> torch.Tensor:
+                  fed: torch.Tensor, wanted: list[torch.Tensor | None]) -> torch.Tensor:
         """The step through :func:`~.rowpass.row_pass`: (total of len(keeps[b]), vocab_size) logits, row by row
-        those of row ``b``'s fed tokens at indices ``keeps[b]``."""
+        those of row ``b``'s fed tokens at indices ``keeps[b]``; ``wanted``: per logits row, the only ids read
+        (:func:`~.head.logits`)."""
         counts = [len(ids) for ids in fed_ids]
         count = len(counts)
         counts_t = torch.tensor(counts)
@@ -438,10 +449,10 @@ class Batch:
             base = (self.base_keys, self.base_values, torch.tensor(self.shares, device=dev))
         hidden = row_pass(self.decoder, ids.to(dev), rows.to(dev), cols.to(dev), positions.to(dev), width,
                           self.keys, self.values, self.used, allowed.to(dev), last.to(dev), base)
-        return self.head(hidden)
+        return head_logits(self.head, hidden, wanted)
 
     def _transformers_pass(self, fed_ids: list[list[int]], keeps: list[list[int]], width: int,
-                           fed: torch.Tensor) -> torch.Tensor:
+                           fed: torch.Tensor, wanted: list[torch.Tensor | None]) -> torch.Tensor:
         """The step through the model's own forward (an architecture :func:`~.rowpass.row_pass` does not
         know): the rows padded to ``width``; the new keys and values are copied into the buffers. Logits as
         :meth:`_own_pass` returns them."""
@@ -462,7 +473,7 @@ class Batch:
             v[:count, :, self.used:self.used + width] = layer.values[:, :, self.used:]
         rows = torch.tensor([b for b, keep in enumerate(keeps) for _ in keep], dtype=torch.long)
         cols = torch.tensor([i for keep in keeps for i in keep], dtype=torch.long)
-        return self.head(out.last_hidden_state[rows, cols])
+        return head_logits(self.head, out.last_hidden_state[rows, cols], wanted)
 
     def _truncate(self) -> None:
         """Rows that went back to an earlier point (a turn that declined the call it decoded sets

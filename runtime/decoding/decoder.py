@@ -169,6 +169,28 @@ class Decoding:
         self.choices = choice_points(self.matcher, self.draft) if self.draft else [0]
         return self.draft
 
+    def needed_ids(self) -> torch.Tensor | None:
+        """The token ids whose logits the next pass's choices can read (call after :meth:`propose`): int64
+        (k,), sorted, the union of the masks' ids at :attr:`choices` (after ``pending``, and after the draft's
+        tokens where the model chooses among them), when each of those masks is a short id row
+        (:meth:`~.masks.Mask.is_sparse`: a digit, a name, a key); None when any allows more, or with ``trace``
+        (its top 3 are the model's before masking). The model may then compute those logits alone: the token
+        chosen is the same, as -inf stands where the mask would have put it anyway."""
+        if self.trace:
+            return None
+        draft, matcher, masks = self.draft, self.matcher, []
+        for offset in self.choices:
+            for tok in draft[:offset]:
+                matcher.advance(tok)
+            try:
+                masks.append(matcher.mask())
+            finally:
+                matcher.rollback(offset)
+            if not masks[-1].is_sparse():
+                return None
+        ids = [m.token_ids() for m in masks]
+        return ids[0] if len(ids) == 1 else torch.unique(torch.cat(ids))
+
     def _closing(self, draft: list[int]) -> list[int]:
         """:func:`~.lookup.closing` after ``draft`` (the matcher is left as it was)."""
         matcher = self.matcher
@@ -258,13 +280,14 @@ def generate(
         row = Decoding(index, tokenizer, max_tokens, prompt_ids[cached:], trace, profile, lookup=lookup)
         while not row.take_forced():
             draft = row.propose()
+            allowed = row.needed_ids()
             if not draft:
-                logits, past = forward(model, row.pending, past, profile, row.phase)
+                logits, past = forward(model, row.pending, past, profile, row.phase, allowed=allowed)
                 if row.choose(logits):
                     break
                 continue
             at = [len(row.pending) - 1 + offset for offset in row.choices]
-            logits, past = forward(model, row.pending + draft, past, profile, row.phase, keep=at)
+            logits, past = forward(model, row.pending + draft, past, profile, row.phase, keep=at, allowed=allowed)
             finished, kept = row.verify(logits)
             if kept < len(draft):
                 past.crop(kept - len(draft))  # transformers 5: a negative count removes that many tokens

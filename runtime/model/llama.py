@@ -375,6 +375,7 @@ class CausalLM(nn.Module):
         c.attention_biases = attention_biases(config)
         c.exact_attention = exact_attention
         self.config = c
+        self.takes_logits_ids = True  # forward's logits_ids (..decoding.forward passes it to models that say so)
         self.model = Decoder(c, dtype, device)
         self.lm_head = nn.Linear(c.hidden_size, c.vocab_size, bias=False, dtype=dtype, device=device)
 
@@ -393,10 +394,13 @@ class CausalLM(nn.Module):
         return self.lm_head
 
     def forward(self, input_ids: torch.Tensor, cache: Cache | None = None, use_cache: bool = False,
-                logits_to_keep: int | torch.Tensor = 0, **_) -> Output:
+                logits_to_keep: int | torch.Tensor = 0, logits_ids: torch.Tensor | None = None, **_) -> Output:
         """Run the long ``input_ids`` (batch, tokens) after ``cache``'s tokens; the logits of the last
         ``logits_to_keep`` positions (0: all; a 1-D long tensor: those positions). ``use_cache``: the new keys
-        and values are added to ``cache`` (a new :class:`Cache` when None) and it is returned."""
+        and values are added to ``cache`` (a new :class:`Cache` when None) and it is returned. ``logits_ids``
+        (int64 (k,), sorted, or None): the only logits the caller reads (the tokens its grammar allows at every
+        kept position); an output layer that can (``takes_ids``, :meth:`.quant.Int8Linear.masked`) computes
+        those alone and writes -inf in the others, else all are computed."""
         if use_cache and cache is None:
             cache = Cache(len(self.model.layers))
         past = cache.get_seq_length() if cache is not None else 0
@@ -415,4 +419,10 @@ class CausalLM(nn.Module):
             keep = logits_to_keep
         else:
             keep = slice(-logits_to_keep, None) if logits_to_keep else slice(None)
-        return Output(self.lm_head(x[:, keep]), cache if use_cache else None)
+        x = x[:, keep]
+        head = self.lm_head
+        if logits_ids is not None and getattr(head, "takes_ids", None) and head.takes_ids(x.shape[0] * x.shape[1]):
+            logits = head.masked(x.reshape(-1, x.shape[-1]), logits_ids).reshape(*x.shape[:-1], -1)
+        else:
+            logits = head(x)
+        return Output(logits, cache if use_cache else None)

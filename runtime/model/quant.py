@@ -224,8 +224,9 @@ class Int8Linear(nn.Module):
             y = self._dequantized_product(rows)
         return y.reshape(*x.shape[:-1], self.out_features)
 
-    def _split_product(self, rows: torch.Tensor) -> torch.Tensor:
-        """``rows`` bfloat16 (M, in) times the int8 weights, scaled, + bias: (M, out) bfloat16, through the int8 x
+    def _split_product(self, rows: torch.Tensor, ids: torch.Tensor | None = None) -> torch.Tensor:
+        """``rows`` bfloat16 (M, in) times the int8 weights (their rows ``ids`` only, int64 (k,), when given:
+        (M, k)), scaled, + bias: (M, out) bfloat16, through the int8 x
         int8 kernel (``torch._int_mm``) with bfloat16's precision kept: each row is split into two int8 rows,
         ``x = s1 q1 + s2 q2 + e`` (``q1`` the row quantized by its absmax, ``q2`` what is left, quantized
         likewise; ``|e| <= s2 / 2``, about ``|x|max / 32,000``, below a bfloat16 rounding), both multiplied in one
@@ -240,11 +241,59 @@ class Int8Linear(nn.Module):
         rest = x.sub_(q1 * step1)  # x is a new float32 tensor: changed in place
         step2 = rest.abs().amax(dim=1, keepdim=True).clamp_(min=1e-30).div_(127)
         q2 = rest.div_(step2).round_()
-        sums = self._int8_product(torch.cat([q1, q2]).to(torch.int8))
-        y = sums[:m].float().mul_(step1).add_(sums[m:].float().mul_(step2)).mul_(self._float_scale())
-        if self.bias is not None:
-            y = y.add_(self.bias)
+        q = torch.cat([q1, q2]).to(torch.int8)
+        scale, bias = self._float_scale(), self.bias
+        if ids is None:
+            sums = self._int8_product(q)
+        else:
+            sums = self._gathered_sums(q, ids)
+            scale, bias = scale[ids], None if bias is None else bias[ids]
+        y = sums[:m].float().mul_(step1).add_(sums[m:].float().mul_(step2)).mul_(scale)
+        if bias is not None:
+            y = y.add_(bias)
         return y.to(torch.bfloat16)
+
+    def takes_ids(self, rows: int) -> bool:
+        """True when :meth:`at` multiplies ``rows`` input rows: where :meth:`forward` would take the two-level
+        product (:meth:`_split_product`: an unrotated layer, at most :data:`SPLIT_ROWS` rows, an input width
+        that is a multiple of 8, on the CPU)."""
+        return (self.block <= 1 and 1 <= rows <= SPLIT_ROWS and self.in_features % 8 == 0
+                and self.weight_int8.device.type == "cpu")
+
+    def at(self, x: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+        """``x`` (M, in) of any float dtype times the weights' rows ``ids`` (int64 (k,), each below ``out``),
+        scaled, + bias: (M, k) bfloat16, bit for bit ``self(x)[:, ids]`` (each output of the two-level product
+        depends only on its input row and its weight row: the int32 sums are exact and the scaling is
+        elementwise), at the cost of reading k weight rows instead of ``out``. For an output layer whose
+        caller reads only the logits a grammar allows (a few dozen of 151,936 where the next token is a
+        digit, a name or a key). Raises ValueError where :meth:`takes_ids` is False."""
+        rows = x.reshape(-1, self.in_features)
+        if x.dim() != 2 or not self.takes_ids(rows.shape[0]) or x.device.type != "cpu":
+            raise ValueError(f"Int8Linear.at: input {tuple(x.shape)} on {x.device}: not a product it takes "
+                             f"(an unrotated layer, 1-{SPLIT_ROWS} rows of {self.in_features}, on the CPU)")
+        return self._split_product(rows.to(torch.bfloat16), ids)
+
+    def masked(self, x: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+        """``x`` (M, in): (M, out) bfloat16 holding ``self(x)``'s values in the columns ``ids`` (int64 (k,),
+        sorted; those at or past ``out`` name no output and are left out) and -inf in every other: the logits a
+        grammar's mask would leave of the whole product, where the mask allows only ``ids`` (:meth:`at`; raises
+        ValueError where :meth:`takes_ids` is False)."""
+        if len(ids) and int(ids[-1]) >= self.out_features:
+            ids = ids[ids < self.out_features]
+        part = self.at(x, ids) if len(ids) else None
+        out = torch.full((x.shape[0], self.out_features), float("-inf"), dtype=torch.bfloat16)
+        if part is not None:
+            out[:, ids] = part
+        return out
+
+    def _gathered_sums(self, q: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+        """``q`` int8 (M, in) times the weights' rows ``ids``: the int32 sums (M, k), exactly (the gathered
+        rows through :mod:`.native`'s kernel where it takes them, else ``torch._int_mm``)."""
+        w = self.weight_int8.index_select(0, ids)
+        kernel = native.kernel()
+        if kernel is not None and 1 <= q.shape[0] <= kernel.max_rows and q.shape[1] <= native.MAX_K:
+            return kernel.gemv(q.contiguous(), w, self._row_sums(kernel).index_select(0, ids))
+        return torch._int_mm(q, w.t())
 
     def _int8_product(self, q: torch.Tensor, step: torch.Tensor | None = None) -> torch.Tensor:
         """``q`` int8 (M, in) times the int8 weights: the int32 sums (M, out), exactly; with ``step`` float32

@@ -4,6 +4,7 @@ vocabulary: the model writes a given text (markers included); the turn decides, 
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from functools import partial
 
 import jsonschema
@@ -143,10 +144,13 @@ def index():
 
 
 def turn(index, script, call_format="tools", fallback=EOS, schema_index=None, judge=None, model=None, asked=None,
-         functions=FUNCTIONS, ground=None, pair=None, evidence=False, messages=None, confirm=None, **request):
+         functions=FUNCTIONS, ground=None, pair=None, evidence=False, messages=None, confirm=None, narrowed=None,
+         **request):
     """Decode one turn of the scripted model (or ``model``, a callable as :class:`ScriptModel`) for the user
     message ``asked`` (default :data:`ASKED`) with the catalog ``functions`` (``index`` compiled from it) and
-    the grounding callback ``ground`` (None: no grounding); returns (TurnResult, events)."""
+    the grounding callback ``ground`` (None: no grounding); returns (TurnResult, events). ``narrowed``: a list
+    that gets, per pass, the ids the row named (:meth:`TurnDecoding.needed_ids`), whose logits alone the model
+    then gives (-inf elsewhere), as an output layer that computes only those does."""
     vocab = Vocab(VOCAB.token_bytes, VOCAB.eos_ids, VOCAB.vocab_size, Tokenizer(), call_format)
     request.setdefault("tool_choice", "auto")
     req = TurnRequest(messages or [{"role": "user", "content": asked or ASKED}], functions, **request)
@@ -161,7 +165,13 @@ def turn(index, script, call_format="tools", fallback=EOS, schema_index=None, ju
         if row.truncate_to is not None:  # a declined call: back to the prompt, as the batch does
             generated, row.truncate_to = generated[:row.truncate_to], None
         generated += row.pending
-        if row.choose(model(generated[len(PROMPT):])):
+        logits = model(generated[len(PROMPT):])
+        if narrowed is not None:
+            ids = row.needed_ids()
+            narrowed.append(None if ids is None else ids.tolist())
+            if ids is not None:
+                logits = torch.full_like(logits, float("-inf")).index_copy_(0, ids, logits[ids])
+        if row.choose(logits):
             break
     return row.result(), events
 
@@ -170,6 +180,28 @@ def turn(index, script, call_format="tools", fallback=EOS, schema_index=None, ju
 ASKED = "Add 2 and 3, then greet Bob."
 CALL = '{"name": "add", "arguments": {"a": 2, "b": 3}}'
 GREET_BOB = '{"name": "greet", "arguments": {"name": "Bob"}}'
+
+
+@pytest.mark.parametrize("script, choice", [
+    ("Hello there.", "auto"), (f"<tool_call>\n{CALL}\n</tool_call>", "auto"),
+    (f"Let me add.<tool_call>\n{CALL}\n</tool_call>", "auto"), (GREET_BOB, "required")])
+def test_a_turn_decodes_the_same_from_the_logits_of_the_ids_it_names(index, script, choice):
+    """Inside a call the next choice reads only the ids its mask allows: given those logits alone (-inf
+    elsewhere, as the int8 output layer gives them), the turn is the same; deciding and text read them all."""
+    want, want_events = turn(index, script, tool_choice=choice)
+    narrowed = []
+    got, events = turn(index, script, tool_choice=choice, narrowed=narrowed)
+    def timeless(events):  # the done event carries the result, whose seconds differ
+        return [(e.kind, replace(e.data, seconds=0) if e.kind == "done" else e.data) for e in events]
+
+    assert replace(got, seconds=0) == replace(want, seconds=0) and timeless(events) == timeless(want_events)
+    if choice == "auto":
+        assert narrowed[0] is None  # the decision between a call and text reads every logit
+    if "{" in script:  # the call's name: "add" or "greet", one byte token each
+        name = narrowed[[n is not None for n in narrowed].index(True)]
+        assert name == [ord("a") - 32, ord("g") - 32]
+    else:
+        assert narrowed == [None] * len(narrowed)
 
 
 def test_auto_text_answer(index):
